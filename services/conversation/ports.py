@@ -1,0 +1,99 @@
+"""Ports of the conversation shell: what it needs from the outside world.
+
+The shell carries out ``run_llm`` through an :class:`LlmPort` and ``run_tool``
+through a :class:`ToolPort`. Real adapters live in ``llm/`` (litellm) and
+``tools_bridge`` (the tool runner over NATS); tests may pass doubles, the
+shipped service never fakes answers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any, Protocol
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from jidocode.shared.events.tools import ToolCallMeta, ToolResult
+
+__all__ = [
+    "LlmPort",
+    "LlmRequest",
+    "LlmResult",
+    "LlmToolCall",
+    "LlmUsage",
+    "ToolPort",
+    "ToolSpec",
+]
+
+
+class ToolSpec(BaseModel):
+    """A tool as the model sees it (seed 000 ``ToolSpec``)."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    name: str
+    description: str = ""
+    input_schema: dict[str, Any] = Field(default_factory=lambda: {"type": "object", "properties": {}})
+
+
+class LlmToolCall(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    id: str
+    name: str
+    arguments: dict[str, Any] = Field(default_factory=dict)
+
+
+class LlmUsage(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cached_tokens: int = 0
+    total_tokens: int = 0
+    cost_usd: float | None = None
+
+
+class LlmRequest(BaseModel):
+    """One model call: built by the shell from the ``llm_context`` projection."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    project_id: str
+    conversation_id: str
+    correlation_id: str
+    #: OpenAI-style chat messages (``role``, ``content``, ``tool_calls``, ``tool_call_id``).
+    messages: list[dict[str, Any]]
+    tools: list[ToolSpec] = Field(default_factory=list)
+    #: Model settings (``model``, ``api_base``, ``api_key_env``, ``temperature``, ``timeout`` …).
+    settings: dict[str, Any] = Field(default_factory=dict)
+
+
+class LlmResult(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    content: str = ""
+    tool_calls: list[LlmToolCall] = Field(default_factory=list)
+    usage: LlmUsage = Field(default_factory=LlmUsage)
+    model: str = ""
+    finish_reason: str | None = None
+
+
+class LlmPort(Protocol):
+    async def complete(self, request: LlmRequest, on_delta: Callable[[str], Awaitable[None]]) -> LlmResult:
+        """Run one completion, streaming text to ``on_delta``.
+
+        Raises a ``JidoError`` (e.g. type ``llm_error``, ``llm_not_configured``)
+        that the shell turns into a ``conversation.llm.failed`` signal.
+        """
+        ...
+
+
+class ToolPort(Protocol):
+    async def run(self, project_id: str, name: str, args: dict[str, Any], meta: ToolCallMeta) -> ToolResult:
+        """Run one tool call through the tool runner; errors come back inside the result."""
+        ...
+
+    async def cancel(self, project_id: str, request_id: str) -> None:
+        """Ask the tool runner to stop a running call."""
+        ...

@@ -1,0 +1,90 @@
+"""The one catalogue of JidoCode event types.
+
+Every CloudEvent type is a pydantic model with a ``Literal`` ``type`` field
+(see :class:`EventModel`), defined in the module of its domain
+(``engine``, ``conversation``, ``tools``, ``assets``, ``llm``, ``common``) and
+decoded through one discriminated union, :data:`AnyEvent`. Type names are a
+wire contract: add, never rename.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Union
+
+from pydantic import Field, TypeAdapter, ValidationError
+
+from jidocode.shared.errors import InvalidInput
+
+from . import assets, common, conversation, engine, llm, tools
+from ._base import EventModel
+from .common import ERROR_TYPE, Reply
+
+__all__ = [
+    "ALL_EVENTS",
+    "ERROR_TYPE",
+    "EVENT_TYPES",
+    "AnyEvent",
+    "EventModel",
+    "Reply",
+    "event_class",
+    "parse_event",
+]
+
+ALL_EVENTS: tuple[type[EventModel], ...] = (
+    *common.EVENTS,
+    *engine.EVENTS,
+    *conversation.EVENTS,
+    *tools.EVENTS,
+    *assets.EVENTS,
+    *llm.EVENTS,
+)
+
+
+def _type_of(cls: type[EventModel]) -> str:
+    default = cls.model_fields["type"].default
+    if not isinstance(default, str):
+        raise TypeError(f"{cls.__name__} must give its Literal type a default")
+    return default
+
+
+_BY_TYPE: dict[str, type[EventModel]] = {}
+for _cls in ALL_EVENTS:
+    _t = _type_of(_cls)
+    if _t in _BY_TYPE:
+        raise TypeError(f"event type {_t!r} is defined twice: {_BY_TYPE[_t].__name__} and {_cls.__name__}")
+    _BY_TYPE[_t] = _cls
+
+EVENT_TYPES: frozenset[str] = frozenset(_BY_TYPE)
+
+AnyEvent = Annotated[Union[ALL_EVENTS], Field(discriminator="type")]  # type: ignore[valid-type]  # noqa: UP007
+_ADAPTER: TypeAdapter[Any] = TypeAdapter(AnyEvent)
+
+
+def event_class(event_type: str) -> type[EventModel] | None:
+    """The model of ``event_type``, or ``None`` when the catalogue has no such type."""
+    return _BY_TYPE.get(event_type)
+
+
+def parse_event(event_type: str, data: Any) -> EventModel:
+    """Validate ``data`` as the event ``event_type``.
+
+    Raises :class:`InvalidInput` naming the unknown type or the bad fields.
+    """
+    cls = _BY_TYPE.get(event_type)
+    if cls is None:
+        raise InvalidInput(f"unknown event type {event_type!r}", details={"type": event_type})
+    if not isinstance(data, dict):
+        raise InvalidInput(
+            f"event {event_type!r} needs an object in data, got {type(data).__name__}",
+            details={"type": event_type},
+        )
+    try:
+        return cls.model_validate({**data, "type": event_type})
+    except ValidationError as exc:
+        problems = [
+            {"field": ".".join(str(p) for p in err["loc"]), "problem": err["msg"]} for err in exc.errors()
+        ]
+        summary = "; ".join(f"{p['field']}: {p['problem']}" for p in problems)
+        raise InvalidInput(
+            f"invalid data for {event_type!r}: {summary}", details={"type": event_type, "errors": problems}
+        ) from None

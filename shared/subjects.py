@@ -1,0 +1,188 @@
+"""Every NATS subject, stream and KV bucket name of JidoCode, built in one place.
+
+No other module writes a subject string. Each builder validates its tokens
+before any I/O, so a bad id is a ``ValueError`` here and never a message on a
+surprising subject.
+
+Subject map (``<p>`` a project id, ``<c>`` a conversation id)::
+
+    jido.engine.<verb>                 request/reply, engine (nats.micro)
+    jido.project.<p>.<verb>            request/reply, project service
+    jido.conversations.<p>.<verb>      request/reply, conversation service
+    jido.tools.<p>.<verb>              request/reply, tool runner (run, cancel)
+    jido.assets.<p>.<verb>             request/reply, asset loader
+    jido.conv.<p>.<c>.in               conversation input (captured by a stream)
+    jido.evt.<p>.<c>.<type…>           conversation output, one subject per event type
+    jido.journal.<p>.<c>               canonical journal of applied signals
+    jido.sig.<type…>                   lifecycle and telemetry signals
+    jido.hook.<type…>                  skill pre/post hook signals (types come from settings)
+"""
+
+from __future__ import annotations
+
+import re
+
+__all__ = [
+    "BUCKET_CONVERSATIONS",
+    "BUCKET_OWNERS",
+    "BUCKET_PROJECTS",
+    "BUCKET_TOOL_CALLS",
+    "PREFIX",
+    "STREAM_CONV_IN",
+    "STREAM_EVENTS",
+    "STREAM_JOURNAL",
+    "all_subjects",
+    "assets",
+    "conversation_in",
+    "conversation_in_filter",
+    "conversation_out",
+    "conversation_out_filter",
+    "conversations",
+    "engine",
+    "hook",
+    "hook_filter",
+    "journal",
+    "journal_filter",
+    "project",
+    "signal",
+    "signal_filter",
+    "tools",
+    "type_tokens",
+    "validate_token",
+]
+
+PREFIX = "jido"
+
+# Streams: one per kind of traffic, never one per entity.
+STREAM_CONV_IN = "JIDO_CONV_IN"
+STREAM_JOURNAL = "JIDO_JOURNAL"
+STREAM_EVENTS = "JIDO_EVENTS"
+
+# KV buckets.
+BUCKET_PROJECTS = "jido_projects"
+BUCKET_CONVERSATIONS = "jido_conversations"
+BUCKET_OWNERS = "jido_conv_owners"
+BUCKET_TOOL_CALLS = "jido_tool_calls"
+
+_TOKEN = re.compile(r"^[A-Za-z0-9_\-]{1,128}$")
+_TYPE_PART = re.compile(r"^[A-Za-z0-9_\-]{1,64}$")
+
+
+def validate_token(value: str, what: str = "token") -> str:
+    """Return ``value`` if it is one safe subject token, else raise ``ValueError``.
+
+    A token is 1-128 characters of ``[A-Za-z0-9_-]``: no dot, no wildcard,
+    no whitespace, so an id can never widen or redirect a subject.
+    """
+    if not isinstance(value, str) or not _TOKEN.match(value):
+        raise ValueError(f"invalid {what} {value!r}: expected 1-128 characters of A-Z a-z 0-9 _ -")
+    return value
+
+
+def type_tokens(event_type: str) -> str:
+    """Map an event type (``conversation.user.message``, ``skill/pre``) to subject tokens.
+
+    Seeds spell types dotted or path-style; subjects always use dots.
+    """
+    parts = event_type.replace("/", ".").split(".")
+    for part in parts:
+        if not _TYPE_PART.match(part):
+            raise ValueError(f"invalid event type {event_type!r}: part {part!r} is not a safe subject token")
+    return ".".join(parts)
+
+
+def _verb(verb: str) -> str:
+    return validate_token(verb, "verb")
+
+
+def engine(verb: str) -> str:
+    """``jido.engine.<verb>``: engine commands and queries."""
+    return f"{PREFIX}.engine.{_verb(verb)}"
+
+
+def project(project_id: str, verb: str) -> str:
+    """``jido.project.<p>.<verb>``: the project service, front door of a project."""
+    return f"{PREFIX}.project.{validate_token(project_id, 'project id')}.{_verb(verb)}"
+
+
+def conversations(project_id: str, verb: str) -> str:
+    """``jido.conversations.<p>.<verb>``: the conversation service's endpoints."""
+    return f"{PREFIX}.conversations.{validate_token(project_id, 'project id')}.{_verb(verb)}"
+
+
+def tools(project_id: str, verb: str) -> str:
+    """``jido.tools.<p>.<verb>``: the tool runner (``run``, ``cancel``)."""
+    return f"{PREFIX}.tools.{validate_token(project_id, 'project id')}.{_verb(verb)}"
+
+
+def assets(project_id: str, verb: str) -> str:
+    """``jido.assets.<p>.<verb>``: the asset loader (``get``, ``list``, ``search``, ``reload`` …)."""
+    return f"{PREFIX}.assets.{validate_token(project_id, 'project id')}.{_verb(verb)}"
+
+
+def conversation_in(project_id: str, conversation_id: str) -> str:
+    """``jido.conv.<p>.<c>.in``: external input of one conversation."""
+    return (
+        f"{PREFIX}.conv.{validate_token(project_id, 'project id')}"
+        f".{validate_token(conversation_id, 'conversation id')}.in"
+    )
+
+
+def conversation_out(project_id: str, conversation_id: str, event_type: str) -> str:
+    """``jido.evt.<p>.<c>.<type>``: one output event of a conversation."""
+    return (
+        f"{PREFIX}.evt.{validate_token(project_id, 'project id')}"
+        f".{validate_token(conversation_id, 'conversation id')}.{type_tokens(event_type)}"
+    )
+
+
+def journal(project_id: str, conversation_id: str) -> str:
+    """``jido.journal.<p>.<c>``: the canonical journal of one conversation."""
+    return (
+        f"{PREFIX}.journal.{validate_token(project_id, 'project id')}"
+        f".{validate_token(conversation_id, 'conversation id')}"
+    )
+
+
+def signal(event_type: str) -> str:
+    """``jido.sig.<type>``: a lifecycle or telemetry signal."""
+    return f"{PREFIX}.sig.{type_tokens(event_type)}"
+
+
+def hook(event_type: str) -> str:
+    """``jido.hook.<type>``: a skill pre/post hook signal (its type comes from settings)."""
+    return f"{PREFIX}.hook.{type_tokens(event_type)}"
+
+
+def _opt(value: str | None, what: str) -> str:
+    return "*" if value is None else validate_token(value, what)
+
+
+def conversation_in_filter(project_id: str | None = None, conversation_id: str | None = None) -> str:
+    """Wildcard over conversation input; ``None`` matches any id."""
+    return f"{PREFIX}.conv.{_opt(project_id, 'project id')}.{_opt(conversation_id, 'conversation id')}.in"
+
+
+def conversation_out_filter(project_id: str | None = None, conversation_id: str | None = None) -> str:
+    """Wildcard over conversation output; ``None`` matches any id."""
+    return f"{PREFIX}.evt.{_opt(project_id, 'project id')}.{_opt(conversation_id, 'conversation id')}.>"
+
+
+def journal_filter(project_id: str | None = None, conversation_id: str | None = None) -> str:
+    """Wildcard over journals; ``None`` matches any id."""
+    return f"{PREFIX}.journal.{_opt(project_id, 'project id')}.{_opt(conversation_id, 'conversation id')}"
+
+
+def signal_filter() -> str:
+    """Every lifecycle and telemetry signal."""
+    return f"{PREFIX}.sig.>"
+
+
+def hook_filter() -> str:
+    """Every skill hook signal."""
+    return f"{PREFIX}.hook.>"
+
+
+def all_subjects() -> str:
+    """Everything JidoCode publishes (for ``jidocode watch``)."""
+    return f"{PREFIX}.>"
