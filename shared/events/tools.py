@@ -14,6 +14,7 @@ from ._base import EventModel
 
 __all__ = [
     "EVENTS",
+    "CancelTool",
     "RunTool",
     "ToolCallMeta",
     "ToolCompleted",
@@ -66,6 +67,14 @@ class RunTool(EventModel):
     meta: ToolCallMeta
 
 
+class CancelTool(EventModel):
+    """Request body of ``jido.tools.<p>.cancel``: stop a running call (by its request id)."""
+
+    channel: ClassVar[str] = "command"
+    type: Literal["tool.cancel"] = "tool.cancel"
+    request_id: str
+
+
 class ToolStarted(EventModel):
     type: Literal["tool.started"] = "tool.started"
     project_id: str
@@ -94,4 +103,4 @@ class ToolFailed(EventModel):
     duration_ms: float = 0.0
 
 
-EVENTS: tuple[type[EventModel], ...] = (RunTool, ToolStarted, ToolCompleted, ToolFailed)
+EVENTS: tuple[type[EventModel], ...] = (RunTool, CancelTool, ToolStarted, ToolCompleted, ToolFailed)

@@ -1,0 +1,7 @@
+"""`jidocode chat …` commands. Owned by the work on this area; the lead's cli/main.py mounts `app`."""
+
+from __future__ import annotations
+
+import typer
+
+app = typer.Typer(help="chat commands", no_args_is_help=True)
