@@ -1,7 +1,10 @@
-"""`jidocode chat …` commands. Owned by the work on this area; the lead's cli/main.py mounts `app`."""
+"""`jidocode chat` — owned by the LLM/client work (issue 6). cli/main.py mounts ``chat`` as a command."""
 
 from __future__ import annotations
 
 import typer
 
-app = typer.Typer(help="chat commands", no_args_is_help=True)
+
+def chat(project_dir: str = typer.Argument(..., help="the project directory")) -> None:
+    """Chat with the assistant in a project (not available yet)."""
+    raise typer.Exit(code=2)
