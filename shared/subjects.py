@@ -28,25 +28,33 @@ __all__ = [
     "BUCKET_PROJECTS",
     "BUCKET_TOOL_CALLS",
     "PREFIX",
+    "SERVICE_NAMES",
     "STREAM_CONV_IN",
     "STREAM_EVENTS",
     "STREAM_JOURNAL",
     "all_subjects",
     "assets",
+    "assets_pattern",
+    "conversation_id_of",
     "conversation_in",
     "conversation_in_filter",
     "conversation_out",
     "conversation_out_filter",
     "conversations",
+    "conversations_pattern",
     "engine",
     "hook",
     "hook_filter",
     "journal",
     "journal_filter",
     "project",
+    "project_id_of",
+    "project_pattern",
     "signal",
     "signal_filter",
+    "srv",
     "tools",
+    "tools_pattern",
     "type_tokens",
     "validate_token",
 ]
@@ -186,3 +194,74 @@ def hook_filter() -> str:
 def all_subjects() -> str:
     """Everything JidoCode publishes (for ``jidocode watch``)."""
     return f"{PREFIX}.>"
+
+
+# --- endpoint patterns (one endpoint serves every project) -------------------
+
+_SCOPED = ("project", "conversations", "tools", "assets")
+
+
+def _pattern(kind: str, verb: str) -> str:
+    return f"{PREFIX}.{kind}.*.{_verb(verb)}"
+
+
+def project_pattern(verb: str) -> str:
+    """``jido.project.*.<verb>``: what a project-service endpoint subscribes to."""
+    return _pattern("project", verb)
+
+
+def conversations_pattern(verb: str) -> str:
+    """``jido.conversations.*.<verb>``."""
+    return _pattern("conversations", verb)
+
+
+def tools_pattern(verb: str) -> str:
+    """``jido.tools.*.<verb>``."""
+    return _pattern("tools", verb)
+
+
+def assets_pattern(verb: str) -> str:
+    """``jido.assets.*.<verb>``."""
+    return _pattern("assets", verb)
+
+
+def project_id_of(subject: str) -> str:
+    """The project id in a scoped request subject (``jido.<kind>.<p>.<verb>``) or in
+    ``jido.conv.<p>.<c>.in`` / ``jido.evt.<p>.<c>.…`` / ``jido.journal.<p>.<c>``.
+
+    Raises ``ValueError`` for any other subject.
+    """
+    parts = subject.split(".")
+    if len(parts) >= 4 and parts[0] == PREFIX and parts[1] in (*_SCOPED, "conv", "evt", "journal"):
+        return validate_token(parts[2], "project id")
+    raise ValueError(f"subject {subject!r} carries no project id")
+
+
+def conversation_id_of(subject: str) -> str:
+    """The conversation id in ``jido.conv.<p>.<c>.in``, ``jido.evt.<p>.<c>.…`` or ``jido.journal.<p>.<c>``."""
+    parts = subject.split(".")
+    if len(parts) >= 4 and parts[0] == PREFIX and parts[1] in ("conv", "evt", "journal"):
+        return validate_token(parts[3], "conversation id")
+    raise ValueError(f"subject {subject!r} carries no conversation id")
+
+
+# --- nats.micro service names and their discovery subjects --------------------
+
+#: The nats.micro name of each service (what ``$SRV.PING.<name>`` finds).
+SERVICE_NAMES: dict[str, str] = {
+    "engine": "jidocode-engine",
+    "project": "jidocode-project",
+    "conversation": "jidocode-conversation",
+    "tool_runner": "jidocode-tool-runner",
+    "asset_loader": "jidocode-asset-loader",
+}
+
+
+def srv(verb: str, service: str | None = None) -> str:
+    """``$SRV.<PING|INFO|STATS>[.<micro name>]``: nats.micro discovery."""
+    if verb not in ("PING", "INFO", "STATS"):
+        raise ValueError(f"invalid discovery verb {verb!r}: expected PING, INFO or STATS")
+    if service is None:
+        return f"$SRV.{verb}"
+    name = SERVICE_NAMES.get(service, service)
+    return f"$SRV.{verb}.{validate_token(name, 'service name')}"

@@ -58,4 +58,10 @@ class ProjectStopped(EventModel):
     root_path: str
 
 
-EVENTS: tuple[type[EventModel], ...] = (ProjectInfo, StartProject, StopProject, ProjectStarted, ProjectStopped)
+EVENTS: tuple[type[EventModel], ...] = (
+    ProjectInfo,
+    StartProject,
+    StopProject,
+    ProjectStarted,
+    ProjectStopped,
+)

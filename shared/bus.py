@@ -1,0 +1,256 @@
+"""The bus client every service and client uses: nats-py plus our envelope.
+
+``Bus`` connects with endless reconnects, publishes catalogue events as
+CloudEvents, makes requests whose error replies become typed exceptions (and
+whose missing responders become :class:`ServiceUnavailable`, not a timeout),
+publishes to JetStream with ``Nats-Msg-Id`` and retries, creates streams and
+KV buckets idempotently, and drains on close.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
+
+import nats
+import nats.errors
+import nats.js.errors
+from nats.aio.client import Client
+from nats.aio.msg import Msg
+from nats.aio.subscription import Subscription
+from nats.js import JetStreamContext
+from nats.js.api import KeyValueConfig, StreamConfig
+from nats.js.kv import KeyValue
+
+from jidocode.shared.config import Config
+from jidocode.shared.envelope import Envelope, decode, encode, error_envelope
+from jidocode.shared.errors import (
+    ErrorInfo,
+    JidoError,
+    RequestTimeout,
+    ServiceUnavailable,
+    from_info,
+)
+from jidocode.shared.events import ERROR_TYPE, EventModel
+
+__all__ = ["Bus", "EnvelopeHandler", "connect_nats", "error_payload"]
+
+log = logging.getLogger("jidocode.bus")
+
+EnvelopeHandler = Callable[[Envelope], Awaitable[None]]
+
+START_HINT = "is JidoCode running? Start it with `jidocode up` (or set NATS_URL to a running system)"
+
+
+async def connect_nats(config: Config, name: str, **options: Any) -> Client:
+    """Connect nats-py with our defaults: reconnect forever, credentials and inbox prefix from config."""
+
+    async def _error_cb(exc: Exception) -> None:
+        log.warning("nats error (%s): %s", name, exc)
+
+    async def _disconnected_cb() -> None:
+        log.info("nats disconnected (%s)", name)
+
+    async def _reconnected_cb() -> None:
+        log.info("nats reconnected (%s)", name)
+
+    opts: dict[str, Any] = {
+        "servers": [s.strip() for s in config.nats_url.split(",") if s.strip()],
+        "name": f"jidocode-{name}",
+        "max_reconnect_attempts": -1,
+        "reconnect_time_wait": 0.5,
+        "connect_timeout": 2,
+        "allow_reconnect": True,
+        "error_cb": _error_cb,
+        "disconnected_cb": _disconnected_cb,
+        "reconnected_cb": _reconnected_cb,
+    }
+    if config.nats_creds:
+        opts["user_credentials"] = config.nats_creds
+    elif config.nats_user:
+        opts["user"] = config.nats_user
+        opts["password"] = config.nats_password or ""
+    inbox = os.environ.get("NATS_INBOX_PREFIX")
+    if inbox:
+        opts["inbox_prefix"] = inbox
+    opts.update(options)
+    return await nats.connect(**opts)
+
+
+class Bus:
+    """A connected bus client. Make one with :meth:`connect`."""
+
+    def __init__(self, nc: Client, *, source: str, replicas: int = 1) -> None:
+        self.nc = nc
+        self.js: JetStreamContext = nc.jetstream()
+        self.source = source
+        self.replicas = replicas
+        self._kv: dict[str, KeyValue] = {}
+
+    @classmethod
+    async def connect(cls, config: Config, name: str, **options: Any) -> Bus:
+        """Connect as service ``name``; ``source`` of its events is ``<name>/<instance>``."""
+        try:
+            nc = await connect_nats(config, name, **options)
+        except (nats.errors.NoServersError, OSError) as exc:
+            raise ServiceUnavailable(
+                f"cannot reach NATS at {config.nats_url}: {exc}; {START_HINT}",
+                details={"nats_url": config.nats_url},
+            ) from None
+        return cls(nc, source=f"{name}/{config.instance}", replicas=config.js_replicas or 1)
+
+    # -- publishing -----------------------------------------------------------
+
+    def envelope(self, event: EventModel, **ext: Any) -> Envelope:
+        """Wrap ``event`` with this client as ``source`` (``ext``: project_id=…, correlation_id=…)."""
+        return Envelope.new(event, source=self.source, **ext)
+
+    async def publish(self, subject: str, event: EventModel, **ext: Any) -> Envelope:
+        env = self.envelope(event, **ext)
+        await self.publish_envelope(subject, env)
+        return env
+
+    async def publish_envelope(self, subject: str, env: Envelope) -> None:
+        payload, headers = encode(env)
+        await self.nc.publish(subject, payload, headers=headers)
+
+    async def js_publish(
+        self,
+        subject: str,
+        event: EventModel | Envelope,
+        *,
+        attempts: int = 5,
+        timeout: float = 2.0,
+        **ext: Any,
+    ) -> int:
+        """Publish to JetStream with ``Nats-Msg-Id`` = event id; retry a timed-out publish.
+
+        A publish that timed out may still have been stored: retrying with the
+        same message id lets the server drop the duplicate. Returns the stream
+        sequence.
+        """
+        env = event if isinstance(event, Envelope) else self.envelope(event, **ext)
+        payload, headers = encode(env, jetstream=True)
+        delay = 0.1
+        for attempt in range(1, attempts + 1):
+            try:
+                ack = await self.js.publish(subject, payload, timeout=timeout, headers=headers)
+                return int(ack.seq)
+            except (
+                nats.errors.TimeoutError,
+                nats.js.errors.ServiceUnavailableError,
+                nats.errors.NoRespondersError,
+            ):
+                if attempt == attempts:
+                    raise RequestTimeout(
+                        f"JetStream did not acknowledge {env.type} on {subject} after {attempts} attempts",
+                        details={"subject": subject, "id": env.id},
+                    ) from None
+                log.warning("jetstream publish of %s timed out (attempt %d), retrying", env.id, attempt)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 2.0)
+        raise AssertionError("unreachable")
+
+    # -- request/reply --------------------------------------------------------
+
+    async def request_envelope(
+        self, subject: str, event: EventModel, *, timeout: float = 5.0, **ext: Any
+    ) -> Envelope:
+        """Send a request; return the reply envelope or raise the error it carries."""
+        env = self.envelope(event, **ext)
+        payload, _ = encode(env)
+        try:
+            msg = await self.nc.request(subject, payload, timeout=timeout)
+        except nats.errors.NoRespondersError:
+            raise ServiceUnavailable(
+                f"no service answers on {subject}: {START_HINT}", details={"subject": subject}
+            ) from None
+        except nats.errors.TimeoutError:
+            raise RequestTimeout(
+                f"no answer on {subject} within {timeout:g} s",
+                details={"subject": subject, "timeout": timeout},
+            ) from None
+        reply = decode(msg.data, msg.headers)
+        if reply.type == ERROR_TYPE:
+            raise from_info(ErrorInfo.model_validate(reply.data or {}))
+        return reply
+
+    async def request(self, subject: str, event: EventModel, *, timeout: float = 5.0, **ext: Any) -> Any:
+        """Send a request; return the ``result`` of the reply."""
+        reply = await self.request_envelope(subject, event, timeout=timeout, **ext)
+        data = reply.data
+        return data.get("result") if isinstance(data, dict) else data
+
+    # -- subscriptions --------------------------------------------------------
+
+    async def subscribe(self, subject: str, handler: EnvelopeHandler, *, queue: str = "") -> Subscription:
+        """Subscribe with a handler of decoded envelopes. Invalid messages are logged
+        (and answered with an error event when they expect a reply), never raised."""
+
+        async def _cb(msg: Msg) -> None:
+            try:
+                env = decode(msg.data, msg.headers)
+            except JidoError as exc:
+                log.warning("rejected message on %s: %s", msg.subject, exc.message)
+                if msg.reply:
+                    await self.reply_error(msg.reply, exc)
+                return
+            try:
+                await handler(env)
+            except Exception:
+                log.exception("handler for %s failed on %s", subject, env.type)
+
+        return await self.nc.subscribe(subject, queue=queue, cb=_cb)
+
+    async def reply_error(self, reply_to: str, error: JidoError, **ext: Any) -> None:
+        await self.nc.publish(reply_to, error_payload(self.source, error, **ext))
+
+    # -- JetStream helpers ----------------------------------------------------
+
+    async def ensure_stream(self, name: str, subjects: Sequence[str], **config: Any) -> None:
+        """Create the stream, or update it when it exists with other settings."""
+        cfg = StreamConfig(name=name, subjects=list(subjects), num_replicas=self.replicas, **config)
+        try:
+            await self.js.add_stream(cfg)
+        except nats.js.errors.BadRequestError as exc:
+            if exc.err_code != 10058:  # stream name already in use with a different configuration
+                raise
+            await self.js.update_stream(cfg)
+
+    async def kv(self, bucket: str, **config: Any) -> KeyValue:
+        """The KV bucket, created with ``config`` (and our replica count) if missing."""
+        cached = self._kv.get(bucket)
+        if cached is not None:
+            return cached
+        try:
+            kv = await self.js.key_value(bucket)
+        except nats.js.errors.BucketNotFoundError:
+            try:
+                kv = await self.js.create_key_value(
+                    KeyValueConfig(bucket=bucket, replicas=self.replicas, **config)
+                )
+            except nats.js.errors.BadRequestError:
+                kv = await self.js.key_value(bucket)  # created concurrently by another replica
+        self._kv[bucket] = kv
+        return kv
+
+    # -- lifecycle ------------------------------------------------------------
+
+    async def close(self) -> None:
+        """Drain: finish in-flight handlers and pending publishes, then disconnect."""
+        if self.nc.is_closed:
+            return
+        try:
+            await self.nc.drain()
+        except (nats.errors.ConnectionClosedError, nats.errors.ConnectionDrainingError):
+            pass
+        except TimeoutError:
+            await self.nc.close()
+
+
+def error_payload(source: str, error: JidoError, **ext: Any) -> bytes:
+    """The encoded error event for ``error`` (the data is its :class:`ErrorInfo`)."""
+    return encode(error_envelope(source, error, **ext))[0]

@@ -1,0 +1,358 @@
+"""The CloudEvents 1.0 envelope of every JidoCode message, and its NATS codec.
+
+No Python SDK ships the CloudEvents NATS protocol binding, so this module is
+that binding, written on the ``cloudevents`` package:
+
+* **structured mode** (what we publish): the NATS payload is the JSON event
+  format, ``application/cloudevents+json``. No header is needed, which keeps
+  a request as cheap as a raw NATS request; JetStream publishes add
+  ``Nats-Msg-Id`` = the event ``id`` so the server dedupes retries.
+* **binary mode** (accepted on input): attributes in lowercase ``ce-*``
+  headers, ``ce-datacontenttype`` (or ``content-type``) describing the payload,
+  which is the event data itself. Attributes are validated by the SDK's
+  ``CloudEvent``.
+
+A message missing ``id``, ``source``, ``type`` or ``specversion`` is rejected
+by looking at the raw message first (the SDK would invent an id). A payload
+whose content is not inside ``data`` is rejected with ``missing_data_envelope``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
+from typing import Any, Final
+
+from cloudevents.core.exceptions import BaseCloudEventException
+from cloudevents.core.v1.event import CloudEvent as SdkCloudEvent
+from ulid import ULID
+
+from jidocode.shared.errors import InvalidEnvelope, JidoError, MissingDataEnvelope, PayloadTooLarge
+from jidocode.shared.events import ERROR_TYPE, EventModel, parse_event
+
+__all__ = [
+    "CONTENT_TYPE_STRUCTURED",
+    "DEFAULT_MAX_BYTES",
+    "EXTENSIONS",
+    "MSG_ID_HEADER",
+    "Envelope",
+    "decode",
+    "encode",
+    "encode_binary",
+    "error_envelope",
+    "new_id",
+    "now_iso",
+]
+
+SPECVERSION: Final = "1.0"
+CONTENT_TYPE_STRUCTURED: Final = "application/cloudevents+json"
+CONTENT_TYPE_JSON: Final = "application/json"
+MSG_ID_HEADER: Final = "Nats-Msg-Id"
+DEFAULT_MAX_BYTES: Final = 1024 * 1024
+
+#: Our extension attributes, by keyword name.
+EXTENSIONS: Final[Mapping[str, str]] = {
+    "project_id": "projectid",
+    "conversation_id": "conversationid",
+    "correlation_id": "correlationid",
+    "causation_id": "causationid",
+    "traceparent": "traceparent",
+    "dataref": "dataref",
+}
+
+_REQUIRED: Final = ("id", "source", "type", "specversion")
+_CONTEXT_ATTRS: Final = frozenset(
+    {"id", "source", "type", "specversion", "time", "subject", "datacontenttype", "dataschema"}
+)
+_EXT_NAME = re.compile(r"^[a-z0-9]{1,20}$")
+_CE_PREFIX: Final = "ce-"
+
+
+def new_id() -> str:
+    """A new event id: a ULID, sortable by creation time."""
+    return str(ULID())
+
+
+def now_iso() -> str:
+    return datetime.now(UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")
+
+
+@dataclass(frozen=True, slots=True)
+class Envelope:
+    """One CloudEvent: context attributes, our extensions and ``data``."""
+
+    id: str
+    source: str
+    type: str
+    data: Any = None
+    specversion: str = SPECVERSION
+    time: str | None = None
+    subject: str | None = None
+    datacontenttype: str | None = CONTENT_TYPE_JSON
+    dataschema: str | None = None
+    extensions: Mapping[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def new(
+        cls,
+        event: EventModel,
+        *,
+        source: str,
+        subject: str | None = None,
+        id: str | None = None,
+        project_id: str | None = None,
+        conversation_id: str | None = None,
+        correlation_id: str | None = None,
+        causation_id: str | None = None,
+        traceparent: str | None = None,
+        dataref: str | None = None,
+    ) -> Envelope:
+        """Wrap a catalogue event; ``id`` (a ULID) and ``time`` are filled in."""
+        ext: dict[str, str] = {}
+        if project_id is not None:
+            ext["projectid"] = project_id
+        if conversation_id is not None:
+            ext["conversationid"] = conversation_id
+        if correlation_id is not None:
+            ext["correlationid"] = correlation_id
+        if causation_id is not None:
+            ext["causationid"] = causation_id
+        if traceparent is not None:
+            ext["traceparent"] = traceparent
+        if dataref is not None:
+            ext["dataref"] = dataref
+        return cls(
+            id=id or new_id(),
+            source=source,
+            type=event.type,
+            data=event.to_data(),
+            time=now_iso(),
+            subject=subject,
+            extensions=ext,
+        )
+
+    @property
+    def project_id(self) -> str | None:
+        return self.extensions.get("projectid")
+
+    @property
+    def conversation_id(self) -> str | None:
+        return self.extensions.get("conversationid")
+
+    @property
+    def correlation_id(self) -> str | None:
+        return self.extensions.get("correlationid")
+
+    @property
+    def causation_id(self) -> str | None:
+        return self.extensions.get("causationid")
+
+    @property
+    def traceparent(self) -> str | None:
+        return self.extensions.get("traceparent")
+
+    @property
+    def dataref(self) -> str | None:
+        return self.extensions.get("dataref")
+
+    def event(self) -> EventModel:
+        """The catalogue model of this event (raises ``InvalidInput``)."""
+        return parse_event(self.type, self.data)
+
+    def with_extensions(self, **values: str | None) -> Envelope:
+        """A copy with extensions set (keyword names as in :data:`EXTENSIONS`; ``None`` removes)."""
+        ext = dict(self.extensions)
+        for key, value in values.items():
+            name = EXTENSIONS.get(key, key)
+            if value is None:
+                ext.pop(name, None)
+            else:
+                ext[name] = value
+        return replace(self, extensions=ext)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON event format of this event."""
+        out: dict[str, Any] = {
+            "specversion": self.specversion,
+            "id": self.id,
+            "source": self.source,
+            "type": self.type,
+        }
+        if self.time is not None:
+            out["time"] = self.time
+        if self.subject is not None:
+            out["subject"] = self.subject
+        if self.datacontenttype is not None:
+            out["datacontenttype"] = self.datacontenttype
+        if self.dataschema is not None:
+            out["dataschema"] = self.dataschema
+        out.update(self.extensions)
+        out["data"] = self.data
+        return out
+
+
+def error_envelope(source: str, error: JidoError, **ext: str | None) -> Envelope:
+    """An ``error`` event whose data is the error's ``ErrorInfo`` (type, message, retryable, details)."""
+    env = Envelope(
+        id=new_id(),
+        source=source,
+        type=ERROR_TYPE,
+        data=error.to_info().model_dump(mode="json"),
+        time=now_iso(),
+    )
+    return env.with_extensions(**ext) if ext else env
+
+
+def encode(envelope: Envelope, *, jetstream: bool = False) -> tuple[bytes, dict[str, str] | None]:
+    """Structured mode: the payload and the headers to publish with it."""
+    payload = json.dumps(envelope.to_dict(), separators=(",", ":"), ensure_ascii=False).encode()
+    return payload, ({MSG_ID_HEADER: envelope.id} if jetstream else None)
+
+
+def encode_binary(envelope: Envelope) -> tuple[bytes, dict[str, str]]:
+    """Binary mode (for peers that want it, and for tests): ``ce-*`` headers, data as payload."""
+    headers = {
+        f"{_CE_PREFIX}{k}": str(v) for k, v in envelope.to_dict().items() if k != "data" and v is not None
+    }
+    ctype = envelope.datacontenttype or CONTENT_TYPE_JSON
+    if isinstance(envelope.data, bytes):
+        body = envelope.data
+    elif isinstance(envelope.data, str) and not ctype.endswith("json"):
+        body = envelope.data.encode()
+    else:
+        body = json.dumps(envelope.data, separators=(",", ":"), ensure_ascii=False).encode()
+    return body, headers
+
+
+def decode(
+    payload: bytes, headers: Mapping[str, str] | None = None, *, max_bytes: int = DEFAULT_MAX_BYTES
+) -> Envelope:
+    """Decode a NATS message into an :class:`Envelope`, in either mode.
+
+    Raises :class:`PayloadTooLarge` over ``max_bytes``, :class:`MissingDataEnvelope`
+    for a payload not inside ``data`` and :class:`InvalidEnvelope` for anything
+    else that is not a CloudEvent 1.0.
+    """
+    if len(payload) > max_bytes:
+        raise PayloadTooLarge(
+            f"message of {len(payload)} bytes is over the limit of {max_bytes} bytes",
+            details={"size": len(payload), "limit": max_bytes},
+        )
+    if headers and any(k.lower() == "ce-specversion" for k in headers):
+        return _decode_binary(payload, headers)
+    return _decode_structured(payload)
+
+
+def _decode_structured(payload: bytes) -> Envelope:
+    try:
+        raw = json.loads(payload)
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise InvalidEnvelope(f"message is not a JSON CloudEvent: {exc}") from None
+    if not isinstance(raw, dict):
+        raise InvalidEnvelope(
+            f"message is not a JSON CloudEvent: top level is {type(raw).__name__}, not object"
+        )
+    _check_required(raw)
+    if "data" not in raw:
+        if "data_base64" in raw:
+            raise InvalidEnvelope("data_base64 is not accepted: JidoCode events carry JSON data")
+        extra = sorted(k for k in raw if k not in _CONTEXT_ATTRS and k not in EXTENSIONS.values())
+        raise MissingDataEnvelope(
+            f"event {raw.get('type')!r} has no 'data': the payload must be inside 'data'",
+            details={"id": raw.get("id"), "type": raw.get("type"), "top_level_fields": extra},
+        )
+    ext: dict[str, str] = {}
+    for key, value in raw.items():
+        if key in _CONTEXT_ATTRS or key == "data":
+            continue
+        if not _EXT_NAME.match(key):
+            raise InvalidEnvelope(
+                f"invalid attribute name {key!r}: CloudEvents attributes are lowercase a-z0-9, at most 20 characters",
+                details={"attribute": key},
+            )
+        if not isinstance(value, str):
+            raise InvalidEnvelope(f"extension {key!r} must be a string", details={"attribute": key})
+        ext[key] = value
+    return Envelope(
+        id=raw["id"],
+        source=raw["source"],
+        type=raw["type"],
+        specversion=raw["specversion"],
+        data=raw["data"],
+        time=_opt_str(raw, "time"),
+        subject=_opt_str(raw, "subject"),
+        datacontenttype=_opt_str(raw, "datacontenttype"),
+        dataschema=_opt_str(raw, "dataschema"),
+        extensions=ext,
+    )
+
+
+def _decode_binary(payload: bytes, headers: Mapping[str, str]) -> Envelope:
+    attrs: dict[str, Any] = {}
+    content_type: str | None = None
+    for key, value in headers.items():
+        lower = key.lower()
+        if lower.startswith(_CE_PREFIX):
+            attrs[lower[len(_CE_PREFIX) :]] = value
+        elif lower == "content-type":
+            content_type = value
+    _check_required(attrs)
+    ctype = attrs.get("datacontenttype") or content_type or CONTENT_TYPE_JSON
+    attrs["datacontenttype"] = ctype
+    try:
+        # The SDK validates names and values of the attributes (it would invent
+        # an id or a time if they were missing: they were checked above).
+        sdk_attrs = dict(attrs)
+        if "time" in sdk_attrs:
+            sdk_attrs["time"] = datetime.fromisoformat(sdk_attrs["time"].replace("Z", "+00:00"))
+        SdkCloudEvent(sdk_attrs)
+    except (BaseCloudEventException, ValueError) as exc:
+        raise InvalidEnvelope(f"invalid binary-mode CloudEvent: {exc}") from None
+    if ctype.split(";")[0].strip().endswith("json"):
+        try:
+            data: Any = json.loads(payload) if payload else None
+        except (UnicodeDecodeError, ValueError) as exc:
+            raise InvalidEnvelope(f"data is declared {ctype} but is not JSON: {exc}") from None
+    elif ctype.startswith("text/"):
+        data = payload.decode("utf-8", errors="replace")
+    else:
+        data = payload
+    ext = {k: str(v) for k, v in attrs.items() if k not in _CONTEXT_ATTRS}
+    return Envelope(
+        id=attrs["id"],
+        source=attrs["source"],
+        type=attrs["type"],
+        specversion=attrs["specversion"],
+        data=data,
+        time=attrs.get("time"),
+        subject=attrs.get("subject"),
+        datacontenttype=ctype,
+        dataschema=attrs.get("dataschema"),
+        extensions=ext,
+    )
+
+
+def _check_required(raw: Mapping[str, Any]) -> None:
+    missing = [name for name in _REQUIRED if not isinstance(raw.get(name), str) or not raw.get(name)]
+    if missing:
+        raise InvalidEnvelope(
+            f"not a CloudEvent: missing or empty required attribute(s) {', '.join(missing)}",
+            details={"missing": missing},
+        )
+    if raw["specversion"] != SPECVERSION:
+        raise InvalidEnvelope(
+            f"unsupported specversion {raw['specversion']!r}: expected {SPECVERSION!r}",
+            details={"specversion": raw["specversion"]},
+        )
+
+
+def _opt_str(raw: Mapping[str, Any], key: str) -> str | None:
+    value = raw.get(key)
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise InvalidEnvelope(f"attribute {key!r} must be a string", details={"attribute": key})
+    return value

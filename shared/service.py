@@ -1,0 +1,151 @@
+"""A nats.micro service whose endpoints speak CloudEvents.
+
+:class:`ServiceHost` registers a ``nats.micro`` service (name, version,
+endpoints: found by ``$SRV.PING``/``INFO``/``STATS`` and the stock ``nats``
+tool) and wraps every handler in the same middleware: decode and validate the
+request envelope, call the handler with it, wrap the handler's return value
+in a ``reply`` event, and turn any :class:`JidoError` into an ``error`` event
+reply. A handler never sees a malformed message and never has to build a
+reply by hand. Endpoints use queue groups, so replicas share the load.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from nats.micro import add_service
+from nats.micro.request import Request
+from nats.micro.service import EndpointConfig, Service, ServiceConfig
+from pydantic import BaseModel
+
+from jidocode.shared.bus import Bus
+from jidocode.shared.envelope import DEFAULT_MAX_BYTES, Envelope, decode, encode, error_envelope
+from jidocode.shared.errors import JidoError
+from jidocode.shared.events import Reply
+from jidocode.shared.subjects import SERVICE_NAMES
+
+__all__ = ["Handler", "ServiceHost", "to_jsonable"]
+
+log = logging.getLogger("jidocode.service")
+
+Handler = Callable[[Envelope], Awaitable[Any]]
+
+VERSION = "0.1.0"
+
+
+def to_jsonable(value: Any) -> Any:
+    """Pydantic models (and lists/dicts of them) as plain JSON values."""
+    if isinstance(value, BaseModel):
+        return value.model_dump(mode="json")
+    if isinstance(value, list | tuple):
+        return [to_jsonable(v) for v in value]
+    if isinstance(value, dict):
+        return {k: to_jsonable(v) for k, v in value.items()}
+    return value
+
+
+class ServiceHost:
+    """One micro service of JidoCode (``name`` is a key of ``SERVICE_NAMES``)."""
+
+    def __init__(
+        self,
+        bus: Bus,
+        *,
+        name: str,
+        version: str = VERSION,
+        description: str = "",
+        max_request_bytes: int = DEFAULT_MAX_BYTES,
+        metadata: dict[str, str] | None = None,
+    ) -> None:
+        if name not in SERVICE_NAMES:
+            raise ValueError(f"unknown service {name!r}: expected one of {sorted(SERVICE_NAMES)}")
+        self.bus = bus
+        self.name = name
+        self.micro_name = SERVICE_NAMES[name]
+        self.version = version
+        self.description = description
+        self.max_request_bytes = max_request_bytes
+        self.metadata = {"instance": bus.source, **(metadata or {})}
+        self._endpoints: list[EndpointConfig] = []
+        self._service: Service | None = None
+
+    def add_endpoint(
+        self, name: str, *, subject: str, handler: Handler, queue_group: str | None = None
+    ) -> None:
+        """Register ``handler`` for requests on ``subject`` (before or after :meth:`start`)."""
+        if self._service is not None:
+            raise RuntimeError("add endpoints before start()")
+        config = EndpointConfig(
+            name=name,
+            subject=subject,
+            handler=self._wrap(name, handler),
+            queue_group=queue_group or self.micro_name,
+        )
+        self._endpoints.append(config)
+
+    def _wrap(self, endpoint: str, handler: Handler) -> Callable[[Request], Awaitable[None]]:
+        source = self.bus.source
+        max_bytes = self.max_request_bytes
+
+        async def _handle(request: Request) -> None:
+            env: Envelope | None = None
+            try:
+                env = decode(request.data, request.headers, max_bytes=max_bytes)
+                result = await handler(env)
+            except JidoError as exc:
+                await _reply_error(request, source, exc, env)
+                return
+            except Exception as exc:
+                log.exception("endpoint %s failed", endpoint)
+                err = JidoError(
+                    f"internal error in {endpoint}: {type(exc).__name__}: {exc}", error_type="internal"
+                )
+                await _reply_error(request, source, err, env)
+                return
+            reply = Envelope.new(
+                Reply(result=to_jsonable(result)),
+                source=source,
+                causation_id=env.id,
+                correlation_id=env.correlation_id,
+                project_id=env.project_id,
+                conversation_id=env.conversation_id,
+            )
+            await request.respond(encode(reply)[0])
+
+        return _handle
+
+    async def start(self) -> None:
+        self._service = await add_service(
+            self.bus.nc,
+            ServiceConfig(
+                name=self.micro_name,
+                version=self.version,
+                description=self.description or f"JidoCode {self.name} service",
+                metadata=self.metadata,
+            ),
+        )
+        for config in self._endpoints:
+            await self._service.add_endpoint(config)
+
+    async def stop(self) -> None:
+        if self._service is not None:
+            await self._service.stop()
+            self._service = None
+
+    @property
+    def service(self) -> Service | None:
+        return self._service
+
+
+async def _reply_error(request: Request, source: str, error: JidoError, env: Envelope | None) -> None:
+    ext: dict[str, str | None] = {}
+    if env is not None:
+        ext = {"causation_id": env.id, "correlation_id": env.correlation_id, "project_id": env.project_id}
+    payload = encode(error_envelope(source, error, **ext))[0]
+    # The micro error headers let stock tooling see the failure; the body is our error event.
+    code = "500" if error.type == "internal" else "400"
+    await request.respond(
+        payload, headers={"Nats-Service-Error": error.message[:200], "Nats-Service-Error-Code": code}
+    )
