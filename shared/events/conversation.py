@@ -1,9 +1,358 @@
-"""Conversation events. The owner of this domain adds its models here and lists them in EVENTS."""
+"""Conversation events (seed 002): external input, internal runtime flow, lifecycle, commands.
+
+Channels:
+
+* **external** (``EXTERNAL_TYPES``): the only types accepted on a conversation's
+  input subject, ``jido.conv.<p>.<c>.in`` — a user message, cancel, resume and
+  the answer to an approval request.
+* **internal** (channel ``conversation``): timeline entries the runtime itself
+  produces (LLM and tool lifecycle, assistant messages and deltas, queue and
+  loop events, errors). Every timeline entry is journaled and published on
+  ``jido.evt.<p>.<c>.<type>``.
+* **lifecycle** (channel ``signal``): ``conversation.started``, ``.stopped``,
+  ``.event_ingested`` on ``jido.sig.<type>``.
+* **commands** (channel ``command``): request bodies of the conversation
+  service's endpoints and the project service's front door.
+"""
 
 from __future__ import annotations
 
+from typing import Any, ClassVar, Final, Literal
+
+from pydantic import Field
+
 from ._base import EventModel
 
-__all__ = ["EVENTS"]
+__all__ = [
+    "EVENTS",
+    "EXTERNAL_TYPES",
+    "PROJECTIONS",
+    "ApprovalDecision",
+    "ApprovalRequested",
+    "ApprovalResponse",
+    "AssistantDelta",
+    "AssistantMessage",
+    "Cancel",
+    "ConversationError",
+    "ConversationStarted",
+    "ConversationStopped",
+    "EventIngested",
+    "GetProjection",
+    "LlmCompleted",
+    "LlmFailed",
+    "LlmRequested",
+    "LoopStopped",
+    "QueueOverflow",
+    "ReplayInfo",
+    "Resume",
+    "SendEvent",
+    "StartConversation",
+    "StopConversation",
+    "SubagentCompleted",
+    "SubagentStarted",
+    "Subscribe",
+    "ToolCallCompleted",
+    "ToolCallFailed",
+    "ToolCallRequested",
+    "UserMessage",
+]
 
-EVENTS: tuple[type[EventModel], ...] = ()
+ApprovalDecision = Literal["approve_once", "approve_session", "deny"]
+
+#: Projections readable through ``get_projection``.
+PROJECTIONS: Final = (
+    "timeline",
+    "llm_context",
+    "diagnostics",
+    "subagent_status",
+    "pending_tool_calls",
+    "usage",
+    "canonical_timeline",
+    "canonical_llm_context",
+)
+
+
+class _Output(EventModel):
+    channel: ClassVar[str] = "conversation"
+
+
+# -- external input -----------------------------------------------------------
+
+
+class UserMessage(_Output):
+    type: Literal["conversation.user.message"] = "conversation.user.message"
+    text: str
+
+
+class Cancel(_Output):
+    type: Literal["conversation.cancel"] = "conversation.cancel"
+    reason: str | None = None
+
+
+class Resume(_Output):
+    type: Literal["conversation.resume"] = "conversation.resume"
+
+
+class ApprovalResponse(_Output):
+    """A client's answer to :class:`ApprovalRequested` (consumed by the tool runner)."""
+
+    type: Literal["conversation.approval.response"] = "conversation.approval.response"
+    request_id: str
+    decision: ApprovalDecision
+
+
+#: The only types accepted from outside on ``jido.conv.<p>.<c>.in``.
+EXTERNAL_TYPES: Final[frozenset[str]] = frozenset(
+    {
+        "conversation.user.message",
+        "conversation.cancel",
+        "conversation.resume",
+        "conversation.approval.response",
+    }
+)
+
+
+# -- internal runtime flow ----------------------------------------------------
+
+
+class LlmRequested(_Output):
+    """The reducer asked for a model call; the entry id is the request id."""
+
+    type: Literal["conversation.llm.requested"] = "conversation.llm.requested"
+    turn: int = Field(ge=1)
+
+
+class LlmCompleted(_Output):
+    type: Literal["conversation.llm.completed"] = "conversation.llm.completed"
+    request_id: str
+    content: str = ""
+    #: ``[{"id", "name", "arguments"}]`` as the model returned them.
+    tool_calls: list[dict[str, Any]] = Field(default_factory=list)
+    #: ``prompt_tokens``, ``completion_tokens``, ``cached_tokens``, ``total_tokens``, ``cost_usd``.
+    usage: dict[str, Any] = Field(default_factory=dict)
+    model: str = ""
+    finish_reason: str | None = None
+
+
+class LlmFailed(_Output):
+    type: Literal["conversation.llm.failed"] = "conversation.llm.failed"
+    request_id: str
+    error_type: str
+    message: str
+    retryable: bool = False
+
+
+class ToolCallRequested(_Output):
+    """One tool call of an LLM turn; the entry id is the tool runner's request id."""
+
+    type: Literal["conversation.tool.requested"] = "conversation.tool.requested"
+    call_id: str
+    name: str
+    args: dict[str, Any] = Field(default_factory=dict)
+    llm_request_id: str
+
+
+class ToolCallCompleted(_Output):
+    type: Literal["conversation.tool.completed"] = "conversation.tool.completed"
+    request_id: str
+    call_id: str
+    name: str
+    data: Any = None
+    artifacts: list[Any] = Field(default_factory=list)
+    logs: list[str] = Field(default_factory=list)
+
+
+class ToolCallFailed(_Output):
+    type: Literal["conversation.tool.failed"] = "conversation.tool.failed"
+    request_id: str
+    call_id: str
+    name: str
+    error_type: str
+    message: str
+    details: dict[str, Any] = Field(default_factory=dict)
+
+
+class AssistantMessage(_Output):
+    type: Literal["conversation.assistant.message"] = "conversation.assistant.message"
+    text: str
+    request_id: str
+
+
+class AssistantDelta(_Output):
+    """A piece of streamed assistant text; published live, never journaled."""
+
+    type: Literal["conversation.assistant.delta"] = "conversation.assistant.delta"
+    text: str
+    request_id: str | None = None
+
+
+class QueueOverflow(_Output):
+    """The queue was full: the NEW signal named here was dropped (nothing accepted is lost)."""
+
+    type: Literal["conversation.queue.overflow"] = "conversation.queue.overflow"
+    dropped_id: str
+    dropped_type: str
+    queue_size: int
+    max_queue: int
+
+
+class ConversationError(_Output):
+    """Something went wrong that the conversation survived (e.g. rejected input)."""
+
+    type: Literal["conversation.error"] = "conversation.error"
+    error_type: str
+    message: str
+    details: dict[str, Any] = Field(default_factory=dict)
+
+
+class LoopStopped(_Output):
+    """The LLM/tool loop stopped without an answer (``reason``: ``max_turns``)."""
+
+    type: Literal["conversation.loop.stopped"] = "conversation.loop.stopped"
+    reason: str
+    turns: int
+    max_turns: int
+
+
+class ApprovalRequested(_Output):
+    """An ``ask`` permission: the tool runner waits for an :class:`ApprovalResponse`."""
+
+    type: Literal["conversation.approval.requested"] = "conversation.approval.requested"
+    request_id: str
+    tool: str
+    args: dict[str, Any] = Field(default_factory=dict)
+    reason: str = ""
+
+
+class SubagentStarted(_Output):
+    type: Literal["conversation.subagent.started"] = "conversation.subagent.started"
+    subagent_id: str
+    name: str = ""
+
+
+class SubagentCompleted(_Output):
+    type: Literal["conversation.subagent.completed"] = "conversation.subagent.completed"
+    subagent_id: str
+    status: str = "completed"
+    result: Any = None
+
+
+# -- lifecycle signals (jido.sig.*) -------------------------------------------
+
+
+class ConversationStarted(EventModel):
+    type: Literal["conversation.started"] = "conversation.started"
+    project_id: str
+    conversation_id: str
+    instance: str = ""
+
+
+class ConversationStopped(EventModel):
+    type: Literal["conversation.stopped"] = "conversation.stopped"
+    project_id: str
+    conversation_id: str
+    reason: str = ""
+
+
+class EventIngested(EventModel):
+    type: Literal["conversation.event_ingested"] = "conversation.event_ingested"
+    project_id: str
+    conversation_id: str
+    event_id: str
+    event_type: str
+
+
+# -- commands (request bodies) ------------------------------------------------
+
+
+class StartConversation(EventModel):
+    """Start (or reopen) a conversation; ``conversation_id`` is minted when absent.
+
+    ``settings`` may hold ``max_turns``, ``model`` and other LLM settings.
+    """
+
+    channel: ClassVar[str] = "command"
+    type: Literal["conversation.cmd.start"] = "conversation.cmd.start"
+    conversation_id: str | None = None
+    settings: dict[str, Any] = Field(default_factory=dict)
+
+
+class StopConversation(EventModel):
+    channel: ClassVar[str] = "command"
+    type: Literal["conversation.cmd.stop"] = "conversation.cmd.stop"
+    conversation_id: str
+    reason: str = ""
+
+
+class SendEvent(EventModel):
+    """Front door: validate one external event and publish it to the conversation's input."""
+
+    channel: ClassVar[str] = "command"
+    type: Literal["conversation.cmd.send_event"] = "conversation.cmd.send_event"
+    conversation_id: str
+    event_type: str
+    data: dict[str, Any] = Field(default_factory=dict)
+    id: str | None = None
+    correlation_id: str | None = None
+
+
+class GetProjection(EventModel):
+    channel: ClassVar[str] = "command"
+    type: Literal["conversation.cmd.get_projection"] = "conversation.cmd.get_projection"
+    conversation_id: str
+    name: str = "timeline"
+
+
+class Subscribe(EventModel):
+    """Where to follow a conversation, and how to replay from ``after_id``."""
+
+    channel: ClassVar[str] = "command"
+    type: Literal["conversation.cmd.subscribe"] = "conversation.cmd.subscribe"
+    conversation_id: str
+    after_id: str | None = None
+
+
+class ReplayInfo(EventModel):
+    """Reply of ``subscribe``/``replay``: live subject, stream, and the sequence to start from."""
+
+    channel: ClassVar[str] = "reply"
+    type: Literal["conversation.replay_info"] = "conversation.replay_info"
+    project_id: str
+    conversation_id: str
+    subject: str
+    stream: str
+    #: First stream sequence to deliver (1 when replaying everything).
+    start_sequence: int
+    #: Sequence of ``after_id`` in the stream, if it was found.
+    after_sequence: int | None = None
+
+
+EVENTS: tuple[type[EventModel], ...] = (
+    UserMessage,
+    Cancel,
+    Resume,
+    ApprovalResponse,
+    LlmRequested,
+    LlmCompleted,
+    LlmFailed,
+    ToolCallRequested,
+    ToolCallCompleted,
+    ToolCallFailed,
+    AssistantMessage,
+    AssistantDelta,
+    QueueOverflow,
+    ConversationError,
+    LoopStopped,
+    ApprovalRequested,
+    SubagentStarted,
+    SubagentCompleted,
+    ConversationStarted,
+    ConversationStopped,
+    EventIngested,
+    StartConversation,
+    StopConversation,
+    SendEvent,
+    GetProjection,
+    Subscribe,
+    ReplayInfo,
+)
