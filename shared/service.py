@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, TypeVar
 
 from nats.micro import add_service
 from nats.micro.request import Request
@@ -22,17 +22,32 @@ from pydantic import BaseModel
 
 from jidocode.shared.bus import Bus
 from jidocode.shared.envelope import DEFAULT_MAX_BYTES, Envelope, decode, encode, error_envelope
-from jidocode.shared.errors import JidoError
-from jidocode.shared.events import Reply
+from jidocode.shared.errors import InvalidInput, JidoError
+from jidocode.shared.events import EventModel, Reply
 from jidocode.shared.subjects import SERVICE_NAMES
 
-__all__ = ["Handler", "ServiceHost", "to_jsonable"]
+__all__ = ["Handler", "ServiceHost", "expect", "to_jsonable"]
 
 log = logging.getLogger("jidocode.service")
 
 Handler = Callable[[Envelope], Awaitable[Any]]
 
 VERSION = "0.1.0"
+
+
+E = TypeVar("E", bound=EventModel)
+
+
+def expect(env: Envelope, cls: type[E]) -> E:
+    """The request's catalogue event, which must be a ``cls``; else ``InvalidInput`` naming both."""
+    event = env.event()
+    if not isinstance(event, cls):
+        expected = cls.model_fields["type"].default
+        raise InvalidInput(
+            f"expected a {expected!r} request, got {env.type!r}",
+            details={"expected": expected, "type": env.type},
+        )
+    return event
 
 
 def to_jsonable(value: Any) -> Any:

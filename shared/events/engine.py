@@ -10,11 +10,13 @@ from ._base import EventModel
 
 __all__ = [
     "EVENTS",
+    "ListProjects",
     "ProjectInfo",
     "ProjectStarted",
     "ProjectStopped",
     "StartProject",
     "StopProject",
+    "WhereisProject",
 ]
 
 
@@ -42,6 +44,17 @@ class StartProject(EventModel):
 class StopProject(EventModel):
     channel: ClassVar[str] = "command"
     type: Literal["engine.stop_project"] = "engine.stop_project"
+    project_id: str
+
+
+class ListProjects(EventModel):
+    channel: ClassVar[str] = "command"
+    type: Literal["engine.list_projects"] = "engine.list_projects"
+
+
+class WhereisProject(EventModel):
+    channel: ClassVar[str] = "command"
+    type: Literal["engine.whereis_project"] = "engine.whereis_project"
     project_id: str
 
 

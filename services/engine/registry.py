@@ -1,0 +1,97 @@
+"""The project registry: a JetStream KV bucket (seed 000 ``ProjectRegistry``).
+
+Keys: ``<project_id>`` holds the :class:`ProjectInfo` JSON; ``root.<hash>``
+holds the id of the project started on that root, so the same root always maps
+to one project, across engine replicas and restarts.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import nats.js.errors
+from nats.js.kv import KeyValue
+from ulid import ULID
+
+from jidocode.shared.errors import NotFound
+from jidocode.shared.events.engine import ProjectInfo
+
+from .paths import root_key
+
+__all__ = ["ProjectRegistry"]
+
+
+class ProjectRegistry:
+    def __init__(self, kv: KeyValue) -> None:
+        self.kv = kv
+
+    async def get(self, project_id: str) -> ProjectInfo:
+        try:
+            entry = await self.kv.get(project_id)
+        except (nats.js.errors.KeyNotFoundError, nats.js.errors.KeyDeletedError):
+            raise NotFound(f"unknown project id {project_id!r}", details={"project_id": project_id}) from None
+        if entry.value is None:
+            raise NotFound(f"unknown project id {project_id!r}", details={"project_id": project_id})
+        return ProjectInfo.model_validate_json(entry.value)
+
+    async def find_root(self, realpath: str) -> ProjectInfo | None:
+        try:
+            entry = await self.kv.get(root_key(realpath))
+        except (nats.js.errors.KeyNotFoundError, nats.js.errors.KeyDeletedError):
+            return None
+        if not entry.value:
+            return None
+        try:
+            return await self.get(entry.value.decode())
+        except NotFound:
+            return None
+
+    async def create(self, realpath: str, data_dir: str, opts: dict[str, object]) -> tuple[ProjectInfo, bool]:
+        """Register a project on ``realpath``; returns ``(info, created)``.
+
+        Idempotent: the same root gives back the project already there.
+        """
+        existing = await self.find_root(realpath)
+        if existing is not None:
+            return existing, False
+        info = ProjectInfo(
+            project_id=str(ULID()),
+            root_path=realpath,
+            data_dir=data_dir,
+            started_at=datetime.now(UTC).isoformat(),
+            opts=opts,
+        )
+        await self.kv.put(info.project_id, info.model_dump_json().encode())
+        key = root_key(realpath)
+        try:
+            await self.kv.create(key, info.project_id.encode())
+        except nats.js.errors.KeyWrongLastSequenceError:
+            # Another replica registered this root first (or a stale index): settle on one.
+            await self.kv.delete(info.project_id)
+            winner = await self.find_root(realpath)
+            if winner is not None:
+                return winner, False
+            await self.kv.put(info.project_id, info.model_dump_json().encode())
+            await self.kv.put(key, info.project_id.encode())
+        return info, True
+
+    async def remove(self, project_id: str) -> ProjectInfo:
+        info = await self.get(project_id)
+        await self.kv.delete(root_key(info.root_path))
+        await self.kv.delete(project_id)
+        return info
+
+    async def list(self) -> list[ProjectInfo]:
+        try:
+            keys = await self.kv.keys()
+        except nats.js.errors.NoKeysError:
+            return []
+        out: list[ProjectInfo] = []
+        for key in keys:
+            if key.startswith("root."):
+                continue
+            try:
+                out.append(await self.get(key))
+            except NotFound:
+                continue
+        return sorted(out, key=lambda p: p.started_at)

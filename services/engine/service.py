@@ -1,0 +1,141 @@
+"""The engine service (seed 000 ``JidoCode``/``Engine``): project lifecycle and registry.
+
+Endpoints (nats.micro ``jidocode-engine``)::
+
+    jido.engine.start_project    StartProject   -> ProjectInfo (same root: the same project back)
+    jido.engine.stop_project     StopProject    -> ProjectInfo of the stopped project
+    jido.engine.list_projects    ListProjects   -> [ProjectInfo]
+    jido.engine.whereis_project  WhereisProject -> {project, hosts}
+
+Signals: ``project.started`` and ``project.stopped`` on ``jido.sig.*``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from typing import Any
+
+import nats.errors
+
+from jidocode.shared import subjects
+from jidocode.shared.bus import Bus
+from jidocode.shared.config import Config
+from jidocode.shared.envelope import Envelope
+from jidocode.shared.errors import InvalidInput
+from jidocode.shared.events.engine import (
+    ListProjects,
+    ProjectInfo,
+    ProjectStarted,
+    ProjectStopped,
+    StartProject,
+    StopProject,
+    WhereisProject,
+)
+from jidocode.shared.service import ServiceHost, expect
+
+from .paths import validate_data_dir, validate_root
+from .registry import ProjectRegistry
+
+__all__ = ["Engine", "serve"]
+
+log = logging.getLogger("jidocode.engine")
+
+
+class Engine:
+    """The engine's handlers, over a bus and the registry."""
+
+    def __init__(self, bus: Bus, registry: ProjectRegistry) -> None:
+        self.bus = bus
+        self.registry = registry
+
+    async def start_project(self, env: Envelope) -> ProjectInfo:
+        cmd = expect(env, StartProject)
+        realpath = validate_root(cmd.root_path)
+        data_dir = validate_data_dir(cmd.data_dir)
+        info, created = await self.registry.create(realpath, data_dir, cmd.opts)
+        if created:
+            log.info("project %s started on %s", info.project_id, info.root_path)
+            await self.bus.publish(
+                subjects.signal("project.started"),
+                ProjectStarted(project_id=info.project_id, root_path=info.root_path, data_dir=info.data_dir),
+                project_id=info.project_id,
+                correlation_id=env.correlation_id,
+                causation_id=env.id,
+            )
+        return info
+
+    async def stop_project(self, env: Envelope) -> ProjectInfo:
+        cmd = expect(env, StopProject)
+        _check_id(cmd.project_id)
+        info = await self.registry.remove(cmd.project_id)
+        log.info("project %s stopped", info.project_id)
+        await self.bus.publish(
+            subjects.signal("project.stopped"),
+            ProjectStopped(project_id=info.project_id, root_path=info.root_path),
+            project_id=info.project_id,
+            correlation_id=env.correlation_id,
+            causation_id=env.id,
+        )
+        return info
+
+    async def list_projects(self, env: Envelope) -> list[ProjectInfo]:
+        expect(env, ListProjects)
+        return await self.registry.list()
+
+    async def whereis_project(self, env: Envelope) -> dict[str, Any]:
+        cmd = expect(env, WhereisProject)
+        _check_id(cmd.project_id)
+        info = await self.registry.get(cmd.project_id)
+        return {"project": info.model_dump(mode="json"), "hosts": await self._project_hosts()}
+
+    async def _project_hosts(self) -> list[str]:
+        """The project-service instances that serve this project (any of them, by queue group)."""
+        inbox = self.bus.nc.new_inbox()
+        sub = await self.bus.nc.subscribe(inbox)
+        hosts: list[str] = []
+        await self.bus.nc.publish(subjects.srv("PING", "project"), b"", reply=inbox)
+        try:
+            while True:
+                msg = await sub.next_msg(timeout=0.25)
+                ping = json.loads(msg.data)
+                hosts.append(ping.get("metadata", {}).get("instance") or ping.get("id", "?"))
+        except nats.errors.TimeoutError:
+            pass
+        finally:
+            await sub.unsubscribe()
+        return sorted(hosts)
+
+
+def _check_id(project_id: str) -> None:
+    try:
+        subjects.validate_token(project_id, "project id")
+    except ValueError as exc:
+        raise InvalidInput(str(exc), details={"project_id": project_id}) from None
+
+
+async def serve(config: Config, stop: asyncio.Event) -> None:
+    bus = await Bus.connect(config, "engine")
+    try:
+        kv = await bus.kv(subjects.BUCKET_PROJECTS, history=1)
+        engine = Engine(bus, ProjectRegistry(kv))
+        host = ServiceHost(bus, name="engine", description="JidoCode engine: project lifecycle and registry")
+        host.add_endpoint(
+            "start_project", subject=subjects.engine("start_project"), handler=engine.start_project
+        )
+        host.add_endpoint(
+            "stop_project", subject=subjects.engine("stop_project"), handler=engine.stop_project
+        )
+        host.add_endpoint(
+            "list_projects", subject=subjects.engine("list_projects"), handler=engine.list_projects
+        )
+        host.add_endpoint(
+            "whereis_project", subject=subjects.engine("whereis_project"), handler=engine.whereis_project
+        )
+        await host.start()
+        log.info("engine ready")
+        await stop.wait()
+        await host.stop()
+    finally:
+        await bus.close()

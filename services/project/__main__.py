@@ -1,0 +1,3 @@
+from jidocode.cli.serve import run_service
+
+run_service("project")

@@ -1,0 +1,36 @@
+"""Which services exist and how to run each (``jidocode serve <name>``, ``jidocode up``).
+
+Each service package has ``service.py`` with ``async def serve(config, stop)``:
+connect, register its endpoints, run until ``stop`` is set, then drain.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+from collections.abc import Awaitable, Callable
+from typing import cast
+
+from jidocode.shared.config import Config
+
+__all__ = ["SERVICES", "Serve", "load_serve", "serve_many"]
+
+Serve = Callable[[Config, asyncio.Event], Awaitable[None]]
+
+#: Start order: the engine first (it owns the project registry), then the rest.
+SERVICES: tuple[str, ...] = ("engine", "project", "asset_loader", "tool_runner", "conversation")
+
+
+def load_serve(name: str) -> Serve:
+    """The ``serve`` coroutine function of service ``name``."""
+    if name not in SERVICES:
+        raise ValueError(f"unknown service {name!r}: expected one of {', '.join(SERVICES)}")
+    module = importlib.import_module(f"jidocode.services.{name}.service")
+    return cast(Serve, module.serve)
+
+
+async def serve_many(config: Config, stop: asyncio.Event, names: tuple[str, ...] = SERVICES) -> None:
+    """Run several services in this process (tests, single-process mode) until ``stop``."""
+    async with asyncio.TaskGroup() as group:
+        for name in names:
+            group.create_task(load_serve(name)(config, stop), name=f"service-{name}")

