@@ -94,6 +94,8 @@ class Envelope:
     datacontenttype: str | None = CONTENT_TYPE_JSON
     dataschema: str | None = None
     extensions: Mapping[str, str] = field(default_factory=dict)
+    #: The NATS subject the message arrived on (set on decode by the bus; not a CloudEvent attribute).
+    nats_subject: str | None = field(default=None, compare=False)
 
     @classmethod
     def new(

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
 from typing import Any, TypeVar
 
 from nats.micro import add_service
@@ -24,9 +25,9 @@ from jidocode.shared.bus import Bus
 from jidocode.shared.envelope import DEFAULT_MAX_BYTES, Envelope, decode, encode, error_envelope
 from jidocode.shared.errors import InvalidInput, JidoError
 from jidocode.shared.events import EventModel, Reply
-from jidocode.shared.subjects import SERVICE_NAMES
+from jidocode.shared.subjects import SERVICE_NAMES, project_id_of
 
-__all__ = ["Handler", "ServiceHost", "expect", "to_jsonable"]
+__all__ = ["Handler", "ServiceHost", "expect", "scoped_project_id", "to_jsonable"]
 
 log = logging.getLogger("jidocode.service")
 
@@ -48,6 +49,24 @@ def expect(env: Envelope, cls: type[E]) -> E:
             details={"expected": expected, "type": env.type},
         )
     return event
+
+
+def scoped_project_id(env: Envelope) -> str:
+    """The project id of the subject a request arrived on (``jido.<kind>.<p>.<verb>``).
+
+    The subject is authoritative: a ``projectid`` extension naming another
+    project is refused, so a request cannot act on one project through another's subject.
+    """
+    try:
+        project_id = project_id_of(env.nats_subject or "")
+    except ValueError as exc:
+        raise InvalidInput(str(exc), details={"subject": env.nats_subject}) from None
+    if env.project_id is not None and env.project_id != project_id:
+        raise InvalidInput(
+            f"projectid {env.project_id!r} does not match the subject's project {project_id!r}",
+            details={"projectid": env.project_id, "subject": env.nats_subject},
+        )
+    return project_id
 
 
 def to_jsonable(value: Any) -> Any:
@@ -107,7 +126,9 @@ class ServiceHost:
         async def _handle(request: Request) -> None:
             env: Envelope | None = None
             try:
-                env = decode(request.data, request.headers, max_bytes=max_bytes)
+                env = replace(
+                    decode(request.data, request.headers, max_bytes=max_bytes), nats_subject=request.subject
+                )
                 result = await handler(env)
             except JidoError as exc:
                 await _reply_error(request, source, exc, env)

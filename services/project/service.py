@@ -1,0 +1,54 @@
+"""The project service (seed 000 ``Project.Server``): a project's control plane.
+
+Endpoints (nats.micro ``jidocode-project``, one endpoint per verb for every
+project: ``jido.project.<p>.<verb>``)::
+
+    info                 the project's registry record
+    start_conversation … the conversation front door   (conversations.py)
+    list_tools, policy   the policy-filtered tool catalog (tooling.py)
+
+Stateless: any replica serves any project (see ``directory.py``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import logging
+
+from jidocode.shared import subjects
+from jidocode.shared.bus import Bus
+from jidocode.shared.config import Config
+from jidocode.shared.envelope import Envelope
+from jidocode.shared.events.engine import ProjectInfo
+from jidocode.shared.service import ServiceHost, scoped_project_id
+
+from .directory import ProjectDirectory
+
+__all__ = ["serve"]
+
+log = logging.getLogger("jidocode.project")
+
+#: Modules that add endpoints with ``register(host, bus, directory)``.
+_PARTS = ("conversations", "tooling")
+
+
+async def serve(config: Config, stop: asyncio.Event) -> None:
+    bus = await Bus.connect(config, "project")
+    try:
+        directory = await ProjectDirectory.open(bus)
+        host = ServiceHost(bus, name="project", description="JidoCode project control plane")
+
+        async def info(env: Envelope) -> ProjectInfo:
+            return await directory.get(scoped_project_id(env))
+
+        host.add_endpoint("info", subject=subjects.project_pattern("info"), handler=info)
+        for part in _PARTS:
+            module = importlib.import_module(f"{__package__}.{part}")
+            module.register(host, bus, directory)
+        await host.start()
+        log.info("project service ready")
+        await stop.wait()
+        await host.stop()
+    finally:
+        await bus.close()
