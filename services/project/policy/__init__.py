@@ -1,0 +1,39 @@
+"""The project policy (seed 000 ``Project.Policy``, seed 001 permissions): a pure core.
+
+- :mod:`.paths`: the path sandbox (root, outside directories, sensitive and protected files)
+- :mod:`.rules`: ``Tool(pattern)`` permission rules and their parser
+- :mod:`.shell`: shell command analysis with bashlex
+- :mod:`.decision`: :class:`Policy` and :func:`authorize` (deny beats ask beats allow)
+- :mod:`.loader`: the policy of a project from its settings.json layers
+"""
+
+from __future__ import annotations
+
+from .decision import PATH_ARGS, Decision, Effect, Policy, authorize, filter_tools, tool_exposed
+from .loader import policy_from_settings
+from .paths import PathCheck, PathSandbox, bad_path_chars, is_within
+from .rules import InvalidRule, PermissionRule, parse_rule, parse_rules
+from .shell import Redirect, ShellAnalysis, ShellCommand, analyze
+
+__all__ = [
+    "PATH_ARGS",
+    "Decision",
+    "Effect",
+    "InvalidRule",
+    "PathCheck",
+    "PathSandbox",
+    "PermissionRule",
+    "Policy",
+    "Redirect",
+    "ShellAnalysis",
+    "ShellCommand",
+    "analyze",
+    "authorize",
+    "bad_path_chars",
+    "filter_tools",
+    "is_within",
+    "parse_rule",
+    "parse_rules",
+    "policy_from_settings",
+    "tool_exposed",
+]

@@ -1,0 +1,68 @@
+"""The policy of a project from its settings.json layers (global, then project).
+
+A permission rule that does not parse, or a ``permissions`` key that the
+settings loader had to drop, is a startup error (:class:`InvalidInput` naming
+the file and the rule), never a rule that silently matches nothing.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from jidocode.shared.errors import InvalidInput
+from jidocode.shared.settings import LoadedSettings, ToolSettings, global_home, load_settings
+
+from .decision import Policy
+from .rules import InvalidRule
+
+__all__ = ["load_policy", "policy_from_settings"]
+
+
+def policy_from_settings(
+    root: str,
+    loaded: LoadedSettings,
+    *,
+    data_dir: str = ".jido",
+    jido_home: str | None = None,
+    home: str | None = None,
+) -> Policy:
+    """Build the :class:`Policy` of ``root``; raise :class:`InvalidInput` on bad permissions."""
+    bad = [
+        d
+        for d in loaded.diagnostics
+        if d.severity == "error" and d.key is not None and d.key.split(".")[0] == "permissions"
+    ]
+    if bad:
+        listed = "; ".join(f"{d.file}: {d.key}: {d.problem}" for d in bad)
+        raise InvalidInput(
+            f"invalid permissions in settings.json: {listed}",
+            details={"problems": [d.model_dump() for d in bad]},
+        )
+    perms = loaded.settings.permissions
+    try:
+        return Policy.build(
+            root,
+            allow=perms.allow,
+            deny=perms.deny,
+            ask=perms.ask,
+            default=perms.default,
+            additional_directories=perms.additional_directories,
+            data_dir=data_dir,
+            jido_home=jido_home,
+            home=home,
+        )
+    except InvalidRule as exc:
+        raise InvalidInput(
+            f"invalid permissions in settings.json ({', '.join(loaded.files) or 'defaults'}): {exc.problem}",
+            details={"files": loaded.files},
+        ) from None
+
+
+def load_policy(
+    root: str, *, data_dir: str = ".jido", jido_home: Path | None = None
+) -> tuple[Policy, ToolSettings]:
+    """Read the settings layers of ``root`` and return its policy and tool limits."""
+    home = global_home(jido_home)
+    loaded = load_settings(Path(root), jido_home=home, data_dir=data_dir)
+    policy = policy_from_settings(root, loaded, data_dir=data_dir, jido_home=str(home))
+    return policy, loaded.settings.tools
