@@ -37,7 +37,7 @@ from jidocode.shared.errors import (
 )
 from jidocode.shared.events import ERROR_TYPE, EventModel
 
-__all__ = ["Bus", "EnvelopeHandler", "connect_nats", "error_payload"]
+__all__ = ["Bus", "EnvelopeHandler", "connect_nats", "error_payload", "gather"]
 
 log = logging.getLogger("jidocode.bus")
 
@@ -250,6 +250,27 @@ class Bus:
             pass
         except TimeoutError:
             await self.nc.close()
+
+
+async def gather(nc: Client, subject: str, payload: bytes = b"", *, wait: float = 0.3) -> list[Msg]:
+    """Scatter-gather: publish with a reply inbox, collect answers until ``wait`` passes with none.
+
+    Status-only messages (such as the server's "no responders") are skipped.
+    """
+    inbox = nc.new_inbox()
+    sub = await nc.subscribe(inbox)
+    out: list[Msg] = []
+    await nc.publish(subject, payload, reply=inbox)
+    try:
+        while True:
+            msg = await sub.next_msg(timeout=wait)
+            if msg.data:
+                out.append(msg)
+    except nats.errors.TimeoutError:
+        pass
+    finally:
+        await sub.unsubscribe()
+    return out
 
 
 def error_payload(source: str, error: JidoError, **ext: Any) -> bytes:

@@ -10,24 +10,16 @@ import nats
 
 from jidocode.services.registry import SERVICES
 from jidocode.shared import subjects
+from jidocode.shared.bus import gather
 from jidocode.shared.config import Config
 
 
 async def ping_services(nc: nats.aio.client.Client, wait: float = 0.3) -> dict[str, list[dict]]:
     """Scatter-gather ``$SRV.PING``: replies grouped by micro service name."""
-    inbox = nc.new_inbox()
     found: dict[str, list[dict]] = {}
-    sub = await nc.subscribe(inbox)
-    await nc.publish(subjects.srv("PING"), b"", reply=inbox)
-    try:
-        while True:
-            msg = await sub.next_msg(timeout=wait)
-            info = json.loads(msg.data)
-            found.setdefault(info["name"], []).append(info)
-    except nats.errors.TimeoutError:
-        pass
-    finally:
-        await sub.unsubscribe()
+    for msg in await gather(nc, subjects.srv("PING"), wait=wait):
+        info = json.loads(msg.data)
+        found.setdefault(info["name"], []).append(info)
     return found
 
 

@@ -17,10 +17,8 @@ import json
 import logging
 from typing import Any
 
-import nats.errors
-
 from jidocode.shared import subjects
-from jidocode.shared.bus import Bus
+from jidocode.shared.bus import Bus, gather
 from jidocode.shared.config import Config
 from jidocode.shared.envelope import Envelope
 from jidocode.shared.errors import InvalidInput
@@ -92,19 +90,10 @@ class Engine:
 
     async def _project_hosts(self) -> list[str]:
         """The project-service instances that serve this project (any of them, by queue group)."""
-        inbox = self.bus.nc.new_inbox()
-        sub = await self.bus.nc.subscribe(inbox)
         hosts: list[str] = []
-        await self.bus.nc.publish(subjects.srv("PING", "project"), b"", reply=inbox)
-        try:
-            while True:
-                msg = await sub.next_msg(timeout=0.25)
-                ping = json.loads(msg.data)
-                hosts.append(ping.get("metadata", {}).get("instance") or ping.get("id", "?"))
-        except nats.errors.TimeoutError:
-            pass
-        finally:
-            await sub.unsubscribe()
+        for msg in await gather(self.bus.nc, subjects.srv("PING", "project"), wait=0.25):
+            ping = json.loads(msg.data)
+            hosts.append(ping.get("metadata", {}).get("instance") or ping.get("id", "?"))
         return sorted(hosts)
 
 

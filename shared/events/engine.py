@@ -75,6 +75,8 @@ EVENTS: tuple[type[EventModel], ...] = (
     ProjectInfo,
     StartProject,
     StopProject,
+    ListProjects,
+    WhereisProject,
     ProjectStarted,
     ProjectStopped,
 )

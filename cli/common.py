@@ -1,0 +1,66 @@
+"""What every CLI command shares: running a coroutine, connecting, printing errors and JSON."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from typing import Any, TypeVar
+
+import typer
+from rich.console import Console
+
+from jidocode.shared import subjects
+from jidocode.shared.bus import Bus
+from jidocode.shared.config import Config
+from jidocode.shared.errors import InvalidInput, JidoError, NotFound
+from jidocode.shared.events.engine import StartProject
+from jidocode.shared.service import to_jsonable
+
+__all__ = ["cli_bus", "console", "err_console", "print_json", "resolve_project", "run"]
+
+T = TypeVar("T")
+
+console = Console()
+err_console = Console(stderr=True)
+
+
+def run(main: Callable[[], Awaitable[T]]) -> T:
+    """Run ``main()``; a ``JidoError`` becomes one plain line on stderr and exit code 1 (2 for bad input)."""
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    try:
+        return asyncio.run(main())  # type: ignore[arg-type]
+    except JidoError as exc:
+        err_console.print(f"[bold red]error[/] ({exc.type}): {exc.message}", highlight=False)
+        raise typer.Exit(2 if isinstance(exc, InvalidInput | NotFound) else 1) from None
+    except KeyboardInterrupt:
+        raise typer.Exit(130) from None
+
+
+@asynccontextmanager
+async def cli_bus(name: str = "cli") -> AsyncIterator[Bus]:
+    """A bus connection for one command (``NATS_URL`` or the embedded default)."""
+    bus = await Bus.connect(Config.from_env(), name)
+    try:
+        yield bus
+    finally:
+        await bus.close()
+
+
+async def resolve_project(bus: Bus, project_dir: str, *, data_dir: str = ".jido") -> dict[str, Any]:
+    """The project on ``project_dir`` (started if needed: the engine returns the same one for a root)."""
+    root = os.path.abspath(os.path.expanduser(project_dir))
+    result = await bus.request(
+        subjects.engine("start_project"), StartProject(root_path=root, data_dir=data_dir)
+    )
+    if not isinstance(result, dict):
+        raise JidoError(f"unexpected reply from the engine: {result!r}")
+    return result
+
+
+def print_json(value: Any) -> None:
+    sys.stdout.write(json.dumps(to_jsonable(value), indent=2, ensure_ascii=False) + "\n")
+    sys.stdout.flush()

@@ -1,0 +1,47 @@
+"""The ``jidocode`` command line."""
+
+from __future__ import annotations
+
+import typer
+
+from . import assets, chat, dev, projects, tools
+from .serve import run_service
+from .status import probe, status
+from .up import up
+from .watch import watch
+
+app = typer.Typer(
+    name="jidocode",
+    help="JidoCode: a multi-project coding-assistant runtime over NATS.",
+    no_args_is_help=True,
+    add_completion=False,
+)
+
+app.command()(up)
+app.command()(status)
+app.command()(probe)
+app.command()(watch)
+app.command()(chat.chat)
+app.add_typer(projects.app, name="projects")
+app.add_typer(tools.app, name="tools")
+app.add_typer(assets.app, name="assets")
+app.add_typer(dev.app, name="dev")
+
+try:  # the deploy commands (issue 7) land separately
+    from . import deploy
+
+    app.add_typer(deploy.app, name="deploy")
+except ImportError:  # pragma: no cover
+    pass
+
+
+@app.command()
+def serve(
+    name: str = typer.Argument(..., help="engine, project, conversation, tool_runner or asset_loader"),
+) -> None:
+    """Run one service in the foreground (what containers run)."""
+    run_service(name.replace("-", "_"))
+
+
+if __name__ == "__main__":
+    app()

@@ -1,0 +1,113 @@
+"""`jidocode status` and `jidocode probe`: what nats.micro discovery finds on the bus."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import nats
+import nats.errors
+import typer
+from rich.table import Table
+
+from jidocode.services.registry import SERVICES
+from jidocode.shared import subjects
+from jidocode.shared.bus import connect_nats, gather
+from jidocode.shared.config import Config
+from jidocode.shared.errors import ServiceUnavailable
+
+from .common import console, print_json, run
+
+__all__ = ["discover", "probe", "status"]
+
+
+async def _gather(nc: nats.aio.client.Client, subject: str, wait: float) -> list[dict[str, Any]]:
+    return [json.loads(m.data) for m in await gather(nc, subject, wait=wait)]
+
+
+async def discover(config: Config, wait: float = 0.5) -> list[dict[str, Any]]:
+    """Every JidoCode service instance: its INFO (endpoints) merged with its STATS."""
+    try:
+        nc = await connect_nats(config, "status", max_reconnect_attempts=0, allow_reconnect=False)
+    except (nats.errors.NoServersError, OSError) as exc:
+        raise ServiceUnavailable(
+            f"cannot reach NATS at {config.nats_url} ({exc}): start the system with `jidocode up`"
+        ) from None
+    try:
+        infos = await _gather(nc, subjects.srv("INFO"), wait)
+        stats = {s["id"]: s for s in await _gather(nc, subjects.srv("STATS"), wait)}
+    finally:
+        await nc.close()
+    ours = set(subjects.SERVICE_NAMES.values())
+    found = []
+    for info in infos:
+        if info.get("name") not in ours:
+            continue
+        stat = stats.get(info["id"], {})
+        by_name = {e["name"]: e for e in stat.get("endpoints", [])}
+        info["endpoints"] = [{**e, **by_name.get(e["name"], {})} for e in info.get("endpoints", [])]
+        info["started"] = stat.get("started")
+        found.append(info)
+    return sorted(found, key=lambda i: (i["name"], i["id"]))
+
+
+def status(json_out: bool = typer.Option(False, "--json", help="print JSON")) -> None:
+    """List the services found via $SRV.PING/INFO/STATS, with their endpoints and stats."""
+    config = Config.from_env()
+    found = run(lambda: discover(config))
+    if json_out:
+        print_json(found)
+        return
+    if not found:
+        console.print(
+            f"no JidoCode service answers on {config.nats_url}: start the system with `jidocode up`"
+        )
+        raise typer.Exit(1)
+    table = Table("service", "instance", "version", "endpoint", "subject", "requests", "errors", "avg")
+    for info in found:
+        for i, ep in enumerate(info["endpoints"]):
+            avg_ns = ep.get("average_processing_time") or 0
+            table.add_row(
+                info["name"] if i == 0 else "",
+                (info.get("metadata") or {}).get("instance", info["id"]) if i == 0 else "",
+                info["version"] if i == 0 else "",
+                ep["name"],
+                ep["subject"],
+                str(ep.get("num_requests", 0)),
+                str(ep.get("num_errors", 0)),
+                f"{avg_ns / 1e6:.2f} ms",
+            )
+    console.print(table)
+    missing = sorted(
+        set(SERVICES) - {k for k, v in subjects.SERVICE_NAMES.items() if v in {i["name"] for i in found}}
+    )
+    if missing:
+        console.print(f"[yellow]not running:[/] {', '.join(missing)}")
+
+
+def probe(
+    name: str = typer.Argument(..., help=f"one of {', '.join(SERVICES)}"),
+    timeout: float = typer.Option(2.0, help="seconds to wait for the answer"),
+) -> None:
+    """Exit 0 when service NAME answers $SRV.PING (a health check for containers)."""
+    if name not in SERVICES:
+        raise typer.BadParameter(f"unknown service {name!r}: expected one of {', '.join(SERVICES)}")
+    config = Config.from_env()
+
+    async def main() -> bool:
+        try:
+            nc = await connect_nats(config, f"probe-{name}", max_reconnect_attempts=0, allow_reconnect=False)
+        except (nats.errors.NoServersError, OSError):
+            return False
+        try:
+            await nc.request(subjects.srv("PING", name), b"", timeout=timeout)
+            return True
+        except (nats.errors.TimeoutError, nats.errors.NoRespondersError):
+            return False
+        finally:
+            await nc.close()
+
+    if not run(main):
+        typer.echo(f"{name}: no answer", err=True)
+        raise typer.Exit(1)
+    typer.echo(f"{name}: ok")

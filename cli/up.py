@@ -1,0 +1,192 @@
+"""`jidocode up`: embedded NATS (when no ``NATS_URL``) and every service, supervised.
+
+This is seed 000's supervision tree as processes: each service is a child
+process restarted with bounded exponential backoff when it dies (and the
+restart is logged); each output line is prefixed with the service's name;
+Ctrl-C (or SIGTERM) asks every service to drain, waits, kills what is left,
+then stops NATS. Children also watch this process and stop if it disappears,
+so no orphan survives the supervisor.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import sys
+import time
+from dataclasses import dataclass, field
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+
+from jidocode.services.registry import SERVICES
+from jidocode.shared.config import default_data_home
+from jidocode.shared.natsserver import NatsServer, free_port
+
+__all__ = ["Backoff", "up"]
+
+_COLORS = {
+    "engine": "cyan",
+    "project": "green",
+    "conversation": "magenta",
+    "tool_runner": "yellow",
+    "asset_loader": "blue",
+}
+out = Console(highlight=False, soft_wrap=True)
+
+
+@dataclass
+class Backoff:
+    """Restart delays: ``base`` doubling to ``cap``; reset after ``stable`` seconds of good running."""
+
+    base: float = 0.5
+    cap: float = 30.0
+    stable: float = 60.0
+    attempt: int = 0
+
+    def next_delay(self, ran_for: float) -> float:
+        if ran_for >= self.stable:
+            self.attempt = 0
+        delay = min(self.cap, self.base * (2**self.attempt))
+        self.attempt += 1
+        return delay
+
+
+@dataclass
+class Child:
+    name: str
+    replica: int = 0
+    process: asyncio.subprocess.Process | None = None
+    backoff: Backoff = field(default_factory=Backoff)
+    restarts: int = 0
+
+    @property
+    def label(self) -> str:
+        return self.name if self.replica == 0 else f"{self.name}#{self.replica}"
+
+
+def say(label: str, text: str, color: str = "white") -> None:
+    out.print(f"[{color}]{label:>14}[/] | {escape(text)}")
+
+
+async def _pump(child: Child, stream: asyncio.StreamReader) -> None:
+    color = _COLORS.get(child.name, "white")
+    while line := await stream.readline():
+        say(child.label, line.decode(errors="replace").rstrip(), color)
+
+
+async def _supervise(child: Child, env: dict[str, str], stopping: asyncio.Event) -> None:
+    while not stopping.is_set():
+        started = time.monotonic()
+        child.process = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            f"jidocode.services.{child.name}",
+            env={**env, "JIDO_INSTANCE": f"{child.label}-{os.getpid()}"},
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.STDOUT,
+            start_new_session=True,  # Ctrl-C reaches the supervisor only; it stops children in order
+        )
+        assert child.process.stdout is not None
+        pump = asyncio.create_task(_pump(child, child.process.stdout))
+        code = await child.process.wait()
+        await pump
+        if stopping.is_set():
+            return
+        delay = child.backoff.next_delay(time.monotonic() - started)
+        child.restarts += 1
+        say("up", f"{child.label} exited with code {code}; restart #{child.restarts} in {delay:.1f} s", "red")
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stopping.wait(), delay)
+
+
+async def _stop_children(children: list[Child], grace: float) -> None:
+    live = [c for c in children if c.process and c.process.returncode is None]
+    for c in live:
+        with contextlib.suppress(ProcessLookupError):
+            assert c.process is not None
+            c.process.send_signal(signal.SIGTERM)
+    deadline = time.monotonic() + grace
+    for c in live:
+        assert c.process is not None
+        try:
+            await asyncio.wait_for(c.process.wait(), max(0.1, deadline - time.monotonic()))
+        except TimeoutError:
+            say("up", f"{c.label} did not drain in {grace:g} s: killing it", "red")
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(c.process.pid, signal.SIGKILL)
+            await c.process.wait()
+
+
+async def _run(
+    nats_url: str | None, replicas: dict[str, int], grace: float, store: str | None, port: int
+) -> None:
+    server: NatsServer | None = None
+    env = dict(os.environ)
+    env["JIDO_SUPERVISOR_PID"] = str(os.getpid())
+    env.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    if nats_url:
+        say("up", f"using NATS at {nats_url}")
+    else:
+        store_dir = default_data_home() / "nats" if store is None else __import__("pathlib").Path(store)
+        chosen = port
+        if chosen and not _port_free(chosen):
+            say("up", f"port {chosen} is busy; choosing a free one")
+            chosen = free_port()
+        server = NatsServer(
+            store_dir=store_dir, port=chosen, sync="always", log_file=store_dir / "nats-server.log"
+        )
+        await asyncio.to_thread(server.start)
+        nats_url = server.url
+        say(
+            "up", f"NATS listening on {nats_url} (JetStream store {store_dir}, sync_interval: always)", "bold"
+        )
+        say("up", f"other terminals: export NATS_URL={nats_url}", "bold")
+    env["NATS_URL"] = nats_url
+    stopping = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stopping.set)
+    children = [Child(name, replica=i) for name in SERVICES for i in range(replicas.get(name, 1))]
+    tasks = [asyncio.create_task(_supervise(c, env, stopping)) for c in children]
+    say("up", f"starting {', '.join(c.label for c in children)} — Ctrl-C to stop", "bold")
+    try:
+        await stopping.wait()
+    finally:
+        say("up", "stopping: draining services", "bold")
+        await _stop_children(children, grace)
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        if server is not None:
+            await asyncio.to_thread(server.stop)
+            say("up", "NATS stopped", "bold")
+        say("up", "all stopped", "bold")
+
+
+def _port_free(port: int) -> bool:
+    import socket
+
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def up(
+    port: int = typer.Option(4222, help="port of the embedded NATS server (a free one if busy)"),
+    store: str | None = typer.Option(None, help="JetStream store directory (default: the user's data dir)"),
+    conversation_replicas: int = typer.Option(1, min=1, max=8, help="conversation service replicas"),
+    tool_runner_replicas: int = typer.Option(1, min=1, max=8, help="tool runner replicas"),
+    grace: float = typer.Option(10.0, help="seconds each service gets to drain on stop"),
+) -> None:
+    """Run the whole system: embedded NATS (unless NATS_URL is set) and every service."""
+    nats_url = os.environ.get("NATS_URL") or None
+    replicas = {"conversation": conversation_replicas, "tool_runner": tool_runner_replicas}
+    with contextlib.suppress(KeyboardInterrupt):
+        asyncio.run(_run(nats_url, replicas, grace, store, port))

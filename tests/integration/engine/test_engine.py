@@ -1,0 +1,148 @@
+"""The engine over a real nats-server: lifecycle, registry persistence, bad input."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+from jidocode.services.engine.service import serve as serve_engine
+from jidocode.shared import subjects
+from jidocode.shared.bus import Bus
+from jidocode.shared.config import Config
+from jidocode.shared.envelope import Envelope
+from jidocode.shared.errors import InvalidInput, NotFound, ServiceUnavailable
+from jidocode.shared.events.engine import ListProjects, StartProject, StopProject, WhereisProject
+
+
+class EngineProcess:
+    """The engine service running in this event loop (restartable)."""
+
+    def __init__(self, config: Config) -> None:
+        self.config = config
+        self.stop = asyncio.Event()
+        self.task: asyncio.Task[None] | None = None
+
+    async def start(self, bus: Bus) -> None:
+        self.stop = asyncio.Event()
+        self.task = asyncio.create_task(serve_engine(self.config, self.stop))
+        await _wait_ready(bus)
+
+    async def halt(self) -> None:
+        self.stop.set()
+        assert self.task is not None
+        await asyncio.wait_for(self.task, 10)
+
+
+async def _wait_ready(bus: Bus) -> None:
+    async def loop() -> None:
+        while True:
+            try:
+                await bus.request(subjects.engine("list_projects"), ListProjects(), timeout=0.5)
+                return
+            except ServiceUnavailable:
+                await asyncio.sleep(0.02)  # polling for a process to come up, not synchronising on an event
+
+    await asyncio.wait_for(loop(), 10)
+
+
+@pytest.fixture
+async def engine(config: Config, bus: Bus):
+    proc = EngineProcess(config)
+    await proc.start(bus)
+    yield proc
+    if proc.task and not proc.task.done():
+        await proc.halt()
+
+
+async def test_start_list_whereis_stop(engine: EngineProcess, bus: Bus, tmp_path: Path) -> None:
+    started: asyncio.Queue[Envelope] = asyncio.Queue()
+
+    async def on_signal(env: Envelope) -> None:
+        if env.type.startswith("project."):
+            await started.put(env)
+
+    await bus.subscribe(subjects.signal_filter(), on_signal)
+    info = await bus.request(subjects.engine("start_project"), StartProject(root_path=str(tmp_path)))
+    assert len(info["project_id"]) == 26  # a ULID
+    assert info["root_path"] == str(tmp_path.resolve())
+    sig = await asyncio.wait_for(started.get(), 5)
+    assert sig.type == "project.started" and sig.project_id == info["project_id"]
+
+    listed = await bus.request(subjects.engine("list_projects"), ListProjects())
+    assert [p["project_id"] for p in listed] == [info["project_id"]]
+    where = await bus.request(
+        subjects.engine("whereis_project"), WhereisProject(project_id=info["project_id"])
+    )
+    assert where["project"]["root_path"] == info["root_path"]
+
+    stopped = await bus.request(subjects.engine("stop_project"), StopProject(project_id=info["project_id"]))
+    assert stopped["project_id"] == info["project_id"]
+    sig = await asyncio.wait_for(started.get(), 5)
+    assert sig.type == "project.stopped"
+    assert await bus.request(subjects.engine("list_projects"), ListProjects()) == []
+
+
+async def test_same_root_twice_gives_the_same_project(
+    engine: EngineProcess, bus: Bus, tmp_path: Path
+) -> None:
+    link = tmp_path.parent / f"{tmp_path.name}-link"
+    link.symlink_to(tmp_path)
+    first = await bus.request(subjects.engine("start_project"), StartProject(root_path=str(tmp_path)))
+    again = await bus.request(subjects.engine("start_project"), StartProject(root_path=str(link)))
+    assert again["project_id"] == first["project_id"]
+
+
+async def test_registry_survives_an_engine_restart(engine: EngineProcess, bus: Bus, tmp_path: Path) -> None:
+    info = await bus.request(subjects.engine("start_project"), StartProject(root_path=str(tmp_path)))
+    await engine.halt()
+    with pytest.raises(ServiceUnavailable, match="jidocode up"):
+        await bus.request(subjects.engine("list_projects"), ListProjects(), timeout=1)
+    await engine.start(bus)
+    listed = await bus.request(subjects.engine("list_projects"), ListProjects())
+    assert [p["project_id"] for p in listed] == [info["project_id"]]
+
+
+@pytest.mark.parametrize(
+    ("make_path", "error", "fragment"),
+    [
+        (lambda p: str(p / "missing"), NotFound, "does not exist"),
+        (lambda p: _file(p), InvalidInput, "is a file, not a directory"),
+        (lambda p: "relative/dir", InvalidInput, "is relative"),
+        (lambda p: "", InvalidInput, "empty"),
+        (lambda p: "/", InvalidInput, "filesystem root"),
+    ],
+)
+async def test_bad_roots_are_clear_errors(engine, bus, tmp_path, make_path, error, fragment) -> None:
+    with pytest.raises(error, match=fragment):
+        await bus.request(subjects.engine("start_project"), StartProject(root_path=make_path(tmp_path)))
+
+
+def _file(p: Path) -> str:
+    f = p / "afile.txt"
+    f.write_text("x")
+    return str(f)
+
+
+async def test_bad_data_dir_and_unknown_ids(engine: EngineProcess, bus: Bus, tmp_path: Path) -> None:
+    with pytest.raises(InvalidInput, match="data_dir"):
+        await bus.request(
+            subjects.engine("start_project"), StartProject(root_path=str(tmp_path), data_dir="../x")
+        )
+    with pytest.raises(NotFound, match="unknown project id"):
+        await bus.request(
+            subjects.engine("stop_project"), StopProject(project_id="01NOSUCHPROJECT0000000000")
+        )
+    with pytest.raises(InvalidInput, match="invalid project id"):
+        await bus.request(subjects.engine("whereis_project"), WhereisProject(project_id="a.b>"))
+
+
+async def test_wrong_request_type_and_garbage_get_error_replies(engine: EngineProcess, bus: Bus) -> None:
+    with pytest.raises(InvalidInput, match=r"expected a 'engine\.start_project' request"):
+        await bus.request(subjects.engine("start_project"), ListProjects())
+    reply = await bus.nc.request(subjects.engine("list_projects"), b'{"not": "an event"}', timeout=2)
+    assert b'"type":"error"' in reply.data and b"invalid_envelope" in reply.data
+    flat = b'{"specversion":"1.0","id":"1","source":"x","type":"engine.list_projects","root_path":"/"}'
+    reply = await bus.nc.request(subjects.engine("list_projects"), flat, timeout=2)
+    assert b"missing_data_envelope" in reply.data
