@@ -1,0 +1,79 @@
+"""Effect intents: what the reducer wants done. The shell maps each onto a directive."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from .signal import Signal
+
+__all__ = [
+    "CancelLlm",
+    "CancelPendingSubagents",
+    "CancelPendingTools",
+    "ContinueDrain",
+    "Emit",
+    "Intent",
+    "RunLlm",
+    "RunTool",
+]
+
+
+class _Intent(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+
+class RunLlm(_Intent):
+    kind: Literal["run_llm"] = "run_llm"
+    request_id: str
+    correlation_id: str
+    #: OpenAI-style messages as of the request (the ``llm_context`` projection).
+    messages: tuple[dict[str, Any], ...]
+    turn: int
+
+
+class RunTool(_Intent):
+    kind: Literal["run_tool"] = "run_tool"
+    request_id: str
+    call_id: str
+    name: str
+    args: dict[str, Any]
+    correlation_id: str
+
+
+class CancelPendingTools(_Intent):
+    kind: Literal["cancel_pending_tools"] = "cancel_pending_tools"
+    request_ids: tuple[str, ...]
+    correlation_id: str
+
+
+class CancelPendingSubagents(_Intent):
+    kind: Literal["cancel_pending_subagents"] = "cancel_pending_subagents"
+    subagent_ids: tuple[str, ...]
+    correlation_id: str
+
+
+class CancelLlm(_Intent):
+    kind: Literal["cancel_llm"] = "cancel_llm"
+    request_id: str
+
+
+class Emit(_Intent):
+    """Publish (and journal) one new timeline entry."""
+
+    kind: Literal["emit"] = "emit"
+    entry: Signal
+
+
+class ContinueDrain(_Intent):
+    """The drain stopped at its step bound with signals still queued."""
+
+    kind: Literal["continue_drain"] = "continue_drain"
+    queued: int
+
+
+Intent = Annotated[
+    RunLlm | RunTool | CancelPendingTools | CancelPendingSubagents | CancelLlm | Emit | ContinueDrain,
+    Field(discriminator="kind"),
+]
