@@ -270,7 +270,7 @@ def _decode_structured(payload: bytes) -> Envelope:
     for key, value in raw.items():
         if key in _CONTEXT_ATTRS or key == "data":
             continue
-        if not _EXT_NAME.match(key):
+        if not _EXT_NAME.fullmatch(key):
             raise InvalidEnvelope(
                 f"invalid attribute name {key!r}: CloudEvents attributes are lowercase a-z0-9, at most 20 characters",
                 details={"attribute": key},

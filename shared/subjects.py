@@ -82,7 +82,7 @@ def validate_token(value: str, what: str = "token") -> str:
     A token is 1-128 characters of ``[A-Za-z0-9_-]``: no dot, no wildcard,
     no whitespace, so an id can never widen or redirect a subject.
     """
-    if not isinstance(value, str) or not _TOKEN.match(value):
+    if not isinstance(value, str) or not _TOKEN.fullmatch(value):
         raise ValueError(f"invalid {what} {value!r}: expected 1-128 characters of A-Z a-z 0-9 _ -")
     return value
 
@@ -94,7 +94,7 @@ def type_tokens(event_type: str) -> str:
     """
     parts = event_type.replace("/", ".").split(".")
     for part in parts:
-        if not _TYPE_PART.match(part):
+        if not _TYPE_PART.fullmatch(part):
             raise ValueError(f"invalid event type {event_type!r}: part {part!r} is not a safe subject token")
     return ".".join(parts)
 
