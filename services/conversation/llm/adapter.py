@@ -1,0 +1,382 @@
+"""The one litellm adapter: every model call of JidoCode goes through here.
+
+:class:`LitellmPort` implements ``LlmPort.complete``: it resolves the model
+settings (:mod:`.options`), calls ``litellm.acompletion(stream=True)``, sends
+text deltas to ``on_delta`` as they arrive, assembles *every* streamed tool
+call (:mod:`.stream`), and returns usage with the cost where litellm knows the
+price. Rate limits, timeouts and transient 5xx are retried with bounded
+exponential backoff (:mod:`.retry`), each retry reported (``llm.retrying``
+signal and the optional ``on_retry`` callback) so the conversation can show
+it. Errors leave as ``JidoError`` with a clear type:
+
+=========================  =============================================  =========
+error_type                 cause                                          retried
+=========================  =============================================  =========
+``llm_not_configured``     no model, or the named key variable is unset   no
+``llm_invalid_settings``   a bad value in the ``llm`` settings            no
+``llm_auth``               401/403 from the provider                      no
+``llm_unknown_model``      litellm or the provider does not know it       no
+``llm_context_overflow``   the messages exceed the context window         no
+``llm_bad_request``        any other 4xx                                  no
+``llm_rate_limited``       429                                            yes
+``llm_timeout``            no answer within ``timeout_s``                 yes
+``llm_unavailable``        5xx, connection refused or reset               yes
+``llm_budget_exceeded``    the conversation's budget is used up           no
+``llm_error``              anything else litellm raised                   no
+=========================  =============================================  =========
+
+A failure after text was already streamed is not retried (the deltas cannot
+be taken back); it is raised with ``retryable=True`` for the caller to decide.
+
+litellm is imported lazily (it takes seconds) and with
+``LITELLM_LOCAL_MODEL_COST_MAP=True``, so importing it never fetches anything.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
+
+from jidocode.services.conversation.ports import LlmRequest, LlmResult, LlmUsage
+from jidocode.shared.errors import JidoError
+from jidocode.shared.events import llm as llm_events
+from jidocode.shared.events._base import EventModel
+
+from .options import DEFAULT_CONTEXT_WINDOW, LlmOptions, resolve_api_key, resolve_options
+from .retry import backoff_delay
+from .stream import StreamAssembler
+
+__all__ = [
+    "EventSink",
+    "LitellmPort",
+    "RetryCallback",
+    "context_window",
+    "load_litellm",
+    "map_error",
+]
+
+#: Publishes one llm.* signal (the port adds no transport of its own).
+EventSink = Callable[[EventModel], Awaitable[None]]
+RetryCallback = Callable[[llm_events.LlmRetrying], Awaitable[None]]
+
+_litellm: Any = None
+
+
+def load_litellm() -> Any:
+    """Import litellm once, without any network fetch and without its chatter."""
+    global _litellm
+    if _litellm is None:
+        os.environ["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
+        os.environ.setdefault("LITELLM_LOG", "ERROR")
+        import litellm
+
+        litellm.telemetry = False
+        litellm.suppress_debug_info = True
+        litellm.drop_params = True
+        _litellm = litellm
+    return _litellm
+
+
+def context_window(model: str, override: int | None = None) -> int:
+    """The model's input window from litellm's local model map, else :data:`DEFAULT_CONTEXT_WINDOW`."""
+    if override:
+        return override
+    lib = load_litellm()
+    try:
+        info = lib.get_model_info(model)
+    except Exception:  # litellm raises bare Exception subclasses for unmapped models
+        return DEFAULT_CONTEXT_WINDOW
+    window = info.get("max_input_tokens") or info.get("max_tokens")
+    return int(window) if isinstance(window, int) and window > 0 else DEFAULT_CONTEXT_WINDOW
+
+
+def _cost(model: str, usage: LlmUsage) -> float | None:
+    lib = load_litellm()
+    try:
+        prompt_cost, completion_cost = lib.cost_per_token(
+            model=model,
+            prompt_tokens=usage.prompt_tokens,
+            completion_tokens=usage.completion_tokens,
+            cache_read_input_tokens=usage.cached_tokens,
+        )
+    except Exception:  # unknown price: litellm raises; the ledger counts the call as unpriced
+        return None
+    return float(prompt_cost) + float(completion_cost)
+
+
+def _retry_after(exc: BaseException) -> float | None:
+    """The provider's ``Retry-After`` in seconds, wherever litellm kept the headers."""
+    candidates = (
+        getattr(exc, "litellm_response_headers", None),
+        getattr(exc, "headers", None),
+        getattr(getattr(exc, "response", None), "headers", None),
+    )
+    for headers in candidates:
+        if headers is None:
+            continue
+        value = headers.get("retry-after")
+        if value is None:
+            continue
+        try:
+            return float(value)
+        except (TypeError, ValueError):
+            return None
+    return None
+
+
+def map_error(exc: BaseException, model: str) -> JidoError:
+    """Turn what litellm raised into a typed ``JidoError`` (see the module table)."""
+    if isinstance(exc, JidoError):
+        return exc
+    lib = load_litellm()
+    message = str(getattr(exc, "message", None) or exc)
+    details: dict[str, Any] = {"model": model, "exception": type(exc).__name__}
+    status = getattr(exc, "status_code", None)
+    if isinstance(status, int):
+        details["status"] = status
+
+    def err(error_type: str, text: str, retryable: bool = False) -> JidoError:
+        return JidoError(text, error_type=error_type, retryable=retryable, details=details)
+
+    if isinstance(exc, lib.ContextWindowExceededError):
+        return err(
+            "llm_context_overflow",
+            f"the conversation no longer fits the context window of {model}: {message}",
+        )
+    if isinstance(exc, (lib.AuthenticationError, lib.PermissionDeniedError)):
+        return err(
+            "llm_auth", f"the provider refused the API key for {model} (check llm.api_key_env): {message}"
+        )
+    if isinstance(exc, lib.NotFoundError):
+        return err("llm_unknown_model", f"unknown model {model!r}: {message}")
+    if isinstance(exc, lib.RateLimitError):
+        retry_after = _retry_after(exc)
+        if retry_after is not None:
+            details["retry_after_s"] = retry_after
+        return err("llm_rate_limited", f"rate limited by the provider of {model}: {message}", True)
+    if isinstance(exc, lib.Timeout):
+        return err("llm_timeout", f"{model} did not answer in time: {message}", True)
+    if isinstance(exc, lib.BadRequestError):
+        lowered = message.lower()
+        if "llm provider not provided" in lowered or isinstance(exc, lib.LiteLLMUnknownProvider):
+            return err(
+                "llm_unknown_model",
+                f"litellm does not know the model {model!r}: use a provider prefix such as "
+                f"openai/…, anthropic/…, ollama/…",
+            )
+        return err("llm_bad_request", f"the provider rejected the request: {message}")
+    if isinstance(
+        exc,
+        (
+            lib.InternalServerError,
+            lib.ServiceUnavailableError,
+            lib.BadGatewayError,
+            lib.APIConnectionError,
+        ),
+    ):
+        return err("llm_unavailable", f"the provider of {model} failed transiently: {message}", True)
+    if isinstance(exc, lib.APIError) and isinstance(status, int) and status >= 500:
+        return err("llm_unavailable", f"the provider of {model} failed transiently: {message}", True)
+    return err("llm_error", f"the call to {model} failed: {type(exc).__name__}: {message}")
+
+
+def _tools_param(request: LlmRequest) -> list[dict[str, Any]]:
+    return [
+        {
+            "type": "function",
+            "function": {"name": t.name, "description": t.description, "parameters": t.input_schema},
+        }
+        for t in request.tools
+    ]
+
+
+def _usage_of(raw: Any) -> LlmUsage | None:
+    if raw is None:
+        return None
+    prompt = int(getattr(raw, "prompt_tokens", 0) or 0)
+    completion = int(getattr(raw, "completion_tokens", 0) or 0)
+    details = getattr(raw, "prompt_tokens_details", None)
+    cached = int(getattr(details, "cached_tokens", 0) or 0) if details is not None else 0
+    total = int(getattr(raw, "total_tokens", 0) or 0) or prompt + completion
+    return LlmUsage(
+        prompt_tokens=prompt, completion_tokens=completion, cached_tokens=cached, total_tokens=total
+    )
+
+
+class LitellmPort:
+    """``LlmPort`` over litellm. ``sink`` publishes llm.* signals (usage, retries, failures)."""
+
+    def __init__(
+        self,
+        *,
+        sink: EventSink | None = None,
+        env: Mapping[str, str] | None = None,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+    ) -> None:
+        self._sink = sink
+        self._env = env
+        self._sleep = sleep
+
+    @property
+    def env(self) -> Mapping[str, str]:
+        return os.environ if self._env is None else self._env
+
+    def options(self, request: LlmRequest) -> LlmOptions:
+        return resolve_options(request.settings, self.env)
+
+    async def _emit(self, event: EventModel) -> None:
+        if self._sink is not None:
+            await self._sink(event)
+
+    async def complete(
+        self,
+        request: LlmRequest,
+        on_delta: Callable[[str], Awaitable[None]],
+        *,
+        on_retry: RetryCallback | None = None,
+    ) -> LlmResult:
+        try:
+            options = self.options(request)
+            api_key = resolve_api_key(options, self.env)
+        except JidoError as exc:
+            await self._emit(
+                llm_events.LlmCallFailed(
+                    project_id=request.project_id,
+                    conversation_id=request.conversation_id,
+                    correlation_id=request.correlation_id,
+                    error_type=exc.type,
+                    message=exc.message,
+                )
+            )
+            raise
+        retries = 0
+        started = time.perf_counter()
+        while True:
+            streamed = False
+
+            async def delta(piece: str) -> None:
+                nonlocal streamed
+                streamed = True
+                await on_delta(piece)
+
+            try:
+                result = await self._once(options, api_key, request, delta)
+            except Exception as exc:  # mapped to a typed JidoError below, never swallowed
+                error = map_error(exc, options.model)
+                if not error.retryable or streamed or retries >= options.max_retries:
+                    await self._emit(
+                        llm_events.LlmCallFailed(
+                            project_id=request.project_id,
+                            conversation_id=request.conversation_id,
+                            correlation_id=request.correlation_id,
+                            model=options.model,
+                            error_type=error.type,
+                            message=error.message,
+                            attempts=retries + 1,
+                        )
+                    )
+                    if error is exc:
+                        raise
+                    raise error from exc
+                retries += 1
+                delay = backoff_delay(
+                    retries,
+                    base_s=options.retry_backoff_s,
+                    cap_s=options.retry_backoff_max_s,
+                    retry_after_s=error.details.get("retry_after_s"),
+                )
+                notice = llm_events.LlmRetrying(
+                    project_id=request.project_id,
+                    conversation_id=request.conversation_id,
+                    correlation_id=request.correlation_id,
+                    model=options.model,
+                    attempt=retries,
+                    max_retries=options.max_retries,
+                    delay_s=delay,
+                    error_type=error.type,
+                    message=error.message,
+                )
+                await self._emit(notice)
+                if on_retry is not None:
+                    await on_retry(notice)
+                await self._sleep(delay)
+                continue
+            usage = result.usage.model_copy(update={"cost_usd": _cost(options.model, result.usage)})
+            result = result.model_copy(update={"usage": usage})
+            await self._emit(
+                llm_events.LlmUsage(
+                    project_id=request.project_id,
+                    conversation_id=request.conversation_id,
+                    correlation_id=request.correlation_id,
+                    model=result.model or options.model,
+                    prompt_tokens=usage.prompt_tokens,
+                    completion_tokens=usage.completion_tokens,
+                    cached_tokens=usage.cached_tokens,
+                    total_tokens=usage.total_tokens,
+                    cost_usd=usage.cost_usd,
+                    duration_ms=(time.perf_counter() - started) * 1000.0,
+                    retries=retries,
+                    context_window=context_window(options.model, options.context_window),
+                )
+            )
+            return result
+
+    async def _once(
+        self,
+        options: LlmOptions,
+        api_key: str | None,
+        request: LlmRequest,
+        on_delta: Callable[[str], Awaitable[None]],
+    ) -> LlmResult:
+        lib = load_litellm()
+        kwargs: dict[str, Any] = {
+            "model": options.model,
+            "messages": request.messages,
+            "stream": True,
+            "stream_options": {"include_usage": True},
+            "timeout": options.timeout_s,
+            # Retries are ours (visible, bounded); the provider SDK must not add its own.
+            "max_retries": 0,
+            # Our tools are plain functions, never litellm's MCP gateway; without this
+            # litellm imports its proxy's MCP handler (and the optional ``mcp`` package)
+            # on every call that has tools.
+            "_skip_mcp_handler": True,
+        }
+        if options.api_base:
+            kwargs["api_base"] = options.api_base
+        if api_key is not None:
+            kwargs["api_key"] = api_key
+        if options.temperature is not None:
+            kwargs["temperature"] = options.temperature
+        if options.max_tokens is not None:
+            kwargs["max_tokens"] = options.max_tokens
+        if request.tools:
+            kwargs["tools"] = _tools_param(request)
+        response = await lib.acompletion(**kwargs)
+        acc = StreamAssembler(model=options.model)
+        async for chunk in response:
+            usage = _usage_of(getattr(chunk, "usage", None))
+            if usage is not None and usage.total_tokens:
+                acc.usage = usage
+            for choice in getattr(chunk, "choices", None) or []:
+                d = getattr(choice, "delta", None)
+                if d is not None:
+                    text = getattr(d, "content", None)
+                    if text:
+                        acc.add_text(text)
+                        await on_delta(text)
+                    for tc in getattr(d, "tool_calls", None) or []:
+                        fn = getattr(tc, "function", None)
+                        acc.add_tool_fragment(
+                            int(getattr(tc, "index", 0) or 0),
+                            getattr(tc, "id", None),
+                            getattr(fn, "name", None) if fn is not None else None,
+                            getattr(fn, "arguments", None) if fn is not None else None,
+                        )
+                reason = getattr(choice, "finish_reason", None)
+                if reason:
+                    acc.finish_reason = str(reason)
+        return acc.result()

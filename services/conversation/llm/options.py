@@ -1,0 +1,91 @@
+"""Model settings of one call: ``settings.json`` ``llm`` section, environment, per-conversation overrides.
+
+Pure: :func:`resolve_options` reads a mapping (``LlmRequest.settings``) and an
+environment mapping and returns validated :class:`LlmOptions`, or raises a
+``JidoError`` of type ``llm_not_configured``. Precedence, lowest first:
+defaults, the environment (``JIDO_LLM_MODEL``, ``JIDO_LLM_API_BASE``), then
+the request's settings (the project's ``settings.json`` with the environment
+already applied by the settings loader, plus any per-conversation override).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from jidocode.shared.errors import JidoError
+
+__all__ = ["DEFAULT_CONTEXT_WINDOW", "LlmOptions", "resolve_api_key", "resolve_options"]
+
+#: Used when litellm does not know the model's context window.
+DEFAULT_CONTEXT_WINDOW = 128_000
+
+#: Key used when a custom ``api_base`` is set but no key is: local
+#: OpenAI-compatible servers (ollama, vLLM, the scripted server) ignore it,
+#: a real provider answers 401, which becomes ``llm_auth``.
+NO_KEY = "sk-no-key-configured"
+
+
+class LlmOptions(BaseModel):
+    """Everything one completion needs; field names follow ``LlmSettings``."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    model: str = Field(min_length=1)
+    api_base: str | None = None
+    api_key_env: str | None = None
+    temperature: float | None = Field(default=None, ge=0.0, le=2.0)
+    max_turns: int = Field(default=20, ge=1, le=1000)
+    timeout_s: float = Field(default=120.0, gt=0.0, le=3600.0)
+    max_retries: int = Field(default=3, ge=0, le=20)
+    #: First backoff delay; doubles on each retry up to ``retry_backoff_max_s``.
+    retry_backoff_s: float = Field(default=1.0, ge=0.0, le=60.0)
+    retry_backoff_max_s: float = Field(default=30.0, ge=0.0, le=600.0)
+    max_tokens: int | None = Field(default=None, ge=1)
+    #: Overrides litellm's idea of the model's context window.
+    context_window: int | None = Field(default=None, ge=1)
+    budget_tokens: int | None = Field(default=None, ge=1)
+    budget_usd: float | None = Field(default=None, gt=0.0)
+
+
+def resolve_options(settings: Mapping[str, Any], env: Mapping[str, str]) -> LlmOptions:
+    """Merge and validate; a missing model is ``llm_not_configured``, a bad value ``llm_invalid_settings``."""
+    merged: dict[str, Any] = {}
+    if env.get("JIDO_LLM_MODEL"):
+        merged["model"] = env["JIDO_LLM_MODEL"]
+    if env.get("JIDO_LLM_API_BASE"):
+        merged["api_base"] = env["JIDO_LLM_API_BASE"]
+    merged.update({k: v for k, v in settings.items() if v is not None})
+    if not merged.get("model"):
+        raise JidoError(
+            "no LLM model is configured: set llm.model in settings.json "
+            '(e.g. "openai/gpt-4.1") or the JIDO_LLM_MODEL environment variable',
+            error_type="llm_not_configured",
+        )
+    try:
+        return LlmOptions.model_validate(merged)
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
+        raise JidoError(f"invalid llm settings: {problems}", error_type="llm_invalid_settings") from None
+
+
+def resolve_api_key(options: LlmOptions, env: Mapping[str, str]) -> str | None:
+    """The key to send, or ``None`` to let litellm use the provider's usual variable.
+
+    A named ``api_key_env`` that is unset is ``llm_not_configured`` (said plainly,
+    naming the variable, never its value).
+    """
+    if options.api_key_env:
+        value = env.get(options.api_key_env)
+        if not value:
+            raise JidoError(
+                f"the environment variable {options.api_key_env} (llm.api_key_env) holding the API key is not set",
+                error_type="llm_not_configured",
+                details={"api_key_env": options.api_key_env},
+            )
+        return value
+    if options.api_base:
+        return NO_KEY
+    return None
