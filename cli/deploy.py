@@ -149,10 +149,15 @@ def nats_config(
 
 @app.command("env")
 def env(
-    out: Annotated[Path, typer.Option(help="the env file to write (compose reads .env)")] = Path(".env"),
+    out: Annotated[
+        Path, typer.Option(help="the env file to write (compose reads .env); - for stdout")
+    ] = Path(".env"),
     force: Annotated[bool, typer.Option(help="overwrite an existing file")] = False,
 ) -> None:
-    """Generate random NATS passwords for every user as an env file (compose's ``.env``)."""
+    """Generate random NATS passwords for every user as an env file (compose's .env)."""
+    if str(out) == "-":
+        typer.echo(env_file(generate_passwords()), nl=False)
+        return
     if out.exists() and not force:
         typer.echo(f"{out} exists; pass --force to replace it (running systems keep the old passwords)")
         raise typer.Exit(1)
