@@ -1,0 +1,114 @@
+"""Run one built-in tool call in-process: validate, authorize, execute under limits, normalise.
+
+The service (:mod:`.service`) adds what needs the bus around this: asking for
+approval, idempotency, quotas, signals, cancellation. The benchmark and the
+unit tests call it directly.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any, Final
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from jidocode.services.project.policy import Decision, Effect, Policy, authorize
+from jidocode.shared.errors import (
+    InvalidInput,
+    JidoError,
+    NotFound,
+    PayloadTooLarge,
+    PermissionDenied,
+    RequestTimeout,
+)
+from jidocode.shared.events.tools import ToolResult, ToolResultError
+
+from .tools import BUILTINS, DEFAULT_OUTPUT_CAP, DEFAULT_TIMEOUT_S, ToolContext
+
+__all__ = ["DEFAULT_MAX_ARGS_BYTES", "Limits", "check_args", "error_result", "execute", "run_authorized"]
+
+#: Arguments larger than this (as JSON) are refused before anything runs.
+DEFAULT_MAX_ARGS_BYTES: Final = 512 * 1024
+#: Extra time the runner gives a tool to clean up (kill its process group) after its own timeout.
+_GRACE_S: Final = 5.0
+
+
+class Limits(BaseModel):
+    """Limits of one call (from the project's ``tools`` settings)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    timeout_s: float = Field(default=DEFAULT_TIMEOUT_S, gt=0)
+    output_cap: int = Field(default=DEFAULT_OUTPUT_CAP, ge=1024)
+    max_args_bytes: int = Field(default=DEFAULT_MAX_ARGS_BYTES, ge=1024)
+
+
+def error_result(exc: BaseException, *, logs: list[str] | None = None) -> ToolResult:
+    """The seed's error result for ``exc``."""
+    if isinstance(exc, JidoError):
+        err = ToolResultError(type=exc.type, message=exc.message, details=exc.details)
+    elif isinstance(exc, TimeoutError):
+        err = ToolResultError(type="timeout", message="the tool did not finish in time")
+    elif isinstance(exc, OSError):
+        err = ToolResultError(type="io_error", message=f"{exc.strerror or exc}", details={"errno": exc.errno})
+    else:
+        err = ToolResultError(type="internal", message=f"{type(exc).__name__}: {exc}")
+    return ToolResult(ok=False, error=err, logs=logs or [])
+
+
+def check_args(name: str, args: Any, limits: Limits) -> dict[str, Any]:
+    """Refuse non-object or oversize arguments before anything else looks at them."""
+    if not isinstance(args, dict):
+        raise InvalidInput(f"{name}: arguments must be an object")
+    size = len(json.dumps(args, ensure_ascii=False).encode("utf-8", "surrogatepass"))
+    if size > limits.max_args_bytes:
+        raise PayloadTooLarge(
+            f"{name}: arguments are {size} bytes, more than the limit of {limits.max_args_bytes}",
+            details={"size": size, "limit": limits.max_args_bytes},
+        )
+    return args
+
+
+async def run_authorized(
+    policy: Policy, name: str, args: dict[str, Any], decision: Decision, limits: Limits
+) -> ToolResult:
+    """Run a built-in whose call was authorized (``decision`` allows it, or a human approved)."""
+    tool = BUILTINS.get(name)
+    if tool is None:
+        raise NotFound(f"unknown tool {name!r}", details={"tool": name})
+    try:
+        inp = tool.input_model.model_validate(args)
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors())
+        raise InvalidInput(f"{name}: invalid arguments: {problems}") from None
+    ctx = ToolContext(
+        policy=policy, decision=decision, timeout_s=limits.timeout_s, output_cap=limits.output_cap
+    )
+    try:
+        data = await asyncio.wait_for(tool.run(inp, ctx), timeout=limits.timeout_s + _GRACE_S)
+    except TimeoutError:
+        raise RequestTimeout(f"{name} did not finish within {limits.timeout_s:g} s") from None
+    truncated = isinstance(data, dict) and bool(data.get("truncated"))
+    logs = ["output truncated"] if truncated else []
+    return ToolResult(ok=True, data=data, logs=logs)
+
+
+async def execute(
+    policy: Policy, name: str, args: Any, *, limits: Limits | None = None, approved: bool = False
+) -> ToolResult:
+    """Authorize and run one built-in call in-process. ``approved``: a human approved an ``ask``."""
+    limits = limits or Limits()
+    try:
+        args = check_args(name, args, limits)
+        if name not in BUILTINS:
+            raise NotFound(f"unknown tool {name!r}", details={"tool": name})
+        decision = authorize(policy, name, args)
+        if decision.effect is Effect.DENY or (decision.effect is Effect.ASK and not approved):
+            raise PermissionDenied(
+                decision.reason if decision.effect is Effect.DENY else f"needs approval: {decision.reason}",
+                details={"decision": decision.effect.value, "rule": decision.rule, **decision.details},
+            )
+        return await run_authorized(policy, name, args, decision, limits)
+    except (JidoError, OSError, TimeoutError) as exc:
+        return error_result(exc)

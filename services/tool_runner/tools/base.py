@@ -1,0 +1,93 @@
+"""What every built-in tool shares: its spec, its input model and its call context."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, Final
+
+from pydantic import BaseModel, ConfigDict
+
+from jidocode.services.project.policy import Decision, Effect, Policy, authorize, is_within
+
+__all__ = [
+    "DEFAULT_OUTPUT_CAP",
+    "DEFAULT_TIMEOUT_S",
+    "TRUNCATION_MARK",
+    "BuiltinTool",
+    "ToolContext",
+    "ToolInput",
+    "cap_text",
+]
+
+DEFAULT_TIMEOUT_S: Final = 30.0
+DEFAULT_OUTPUT_CAP: Final = 256 * 1024
+TRUNCATION_MARK: Final = "\n[… output truncated at {cap} bytes; {total} bytes in all …]"
+
+
+class ToolInput(BaseModel):
+    """Base of tool inputs: unknown fields are refused (the model sees the schema)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+@dataclass(frozen=True)
+class ToolContext:
+    """One authorized call: the policy, its decision and the limits of the project."""
+
+    policy: Policy
+    decision: Decision
+    timeout_s: float = DEFAULT_TIMEOUT_S
+    output_cap: int = DEFAULT_OUTPUT_CAP
+
+    @property
+    def path(self) -> str:
+        """The resolved path the policy checked (file tools)."""
+        path = self.decision.path
+        if path is None:
+            raise RuntimeError("this call has no checked path")
+        return str(path)
+
+    @property
+    def base(self) -> str:
+        base = self.policy.sandbox.base_of(self.path)
+        if base is None:  # the policy already refused such a path
+            raise RuntimeError("checked path is outside the sandbox")
+        return str(base)
+
+    def rel(self, path: str) -> str:
+        """``path`` as shown to the model: relative to the root when inside it."""
+        return os.path.relpath(path, self.policy.root) if is_within(path, self.policy.root) else path
+
+    def may_read(self, tool: str, path: str) -> bool:
+        """Whether a file met while walking a tree may be opened (no deny rule, not sensitive, inside)."""
+        d = authorize(self.policy, tool, {"path": path})
+        return not (d.effect is Effect.DENY and (d.rule is not None or "sandbox" in d.details))
+
+
+Runner = Callable[[Any, ToolContext], Awaitable[Any]]
+
+
+@dataclass(frozen=True)
+class BuiltinTool:
+    name: str
+    description: str
+    input_model: type[ToolInput]
+    run: Runner
+
+    def spec(self) -> dict[str, Any]:
+        """The tool spec for LLM exposure: name, description, JSON-schema input."""
+        return {
+            "name": self.name,
+            "description": self.description,
+            "input_schema": self.input_model.model_json_schema(),
+        }
+
+
+def cap_text(data: bytes, cap: int) -> tuple[str, bool]:
+    """Decode ``data`` (invalid UTF-8 replaced), cut at ``cap`` bytes with a marker."""
+    if len(data) <= cap:
+        return data.decode("utf-8", "replace"), False
+    head = data[:cap].decode("utf-8", "ignore")
+    return head + TRUNCATION_MARK.format(cap=cap, total=len(data)), True
