@@ -13,7 +13,6 @@ import asyncio
 import logging
 import os
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import replace
 from typing import Any
 
 import nats
@@ -193,7 +192,7 @@ class Bus:
 
         async def _cb(msg: Msg) -> None:
             try:
-                env = replace(decode(msg.data, msg.headers), nats_subject=msg.subject)
+                env = decode(msg.data, msg.headers, nats_subject=msg.subject)
             except JidoError as exc:
                 log.warning("rejected message on %s: %s", msg.subject, exc.message)
                 if msg.reply:

@@ -20,7 +20,9 @@ whose content is not inside ``data`` is rejected with ``missing_data_envelope``.
 from __future__ import annotations
 
 import json
+import os
 import re
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
@@ -28,7 +30,6 @@ from typing import Any, Final
 
 from cloudevents.core.exceptions import BaseCloudEventException
 from cloudevents.core.v1.event import CloudEvent as SdkCloudEvent
-from ulid import ULID
 
 from jidocode.shared.errors import InvalidEnvelope, JidoError, MissingDataEnvelope, PayloadTooLarge
 from jidocode.shared.events import ERROR_TYPE, EventModel, parse_event
@@ -71,9 +72,21 @@ _EXT_NAME = re.compile(r"^[a-z0-9]{1,20}$")
 _CE_PREFIX: Final = "ce-"
 
 
+_CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
+_PAIRS = [a + b for a in _CROCKFORD for b in _CROCKFORD]
+
+
 def new_id() -> str:
-    """A new event id: a ULID, sortable by creation time."""
-    return str(ULID())
+    """A new event id: a ULID (48-bit milliseconds + 80 random bits), sortable by creation time.
+
+    Written out here because it is on every message's path: about 4x faster
+    than building a ``ulid.ULID`` and formatting it, and the same text.
+    """
+    value = (time.time_ns() // 1_000_000) << 80 | int.from_bytes(os.urandom(10), "big")
+    # 26 Crockford characters = 2 bits of padding + 128 bits; 13 pairs of 10 bits each.
+    pairs = _PAIRS
+    out = [pairs[(value >> shift) & 0x3FF] for shift in range(120, -10, -10)]
+    return "".join(out)
 
 
 def now_iso() -> str:
@@ -230,7 +243,11 @@ def encode_binary(envelope: Envelope) -> tuple[bytes, dict[str, str]]:
 
 
 def decode(
-    payload: bytes, headers: Mapping[str, str] | None = None, *, max_bytes: int = DEFAULT_MAX_BYTES
+    payload: bytes,
+    headers: Mapping[str, str] | None = None,
+    *,
+    max_bytes: int = DEFAULT_MAX_BYTES,
+    nats_subject: str | None = None,
 ) -> Envelope:
     """Decode a NATS message into an :class:`Envelope`, in either mode.
 
@@ -244,11 +261,11 @@ def decode(
             details={"size": len(payload), "limit": max_bytes},
         )
     if headers and any(k.lower() == "ce-specversion" for k in headers):
-        return _decode_binary(payload, headers)
-    return _decode_structured(payload)
+        return _decode_binary(payload, headers, nats_subject)
+    return _decode_structured(payload, nats_subject)
 
 
-def _decode_structured(payload: bytes) -> Envelope:
+def _decode_structured(payload: bytes, nats_subject: str | None = None) -> Envelope:
     try:
         raw = json.loads(payload)
     except (UnicodeDecodeError, ValueError) as exc:
@@ -289,10 +306,11 @@ def _decode_structured(payload: bytes) -> Envelope:
         datacontenttype=_opt_str(raw, "datacontenttype"),
         dataschema=_opt_str(raw, "dataschema"),
         extensions=ext,
+        nats_subject=nats_subject,
     )
 
 
-def _decode_binary(payload: bytes, headers: Mapping[str, str]) -> Envelope:
+def _decode_binary(payload: bytes, headers: Mapping[str, str], nats_subject: str | None = None) -> Envelope:
     attrs: dict[str, Any] = {}
     content_type: str | None = None
     for key, value in headers.items():
@@ -334,11 +352,12 @@ def _decode_binary(payload: bytes, headers: Mapping[str, str]) -> Envelope:
         datacontenttype=ctype,
         dataschema=attrs.get("dataschema"),
         extensions=ext,
+        nats_subject=nats_subject,
     )
 
 
 def _check_required(raw: Mapping[str, Any]) -> None:
-    missing = [name for name in _REQUIRED if not isinstance(raw.get(name), str) or not raw.get(name)]
+    missing = [name for name in _REQUIRED if not (isinstance(value := raw.get(name), str) and value)]
     if missing:
         raise InvalidEnvelope(
             f"not a CloudEvent: missing or empty required attribute(s) {', '.join(missing)}",

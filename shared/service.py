@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
-from dataclasses import replace
 from typing import Any, TypeVar
 
 from nats.micro import add_service
@@ -22,7 +21,15 @@ from nats.micro.service import EndpointConfig, Service, ServiceConfig
 from pydantic import BaseModel
 
 from jidocode.shared.bus import Bus
-from jidocode.shared.envelope import DEFAULT_MAX_BYTES, Envelope, decode, encode, error_envelope
+from jidocode.shared.envelope import (
+    DEFAULT_MAX_BYTES,
+    Envelope,
+    decode,
+    encode,
+    error_envelope,
+    new_id,
+    now_iso,
+)
 from jidocode.shared.errors import InvalidInput, JidoError
 from jidocode.shared.events import EventModel, Reply
 from jidocode.shared.subjects import SERVICE_NAMES, project_id_of
@@ -34,6 +41,7 @@ log = logging.getLogger("jidocode.service")
 Handler = Callable[[Envelope], Awaitable[Any]]
 
 VERSION = "0.1.0"
+REPLY_TYPE: str = Reply.model_fields["type"].default
 
 
 E = TypeVar("E", bound=EventModel)
@@ -126,9 +134,7 @@ class ServiceHost:
         async def _handle(request: Request) -> None:
             env: Envelope | None = None
             try:
-                env = replace(
-                    decode(request.data, request.headers, max_bytes=max_bytes), nats_subject=request.subject
-                )
+                env = decode(request.data, request.headers, max_bytes=max_bytes, nats_subject=request.subject)
                 result = await handler(env)
             except JidoError as exc:
                 await _reply_error(request, source, exc, env)
@@ -140,15 +146,7 @@ class ServiceHost:
                 )
                 await _reply_error(request, source, err, env)
                 return
-            reply = Envelope.new(
-                Reply(result=to_jsonable(result)),
-                source=source,
-                causation_id=env.id,
-                correlation_id=env.correlation_id,
-                project_id=env.project_id,
-                conversation_id=env.conversation_id,
-            )
-            await request.respond(encode(reply)[0])
+            await request.respond(encode(_reply(source, env, to_jsonable(result)))[0])
 
         return _handle
 
@@ -173,6 +171,18 @@ class ServiceHost:
     @property
     def service(self) -> Service | None:
         return self._service
+
+
+def _reply(source: str, request: Envelope, result: Any) -> Envelope:
+    """The ``reply`` event answering ``request`` (built directly: this is every request's path)."""
+    ext = {"causationid": request.id}
+    for key in ("correlationid", "projectid", "conversationid"):
+        value = request.extensions.get(key)
+        if value is not None:
+            ext[key] = value
+    return Envelope(
+        id=new_id(), source=source, type=REPLY_TYPE, data={"result": result}, time=now_iso(), extensions=ext
+    )
 
 
 async def _reply_error(request: Request, source: str, error: JidoError, env: Envelope | None) -> None:
