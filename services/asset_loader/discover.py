@@ -1,0 +1,189 @@
+"""The only I/O of loading: find asset files in each layer and read their bytes.
+
+Rules, each violation a :class:`Diagnostic` naming the file:
+
+* a file (or the folder holding it) whose real path resolves outside its
+  layer (a symlink pointing elsewhere) is not read;
+* a file larger than :data:`MAX_ASSET_BYTES` is not read (``stat`` first);
+* at most :data:`MAX_FILES_PER_KIND` files of each kind per layer.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Final, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from jidocode.shared.settings import Diagnostic
+
+from .layout import Layer
+from .text import MAX_ASSET_BYTES
+
+__all__ = ["MAX_FILES_PER_KIND", "MAX_GRAPH_DEPTH", "MAX_SCRIPTS", "SourceFile", "read_layer", "read_layers"]
+
+MAX_FILES_PER_KIND: Final = 5000
+MAX_SCRIPTS: Final = 200
+MAX_GRAPH_DEPTH: Final = 8
+
+SourceKind = Literal["skill", "command", "workflow", "graph", "memory"]
+
+
+class SourceFile(BaseModel):
+    """One asset file as read from disk (or not read, with the reason in ``diagnostics``)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    kind: SourceKind
+    layer: Literal["global", "project"]
+    path: str
+    #: The name the file's location gives it: the skill folder, the command/workflow
+    #: file stem, the graph node id.
+    stem: str
+    raw: bytes | None = None
+    scripts: list[str] = Field(default_factory=list)
+    diagnostics: list[Diagnostic] = Field(default_factory=list)
+
+
+def _inside(path: Path, base_real: Path) -> bool:
+    try:
+        real = path.resolve(strict=True)
+    except (OSError, RuntimeError):
+        return False
+    return real == base_real or base_real in real.parents
+
+
+def _read(
+    kind: SourceKind, layer: Layer, path: Path, stem: str, base_real: Path, **extra: object
+) -> SourceFile:
+    file = str(path)
+    if not _inside(path, base_real):
+        diag = Diagnostic(file=file, problem="resolves outside its layer (symlink?), not read")
+        return SourceFile(kind=kind, layer=layer.name, path=file, stem=stem, diagnostics=[diag])
+    try:
+        size = path.stat().st_size
+        if size > MAX_ASSET_BYTES:
+            diag = Diagnostic(file=file, problem=f"file is larger than {MAX_ASSET_BYTES} bytes, not read")
+            return SourceFile(kind=kind, layer=layer.name, path=file, stem=stem, diagnostics=[diag])
+        raw = path.read_bytes()
+    except OSError as exc:
+        diag = Diagnostic(file=file, problem=f"cannot read: {exc.strerror or exc}")
+        return SourceFile(kind=kind, layer=layer.name, path=file, stem=stem, diagnostics=[diag])
+    return SourceFile(kind=kind, layer=layer.name, path=file, stem=stem, raw=raw, **extra)  # type: ignore[arg-type]
+
+
+def _entries(folder: Path) -> list[os.DirEntry[str]]:
+    try:
+        with os.scandir(folder) as it:
+            return sorted(it, key=lambda e: e.name)
+    except OSError:
+        return []
+
+
+def _capped(
+    kind: SourceKind, layer: Layer, folder: Path, entries: list[os.DirEntry[str]], out: list[SourceFile]
+) -> list[os.DirEntry[str]]:
+    if len(entries) > MAX_FILES_PER_KIND:
+        diag = Diagnostic(
+            file=str(folder), problem=f"more than {MAX_FILES_PER_KIND} {kind} entries, the rest ignored"
+        )
+        out.append(SourceFile(kind=kind, layer=layer.name, path=str(folder), stem="", diagnostics=[diag]))
+        return entries[:MAX_FILES_PER_KIND]
+    return entries
+
+
+def _scripts(folder: Path) -> list[str]:
+    scripts: list[str] = []
+    base = folder / "scripts"
+    if not base.is_dir():
+        return scripts
+    for dirpath, dirnames, filenames in os.walk(base):
+        dirnames[:] = [d for d in dirnames if not d.startswith(".")]
+        for name in filenames:
+            scripts.append(str(Path(dirpath, name).relative_to(folder)))
+            if len(scripts) >= MAX_SCRIPTS:
+                return scripts
+    return scripts
+
+
+def read_layer(layer: Layer) -> list[SourceFile]:
+    """Every asset file of one layer (a missing layer folder is simply empty)."""
+    out: list[SourceFile] = []
+    base = layer.path
+    try:
+        base_real = base.resolve(strict=True)
+    except (OSError, RuntimeError):
+        return out
+    memory = base / "JIDO.md"
+    if memory.is_file():
+        out.append(_read("memory", layer, memory, "JIDO", base_real))
+
+    skills_dir = base / "skills"
+    for entry in _capped("skill", layer, skills_dir, _entries(skills_dir), out):
+        if entry.name.startswith(".") or not entry.is_dir():
+            continue
+        folder = Path(entry.path)
+        skill_md = folder / "SKILL.md"
+        if not skill_md.is_file():
+            if not (folder / "skill.md").is_file():
+                diag = Diagnostic(
+                    file=str(folder), problem="skill folder without SKILL.md", severity="warning"
+                )
+                out.append(
+                    SourceFile(
+                        kind="skill", layer=layer.name, path=str(folder), stem=entry.name, diagnostics=[diag]
+                    )
+                )
+                continue
+            skill_md = folder / "skill.md"
+        out.append(_read("skill", layer, skill_md, entry.name, base_real, scripts=_scripts(folder)))
+
+    commands_dir = base / "commands"
+    for entry in _capped("command", layer, commands_dir, _entries(commands_dir), out):
+        if entry.name.endswith(".md") and not entry.name.startswith(".") and entry.is_file():
+            out.append(_read("command", layer, Path(entry.path), entry.name[:-3], base_real))
+
+    workflows_dir = base / "workflows"
+    for entry in _capped("workflow", layer, workflows_dir, _entries(workflows_dir), out):
+        name = entry.name
+        if name.startswith(".") or not entry.is_file():
+            continue
+        for suffix in (".md", ".yaml", ".yml"):
+            if name.endswith(suffix):
+                out.append(_read("workflow", layer, Path(entry.path), name[: -len(suffix)], base_real))
+                break
+
+    graph_dir = base / "skill_graph"
+    count = 0
+    for dirpath, dirnames, filenames in os.walk(graph_dir):
+        rel_dir = Path(dirpath).relative_to(graph_dir)
+        if len(rel_dir.parts) >= MAX_GRAPH_DEPTH:
+            dirnames[:] = []
+        dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
+        for name in sorted(filenames):
+            if not name.endswith(".md") or name.startswith("."):
+                continue
+            count += 1
+            if count > MAX_FILES_PER_KIND:
+                diag = Diagnostic(
+                    file=str(graph_dir),
+                    problem=f"more than {MAX_FILES_PER_KIND} graph notes, the rest ignored",
+                )
+                out.append(
+                    SourceFile(
+                        kind="graph", layer=layer.name, path=str(graph_dir), stem="", diagnostics=[diag]
+                    )
+                )
+                return out
+            node_id = (rel_dir / name[:-3]).as_posix()
+            out.append(_read("graph", layer, Path(dirpath, name), node_id, base_real))
+    return out
+
+
+def read_layers(layers: list[Layer]) -> list[SourceFile]:
+    """Every asset file of every layer, lowest layer first."""
+    out: list[SourceFile] = []
+    for layer in layers:
+        out.extend(read_layer(layer))
+    return out

@@ -1,0 +1,196 @@
+"""One immutable generation of a project's assets, compiled from source files (pure).
+
+``compile_generation`` parses every :class:`SourceFile` with its loader,
+applies layer precedence (a later layer replaces an earlier asset of the same
+name), links workflows (unknown targets are warnings, sub-workflow cycles are
+errors that drop the workflows involved) and builds the skill-graph snapshot.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from jidocode.shared.settings import Diagnostic, LoadedSettings, Settings
+
+from .discover import SourceFile, read_layers
+from .layout import layers as layer_list
+from .loaders.command import parse_command
+from .loaders.graph import GraphSnapshot, build_graph, parse_graph_node
+from .loaders.skill import parse_skill
+from .loaders.workflow import find_cycles, parse_workflow
+from .models import Command, GraphNode, Skill, Workflow
+from .text import decode_text
+
+__all__ = ["Generation", "compile_generation", "load_generation"]
+
+
+class Generation(BaseModel):
+    """Everything a project's assets are at one moment; never mutated, only replaced."""
+
+    model_config = ConfigDict(frozen=True)
+
+    number: int = 0
+    loaded_at: str = ""
+    root: str | None = None
+    skills: dict[str, Skill] = Field(default_factory=dict)
+    commands: dict[str, Command] = Field(default_factory=dict)
+    workflows: dict[str, Workflow] = Field(default_factory=dict)
+    graph: GraphSnapshot = Field(default_factory=GraphSnapshot)
+    #: JIDO.md texts, lowest layer first.
+    memory: list[tuple[str, str]] = Field(default_factory=list)
+    settings: Settings = Field(default_factory=Settings)
+    settings_files: list[str] = Field(default_factory=list)
+    diagnostics: list[Diagnostic] = Field(default_factory=list)
+
+    @property
+    def counts(self) -> dict[str, int]:
+        return {
+            "skill": len(self.skills),
+            "command": len(self.commands),
+            "workflow": len(self.workflows),
+            "graph_node": len(self.graph.nodes),
+        }
+
+
+def _put(
+    table: dict[str, Any],
+    seen_in_layer: dict[tuple[str, str], str],
+    name: str,
+    asset: Any,
+    src: SourceFile,
+    diags: list[Diagnostic],
+) -> None:
+    key = (src.layer, name)
+    if (
+        key in seen_in_layer
+        and seen_in_layer[key] != src.path
+        and Path(seen_in_layer[key]).parent == Path(src.path).parent
+    ):
+        diags.append(
+            Diagnostic(
+                file=src.path,
+                key="name",
+                problem=f"{name!r} is already defined by {seen_in_layer[key]}, ignored",
+            )
+        )
+        return
+    seen_in_layer[key] = src.path
+    table[name] = asset
+
+
+def compile_generation(
+    sources: Iterable[SourceFile],
+    settings: LoadedSettings | None = None,
+    *,
+    number: int = 0,
+    root: str | None = None,
+) -> Generation:
+    loaded = settings or LoadedSettings(settings=Settings())
+    diags: list[Diagnostic] = list(loaded.diagnostics)
+    skills: dict[str, Skill] = {}
+    commands: dict[str, Command] = {}
+    workflows: dict[str, Workflow] = {}
+    nodes: dict[str, GraphNode] = {}
+    memory: list[tuple[str, str]] = []
+    seen: dict[tuple[str, str], str] = {}
+    for src in sources:
+        diags.extend(src.diagnostics)
+        if src.raw is None:
+            continue
+        if src.kind == "skill":
+            skill, d = parse_skill(
+                src.raw, path=src.path, folder=src.stem, layer=src.layer, scripts=src.scripts
+            )
+            diags.extend(d)
+            if skill is not None:
+                _put(skills, seen, f"skill:{skill.name}", skill, src, diags)
+        elif src.kind == "command":
+            command, d = parse_command(src.raw, path=src.path, stem=src.stem, layer=src.layer)
+            diags.extend(d)
+            if command is not None:
+                _put(commands, seen, f"command:{command.name}", command, src, diags)
+        elif src.kind == "workflow":
+            workflow, d = parse_workflow(src.raw, path=src.path, stem=src.stem, layer=src.layer)
+            diags.extend(d)
+            if workflow is not None:
+                _put(workflows, seen, f"workflow:{workflow.name}", workflow, src, diags)
+        elif src.kind == "graph":
+            node, d = parse_graph_node(src.raw, path=src.path, node_id=src.stem, layer=src.layer)
+            diags.extend(d)
+            if node is not None:
+                nodes[node.id] = node
+        elif src.kind == "memory":
+            text, d = decode_text(src.raw, src.path)
+            diags.extend(d)
+            if text is not None:
+                memory.append((src.path, text))
+    skills = {k.split(":", 1)[1]: v for k, v in skills.items()}
+    commands = {k.split(":", 1)[1]: v for k, v in commands.items()}
+    workflows = {k.split(":", 1)[1]: v for k, v in workflows.items()}
+    workflows = _link(workflows, skills, commands, diags)
+    return Generation(
+        number=number,
+        loaded_at=datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z"),
+        root=root,
+        skills=dict(sorted(skills.items())),
+        commands=dict(sorted(commands.items())),
+        workflows=dict(sorted(workflows.items())),
+        graph=build_graph(list(nodes.values())),
+        memory=memory,
+        settings=loaded.settings,
+        settings_files=list(loaded.files),
+        diagnostics=diags,
+    )
+
+
+def _link(
+    workflows: dict[str, Workflow],
+    skills: dict[str, Skill],
+    commands: dict[str, Command],
+    diags: list[Diagnostic],
+) -> dict[str, Workflow]:
+    for wf in workflows.values():
+        for step in wf.steps:
+            missing = None
+            if step.kind == "workflow" and step.target not in workflows:
+                missing = f"sub-workflow {step.target!r}"
+            elif step.kind == "command" and step.target not in commands:
+                missing = f"command {step.target!r}"
+            elif step.kind == "skill":
+                skill = skills.get(step.target)
+                if skill is None:
+                    missing = f"skill {step.target!r}"
+                elif step.route and skill.action_for(step.route) is None:
+                    missing = f"route {step.route!r} of skill {step.target!r}"
+            if missing:
+                diags.append(
+                    Diagnostic(
+                        file=wf.path, key=f"steps.{step.id}", problem=f"unknown {missing}", severity="warning"
+                    )
+                )
+    cycles = find_cycles(workflows)
+    for name, trail in cycles.items():
+        diags.append(
+            Diagnostic(
+                file=workflows[name].path,
+                key="steps",
+                problem=f"sub-workflow cycle: {' -> '.join(trail)}, not loaded",
+            )
+        )
+    return {name: wf for name, wf in workflows.items() if name not in cycles}
+
+
+def load_generation(
+    root: Path | None, *, data_dir: str = ".jido", jido_home: Path | None = None, number: int = 0
+) -> Generation:
+    """Read every layer of ``root`` from disk and compile a generation (the I/O entry point)."""
+    from jidocode.shared.settings import load_settings
+
+    settings = load_settings(root, jido_home=jido_home, data_dir=data_dir)
+    sources = read_layers(layer_list(root, data_dir=data_dir, jido_home=jido_home))
+    return compile_generation(sources, settings, number=number, root=str(root) if root is not None else None)

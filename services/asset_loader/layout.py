@@ -1,0 +1,90 @@
+"""Where assets live on disk: the layers and the project data-dir tree (seed 000 ``Layout``).
+
+Layers, lowest first; a later layer overrides an earlier one by asset name::
+
+    global     <jido_home>/                 (~/.jido_code, moved by JIDO_CODE_HOME)
+    project    <root>/.jido_code/           (seed 001 spelling, read when present)
+    project    <root>/<data_dir>/           (seed 000, default .jido; created on project start)
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Final, Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from jidocode.shared.errors import InvalidInput
+from jidocode.shared.settings import global_home
+
+__all__ = ["ASSET_DIRS", "LAYOUT_DIRS", "Layer", "Layout", "ensure_layout", "layers", "paths"]
+
+#: Asset folders inside every layer.
+ASSET_DIRS: Final = ("skills", "commands", "workflows", "skill_graph")
+#: Folders ``ensure_layout`` creates in the project data dir.
+LAYOUT_DIRS: Final = (*ASSET_DIRS, "state")
+_DATA_DIR: Final = re.compile(r"^[A-Za-z0-9_.\-]{1,64}$")
+
+
+class Layer(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    name: Literal["global", "project"]
+    path: Path
+
+    def __str__(self) -> str:
+        return f"{self.name}:{self.path}"
+
+
+class Layout(BaseModel):
+    """The project data-dir paths (seed 000 ``paths/2``)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    root: Path
+    data: Path
+    skills: Path
+    commands: Path
+    workflows: Path
+    skill_graph: Path
+    state: Path
+
+
+def _check_data_dir(data_dir: str) -> str:
+    if not _DATA_DIR.match(data_dir) or data_dir in (".", ".."):
+        raise InvalidInput(
+            f"invalid data dir {data_dir!r}: one plain folder name expected", details={"data_dir": data_dir}
+        )
+    return data_dir
+
+
+def paths(root: Path, data_dir: str = ".jido") -> Layout:
+    data = root / _check_data_dir(data_dir)
+    return Layout(
+        root=root,
+        data=data,
+        skills=data / "skills",
+        commands=data / "commands",
+        workflows=data / "workflows",
+        skill_graph=data / "skill_graph",
+        state=data / "state",
+    )
+
+
+def ensure_layout(root: Path, data_dir: str = ".jido") -> Layout:
+    """Create ``<root>/<data_dir>/{skills,commands,workflows,skill_graph,state}`` (idempotent)."""
+    layout = paths(root, data_dir)
+    for name in LAYOUT_DIRS:
+        getattr(layout, name).mkdir(parents=True, exist_ok=True)
+    return layout
+
+
+def layers(root: Path | None, *, data_dir: str = ".jido", jido_home: Path | None = None) -> list[Layer]:
+    """Every layer of ``root`` (``None``: global only), lowest first."""
+    out = [Layer(name="global", path=global_home(jido_home))]
+    if root is not None:
+        out.append(Layer(name="project", path=root / ".jido_code"))
+        if _check_data_dir(data_dir) != ".jido_code":
+            out.append(Layer(name="project", path=root / data_dir))
+    return out

@@ -1,0 +1,240 @@
+"""A YAML loader for untrusted asset files: safe tags only, with hard limits.
+
+Error tree::
+
+    YamlError (ValueError)        any problem, with a readable message
+    └── YamlLimitError            a limit was hit (size, depth, anchors, aliases, nodes)
+
+The document is built in one pass over the parser's event stream (libyaml's
+C parser when available), so every limit is checked *before* the structure
+it guards exists:
+
+* the text size (callers check the byte size before decoding, too);
+* nesting depth;
+* the number of anchors and of alias uses;
+* the number of nodes *after* alias expansion, so a "billion laughs"
+  document is refused although it is tiny on disk.
+
+Only the YAML 1.1 core tags are accepted (null, bool, int, float, str, and
+timestamps, which stay strings); any other explicit tag is an error. A
+mapping with the same key twice, or with a key that is not a scalar, is an
+error rather than "last one wins". Merge keys (``<<``) work.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Final
+
+import yaml
+from yaml.constructor import SafeConstructor
+from yaml.nodes import ScalarNode
+from yaml.resolver import Resolver
+
+__all__ = ["DEFAULT_LIMITS", "YamlError", "YamlLimitError", "YamlLimits", "load_yaml"]
+
+
+class YamlError(ValueError):
+    """The text is not acceptable YAML."""
+
+
+class YamlLimitError(YamlError):
+    """A configured limit was exceeded."""
+
+
+@dataclass(frozen=True, slots=True)
+class YamlLimits:
+    max_chars: int = 256 * 1024
+    max_depth: int = 32
+    max_anchors: int = 32
+    max_aliases: int = 64
+    max_nodes: int = 20_000
+
+    def __post_init__(self) -> None:
+        for name in ("max_chars", "max_depth", "max_anchors", "max_aliases", "max_nodes"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name} must not be negative")
+
+
+DEFAULT_LIMITS: Final = YamlLimits()
+
+_PARSER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_RESOLVER: Final = Resolver()
+_CONSTRUCTOR: Final = SafeConstructor()
+_P = "tag:yaml.org,2002:"
+_SCALARS: Final = {
+    f"{_P}null": SafeConstructor.construct_yaml_null,
+    f"{_P}bool": SafeConstructor.construct_yaml_bool,
+    f"{_P}int": SafeConstructor.construct_yaml_int,
+    f"{_P}float": SafeConstructor.construct_yaml_float,
+}
+_STRINGS: Final = {f"{_P}str", f"{_P}timestamp", "!"}
+_MERGE: Final = f"{_P}merge"
+
+
+def _scalar(event: yaml.ScalarEvent) -> Any:
+    tag = event.tag
+    if tag is None or tag == "!":
+        tag = _RESOLVER.resolve(ScalarNode, event.value, event.implicit) if tag is None else f"{_P}str"  # type: ignore[no-untyped-call]
+    if tag in _STRINGS:
+        return event.value
+    if tag == _MERGE:
+        return _Merge
+    construct = _SCALARS.get(tag)
+    if construct is None:
+        raise YamlError(f"unsupported tag {tag!r}{_at(event)}")
+    return construct(_CONSTRUCTOR, ScalarNode(tag, event.value))
+
+
+class _MergeKey:
+    """The ``<<`` key."""
+
+
+_Merge: Final = _MergeKey()
+
+
+def _at(event: yaml.Event) -> str:
+    mark = event.start_mark
+    return f" at line {mark.line + 1}" if mark is not None else ""
+
+
+class _Builder:
+    __slots__ = ("aliases", "anchored", "anchors", "depth", "limits", "sizes", "total")
+
+    def __init__(self, limits: YamlLimits) -> None:
+        self.limits = limits
+        self.depth = self.anchors = self.aliases = self.total = 0
+        self.anchored: dict[str, Any] = {}
+        self.sizes: dict[str, int] = {}
+
+    def count(self, n: int) -> None:
+        self.total += n
+        if self.total > self.limits.max_nodes:
+            raise YamlLimitError(f"more than {self.limits.max_nodes} nodes after alias expansion")
+
+    def anchor(self, name: str | None) -> None:
+        if name is not None:
+            self.anchors += 1
+            if self.anchors > self.limits.max_anchors:
+                raise YamlLimitError(f"more than {self.limits.max_anchors} anchors")
+
+
+def _check_tag(event: yaml.CollectionStartEvent, expected: str) -> None:
+    if event.tag is not None and event.tag not in (expected, "!"):
+        raise YamlError(f"unsupported tag {event.tag!r}{_at(event)}")
+
+
+def _build(events: Any, limits: YamlLimits) -> Any:
+    b = _Builder(limits)
+    # Each open collection: [container, anchor, start_total, pending_key, is_mapping, merges]
+    stack: list[list[Any]] = []
+    result: Any = None
+    documents = 0
+
+    def add(value: Any) -> None:
+        nonlocal result
+        if not stack:
+            result = value
+            return
+        top = stack[-1]
+        if not top[4]:
+            top[0].append(value)
+            return
+        if top[3] is _NOKEY:
+            if isinstance(value, dict | list):
+                raise YamlError("a mapping key must be a scalar")
+            top[3] = value
+            return
+        key = top[3]
+        top[3] = _NOKEY
+        if key is _Merge:
+            sources = value if isinstance(value, list) else [value]
+            if not all(isinstance(s, dict) for s in sources):
+                raise YamlError("a merge key (<<) needs a mapping or a list of mappings")
+            top[5].extend(sources)
+            return
+        container = top[0]
+        try:
+            duplicate = key in container
+        except TypeError:
+            raise YamlError(f"unhashable mapping key {key!r}") from None
+        if duplicate:
+            raise YamlError(f"duplicate key {key!r}")
+        container[key] = value
+
+    for event in events:
+        if isinstance(event, yaml.ScalarEvent):
+            b.count(1)
+            b.anchor(event.anchor)
+            value = _scalar(event)
+            if event.anchor is not None:
+                b.anchored[event.anchor] = value
+                b.sizes[event.anchor] = 1
+            add(value)
+        elif isinstance(event, yaml.AliasEvent):
+            b.aliases += 1
+            if b.aliases > limits.max_aliases:
+                raise YamlLimitError(f"more than {limits.max_aliases} aliases")
+            if event.anchor not in b.anchored:
+                raise YamlError(f"undefined alias {event.anchor!r}{_at(event)}")
+            b.count(b.sizes.get(event.anchor, 1))
+            add(b.anchored[event.anchor])
+        elif isinstance(event, yaml.MappingStartEvent | yaml.SequenceStartEvent):
+            is_map = isinstance(event, yaml.MappingStartEvent)
+            _check_tag(event, f"{_P}map" if is_map else f"{_P}seq")
+            b.depth += 1
+            if b.depth > limits.max_depth:
+                raise YamlLimitError(f"nested deeper than {limits.max_depth} levels")
+            b.count(1)
+            b.anchor(event.anchor)
+            container: Any = {} if is_map else []
+            if event.anchor is not None:
+                b.anchored[event.anchor] = container
+            stack.append([container, event.anchor, b.total - 1, _NOKEY, is_map, []])
+        elif isinstance(event, yaml.MappingEndEvent | yaml.SequenceEndEvent):
+            b.depth -= 1
+            container, anchor, start, _, is_map, merges = stack.pop()
+            if is_map and merges:
+                for source in reversed(merges):
+                    for k, v in source.items():
+                        container.setdefault(k, v)
+            if anchor is not None:
+                b.sizes[anchor] = b.total - start
+            add(container)
+        elif isinstance(event, yaml.DocumentStartEvent):
+            documents += 1
+            if documents > 1:
+                raise YamlError(f"more than one YAML document{_at(event)}")
+    return result
+
+
+class _NoKey:
+    pass
+
+
+_NOKEY: Final = _NoKey()
+
+
+def load_yaml(text: str, *, limits: YamlLimits = DEFAULT_LIMITS) -> Any:
+    """Parse one YAML document from ``text`` under ``limits``.
+
+    Raises :class:`YamlError` (or :class:`YamlLimitError`) with a readable
+    message; never any other exception for any input string.
+    """
+    if len(text) > limits.max_chars:
+        raise YamlLimitError(f"YAML text longer than {limits.max_chars} characters")
+    if "\x00" in text:
+        raise YamlError("NUL character in YAML text")
+    try:
+        return _build(yaml.parse(text, Loader=_PARSER), limits)
+    except YamlError:
+        raise
+    except yaml.MarkedYAMLError as exc:
+        where = f" at line {exc.problem_mark.line + 1}" if exc.problem_mark is not None else ""
+        raise YamlError(f"invalid YAML: {exc.problem or exc.context or 'syntax error'}{where}") from None
+    except yaml.YAMLError as exc:
+        raise YamlError(f"invalid YAML: {exc}") from None
+    except RecursionError:
+        raise YamlLimitError("YAML nested too deeply") from None
+    except (ValueError, TypeError, OverflowError, IndexError, KeyError) as exc:
+        raise YamlError(f"invalid YAML value: {exc}") from None

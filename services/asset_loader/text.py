@@ -1,0 +1,143 @@
+"""Pure helpers shared by every loader: bytes to text, frontmatter, names, tool lists.
+
+Every function returns diagnostics instead of raising, so one bad file only
+ever produces a :class:`Diagnostic` naming that file.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any, Final
+
+from jidocode.shared.settings import Diagnostic
+
+from .safe_yaml import DEFAULT_LIMITS, YamlError, YamlLimits, load_yaml
+
+__all__ = [
+    "MAX_ASSET_BYTES",
+    "MAX_FRONTMATTER_CHARS",
+    "SLUG",
+    "decode_text",
+    "is_slug",
+    "jsonable",
+    "parse_tool_list",
+    "split_frontmatter",
+]
+
+#: A file larger than this is not decoded at all.
+MAX_ASSET_BYTES: Final = 512 * 1024
+MAX_FRONTMATTER_CHARS: Final = 64 * 1024
+
+#: Agent Skills names: lowercase letters, digits and single hyphens, 1-64 characters.
+SLUG: Final = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
+
+_FENCE: Final = re.compile(r"^---[ \t]*\r?\n")
+_END: Final = re.compile(r"^(?:---|\.\.\.)[ \t]*\r?$", re.MULTILINE)
+
+
+def is_slug(name: str, max_len: int = 64) -> bool:
+    return 0 < len(name) <= max_len and SLUG.match(name) is not None
+
+
+def decode_text(
+    raw: bytes, file: str, *, max_bytes: int = MAX_ASSET_BYTES
+) -> tuple[str | None, list[Diagnostic]]:
+    """UTF-8 text of ``raw``: size cap first, a BOM is dropped with a warning."""
+    diags: list[Diagnostic] = []
+    if len(raw) > max_bytes:
+        return None, [Diagnostic(file=file, problem=f"file is larger than {max_bytes} bytes, not read")]
+    if raw.startswith(b"\xef\xbb\xbf"):
+        diags.append(Diagnostic(file=file, problem="UTF-8 byte order mark, ignored", severity="warning"))
+        raw = raw[3:]
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return None, [*diags, Diagnostic(file=file, problem=f"not valid UTF-8 at byte {exc.start}")]
+    if "\x00" in text:
+        return None, [*diags, Diagnostic(file=file, problem="contains a NUL character (binary file?)")]
+    return text, diags
+
+
+def split_frontmatter(
+    text: str, file: str, *, limits: YamlLimits = DEFAULT_LIMITS
+) -> tuple[dict[str, Any] | None, str, list[Diagnostic]]:
+    """Split ``---`` YAML frontmatter from the markdown body.
+
+    Returns ``(frontmatter, body, diagnostics)``. No frontmatter gives ``{}``
+    and the whole text as body; unusable frontmatter gives ``None``.
+    """
+    match = _FENCE.match(text)
+    if match is None:
+        return {}, text, []
+    rest = text[match.end() :]
+    end = _END.search(rest)
+    if end is None:
+        return None, text, [Diagnostic(file=file, problem="frontmatter is not closed by a '---' line")]
+    block = rest[: end.start()]
+    body = rest[end.end() :].lstrip("\r\n")
+    if len(block) > MAX_FRONTMATTER_CHARS:
+        return (
+            None,
+            body,
+            [Diagnostic(file=file, problem=f"frontmatter longer than {MAX_FRONTMATTER_CHARS} characters")],
+        )
+    try:
+        data = load_yaml(block, limits=limits)
+    except YamlError as exc:
+        return None, body, [Diagnostic(file=file, key="frontmatter", problem=str(exc))]
+    if data is None:
+        return {}, body, []
+    if not isinstance(data, dict):
+        return None, body, [Diagnostic(file=file, key="frontmatter", problem="frontmatter must be a mapping")]
+    bad = [k for k in data if not isinstance(k, str)]
+    if bad:
+        return None, body, [Diagnostic(file=file, key="frontmatter", problem=f"non-string key {bad[0]!r}")]
+    return data, body, []
+
+
+def jsonable(value: Any) -> Any:
+    """``value`` reduced to JSON types (sets become lists, other objects strings)."""
+    try:
+        return json.loads(json.dumps(value, default=_default))
+    except (TypeError, ValueError, RecursionError):
+        return None
+
+
+def _default(value: Any) -> Any:
+    if isinstance(value, set | frozenset):
+        return sorted(value, key=str)
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    return str(value)
+
+
+def parse_tool_list(value: Any, file: str, key: str) -> tuple[list[str], list[Diagnostic]]:
+    """``allowed-tools``: ``"Read, Write, Bash(python:*)"``, space separated, or a list."""
+    if value is None:
+        return [], []
+    if isinstance(value, list):
+        if all(isinstance(v, str) for v in value):
+            return [v.strip() for v in value if v.strip()], []
+        return [], [Diagnostic(file=file, key=key, problem="must be a list of strings")]
+    if not isinstance(value, str):
+        return [], [Diagnostic(file=file, key=key, problem="must be a string or a list of strings")]
+    items: list[str] = []
+    depth = 0
+    current: list[str] = []
+    for ch in value:
+        if ch == "(":
+            depth += 1
+        elif ch == ")":
+            depth = max(0, depth - 1)
+        if depth == 0 and (ch == "," or ch.isspace()):
+            if current:
+                items.append("".join(current))
+                current = []
+            continue
+        current.append(ch)
+    if current:
+        items.append("".join(current))
+    if depth:
+        return items, [Diagnostic(file=file, key=key, problem="unbalanced parentheses", severity="warning")]
+    return items, []
