@@ -14,17 +14,34 @@
 from __future__ import annotations
 
 from jidocode.services.conversation.ports import LlmPort
+from jidocode.shared.bus import Bus
 from jidocode.shared.config import Config
 
-from .adapter import EventSink, LitellmPort
+from .adapter import LitellmPort
+from .ledger import EventSink, KvLedger, UsageStore, bus_sink
 
 __all__ = ["LitellmPort", "make_llm_port"]
 
 
-def make_llm_port(config: Config, *, sink: EventSink | None = None) -> LlmPort:
-    """The litellm port. ``sink`` (e.g. :func:`.ledger.bus_sink`) receives every llm.* signal.
+def make_llm_port(
+    config: Config,
+    *,
+    bus: Bus | None = None,
+    sink: EventSink | None = None,
+    store: UsageStore | None = None,
+) -> LlmPort:
+    """The litellm port.
+
+    With ``bus``: llm.* signals (``llm.usage``, ``llm.retrying``,
+    ``llm.failed``, ``llm.budget.exceeded``) are published on
+    ``jido.sig.<type>`` and usage is kept in the KV ledger (per conversation
+    and project, and checked against ``llm.budget_*``). ``sink``/``store``
+    replace either. Without any: no signals, an in-memory ledger.
 
     ``config`` is the process configuration; model settings travel with each
     request (``LlmRequest.settings``), so one port serves every project.
     """
-    return LitellmPort(sink=sink)
+    if bus is not None:
+        sink = sink if sink is not None else bus_sink(bus)
+        store = store if store is not None else KvLedger(bus)
+    return LitellmPort(sink=sink, store=store)

@@ -45,6 +45,7 @@ from jidocode.shared.errors import JidoError
 from jidocode.shared.events import llm as llm_events
 from jidocode.shared.events._base import EventModel
 
+from .ledger import EventSink, MemoryLedger, UsageStore, check_budget
 from .options import DEFAULT_CONTEXT_WINDOW, LlmOptions, resolve_api_key, resolve_options
 from .retry import backoff_delay
 from .stream import StreamAssembler
@@ -58,8 +59,6 @@ __all__ = [
     "map_error",
 ]
 
-#: Publishes one llm.* signal (the port adds no transport of its own).
-EventSink = Callable[[EventModel], Awaitable[None]]
 RetryCallback = Callable[[llm_events.LlmRetrying], Awaitable[None]]
 
 _litellm: Any = None
@@ -213,10 +212,12 @@ class LitellmPort:
         self,
         *,
         sink: EventSink | None = None,
+        store: UsageStore | None = None,
         env: Mapping[str, str] | None = None,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     ) -> None:
         self._sink = sink
+        self.store: UsageStore = store if store is not None else MemoryLedger()
         self._env = env
         self._sleep = sleep
 
@@ -252,6 +253,7 @@ class LitellmPort:
                 )
             )
             raise
+        await self._check_budget(request, options)
         retries = 0
         started = time.perf_counter()
         while True:
@@ -306,23 +308,46 @@ class LitellmPort:
                 continue
             usage = result.usage.model_copy(update={"cost_usd": _cost(options.model, result.usage)})
             result = result.model_copy(update={"usage": usage})
-            await self._emit(
-                llm_events.LlmUsage(
-                    project_id=request.project_id,
-                    conversation_id=request.conversation_id,
-                    correlation_id=request.correlation_id,
-                    model=result.model or options.model,
-                    prompt_tokens=usage.prompt_tokens,
-                    completion_tokens=usage.completion_tokens,
-                    cached_tokens=usage.cached_tokens,
-                    total_tokens=usage.total_tokens,
-                    cost_usd=usage.cost_usd,
-                    duration_ms=(time.perf_counter() - started) * 1000.0,
-                    retries=retries,
-                    context_window=context_window(options.model, options.context_window),
-                )
+            recorded = llm_events.LlmUsage(
+                project_id=request.project_id,
+                conversation_id=request.conversation_id,
+                correlation_id=request.correlation_id,
+                model=result.model or options.model,
+                prompt_tokens=usage.prompt_tokens,
+                completion_tokens=usage.completion_tokens,
+                cached_tokens=usage.cached_tokens,
+                total_tokens=usage.total_tokens,
+                cost_usd=usage.cost_usd,
+                duration_ms=(time.perf_counter() - started) * 1000.0,
+                retries=retries,
+                context_window=context_window(options.model, options.context_window),
             )
+            await self.store.record(recorded)
+            await self._emit(recorded)
             return result
+
+    async def _check_budget(self, request: LlmRequest, options: LlmOptions) -> None:
+        """Refuse the call when the conversation's budget is used up (``llm_budget_exceeded``)."""
+        if options.budget_tokens is None and options.budget_usd is None:
+            return
+        totals = await self.store.conversation(request.project_id, request.conversation_id)
+        totals = totals.model_copy(
+            update={"project_id": request.project_id, "conversation_id": request.conversation_id}
+        )
+        exceeded = check_budget(totals, budget_tokens=options.budget_tokens, budget_usd=options.budget_usd)
+        if exceeded is None:
+            return
+        await self._emit(exceeded)
+        limits = []
+        if options.budget_tokens is not None:
+            limits.append(f"{totals.total_tokens}/{options.budget_tokens} tokens")
+        if options.budget_usd is not None:
+            limits.append(f"${totals.cost_usd:.4f}/${options.budget_usd:.4f}")
+        raise JidoError(
+            f"the conversation's LLM budget is used up ({', '.join(limits)}); raise llm.budget_* to go on",
+            error_type="llm_budget_exceeded",
+            details=exceeded.to_data(),
+        )
 
     async def _once(
         self,

@@ -1,0 +1,212 @@
+"""The token ledger (seed 003 ``TokenLedger``): usage totals per conversation and per project.
+
+Pure core: :func:`accumulate` folds one ``llm.usage`` event into
+:class:`~jidocode.shared.events.llm.UsageTotals`; :func:`combine` sums the
+totals of several conversations; :func:`check_budget` says whether a
+conversation has used up its token or cost budget.
+
+Stores (the :class:`UsageStore` protocol): :class:`MemoryLedger` (one
+process, the default of the port) and :class:`KvLedger` (JetStream KV bucket
+:data:`BUCKET_LEDGER`, key ``<project_id>.<conversation_id>``; one writer per
+conversation — its owning replica — so updates rarely conflict, and a
+compare-and-set loop handles it when they do). A project's totals are the sum
+over its keys.
+
+:func:`bus_sink` publishes every llm.* event on ``jido.sig.<type>``. The
+port records each call's usage in its store before it publishes ``llm.usage``
+and checks the budget against it before each call.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable, Iterable
+from typing import Final, Protocol
+
+import nats.js.errors
+from nats.js.kv import KeyValue
+
+from jidocode.shared import subjects
+from jidocode.shared.bus import Bus
+from jidocode.shared.events._base import EventModel
+from jidocode.shared.events.llm import LlmBudgetExceeded, LlmUsage, UsageTotals
+
+#: Publishes one llm.* event (the port adds no transport of its own).
+EventSink = Callable[[EventModel], Awaitable[None]]
+
+__all__ = [
+    "BUCKET_LEDGER",
+    "EventSink",
+    "KvLedger",
+    "MemoryLedger",
+    "UsageStore",
+    "accumulate",
+    "bus_sink",
+    "check_budget",
+    "combine",
+]
+
+#: KV bucket of the ledger. (Belongs in ``jidocode.shared.subjects`` with the other bucket names.)
+BUCKET_LEDGER: Final = getattr(subjects, "BUCKET_LEDGER", "jido_llm_ledger")
+
+_CAS_ATTEMPTS: Final = 10
+
+
+def accumulate(totals: UsageTotals, event: LlmUsage) -> UsageTotals:
+    """``totals`` plus one call (pure). The context fields take the call's values."""
+    return totals.model_copy(
+        update={
+            "project_id": event.project_id,
+            "conversation_id": event.conversation_id,
+            "calls": totals.calls + 1,
+            "prompt_tokens": totals.prompt_tokens + event.prompt_tokens,
+            "completion_tokens": totals.completion_tokens + event.completion_tokens,
+            "cached_tokens": totals.cached_tokens + event.cached_tokens,
+            "total_tokens": totals.total_tokens + event.total_tokens,
+            "cost_usd": round(totals.cost_usd + (event.cost_usd or 0.0), 10),
+            "unpriced_calls": totals.unpriced_calls + (1 if event.cost_usd is None else 0),
+            "model": event.model,
+            "context_tokens": event.prompt_tokens + event.completion_tokens,
+            "context_window": event.context_window,
+        }
+    )
+
+
+def combine(project_id: str, parts: Iterable[UsageTotals]) -> UsageTotals:
+    """Sum of several conversations' totals: the project's totals (pure)."""
+    out = UsageTotals(project_id=project_id)
+    for t in parts:
+        out = out.model_copy(
+            update={
+                "calls": out.calls + t.calls,
+                "prompt_tokens": out.prompt_tokens + t.prompt_tokens,
+                "completion_tokens": out.completion_tokens + t.completion_tokens,
+                "cached_tokens": out.cached_tokens + t.cached_tokens,
+                "total_tokens": out.total_tokens + t.total_tokens,
+                "cost_usd": round(out.cost_usd + t.cost_usd, 10),
+                "unpriced_calls": out.unpriced_calls + t.unpriced_calls,
+            }
+        )
+    return out
+
+
+def check_budget(
+    totals: UsageTotals, *, budget_tokens: int | None, budget_usd: float | None
+) -> LlmBudgetExceeded | None:
+    """The event to publish when ``totals`` reached a budget, else ``None`` (pure)."""
+    over_tokens = budget_tokens is not None and totals.total_tokens >= budget_tokens
+    over_usd = budget_usd is not None and totals.cost_usd >= budget_usd
+    if not (over_tokens or over_usd):
+        return None
+    return LlmBudgetExceeded(
+        project_id=totals.project_id,
+        conversation_id=totals.conversation_id or "",
+        used_tokens=totals.total_tokens,
+        budget_tokens=budget_tokens,
+        used_usd=totals.cost_usd,
+        budget_usd=budget_usd,
+    )
+
+
+class UsageStore(Protocol):
+    async def record(self, event: LlmUsage) -> UsageTotals: ...
+
+    async def conversation(self, project_id: str, conversation_id: str) -> UsageTotals: ...
+
+    async def project(self, project_id: str) -> UsageTotals: ...
+
+
+class MemoryLedger:
+    """Totals in this process only."""
+
+    def __init__(self) -> None:
+        self._totals: dict[tuple[str, str], UsageTotals] = {}
+
+    async def record(self, event: LlmUsage) -> UsageTotals:
+        key = (event.project_id, event.conversation_id)
+        totals = accumulate(self._totals.get(key) or UsageTotals(), event)
+        self._totals[key] = totals
+        return totals
+
+    async def conversation(self, project_id: str, conversation_id: str) -> UsageTotals:
+        found = self._totals.get((project_id, conversation_id))
+        return found or UsageTotals(project_id=project_id, conversation_id=conversation_id)
+
+    async def project(self, project_id: str) -> UsageTotals:
+        return combine(project_id, (t for (p, _), t in self._totals.items() if p == project_id))
+
+
+class KvLedger:
+    """Totals in the JetStream KV bucket :data:`BUCKET_LEDGER`."""
+
+    def __init__(self, bus: Bus) -> None:
+        self._bus = bus
+        self._kv: KeyValue | None = None
+
+    async def _bucket(self) -> KeyValue:
+        if self._kv is None:
+            self._kv = await self._bus.kv(BUCKET_LEDGER, history=1)
+        return self._kv
+
+    @staticmethod
+    def _key(project_id: str, conversation_id: str) -> str:
+        return f"{subjects.validate_token(project_id, 'project id')}.{subjects.validate_token(conversation_id, 'conversation id')}"
+
+    async def record(self, event: LlmUsage) -> UsageTotals:
+        kv = await self._bucket()
+        key = self._key(event.project_id, event.conversation_id)
+        for _ in range(_CAS_ATTEMPTS):
+            try:
+                entry = await kv.get(key)
+            except nats.js.errors.KeyNotFoundError:
+                totals = accumulate(UsageTotals(), event)
+                try:
+                    await kv.create(key, totals.model_dump_json().encode())
+                    return totals
+                except nats.js.errors.KeyWrongLastSequenceError:
+                    continue
+            current = UsageTotals.model_validate_json(entry.value or b"{}")
+            totals = accumulate(current, event)
+            try:
+                await kv.update(key, totals.model_dump_json().encode(), last=entry.revision)
+                return totals
+            except nats.js.errors.KeyWrongLastSequenceError:
+                continue
+        raise RuntimeError(f"ledger: {key} kept changing under {_CAS_ATTEMPTS} attempts")
+
+    async def conversation(self, project_id: str, conversation_id: str) -> UsageTotals:
+        kv = await self._bucket()
+        try:
+            entry = await kv.get(self._key(project_id, conversation_id))
+        except nats.js.errors.KeyNotFoundError:
+            return UsageTotals(project_id=project_id, conversation_id=conversation_id)
+        return UsageTotals.model_validate_json(entry.value or b"{}")
+
+    async def project(self, project_id: str) -> UsageTotals:
+        kv = await self._bucket()
+        prefix = subjects.validate_token(project_id, "project id")
+        watcher = await kv.watch(f"{prefix}.*", meta_only=False, ignore_deletes=True)
+        parts: list[UsageTotals] = []
+        try:
+            async for entry in watcher:
+                if entry is None:
+                    break
+                if entry.value:
+                    parts.append(UsageTotals.model_validate(json.loads(entry.value)))
+        finally:
+            await watcher.stop()  # type: ignore[no-untyped-call]
+        return combine(project_id, parts)
+
+
+def bus_sink(bus: Bus) -> EventSink:
+    """Publish llm.* events on ``jido.sig.<type>`` with the project/conversation/correlation ids."""
+
+    async def sink(event: EventModel) -> None:
+        ext: dict[str, str] = {}
+        for name in ("project_id", "conversation_id", "correlation_id"):
+            value = getattr(event, name, None)
+            if isinstance(value, str) and value:
+                ext[name] = value
+        await bus.publish(subjects.signal(event.type), event, **ext)
+
+    return sink

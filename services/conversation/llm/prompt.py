@@ -1,0 +1,209 @@
+"""What the model is told: the system prompt of a conversation.
+
+Built from, in order: a short statement of the assistant's role and the
+project root; the policy in brief (``permissions`` of the effective
+settings); the instructions of the global and project ``JIDO.md`` and of the
+project's ``AGENTS.md`` / ``CLAUDE.md``; and a compact index of the skills,
+commands and workflows (name and description only — the ``load_skill`` tool,
+served by the asset loader, returns a skill's body on demand, so a large
+catalogue costs little context).
+
+:func:`build_system_prompt` is pure. :func:`read_instructions` reads the
+files (each capped at :data:`MAX_FILE_CHARS`); :func:`fetch_asset_index` asks
+the asset loader over the bus and degrades to an empty index (with a note)
+when it does not answer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, Final
+
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = [
+    "INSTRUCTION_FILES",
+    "MAX_DESCRIPTION_CHARS",
+    "MAX_FILE_CHARS",
+    "MAX_INDEX_ENTRIES",
+    "AssetEntry",
+    "Instruction",
+    "PromptInputs",
+    "build_system_prompt",
+    "parse_asset_index",
+    "read_instructions",
+]
+
+#: Each instruction file is cut at this many characters (with a marker).
+MAX_FILE_CHARS: Final = 32_000
+#: At most this many skills + commands + workflows are listed.
+MAX_INDEX_ENTRIES: Final = 200
+MAX_DESCRIPTION_CHARS: Final = 200
+
+#: Project files read besides ``JIDO.md``, relative to the root.
+INSTRUCTION_FILES: Final = ("AGENTS.md", "CLAUDE.md")
+
+
+class Instruction(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    source: str
+    text: str
+
+
+class AssetEntry(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    kind: str  # skill | command | workflow
+    name: str
+    description: str = ""
+
+
+class PromptInputs(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    root: str
+    instructions: tuple[Instruction, ...] = ()
+    #: ``permissions`` of the effective settings (allow/ask/deny/default).
+    permissions: dict[str, Any] = Field(default_factory=dict)
+    assets: tuple[AssetEntry, ...] = ()
+    #: Set when the asset index could not be fetched.
+    assets_note: str | None = None
+    tool_names: tuple[str, ...] = ()
+
+
+def _cut(text: str, limit: int) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _policy_lines(permissions: Mapping[str, Any]) -> list[str]:
+    lines = [
+        "- Every path must stay inside the project root; tools refuse anything outside it.",
+    ]
+    for key, label in (("deny", "Denied"), ("ask", "Needs the user's approval"), ("allow", "Allowed")):
+        rules = [str(r) for r in permissions.get(key) or []]
+        if rules:
+            shown = ", ".join(rules[:20]) + (f", … ({len(rules) - 20} more)" if len(rules) > 20 else "")
+            lines.append(f"- {label}: {shown}")
+    default = permissions.get("default")
+    if default:
+        lines.append(f"- Anything not listed: {'asks the user' if default == 'ask' else 'denied'}.")
+    lines.append("- A refused or denied tool call comes back as an error: do not retry it unchanged.")
+    return lines
+
+
+def build_system_prompt(inputs: PromptInputs) -> str:
+    """The system prompt (pure, deterministic)."""
+    parts: list[str] = [
+        "You are JidoCode, a coding assistant working in one project on the user's machine. "
+        "Use the tools to read, search, edit and run things in the project; answer concisely, "
+        "and say what you changed.",
+        f"Project root: {inputs.root}",
+        "## Policy\n" + "\n".join(_policy_lines(inputs.permissions)),
+    ]
+    for ins in inputs.instructions:
+        text = ins.text.strip()
+        if text:
+            parts.append(f"## Instructions from {ins.source}\n{text}")
+    entries = list(inputs.assets)[:MAX_INDEX_ENTRIES]
+    if entries:
+        lines: list[str] = []
+        for kind, title in (("skill", "Skills"), ("command", "Commands"), ("workflow", "Workflows")):
+            items = sorted((e for e in entries if e.kind == kind), key=lambda e: e.name)
+            if items:
+                lines.append(f"{title}:")
+                lines.extend(
+                    f"- {e.name}: {_cut(e.description, MAX_DESCRIPTION_CHARS)}"
+                    if e.description
+                    else f"- {e.name}"
+                    for e in items
+                )
+        more = len(inputs.assets) - len(entries)
+        if more > 0:
+            lines.append(f"(… {more} more not listed)")
+        hint = "Call load_skill with a skill's name to read its full instructions before using it."
+        parts.append("## Available skills and commands\n" + hint + "\n" + "\n".join(lines))
+    elif inputs.assets_note:
+        parts.append(f"## Skills and commands\n{inputs.assets_note}")
+    return "\n\n".join(parts)
+
+
+def _read_capped(path: Path) -> str | None:
+    try:
+        if not path.is_file():
+            return None
+        with path.open("r", encoding="utf-8", errors="replace") as fh:
+            text = fh.read(MAX_FILE_CHARS + 1)
+    except OSError:
+        return None
+    if len(text) > MAX_FILE_CHARS:
+        text = text[:MAX_FILE_CHARS] + f"\n[… truncated at {MAX_FILE_CHARS} characters]"
+    return text
+
+
+def read_instructions(root: Path, *, jido_home: Path, data_dir: str = ".jido") -> tuple[Instruction, ...]:
+    """Global ``JIDO.md``, the project's ``JIDO.md`` (data dir, ``.jido_code/``, root), ``AGENTS.md``, ``CLAUDE.md``."""
+    candidates: list[tuple[str, Path]] = [("the global JIDO.md", jido_home / "JIDO.md")]
+    seen: set[Path] = set()
+    for rel in (Path(data_dir) / "JIDO.md", Path(".jido_code") / "JIDO.md", Path("JIDO.md")):
+        candidates.append((f"the project's {rel.as_posix()}", root / rel))
+    for name in INSTRUCTION_FILES:
+        candidates.append((f"the project's {name}", root / name))
+    out: list[Instruction] = []
+    for source, path in candidates:
+        try:
+            real = path.resolve()
+        except OSError:
+            continue
+        if real in seen:
+            continue
+        seen.add(real)
+        text = _read_capped(path)
+        if text is not None and text.strip():
+            out.append(Instruction(source=source, text=text))
+    return tuple(out)
+
+
+_KINDS: Final = {"skill": "skill", "skills": "skill", "command": "command", "commands": "command",
+                 "workflow": "workflow", "workflows": "workflow"}  # fmt: skip
+
+
+def _entry(kind: str | None, item: Any) -> AssetEntry | None:
+    if not isinstance(item, Mapping):
+        return None
+    raw_kind = kind or item.get("kind") or item.get("type")
+    norm = _KINDS.get(str(raw_kind).lower()) if raw_kind is not None else None
+    name = item.get("name")
+    if norm is None or not isinstance(name, str) or not name:
+        return None
+    desc = item.get("description")
+    return AssetEntry(kind=norm, name=name, description=desc if isinstance(desc, str) else "")
+
+
+def parse_asset_index(result: Any) -> tuple[AssetEntry, ...]:
+    """Accept the asset loader's ``list`` reply in either shape.
+
+    ``[{"kind": "skill", "name", "description"}, …]`` or
+    ``{"skills": [...], "commands": [...], "workflows": [...]}`` (items may
+    also be wrapped as ``{"items": [...]}``/``{"assets": [...]}``). Unusable
+    items are skipped.
+    """
+    items: Iterable[tuple[str | None, Any]]
+    if isinstance(result, Mapping):
+        for wrapper in ("items", "assets", "entries"):
+            inner = result.get(wrapper)
+            if isinstance(inner, list):
+                return parse_asset_index(inner)
+        pairs: list[tuple[str | None, Any]] = []
+        for key, value in result.items():
+            if str(key).lower() in _KINDS and isinstance(value, Sequence) and not isinstance(value, str):
+                pairs.extend((str(key), v) for v in value)
+        items = pairs
+    elif isinstance(result, Sequence) and not isinstance(result, str):
+        items = [(None, v) for v in result]
+    else:
+        return ()
+    out = [e for kind, item in items if (e := _entry(kind, item)) is not None]
+    return tuple(out)
