@@ -15,12 +15,16 @@ from ._base import EventModel
 __all__ = [
     "EVENTS",
     "CancelTool",
+    "GetPolicy",
+    "ListTools",
     "RunTool",
     "ToolCallMeta",
+    "ToolCancelRequested",
     "ToolCompleted",
     "ToolFailed",
     "ToolResult",
     "ToolResultError",
+    "ToolSpec",
     "ToolStarted",
 ]
 
@@ -103,4 +107,48 @@ class ToolFailed(EventModel):
     duration_ms: float = 0.0
 
 
-EVENTS: tuple[type[EventModel], ...] = (RunTool, CancelTool, ToolStarted, ToolCompleted, ToolFailed)
+class ToolSpec(BaseModel):
+    """A tool as exposed to an LLM: name, description, JSON-schema input."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    name: str
+    description: str = ""
+    input_schema: dict[str, Any] = Field(default_factory=dict)
+
+
+class ListTools(EventModel):
+    """Request body of ``jido.project.<p>.list_tools`` (and the asset loader's ``tools``):
+    the reply's result is a list of :class:`ToolSpec` dicts."""
+
+    channel: ClassVar[str] = "command"
+    type: Literal["tool.list"] = "tool.list"
+    #: Include tools the policy hides (the asset loader ignores this; the project filters).
+    include_hidden: bool = False
+
+
+class GetPolicy(EventModel):
+    """Request body of ``jido.project.<p>.policy``: the reply is the effective policy summary."""
+
+    channel: ClassVar[str] = "command"
+    type: Literal["tool.get_policy"] = "tool.get_policy"
+
+
+class ToolCancelRequested(EventModel):
+    """Broadcast to every tool-runner replica: stop call ``request_id`` if you run it."""
+
+    type: Literal["tool.cancel_requested"] = "tool.cancel_requested"
+    project_id: str
+    request_id: str
+
+
+EVENTS: tuple[type[EventModel], ...] = (
+    RunTool,
+    CancelTool,
+    ToolStarted,
+    ToolCompleted,
+    ToolFailed,
+    ListTools,
+    GetPolicy,
+    ToolCancelRequested,
+)

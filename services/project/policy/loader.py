@@ -10,12 +10,12 @@ from __future__ import annotations
 from pathlib import Path
 
 from jidocode.shared.errors import InvalidInput
-from jidocode.shared.settings import LoadedSettings, ToolSettings, global_home, load_settings
+from jidocode.shared.settings import LoadedSettings, ToolSettings, global_home, load_settings, settings_files
 
 from .decision import Policy
 from .rules import InvalidRule
 
-__all__ = ["load_policy", "policy_from_settings"]
+__all__ = ["PolicyCache", "load_policy", "policy_from_settings"]
 
 
 def policy_from_settings(
@@ -66,3 +66,32 @@ def load_policy(
     loaded = load_settings(Path(root), jido_home=home, data_dir=data_dir)
     policy = policy_from_settings(root, loaded, data_dir=data_dir, jido_home=str(home))
     return policy, loaded.settings.tools
+
+
+class PolicyCache:
+    """Policies of running projects, rebuilt when one of their settings files changes."""
+
+    def __init__(self, jido_home: Path | None = None) -> None:
+        self.jido_home = global_home(jido_home)
+        self._cache: dict[str, tuple[tuple[object, ...], Policy, ToolSettings]] = {}
+
+    def _stamp(self, root: str, data_dir: str) -> tuple[object, ...]:
+        out: list[object] = [root, data_dir]
+        for f in settings_files(Path(root), jido_home=self.jido_home, data_dir=data_dir):
+            try:
+                st = f.stat()
+                out.append((str(f), st.st_mtime_ns, st.st_size, st.st_ino))
+            except OSError:
+                out.append((str(f), None))
+        return tuple(out)
+
+    def get(self, project_id: str, root: str, data_dir: str) -> tuple[Policy, ToolSettings]:
+        """The policy and tool limits of a project (raises :class:`InvalidInput` on bad permissions)."""
+        stamp = self._stamp(root, data_dir)
+        hit = self._cache.get(project_id)
+        if hit is not None and hit[0] == stamp:
+            return hit[1], hit[2]
+        loaded = load_settings(Path(root), jido_home=self.jido_home, data_dir=data_dir)
+        policy = policy_from_settings(root, loaded, data_dir=data_dir, jido_home=str(self.jido_home))
+        self._cache[project_id] = (stamp, policy, loaded.settings.tools)
+        return policy, loaded.settings.tools
