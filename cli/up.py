@@ -122,7 +122,12 @@ async def _stop_children(children: list[Child], grace: float) -> None:
 
 
 async def _run(
-    nats_url: str | None, replicas: dict[str, int], grace: float, store: str | None, port: int
+    nats_url: str | None,
+    replicas: dict[str, int],
+    grace: float,
+    store: str | None,
+    port: int,
+    names: tuple[str, ...] = SERVICES,
 ) -> None:
     server: NatsServer | None = None
     env = dict(os.environ)
@@ -150,7 +155,7 @@ async def _run(
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stopping.set)
-    children = [Child(name, replica=i) for name in SERVICES for i in range(replicas.get(name, 1))]
+    children = [Child(name, replica=i) for name in names for i in range(replicas.get(name, 1))]
     tasks = [asyncio.create_task(_supervise(c, env, stopping)) for c in children]
     say("up", f"starting {', '.join(c.label for c in children)} — Ctrl-C to stop", "bold")
     try:
@@ -184,9 +189,16 @@ def up(
     conversation_replicas: int = typer.Option(1, min=1, max=8, help="conversation service replicas"),
     tool_runner_replicas: int = typer.Option(1, min=1, max=8, help="tool runner replicas"),
     grace: float = typer.Option(10.0, help="seconds each service gets to drain on stop"),
+    only: str | None = typer.Option(None, help="comma-separated services to run (default: all five)"),
 ) -> None:
     """Run the whole system: embedded NATS (unless NATS_URL is set) and every service."""
     nats_url = os.environ.get("NATS_URL") or None
     replicas = {"conversation": conversation_replicas, "tool_runner": tool_runner_replicas}
+    names = SERVICES
+    if only:
+        names = tuple(n.strip().replace("-", "_") for n in only.split(",") if n.strip())
+        unknown = sorted(set(names) - set(SERVICES))
+        if unknown:
+            raise typer.BadParameter(f"unknown service(s) {', '.join(unknown)}: expected {', '.join(SERVICES)}")
     with contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(_run(nats_url, replicas, grace, store, port))
+        asyncio.run(_run(nats_url, replicas, grace, store, port, names))

@@ -12,6 +12,7 @@ reply by hand. Endpoints use queue groups, so replicas share the load.
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
@@ -109,7 +110,7 @@ class ServiceHost:
         self.version = version
         self.description = description
         self.max_request_bytes = max_request_bytes
-        self.metadata = {"instance": bus.source, **(metadata or {})}
+        self.metadata = {"instance": bus.source, "pid": str(os.getpid()), **(metadata or {})}
         self._endpoints: list[EndpointConfig] = []
         self._service: Service | None = None
 

@@ -1,0 +1,155 @@
+"""`jidocode up` as a user runs it: embedded NATS, five services, supervision, clean stop."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import nats
+import pytest
+
+from jidocode.services.registry import SERVICES
+from jidocode.shared import subjects
+from jidocode.shared.config import Config
+from jidocode.shared.natsserver import free_port, pid_alive
+from tests.helpers import ping_services, wait_for_services
+
+pytestmark = pytest.mark.slow
+
+
+class UpProcess:
+    def __init__(self, tmp: Path) -> None:
+        env = {k: v for k, v in os.environ.items() if k != "NATS_URL"}
+        env.update(
+            {
+                "JIDO_DATA_HOME": str(tmp / "data"),
+                "JIDO_CODE_HOME": str(tmp / "home"),
+                "PYTHONUNBUFFERED": "1",
+            }
+        )
+        self.port = free_port()
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "jidocode.cli.main", "up", "--port", str(self.port), "--grace", "5"],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        self.lines: list[str] = []
+        self._queue: asyncio.Queue[str] = asyncio.Queue()
+
+    async def start_reader(self) -> None:
+        loop = asyncio.get_running_loop()
+
+        def pump() -> None:
+            assert self.proc.stdout is not None
+            for line in self.proc.stdout:
+                loop.call_soon_threadsafe(self._queue.put_nowait, line.rstrip())
+            loop.call_soon_threadsafe(self._queue.put_nowait, "<eof>")
+
+        loop.run_in_executor(None, pump)
+
+    async def wait_line(self, pattern: str, timeout: float = 30) -> re.Match[str]:
+        async def loop() -> re.Match[str]:
+            while True:
+                line = await self._queue.get()
+                self.lines.append(line)
+                if line == "<eof>":
+                    raise AssertionError("jidocode up ended early:\n" + "\n".join(self.lines[-40:]))
+                if m := re.search(pattern, line):
+                    return m
+
+        return await asyncio.wait_for(loop(), timeout)
+
+
+async def test_up_runs_nats_and_five_services_supervises_and_stops_cleanly(tmp_path: Path) -> None:
+    up = UpProcess(tmp_path)
+    await up.start_reader()
+    try:
+        m = await up.wait_line(r"NATS listening on (nats://\S+)")
+        url = m.group(1)
+        assert url.endswith(f":{up.port}")
+        found = await wait_for_services(Config(nats_url=url), SERVICES, timeout=60)
+        assert {subjects.SERVICE_NAMES[n] for n in SERVICES} <= set(found)
+        pids = {name: int(infos[0]["metadata"]["pid"]) for name, infos in found.items()}
+        # the CLI over the running system: status, projects start/list
+        status = json.loads(await _cli(url, "status", "--json"))
+        assert {s["name"] for s in status} >= {subjects.SERVICE_NAMES[n] for n in SERVICES}
+        engine = next(s for s in status if s["name"] == subjects.SERVICE_NAMES["engine"])
+        assert {e["name"] for e in engine["endpoints"]} >= {"start_project", "stop_project", "list_projects"}
+        project_dir = tmp_path / "proj"
+        project_dir.mkdir()
+        started = json.loads(await _cli(url, "projects", "start", str(project_dir), "--json"))
+        listed = json.loads(await _cli(url, "projects", "list", "--json"))
+        assert [p["project_id"] for p in listed] == [started["project_id"]]
+
+        # every service's log lines come prefixed with its name
+        await up.wait_line(r"^\s*engine \| .*engine ready")
+
+        # supervision: a service that dies is restarted, and the log says so
+        victim = pids[subjects.SERVICE_NAMES["engine"]]
+        os.kill(victim, signal.SIGKILL)
+        await up.wait_line(r"engine exited with code -9; restart #1")
+
+        async def engine_back() -> int:
+            nc = await nats.connect(url)
+            try:
+                while True:
+                    infos = (await ping_services(nc)).get(subjects.SERVICE_NAMES["engine"], [])
+                    new = [int(i["metadata"]["pid"]) for i in infos if int(i["metadata"]["pid"]) != victim]
+                    if new:
+                        return new[0]
+            finally:
+                await nc.close()
+
+        pids[subjects.SERVICE_NAMES["engine"]] = await asyncio.wait_for(engine_back(), 30)
+
+        # Ctrl-C: everything drains and stops, no orphan
+        up.proc.send_signal(signal.SIGINT)
+        await up.wait_line(r"all stopped", timeout=40)
+        assert await asyncio.to_thread(up.proc.wait, 20) == 0
+        for name, pid in pids.items():
+            assert not pid_alive(pid), f"{name} (pid {pid}) outlived jidocode up"
+        with pytest.raises((OSError, nats.errors.NoServersError)):
+            await nats.connect(url, max_reconnect_attempts=0, allow_reconnect=False, connect_timeout=1)
+    finally:
+        if up.proc.poll() is None:
+            up.proc.kill()
+
+
+async def _cli(url: str, *argv: str) -> str:
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "jidocode.cli.main",
+        *argv,
+        env={**os.environ, "NATS_URL": url},
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await asyncio.wait_for(proc.communicate(), 60)
+    assert proc.returncode == 0, (argv, out, err)
+    return out.decode()
+
+
+async def test_cli_says_how_to_start_when_nothing_runs(tmp_path: Path) -> None:
+    env = {**os.environ, "NATS_URL": f"nats://127.0.0.1:{free_port()}"}
+    for argv in (["projects", "list"], ["status"]):
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "jidocode.cli.main",
+            *argv,
+            env=env,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+        )
+        out, err = await asyncio.wait_for(proc.communicate(), 30)
+        assert proc.returncode != 0
+        assert "jidocode up" in (out + err).decode(), (argv, out, err)
