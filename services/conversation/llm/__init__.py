@@ -19,6 +19,7 @@ from jidocode.shared.config import Config
 
 from .adapter import LitellmPort
 from .ledger import EventSink, KvLedger, UsageStore, bus_sink
+from .prompt import SystemPrompts
 
 __all__ = ["LitellmPort", "make_llm_port"]
 
@@ -32,7 +33,8 @@ def make_llm_port(
 ) -> LlmPort:
     """The litellm port.
 
-    With ``bus``: llm.* signals (``llm.usage``, ``llm.retrying``,
+    With ``bus``: each call gets the project's system prompt (:mod:`.prompt`)
+    unless its messages already have one; llm.* signals (``llm.usage``, ``llm.retrying``,
     ``llm.failed``, ``llm.budget.exceeded``) are published on
     ``jido.sig.<type>`` and usage is kept in the KV ledger (per conversation
     and project, and checked against ``llm.budget_*``). ``sink``/``store``
@@ -41,7 +43,9 @@ def make_llm_port(
     ``config`` is the process configuration; model settings travel with each
     request (``LlmRequest.settings``), so one port serves every project.
     """
+    prompts: SystemPrompts | None = None
     if bus is not None:
         sink = sink if sink is not None else bus_sink(bus)
         store = store if store is not None else KvLedger(bus)
-    return LitellmPort(sink=sink, store=store)
+        prompts = SystemPrompts(bus, jido_home=config.jido_home)
+    return LitellmPort(sink=sink, store=store, system_prompts=prompts)

@@ -47,6 +47,7 @@ from jidocode.shared.events._base import EventModel
 
 from .ledger import EventSink, MemoryLedger, UsageStore, check_budget
 from .options import DEFAULT_CONTEXT_WINDOW, LlmOptions, resolve_api_key, resolve_options
+from .prompt import SystemPrompts
 from .retry import backoff_delay
 from .stream import StreamAssembler
 
@@ -213,11 +214,13 @@ class LitellmPort:
         *,
         sink: EventSink | None = None,
         store: UsageStore | None = None,
+        system_prompts: SystemPrompts | None = None,
         env: Mapping[str, str] | None = None,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     ) -> None:
         self._sink = sink
         self.store: UsageStore = store if store is not None else MemoryLedger()
+        self._system_prompts = system_prompts
         self._env = env
         self._sleep = sleep
 
@@ -254,6 +257,7 @@ class LitellmPort:
             )
             raise
         await self._check_budget(request, options)
+        request = await self._with_system_prompt(request)
         retries = 0
         started = time.perf_counter()
         while True:
@@ -325,6 +329,17 @@ class LitellmPort:
             await self.store.record(recorded)
             await self._emit(recorded)
             return result
+
+    async def _with_system_prompt(self, request: LlmRequest) -> LlmRequest:
+        """Prepend the project's system prompt unless the request already has one."""
+        if self._system_prompts is None or any(m.get("role") == "system" for m in request.messages):
+            return request
+        prompt = await self._system_prompts.for_project(request.project_id)
+        if not prompt:
+            return request
+        return request.model_copy(
+            update={"messages": [{"role": "system", "content": prompt}, *request.messages]}
+        )
 
     async def _check_budget(self, request: LlmRequest, options: LlmOptions) -> None:
         """Refuse the call when the conversation's budget is used up (``llm_budget_exceeded``)."""

@@ -16,11 +16,19 @@ when it does not answer.
 
 from __future__ import annotations
 
+import asyncio
+import time
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final
 
 from pydantic import BaseModel, ConfigDict, Field
+
+from jidocode.shared import subjects
+from jidocode.shared.errors import JidoError
+from jidocode.shared.events.assets import ListAssets
+from jidocode.shared.events.engine import WhereisProject
+from jidocode.shared.settings import global_home, load_settings
 
 __all__ = [
     "INSTRUCTION_FILES",
@@ -30,6 +38,7 @@ __all__ = [
     "AssetEntry",
     "Instruction",
     "PromptInputs",
+    "SystemPrompts",
     "build_system_prompt",
     "parse_asset_index",
     "read_instructions",
@@ -207,3 +216,80 @@ def parse_asset_index(result: Any) -> tuple[AssetEntry, ...]:
         return ()
     out = [e for kind, item in items if (e := _entry(kind, item)) is not None]
     return tuple(out)
+
+
+# --- the shell: gather the inputs over the bus and from disk -------------------------
+
+
+class SystemPrompts:
+    """Builds (and briefly caches) the system prompt of each project.
+
+    The project's root comes from the project service (``info``); the
+    instructions and the ``permissions`` from disk; the skill/command index
+    from the asset loader (``list``). Each part degrades on its own: a missing
+    asset loader gives a prompt without the index (and a note), an unknown
+    project gives no system prompt at all (``None``) rather than a failed call.
+    """
+
+    def __init__(
+        self, bus: Any, *, jido_home: Path | None = None, ttl_s: float = 5.0, timeout_s: float = 3.0
+    ) -> None:
+        self._bus = bus
+        self._jido_home = jido_home
+        self._ttl_s = ttl_s
+        self._timeout_s = timeout_s
+        self._cache: dict[str, tuple[float, str | None]] = {}
+
+    async def for_project(self, project_id: str) -> str | None:
+        now = time.monotonic()
+        cached = self._cache.get(project_id)
+        if cached is not None and now - cached[0] < self._ttl_s:
+            return cached[1]
+        prompt = await self._build(project_id)
+        self._cache[project_id] = (now, prompt)
+        return prompt
+
+    async def _build(self, project_id: str) -> str | None:
+        try:
+            info = await self._bus.request(
+                subjects.project(project_id, "info"),
+                WhereisProject(project_id=project_id),
+                timeout=self._timeout_s,
+            )
+        except JidoError:
+            return None
+        if not isinstance(info, Mapping) or not info.get("root_path"):
+            return None
+        root = Path(str(info["root_path"]))
+        data_dir = str(info.get("data_dir") or ".jido")
+        home = global_home(self._jido_home)
+
+        def _from_disk() -> tuple[tuple[Instruction, ...], dict[str, Any]]:
+            loaded = load_settings(root, jido_home=home, data_dir=data_dir)
+            return (
+                read_instructions(root, jido_home=home, data_dir=data_dir),
+                loaded.settings.permissions.model_dump(mode="json"),
+            )
+
+        instructions, permissions = await asyncio.to_thread(_from_disk)
+        note: str | None = None
+        assets: tuple[AssetEntry, ...] = ()
+        try:
+            listed = await self._bus.request(
+                subjects.assets(project_id, "list"),
+                ListAssets(),
+                timeout=self._timeout_s,
+                project_id=project_id,
+            )
+            assets = parse_asset_index(listed)
+        except JidoError as exc:
+            note = f"(the skill and command index is unavailable right now: {exc.type})"
+        return build_system_prompt(
+            PromptInputs(
+                root=str(root),
+                instructions=instructions,
+                permissions=permissions,
+                assets=assets,
+                assets_note=note,
+            )
+        )

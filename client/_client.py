@@ -1,0 +1,486 @@
+"""The client SDK over NATS (seed 003 ``JaatoClient`` verbs).
+
+::
+
+    client = await JidoClient.connect("nats://127.0.0.1:4222", "/path/to/project", model="openai/gpt-4.1")
+    await client.configure_tools(unexpose=["bash"], approve=lambda req: "approve_once")
+    answer = await client.send_message("What is in README.md?", on_delta=print_piece)
+    usage = await client.get_context_usage()      # tokens used vs the model's context window
+    history = await client.get_history()          # OpenAI-style messages
+    await client.reset_session()                  # a fresh conversation in the same project
+    await client.close()
+
+What it talks to: the engine (``jido.engine.start_project``: same root,
+same project id), the project service (``jido.project.<p>.<verb>``:
+``start_conversation``, ``send_event``, ``get_projection``,
+``stop_conversation``) and the conversation's output
+(``jido.evt.<p>.<c>.>``) for deltas, timeline entries and approval requests.
+Approval requests reach the ``approve`` callback; its answer goes back as a
+``conversation.approval.response`` on the conversation's input.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import inspect
+import logging
+import os
+from collections.abc import Awaitable, Callable, Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+from nats.aio.subscription import Subscription
+from pydantic import BaseModel, ConfigDict
+
+from jidocode.shared import subjects
+from jidocode.shared.bus import Bus
+from jidocode.shared.config import Config
+from jidocode.shared.envelope import Envelope, new_id
+from jidocode.shared.errors import InvalidInput, JidoError, RequestTimeout
+from jidocode.shared.events.conversation import (
+    ApprovalResponse,
+    Cancel,
+    GetProjection,
+    Resume,
+    SendEvent,
+    StartConversation,
+    StopConversation,
+    UserMessage,
+)
+from jidocode.shared.events.engine import StartProject
+from jidocode.shared.events.llm import UsageTotals
+
+from ._turn import TurnOutcome, TurnTracker
+
+__all__ = [
+    "ApprovalRequest",
+    "ApproveCallback",
+    "ContextUsage",
+    "Decision",
+    "JidoClient",
+    "TurnFailed",
+    "connect",
+]
+
+log = logging.getLogger("jidocode.client")
+
+Decision = Literal["approve_once", "approve_session", "deny"]
+DeltaCallback = Callable[[str], Awaitable[None] | None]
+EventCallback = Callable[[Envelope], Awaitable[None] | None]
+
+#: Seconds a request to the engine or the project service may take.
+REQUEST_TIMEOUT = 15.0
+
+
+class ApprovalRequest(BaseModel):
+    """An ``ask`` rule matched: the tool runner waits for an answer."""
+
+    model_config = ConfigDict(frozen=True)
+
+    request_id: str
+    tool: str
+    args: dict[str, Any]
+    reason: str = ""
+    conversation_id: str = ""
+
+
+ApproveCallback = Callable[[ApprovalRequest], Awaitable[Decision | bool] | Decision | bool]
+
+
+class ContextUsage(BaseModel):
+    """``get_context_usage()``: how full the model's context is, and the conversation's totals."""
+
+    model_config = ConfigDict(frozen=True)
+
+    model: str | None = None
+    tokens_used: int = 0
+    context_window: int = 0
+    percent_used: float = 0.0
+    calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cached_tokens: int = 0
+    total_tokens: int = 0
+    cost_usd: float = 0.0
+
+    def __getitem__(self, key: str) -> Any:  # seed 003 reads usage['percent_used']
+        return getattr(self, key)
+
+
+class TurnFailed(JidoError):  # type: ignore[misc]
+    """A turn ended without an answer: ``type`` is the cause (``llm_auth``, ``max_turns``, ``cancelled`` …)."""
+
+    error_type = "turn_failed"
+
+
+async def _call(callback: Callable[..., Any] | None, *args: Any) -> Any:
+    if callback is None:
+        return None
+    result = callback(*args)
+    if inspect.isawaitable(result):
+        result = await result
+    return result
+
+
+def _decision(value: Any) -> Decision:
+    if value is True:
+        return "approve_once"
+    if value in ("approve_once", "approve_session", "deny"):
+        return value  # type: ignore[no-any-return]
+    return "deny"
+
+
+class JidoClient:
+    """One project, one conversation at a time. Make one with :meth:`connect`."""
+
+    def __init__(
+        self, bus: Bus, project: dict[str, Any], *, owns_bus: bool, settings: dict[str, Any]
+    ) -> None:
+        self.bus = bus
+        self.project = project
+        self.project_id: str = str(project["project_id"])
+        self.root_path: str = str(project.get("root_path", ""))
+        self.conversation_id: str | None = None
+        self._owns_bus = owns_bus
+        self._settings = dict(settings)
+        self._expose: list[str] = []
+        self._unexpose: list[str] = []
+        self._approve: ApproveCallback | None = None
+        self._sub: Subscription | None = None
+        self._listeners: list[Callable[[Envelope], Awaitable[None]]] = []
+        self._event_hooks: list[EventCallback] = []
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    # -- connecting -----------------------------------------------------------
+
+    @classmethod
+    async def connect(
+        cls,
+        nats_url: str | None = None,
+        project_dir: str | os.PathLike[str] = ".",
+        *,
+        model: str | None = None,
+        settings: dict[str, Any] | None = None,
+        conversation_id: str | None = None,
+        bus: Bus | None = None,
+        config: Config | None = None,
+    ) -> JidoClient:
+        """Connect to NATS, open the project at ``project_dir`` (same root, same id).
+
+        ``model`` (and any ``settings``, e.g. ``{"max_turns": 5}``) override the
+        project's ``llm`` settings for this client's conversations.
+        ``conversation_id`` reopens an existing conversation (resume after a restart).
+        """
+        owns = bus is None
+        if bus is None:
+            cfg = config or Config.from_env(**({"nats_url": nats_url} if nats_url else {}))
+            bus = await Bus.connect(cfg, name="client")
+        try:
+            root = str(Path(project_dir).expanduser().resolve())
+            info = await bus.request(
+                subjects.engine("start_project"), StartProject(root_path=root), timeout=REQUEST_TIMEOUT
+            )
+            if not isinstance(info, dict) or "project_id" not in info:
+                raise InvalidInput(f"the engine answered start_project with {info!r}")
+            merged = dict(settings or {})
+            if model:
+                merged["model"] = model
+            client = cls(bus, info, owns_bus=owns, settings=merged)
+            if conversation_id is not None:
+                await client.start_conversation(conversation_id)
+            return client
+        except BaseException:
+            if owns:
+                await bus.close()
+            raise
+
+    async def close(self) -> None:
+        """Stop following the conversation (it keeps running) and disconnect if the bus is ours."""
+        if self._sub is not None:
+            with contextlib.suppress(JidoError, OSError):
+                await self._sub.unsubscribe()
+            self._sub = None
+        for task in list(self._tasks):
+            task.cancel()
+        if self._owns_bus:
+            await self.bus.close()
+
+    async def __aenter__(self) -> JidoClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    # -- configuration ----------------------------------------------------------
+
+    async def configure_tools(
+        self,
+        expose: Sequence[str] | None = None,
+        unexpose: Sequence[str] | None = None,
+        approve: ApproveCallback | None = None,
+    ) -> None:
+        """Choose the tools the model sees (within the policy) and who answers approvals.
+
+        ``expose``/``unexpose`` apply to conversations started afterwards (sent as
+        the conversation's ``tools`` settings); ``approve`` applies at once.
+        """
+        if expose is not None:
+            self._expose = list(expose)
+        if unexpose is not None:
+            self._unexpose = list(unexpose)
+        if approve is not None:
+            self._approve = approve
+
+    def on_event(self, callback: EventCallback) -> None:
+        """Call ``callback`` with every output event of the conversation (the CLI's ``--json``)."""
+        self._event_hooks.append(callback)
+
+    # -- conversation ------------------------------------------------------------
+
+    def _conversation_settings(self) -> dict[str, Any]:
+        settings = dict(self._settings)
+        if self._expose or self._unexpose:
+            settings["tools"] = {"expose": list(self._expose), "unexpose": list(self._unexpose)}
+        return settings
+
+    async def _request(self, verb: str, body: Any, timeout: float = REQUEST_TIMEOUT) -> Any:
+        return await self.bus.request(
+            subjects.project(self.project_id, verb), body, timeout=timeout, project_id=self.project_id
+        )
+
+    async def start_conversation(self, conversation_id: str | None = None) -> str:
+        """Start (or reopen) a conversation and follow its output. Returns its id."""
+        if conversation_id is None:
+            conversation_id = new_id().lower()
+        subjects.validate_token(conversation_id, "conversation id")
+        await self._follow(conversation_id)
+        try:
+            result = await self._request(
+                "start_conversation",
+                StartConversation(conversation_id=conversation_id, settings=self._conversation_settings()),
+            )
+        except BaseException:
+            await self._unfollow()
+            raise
+        started = result.get("conversation_id") if isinstance(result, dict) else result
+        if isinstance(started, str) and started and started != conversation_id:
+            await self._follow(started)
+            conversation_id = started
+        self.conversation_id = conversation_id
+        return conversation_id
+
+    async def _ensure_conversation(self) -> str:
+        if self.conversation_id is None:
+            return await self.start_conversation()
+        return self.conversation_id
+
+    async def _unfollow(self) -> None:
+        if self._sub is not None:
+            with contextlib.suppress(JidoError, OSError):
+                await self._sub.unsubscribe()
+            self._sub = None
+
+    async def _follow(self, conversation_id: str) -> None:
+        await self._unfollow()
+        self._sub = await self.bus.subscribe(
+            subjects.conversation_out_filter(self.project_id, conversation_id), self._dispatch
+        )
+        # make sure the server has the interest before anything is sent
+        await self.bus.nc.flush()
+
+    async def _dispatch(self, env: Envelope) -> None:
+        for hook in list(self._event_hooks):
+            try:
+                await _call(hook, env)
+            except Exception:
+                log.exception("event callback failed on %s", env.type)
+        if env.type == "conversation.approval.requested":
+            self._spawn(self._answer_approval(env))
+        for listener in list(self._listeners):
+            await listener(env)
+
+    def _spawn(self, coro: Awaitable[None]) -> None:
+        task: asyncio.Task[None] = asyncio.ensure_future(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _answer_approval(self, env: Envelope) -> None:
+        if self._approve is None:
+            return  # another client may answer; no answer in time is a denial
+        data = env.data if isinstance(env.data, dict) else {}
+        request = ApprovalRequest(
+            request_id=str(data.get("request_id", "")),
+            tool=str(data.get("tool", "")),
+            args=dict(data.get("args") or {}),
+            reason=str(data.get("reason", "")),
+            conversation_id=env.conversation_id or self.conversation_id or "",
+        )
+        try:
+            decision = _decision(await _call(self._approve, request))
+        except Exception:
+            log.exception("approve callback failed; denying %s", request.request_id)
+            decision = "deny"
+        await self.send_event(
+            ApprovalResponse(request_id=request.request_id, decision=decision),
+            correlation_id=env.correlation_id,
+        )
+
+    async def send_event(
+        self, event: Any, *, id: str | None = None, correlation_id: str | None = None
+    ) -> str:
+        """Send one external event (user message, cancel, resume, approval answer); returns its id."""
+        conversation_id = await self._ensure_conversation()
+        event_id = id or new_id()
+        result = await self._request(
+            "send_event",
+            SendEvent(
+                conversation_id=conversation_id,
+                event_type=event.type,
+                data=event.to_data(),
+                id=event_id,
+                correlation_id=correlation_id or event_id,
+            ),
+        )
+        if isinstance(result, dict) and isinstance(result.get("id"), str):
+            return str(result["id"])
+        return result if isinstance(result, str) else event_id
+
+    async def send_message(
+        self,
+        text: str,
+        on_delta: DeltaCallback | None = None,
+        *,
+        timeout: float | None = None,
+    ) -> str:
+        """Send ``text``; stream the answer's pieces to ``on_delta``; return the final answer.
+
+        Raises :class:`TurnFailed` (``type`` = the cause: ``llm_auth``,
+        ``llm_rate_limited``, ``max_turns``, ``cancelled`` …) when the turn
+        ends without an answer, ``RequestTimeout`` after ``timeout`` seconds.
+        """
+        await self._ensure_conversation()
+        message_id = new_id()
+        tracker = TurnTracker(message_id=message_id, correlation_id=message_id)
+        done: asyncio.Future[TurnOutcome] = asyncio.get_running_loop().create_future()
+
+        async def listen(env: Envelope) -> None:
+            data = env.data if isinstance(env.data, dict) else {}
+            if tracker.started and env.type == "conversation.assistant.delta" and on_delta is not None:
+                try:
+                    await _call(on_delta, str(data.get("text", "")))
+                except Exception:
+                    log.exception("on_delta failed")
+            outcome = tracker.feed(env.type, data, event_id=env.id, correlation_id=env.correlation_id)
+            if outcome is not None and not done.done():
+                done.set_result(outcome)
+
+        self._listeners.append(listen)
+        try:
+            await self.send_event(UserMessage(text=text), id=message_id, correlation_id=message_id)
+            try:
+                outcome = await asyncio.wait_for(done, timeout)
+            except TimeoutError:
+                raise RequestTimeout(
+                    f"no answer within {timeout:g} s", details={"conversation_id": self.conversation_id}
+                ) from None
+        finally:
+            self._listeners.remove(listen)
+        if outcome.status == "answered":
+            return outcome.text
+        raise TurnFailed(
+            outcome.message or outcome.status,
+            error_type=outcome.error_type or outcome.status,
+            retryable=outcome.retryable,
+            details={"status": outcome.status, "conversation_id": self.conversation_id},
+        )
+
+    async def cancel(self, reason: str | None = None) -> None:
+        """Cancel the running turn (the LLM call and the running tools stop)."""
+        await self.send_event(Cancel(reason=reason))
+
+    async def resume(self) -> None:
+        """Resume a cancelled conversation."""
+        await self.send_event(Resume())
+
+    async def get_projection(self, name: str) -> Any:
+        conversation_id = await self._ensure_conversation()
+        return await self._request(
+            "get_projection", GetProjection(conversation_id=conversation_id, name=name)
+        )
+
+    async def get_history(self) -> list[dict[str, Any]]:
+        """The conversation as OpenAI-style messages (the ``llm_context`` projection)."""
+        result = await self.get_projection("llm_context")
+        return list(result) if isinstance(result, list) else []
+
+    async def get_timeline(self) -> list[dict[str, Any]]:
+        result = await self.get_projection("timeline")
+        return list(result) if isinstance(result, list) else []
+
+    async def get_usage(self) -> UsageTotals:
+        """The conversation's summed usage (the ``usage`` projection)."""
+        result = await self.get_projection("usage")
+        data = dict(result) if isinstance(result, dict) else {}
+        return UsageTotals.model_validate(
+            {**data, "project_id": self.project_id, "conversation_id": self.conversation_id}
+        )
+
+    async def get_context_usage(self) -> ContextUsage:
+        """Tokens in the model's context now vs its context window, with the conversation's totals.
+
+        Totals come from the conversation's ``usage`` projection; the context
+        fill (the last call's prompt + completion) and the window from the token ledger.
+        """
+        from jidocode.services.conversation.llm.ledger import KvLedger
+
+        totals = await self.get_usage()
+        assert self.conversation_id is not None
+        try:
+            ledger = await KvLedger(self.bus).conversation(self.project_id, self.conversation_id)
+        except JidoError:
+            ledger = UsageTotals()
+        window = ledger.context_window
+        used = ledger.context_tokens
+        return ContextUsage(
+            model=ledger.model,
+            tokens_used=used,
+            context_window=window,
+            percent_used=round(100.0 * used / window, 2) if window else 0.0,
+            calls=totals.calls,
+            prompt_tokens=totals.prompt_tokens,
+            completion_tokens=totals.completion_tokens,
+            cached_tokens=totals.cached_tokens,
+            total_tokens=totals.total_tokens,
+            cost_usd=totals.cost_usd,
+        )
+
+    async def reset_session(self) -> str:
+        """Stop the current conversation and start a fresh one (history starts empty)."""
+        if self.conversation_id is not None:
+            old = self.conversation_id
+            with contextlib.suppress(JidoError):
+                await self._request(
+                    "stop_conversation", StopConversation(conversation_id=old, reason="reset")
+                )
+            await self._unfollow()
+            self.conversation_id = None
+        return await self.start_conversation()
+
+    async def stop(self) -> None:
+        """Stop the conversation (its journal stays; ``connect(conversation_id=…)`` reopens it)."""
+        if self.conversation_id is not None:
+            await self._request(
+                "stop_conversation", StopConversation(conversation_id=self.conversation_id, reason="client")
+            )
+
+
+async def connect(
+    nats_url: str | None = None,
+    project_dir: str | os.PathLike[str] = ".",
+    *,
+    model: str | None = None,
+    **kwargs: Any,
+) -> JidoClient:
+    """``JidoClient.connect`` (seed 003 ``connect(…, model)``)."""
+    return await JidoClient.connect(nats_url, project_dir, model=model, **kwargs)
