@@ -1,0 +1,354 @@
+"""One conversation's actor: the shell around the pure core.
+
+It rebuilds the state from the journal, carries on what was outstanding
+(:func:`recover`), then consumes the conversation's input stream and the
+results of its own directives through one mailbox, one signal at a time:
+``ingest`` → ``drain`` → intents. Intents become directives here:
+
+* ``emit``: append the entry to the journal (fenced, effectively once), then
+  publish it on ``jido.evt.<p>.<c>.<type>`` (kept by ``STREAM_EVENTS``);
+* ``run_llm`` / ``run_tool``: a task calling the :class:`LlmPort` /
+  :class:`ToolPort`; the result comes back as a signal whose id is derived from
+  the request id, so a directive re-run after a crash cannot apply twice;
+* ``cancel_*``: cancel those tasks and tell the tool runner.
+
+A journal failure stops the actor (crash-only): the runtime rebuilds it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Coroutine
+from typing import TYPE_CHECKING, Any
+
+from nats.aio.msg import Msg
+from nats.aio.subscription import Subscription
+from nats.js.api import DeliverPolicy
+
+from jidocode.shared import subjects
+from jidocode.shared.envelope import decode, now_iso
+from jidocode.shared.errors import JidoError
+from jidocode.shared.events.conversation import AssistantDelta, EventIngested
+from jidocode.shared.events.tools import ToolCallMeta
+
+from .codec import to_payload
+from .core import (
+    CORE_SOURCE,
+    CancelLlm,
+    CancelPendingSubagents,
+    CancelPendingTools,
+    ConversationState,
+    Emit,
+    Intent,
+    Limits,
+    RunLlm,
+    RunTool,
+    Signal,
+    drain,
+    ingest,
+    normalize,
+    project,
+    recover,
+    replay,
+)
+from .ports import LlmRequest, ToolSpec
+
+if TYPE_CHECKING:
+    from .runtime import ConversationRecord, Runtime
+
+__all__ = ["LLM_SOURCE", "TOOLS_SOURCE", "ConversationActor"]
+
+log = logging.getLogger("jidocode.conversation.actor")
+
+#: Stable sources of result signals, so a rebuilt run equals an uninterrupted one.
+LLM_SOURCE = "conversation/llm"
+TOOLS_SOURCE = "conversation/tools"
+INGEST_SOURCE = "conversation/ingest"
+
+
+class ConversationActor:
+    def __init__(self, runtime: Runtime, record: ConversationRecord, limits: Limits) -> None:
+        self.rt = runtime
+        self.record = record
+        self.project_id = record.project_id
+        self.conversation_id = record.conversation_id
+        self.limits = limits
+        self.state: ConversationState | None = None
+        self.last_seq = 0
+        self.mailbox: asyncio.Queue[Signal] = asyncio.Queue()
+        self.tasks: dict[str, asyncio.Task[None]] = {}
+        self.ready = asyncio.Event()
+        self._sub: Subscription | None = None
+        self._cache: dict[str, tuple[tuple[int, int], Any]] = {}
+
+    # -- lifecycle ---------------------------------------------------------------
+
+    async def run(self) -> None:
+        p, c = self.project_id, self.conversation_id
+        entries, self.last_seq = await self.rt.journal.read(p, c)
+        self.state = replay(p, c, entries, self.limits)
+        self.ready.set()
+        log.info("conversation %s/%s rebuilt from %d journal entries", p, c, len(entries))
+        await self._execute(recover(self.state))
+        self._sub = await self.rt.bus.js.subscribe(
+            subjects.conversation_in(p, c),
+            stream=subjects.STREAM_CONV_IN,
+            cb=self._on_input,
+            ordered_consumer=True,
+            deliver_policy=DeliverPolicy.ALL,
+        )
+        try:
+            while True:
+                signal = await self.mailbox.get()
+                await self._process(signal)
+        finally:
+            await self.close()
+
+    async def close(self) -> None:
+        for task in list(self.tasks.values()):
+            task.cancel()
+        self.tasks.clear()
+        if self._sub is not None:
+            sub, self._sub = self._sub, None
+            try:
+                await sub.unsubscribe()
+            except Exception as exc:  # the connection may be closing
+                log.debug("unsubscribe: %s", exc)
+
+    # -- input -------------------------------------------------------------------
+
+    async def _on_input(self, msg: Msg) -> None:
+        seq = msg.metadata.sequence.stream
+        raw: dict[str, Any] = {}
+        try:
+            env = decode(msg.data, msg.headers, max_bytes=self.rt.settings.max_message_bytes + 4096)
+            raw = env.to_dict()
+            signal = normalize(raw, external=True, max_data_bytes=self.rt.settings.max_message_bytes)
+        except JidoError as exc:
+            signal = self._rejection(exc, seq, raw)
+        await self.mailbox.put(signal)
+
+    def _rejection(self, exc: JidoError, seq: int, raw: dict[str, Any]) -> Signal:
+        rid = f"{self.project_id}:{self.conversation_id}:in:{seq}"
+        corr = raw.get("correlationid") or raw.get("id") or rid
+        details = {**exc.details, "input_sequence": seq}
+        if raw.get("id"):
+            details["rejected_id"] = raw["id"]
+        return Signal(
+            id=rid,
+            type="conversation.error",
+            source=INGEST_SOURCE,
+            data={"error_type": exc.type, "message": exc.message, "details": details},
+            correlation_id=str(corr),
+            causation_id=str(raw["id"]) if raw.get("id") else None,
+            time=now_iso(),
+        )
+
+    async def deliver(self, signal: Signal) -> None:
+        """Hand an internal signal (a directive's result) to the actor."""
+        await self.mailbox.put(signal)
+
+    # -- the loop ----------------------------------------------------------------
+
+    async def _process(self, signal: Signal) -> None:
+        assert self.state is not None
+        self.state, intents = ingest(self.state, signal)
+        await self._execute(intents)
+        while self.state.event_queue:
+            self.state, intents = drain(self.state)
+            await self._execute(intents)
+
+    async def _execute(self, intents: tuple[Intent, ...]) -> None:
+        for intent in intents:
+            if isinstance(intent, Emit):
+                await self._emit(intent.entry)
+            elif isinstance(intent, RunLlm):
+                self._spawn(intent.request_id, self._run_llm(intent))
+            elif isinstance(intent, RunTool):
+                self._spawn(intent.request_id, self._run_tool(intent))
+            elif isinstance(intent, CancelLlm):
+                self._cancel(intent.request_id)
+            elif isinstance(intent, CancelPendingTools):
+                for request_id in intent.request_ids:
+                    self._cancel(request_id)
+                    self._spawn(f"cancel:{request_id}", self.rt.tools.cancel(self.project_id, request_id))
+            elif isinstance(intent, CancelPendingSubagents):
+                if intent.subagent_ids:
+                    log.info("cancel sub-agents %s (no sub-agent runner yet)", intent.subagent_ids)
+
+    async def _emit(self, entry: Signal) -> None:
+        p, c = self.project_id, self.conversation_id
+        self.last_seq = await self.rt.journal.append(p, c, entry, expected_last=self.last_seq)
+        payload, headers = to_payload(entry, p, c)
+        await self.rt.bus.nc.publish(subjects.conversation_out(p, c, entry.type), payload, headers=headers)
+        if entry.source != CORE_SOURCE:
+            await self.rt.bus.publish(
+                subjects.signal("conversation.event_ingested"),
+                EventIngested(project_id=p, conversation_id=c, event_id=entry.id, event_type=entry.type),
+                project_id=p,
+                conversation_id=c,
+                correlation_id=entry.correlation_id,
+                causation_id=entry.id,
+            )
+
+    def _spawn(self, key: str, coro: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.create_task(coro, name=f"conv-{self.conversation_id}-{key}")
+        self.tasks[key] = task
+        task.add_done_callback(lambda t: self._done(key, t))
+
+    def _done(self, key: str, task: asyncio.Task[None]) -> None:
+        if self.tasks.get(key) is task:
+            del self.tasks[key]
+        if not task.cancelled() and task.exception() is not None:
+            log.error("directive %s failed", key, exc_info=task.exception())
+
+    def _cancel(self, key: str) -> None:
+        task = self.tasks.pop(key, None)
+        if task is not None:
+            task.cancel()
+
+    # -- directives ----------------------------------------------------------------
+
+    def _result(
+        self, type_: str, data: dict[str, Any], request_id: str, correlation_id: str, source: str
+    ) -> Signal:
+        return Signal(
+            id=f"{request_id}:result",
+            type=type_,
+            source=source,
+            data=data,
+            correlation_id=correlation_id,
+            causation_id=request_id,
+            time=now_iso(),
+        )
+
+    async def _tool_specs(self, intent: RunLlm) -> list[ToolSpec]:
+        try:
+            return await self.rt.tool_specs(self.project_id)
+        except JidoError as exc:
+            await self.deliver(
+                Signal(
+                    id=f"{intent.request_id}:no_tools",
+                    type="conversation.error",
+                    source=LLM_SOURCE,
+                    data={
+                        "error_type": "tools_unavailable",
+                        "message": f"no tool list for the model, calling it without tools: {exc.message}",
+                        "details": {"cause": exc.type},
+                    },
+                    correlation_id=intent.correlation_id,
+                    causation_id=intent.request_id,
+                    time=now_iso(),
+                )
+            )
+            return []
+
+    async def _run_llm(self, intent: RunLlm) -> None:
+        p, c = self.project_id, self.conversation_id
+        tools = await self._tool_specs(intent)
+        messages = list(intent.messages)
+        system = self.record.settings.get("system_prompt")
+        if isinstance(system, str) and system:
+            messages.insert(0, {"role": "system", "content": system})
+        request = LlmRequest(
+            project_id=p,
+            conversation_id=c,
+            correlation_id=intent.correlation_id,
+            messages=messages,
+            tools=tools,
+            settings={k: v for k, v in self.record.settings.items() if k != "system_prompt"},
+        )
+
+        async def on_delta(text: str) -> None:
+            await self.rt.bus.publish(
+                subjects.conversation_out(p, c, "conversation.assistant.delta"),
+                AssistantDelta(text=text, request_id=intent.request_id),
+                project_id=p,
+                conversation_id=c,
+                correlation_id=intent.correlation_id,
+                causation_id=intent.request_id,
+            )
+
+        try:
+            result = await self.rt.llm.complete(request, on_delta)
+            signal = self._result(
+                "conversation.llm.completed",
+                {
+                    "request_id": intent.request_id,
+                    "content": result.content,
+                    "tool_calls": [call.model_dump(mode="json") for call in result.tool_calls],
+                    "usage": result.usage.model_dump(mode="json"),
+                    "model": result.model,
+                    "finish_reason": result.finish_reason,
+                },
+                intent.request_id,
+                intent.correlation_id,
+                LLM_SOURCE,
+            )
+        except JidoError as exc:
+            signal = self._failed_llm(intent, exc.type, exc.message, exc.retryable)
+        except Exception as exc:  # the port broke its contract: still an answer, never a hang
+            log.exception("LLM port raised")
+            signal = self._failed_llm(intent, "internal", f"{type(exc).__name__}: {exc}", False)
+        await self.deliver(signal)
+
+    def _failed_llm(self, intent: RunLlm, error_type: str, message: str, retryable: bool) -> Signal:
+        data = {
+            "request_id": intent.request_id,
+            "error_type": error_type,
+            "message": message,
+            "retryable": retryable,
+        }
+        return self._result(
+            "conversation.llm.failed", data, intent.request_id, intent.correlation_id, LLM_SOURCE
+        )
+
+    async def _run_tool(self, intent: RunTool) -> None:
+        meta = ToolCallMeta(
+            conversation_id=self.conversation_id,
+            request_id=intent.request_id,
+            correlation_id=intent.correlation_id,
+            causation_id=intent.request_id,
+        )
+        base = {"request_id": intent.request_id, "call_id": intent.call_id, "name": intent.name}
+        try:
+            result = await self.rt.tools.run(self.project_id, intent.name, intent.args, meta)
+        except JidoError as exc:
+            data: dict[str, Any] = {
+                **base,
+                "error_type": exc.type,
+                "message": exc.message,
+                "details": exc.details,
+            }
+            await self.deliver(
+                self._result(
+                    "conversation.tool.failed", data, intent.request_id, intent.correlation_id, TOOLS_SOURCE
+                )
+            )
+            return
+        if result.ok:
+            data = {**base, "data": result.data, "artifacts": result.artifacts, "logs": result.logs}
+            type_ = "conversation.tool.completed"
+        else:
+            err = result.error
+            data = {
+                **base,
+                "error_type": err.type if err else "tool_error",
+                "message": err.message if err else "the tool failed",
+                "details": err.details if err else {},
+            }
+            type_ = "conversation.tool.failed"
+        await self.deliver(self._result(type_, data, intent.request_id, intent.correlation_id, TOOLS_SOURCE))
+
+    # -- reads -------------------------------------------------------------------------
+
+    def projection(self, name: str) -> Any:
+        assert self.state is not None
+        version = (self.state.version, self.state.queue_size)
+        cached = self._cache.get(name)
+        if cached is not None and cached[0] == version:
+            return cached[1]
+        value = project(self.state, name)
+        self._cache[name] = (version, value)
+        return value

@@ -1,0 +1,166 @@
+"""The canonical journal on JetStream and lookups in the output stream.
+
+One stream per kind of traffic (``subjects.STREAM_JOURNAL`` holds every
+conversation, read back by subject filter). Appends are fenced: each carries
+``Nats-Expected-Last-Subject-Sequence``, so a replica that lost ownership of a
+conversation can never interleave entries with the new owner's
+(:class:`LostOwnership`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+import nats.errors
+import nats.js.errors
+from nats.aio.msg import Msg
+from nats.js.api import ConsumerConfig, DeliverPolicy
+
+from jidocode.shared import subjects
+from jidocode.shared.bus import Bus
+from jidocode.shared.envelope import DEFAULT_MAX_BYTES, decode
+from jidocode.shared.errors import JidoError, RequestTimeout
+
+from .codec import from_envelope, to_payload
+from .core import Signal
+
+__all__ = ["EXPECTED_LAST_SUBJECT_SEQ", "Journal", "LostOwnership", "ensure_streams"]
+
+log = logging.getLogger("jidocode.conversation.journal")
+
+EXPECTED_LAST_SUBJECT_SEQ = "Nats-Expected-Last-Subject-Sequence"
+_WRONG_LAST_SEQUENCE = 10071
+_READ_TIMEOUT = 30.0
+
+
+class LostOwnership(JidoError):  # type: ignore[misc]
+    """Another replica appended to this conversation's journal: stop acting for it."""
+
+    error_type = "lost_ownership"
+
+
+async def ensure_streams(bus: Bus, *, events_max_age_s: float) -> None:
+    """The three conversation streams (idempotent; every replica calls it)."""
+    await bus.ensure_stream(subjects.STREAM_CONV_IN, [subjects.conversation_in_filter()])
+    await bus.ensure_stream(subjects.STREAM_JOURNAL, [subjects.journal_filter()])
+    await bus.ensure_stream(
+        subjects.STREAM_EVENTS, [subjects.conversation_out_filter()], max_age=events_max_age_s
+    )
+
+
+class Journal:
+    def __init__(self, bus: Bus) -> None:
+        self.bus = bus
+
+    async def append(
+        self, project_id: str, conversation_id: str, entry: Signal, *, expected_last: int, attempts: int = 5
+    ) -> int:
+        """Append ``entry``; return its stream sequence. Retries keep the same message id."""
+        subject = subjects.journal(project_id, conversation_id)
+        payload, headers = to_payload(entry, project_id, conversation_id)
+        headers[EXPECTED_LAST_SUBJECT_SEQ] = str(expected_last)
+        delay = 0.1
+        for attempt in range(1, attempts + 1):
+            try:
+                ack = await self.bus.js.publish(subject, payload, timeout=2.0, headers=headers)
+                return int(ack.seq)
+            except nats.js.errors.APIError as exc:
+                if exc.err_code == _WRONG_LAST_SEQUENCE:
+                    raise LostOwnership(
+                        f"journal of {project_id}/{conversation_id} moved past {expected_last}: "
+                        "another replica owns it now",
+                        details={"project_id": project_id, "conversation_id": conversation_id},
+                    ) from None
+                if not isinstance(exc, nats.js.errors.ServiceUnavailableError) or attempt == attempts:
+                    raise
+            except (nats.errors.TimeoutError, nats.errors.NoRespondersError):
+                if attempt == attempts:
+                    raise RequestTimeout(
+                        f"JetStream did not acknowledge journal entry {entry.id}",
+                        details={"subject": subject, "id": entry.id},
+                    ) from None
+            log.warning("journal append of %s not acknowledged (attempt %d), retrying", entry.id, attempt)
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 2.0)
+        raise AssertionError("unreachable")
+
+    async def last_sequence(self, project_id: str, conversation_id: str) -> int:
+        try:
+            msg = await self.bus.js.get_last_msg(
+                subjects.STREAM_JOURNAL, subjects.journal(project_id, conversation_id)
+            )
+        except nats.js.errors.NotFoundError:
+            return 0
+        return int(msg.seq or 0)
+
+    async def read(self, project_id: str, conversation_id: str) -> tuple[list[Signal], int]:
+        """Every journal entry of the conversation, in order, and the sequence of the last one."""
+        last = await self.last_sequence(project_id, conversation_id)
+        if last == 0:
+            return [], 0
+        entries: list[Signal] = []
+        done = asyncio.Event()
+        problem: list[BaseException] = []
+
+        async def _cb(msg: Msg) -> None:
+            try:
+                entries.append(from_envelope(decode(msg.data, msg.headers, max_bytes=DEFAULT_MAX_BYTES * 8)))
+            except Exception as exc:  # a corrupt journal must not be half-read silently
+                problem.append(exc)
+                done.set()
+                return
+            if msg.metadata.sequence.stream >= last:
+                done.set()
+
+        sub = await self.bus.js.subscribe(
+            subjects.journal(project_id, conversation_id),
+            stream=subjects.STREAM_JOURNAL,
+            cb=_cb,
+            ordered_consumer=True,
+            deliver_policy=DeliverPolicy.ALL,
+        )
+        try:
+            await asyncio.wait_for(done.wait(), _READ_TIMEOUT)
+        finally:
+            await sub.unsubscribe()
+        if problem:
+            raise JidoError(
+                f"journal of {project_id}/{conversation_id} has an unreadable entry: {problem[0]}",
+                error_type="journal_corrupt",
+            )
+        return entries, last
+
+    async def find_event_sequence(self, project_id: str, conversation_id: str, event_id: str) -> int | None:
+        """The ``STREAM_EVENTS`` sequence of output event ``event_id`` of the conversation, if stored."""
+        found: list[int] = []
+        done = asyncio.Event()
+
+        async def _cb(msg: Msg) -> None:
+            if done.is_set():
+                return
+            try:
+                env = decode(msg.data, msg.headers)
+            except JidoError:
+                env = None
+            if env is not None and env.id == event_id:
+                found.append(msg.metadata.sequence.stream)
+                done.set()
+            elif msg.metadata.num_pending == 0:
+                done.set()
+
+        sub = await self.bus.js.subscribe(
+            subjects.conversation_out_filter(project_id, conversation_id),
+            stream=subjects.STREAM_EVENTS,
+            cb=_cb,
+            ordered_consumer=True,
+            config=ConsumerConfig(deliver_policy=DeliverPolicy.ALL),
+        )
+        try:
+            info = await sub.consumer_info()
+            if info.num_pending == 0 and not info.delivered.stream_seq:
+                return None
+            await asyncio.wait_for(done.wait(), _READ_TIMEOUT)
+        finally:
+            await sub.unsubscribe()
+        return found[0] if found else None

@@ -1,0 +1,413 @@
+"""The conversation runtime of one replica: records, ownership, actors and the endpoint logic.
+
+Records
+    ``subjects.BUCKET_CONVERSATIONS``, key ``<p>.<c>``: a :class:`ConversationRecord`
+    (status ``active`` or ``stopped``, settings). Every replica watches the bucket.
+
+Ownership
+    ``subjects.BUCKET_OWNERS``, key ``<p>.<c>``, a bucket whose entries expire
+    after ``lease_ttl_s``. A replica owns a conversation while it holds the
+    lease: it is created with ``create`` (succeeds only when nobody holds it)
+    and renewed every third of the TTL with a compare-and-set ``update`` on the
+    revision it holds. A dead owner stops renewing; its lease expires and the
+    next scan of another replica takes the conversation over, rebuilding it
+    from the journal. The journal append is fenced too (see ``journal.py``),
+    so even a paused owner that wakes up after losing its lease cannot write.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import secrets
+from typing import Any
+
+import nats.errors
+import nats.js.errors
+from nats.aio.msg import Msg
+from nats.aio.subscription import Subscription
+from nats.js.kv import KeyValue
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from jidocode.shared import subjects
+from jidocode.shared.bus import Bus
+from jidocode.shared.envelope import Envelope, encode, error_envelope, new_id, now_iso
+from jidocode.shared.errors import Conflict, InvalidInput, JidoError, NotFound
+from jidocode.shared.events.conversation import (
+    EXTERNAL_TYPES,
+    PROJECTIONS,
+    ConversationStarted,
+    ConversationStopped,
+    GetProjection,
+    ReplayInfo,
+    SendEvent,
+    StartConversation,
+    StopConversation,
+    Subscribe,
+)
+
+from .actor import ConversationActor
+from .core import llm_context, normalize, project, replay
+from .journal import Journal, LostOwnership, ensure_streams
+from .ports import LlmPort, ToolPort, ToolSpec
+from .settings import RuntimeSettings
+from .tools_bridge import list_tool_specs
+
+__all__ = ["ConversationRecord", "Runtime", "record_key"]
+
+log = logging.getLogger("jidocode.conversation")
+
+
+def record_key(project_id: str, conversation_id: str) -> str:
+    return f"{subjects.validate_token(project_id, 'project id')}.{subjects.validate_token(conversation_id, 'conversation id')}"
+
+
+class ConversationRecord(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    project_id: str
+    conversation_id: str
+    status: str = "active"
+    settings: dict[str, Any] = Field(default_factory=dict)
+    created_at: str = ""
+    updated_at: str = ""
+
+
+class _Owned:
+    def __init__(self, actor: ConversationActor, revision: int) -> None:
+        self.actor = actor
+        self.revision = revision
+        self.task: asyncio.Task[None] | None = None
+
+
+class Runtime:
+    def __init__(self, bus: Bus, *, llm: LlmPort, tools: ToolPort, settings: RuntimeSettings) -> None:
+        self.bus = bus
+        self.llm = llm
+        self.tools = tools
+        self.settings = settings
+        self.journal = Journal(bus)
+        self.token = f"{bus.source}/{secrets.token_hex(4)}"
+        self.known: dict[str, ConversationRecord] = {}
+        self.owned: dict[str, _Owned] = {}
+        self._records: KeyValue | None = None
+        self._owners: KeyValue | None = None
+        self._tasks: list[asyncio.Task[None]] = []
+        self._unknown_sub: Subscription | None = None
+        self._watch_ready = asyncio.Event()
+        self._closing = False
+
+    # -- start / stop --------------------------------------------------------------
+
+    async def start(self) -> None:
+        await ensure_streams(self.bus, events_max_age_s=self.settings.events_max_age_s)
+        self._records = await self.bus.kv(subjects.BUCKET_CONVERSATIONS, history=1)
+        self._owners = await self.bus.kv(subjects.BUCKET_OWNERS, history=1, ttl=self.settings.lease_ttl_s)
+        self._tasks.append(asyncio.create_task(self._watch_records(), name="conv-watch-records"))
+        await asyncio.wait_for(self._watch_ready.wait(), 30)
+        self._tasks.append(asyncio.create_task(self._scan_loop(), name="conv-scan"))
+        self._unknown_sub = await self.bus.nc.subscribe(
+            subjects.conversation_in_filter(), queue="jidocode-conversation-edge", cb=self._check_known
+        )
+
+    async def close(self) -> None:
+        self._closing = True
+        if self._unknown_sub is not None:
+            await self._unknown_sub.unsubscribe()
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        for key in list(self.owned):
+            await self._release(key)
+
+    @property
+    def records(self) -> KeyValue:
+        assert self._records is not None
+        return self._records
+
+    @property
+    def owners(self) -> KeyValue:
+        assert self._owners is not None
+        return self._owners
+
+    # -- records -----------------------------------------------------------------
+
+    async def _watch_records(self) -> None:
+        watcher = await self.records.watchall()
+        try:
+            async for entry in watcher:
+                if entry is None:  # initial values delivered
+                    self._watch_ready.set()
+                    continue
+                if entry.operation in ("DEL", "PURGE") or not entry.value:
+                    self.known.pop(entry.key, None)
+                else:
+                    try:
+                        self.known[entry.key] = ConversationRecord.model_validate_json(entry.value)
+                    except ValidationError:
+                        log.warning("bad conversation record %s", entry.key)
+                        continue
+                record = self.known.get(entry.key)
+                if entry.key in self.owned and (record is None or record.status != "active"):
+                    await self._release(entry.key)
+        finally:
+            await watcher.stop()  # type: ignore[no-untyped-call]
+
+    async def record(self, project_id: str, conversation_id: str) -> ConversationRecord:
+        key = record_key(project_id, conversation_id)
+        found = self.known.get(key)
+        if found is not None:
+            return found
+        try:
+            entry = await self.records.get(key)
+        except (nats.js.errors.KeyNotFoundError, nats.js.errors.KeyDeletedError):
+            raise NotFound(
+                f"unknown conversation {conversation_id!r} in project {project_id!r}",
+                details={"project_id": project_id, "conversation_id": conversation_id},
+            ) from None
+        assert entry.value is not None
+        return ConversationRecord.model_validate_json(entry.value)
+
+    async def start_conversation(self, project_id: str, cmd: StartConversation) -> dict[str, Any]:
+        conversation_id = cmd.conversation_id or new_id()
+        try:
+            key = record_key(project_id, conversation_id)
+        except ValueError as exc:
+            raise InvalidInput(str(exc), details={"conversation_id": conversation_id}) from None
+        now = now_iso()
+        try:
+            existing: ConversationRecord | None = await self.record(project_id, conversation_id)
+        except NotFound:
+            existing = None
+        settings = {**(existing.settings if existing else {}), **cmd.settings}
+        record = ConversationRecord(
+            project_id=project_id,
+            conversation_id=conversation_id,
+            status="active",
+            settings=settings,
+            created_at=existing.created_at if existing else now,
+            updated_at=now,
+        )
+        await self.records.put(key, record.model_dump_json().encode())
+        self.known[key] = record
+        await self.bus.publish(
+            subjects.signal("conversation.started"),
+            ConversationStarted(
+                project_id=project_id, conversation_id=conversation_id, instance=self.bus.source
+            ),
+            project_id=project_id,
+            conversation_id=conversation_id,
+        )
+        await self._try_acquire(key, record)
+        return {**record.model_dump(mode="json"), "reopened": existing is not None}
+
+    async def stop_conversation(self, project_id: str, cmd: StopConversation) -> dict[str, Any]:
+        record = await self.record(project_id, cmd.conversation_id)
+        key = record_key(project_id, cmd.conversation_id)
+        stopped = record.model_copy(update={"status": "stopped", "updated_at": now_iso()})
+        await self.records.put(key, stopped.model_dump_json().encode())
+        self.known[key] = stopped
+        if key in self.owned:
+            await self._release(key)
+        await self.bus.publish(
+            subjects.signal("conversation.stopped"),
+            ConversationStopped(
+                project_id=project_id, conversation_id=cmd.conversation_id, reason=cmd.reason
+            ),
+            project_id=project_id,
+            conversation_id=cmd.conversation_id,
+        )
+        return stopped.model_dump(mode="json")
+
+    # -- ownership ---------------------------------------------------------------
+
+    def _lease_value(self) -> bytes:
+        return json.dumps({"owner": self.token, "at": now_iso()}).encode()
+
+    async def _try_acquire(self, key: str, record: ConversationRecord) -> bool:
+        if key in self.owned or self._closing or record.status != "active":
+            return key in self.owned
+        try:
+            revision = await self.owners.create(key, self._lease_value())
+        except nats.js.errors.KeyWrongLastSequenceError:
+            return False
+        except (nats.errors.TimeoutError, nats.js.errors.APIError) as exc:
+            log.warning("lease %s: %s", key, exc)
+            return False
+        limits = self.settings.limits
+        max_turns = record.settings.get("max_turns")
+        if isinstance(max_turns, int) and max_turns >= 1:
+            limits = limits.model_copy(update={"max_turns": max_turns})
+        owned = _Owned(ConversationActor(self, record, limits), revision)
+        self.owned[key] = owned
+        owned.task = asyncio.create_task(self._run_actor(key, owned), name=f"conv-actor-{key}")
+        log.info("%s owns conversation %s", self.token, key)
+        return True
+
+    async def _run_actor(self, key: str, owned: _Owned) -> None:
+        try:
+            await owned.actor.run()
+        except asyncio.CancelledError:
+            raise
+        except LostOwnership as exc:
+            log.warning("%s", exc.message)
+            self.owned.pop(key, None)
+        except Exception:
+            log.exception("conversation %s crashed; releasing it for a rebuild", key)
+            if self.owned.get(key) is owned:
+                await self._release(key)
+
+    async def _release(self, key: str) -> None:
+        owned = self.owned.pop(key, None)
+        if owned is None:
+            return
+        if owned.task is not None and owned.task is not asyncio.current_task():
+            owned.task.cancel()
+            await asyncio.gather(owned.task, return_exceptions=True)
+        await owned.actor.close()
+        try:
+            await self.owners.delete(key, last=owned.revision)
+        except (nats.js.errors.KeyWrongLastSequenceError, nats.errors.TimeoutError, nats.js.errors.APIError):
+            pass
+        except nats.errors.ConnectionClosedError:
+            pass
+
+    async def _renew(self, key: str, owned: _Owned) -> None:
+        try:
+            owned.revision = await self.owners.update(key, self._lease_value(), last=owned.revision)
+        except nats.js.errors.KeyWrongLastSequenceError:
+            log.warning("lease of %s lost: stopping its actor", key)
+            self.owned.pop(key, None)
+            if owned.task is not None:
+                owned.task.cancel()
+                await asyncio.gather(owned.task, return_exceptions=True)
+            await owned.actor.close()
+        except (nats.errors.TimeoutError, nats.js.errors.APIError) as exc:
+            log.warning("renewing lease of %s: %s", key, exc)
+
+    async def scan_once(self) -> None:
+        for key, owned in list(self.owned.items()):
+            await self._renew(key, owned)
+        for key, record in list(self.known.items()):
+            if record.status == "active" and key not in self.owned:
+                await self._try_acquire(key, record)
+
+    async def _scan_loop(self) -> None:
+        interval = self.settings.lease_ttl_s / 3
+        while True:
+            try:
+                await self.scan_once()
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("ownership scan failed")
+            await asyncio.sleep(interval)
+
+    # -- edge: input to unknown conversations --------------------------------------
+
+    async def _check_known(self, msg: Msg) -> None:
+        try:
+            project_id = subjects.project_id_of(msg.subject)
+            conversation_id = subjects.conversation_id_of(msg.subject)
+        except ValueError:
+            return
+        key = record_key(project_id, conversation_id)
+        if key in self.known:
+            return
+        try:
+            await self.record(project_id, conversation_id)
+            return
+        except NotFound as exc:
+            err: JidoError = exc
+        payload = encode(
+            error_envelope(self.bus.source, err, project_id=project_id, conversation_id=conversation_id)
+        )[0]
+        await self.bus.nc.publish(
+            subjects.conversation_out(project_id, conversation_id, "conversation.error"), payload
+        )
+
+    # -- endpoint logic -------------------------------------------------------------
+
+    async def send_event(self, project_id: str, cmd: SendEvent, request: Envelope) -> dict[str, Any]:
+        record = await self.record(project_id, cmd.conversation_id)
+        if record.status != "active":
+            raise Conflict(
+                f"conversation {cmd.conversation_id!r} is stopped: start it again first",
+                details={"conversation_id": cmd.conversation_id},
+            )
+        event_id = cmd.id or new_id()
+        raw = {
+            "id": event_id,
+            "type": cmd.event_type,
+            "source": request.source,
+            "data": cmd.data,
+            "correlation_id": cmd.correlation_id or request.correlation_id or event_id,
+        }
+        if cmd.event_type not in EXTERNAL_TYPES:
+            raise InvalidInput(
+                f"event type {cmd.event_type!r} is not accepted from outside; accepted: {sorted(EXTERNAL_TYPES)}",
+                details={"type": cmd.event_type, "accepted": sorted(EXTERNAL_TYPES)},
+            )
+        signal = normalize(raw, external=True, max_data_bytes=self.settings.max_message_bytes)
+        env = Envelope(
+            id=signal.id,
+            source=signal.source,
+            type=signal.type,
+            data=signal.data,
+            time=now_iso(),
+            extensions={
+                "projectid": project_id,
+                "conversationid": cmd.conversation_id,
+                "correlationid": signal.correlation_id,
+                "causationid": request.id,
+            },
+        )
+        seq = await self.bus.js_publish(subjects.conversation_in(project_id, cmd.conversation_id), env)
+        return {"id": signal.id, "correlation_id": signal.correlation_id, "sequence": seq}
+
+    async def get_projection(self, project_id: str, cmd: GetProjection) -> Any:
+        if cmd.name not in PROJECTIONS:
+            raise InvalidInput(
+                f"unknown projection {cmd.name!r}; known: {', '.join(PROJECTIONS)}",
+                details={"name": cmd.name, "known": list(PROJECTIONS)},
+            )
+        record = await self.record(project_id, cmd.conversation_id)
+        key = record_key(project_id, cmd.conversation_id)
+        owned = self.owned.get(key)
+        if not cmd.name.startswith("canonical_") and owned is not None and owned.actor.ready.is_set():
+            return owned.actor.projection(cmd.name)
+        entries, _ = await self.journal.read(project_id, cmd.conversation_id)
+        if cmd.name == "canonical_timeline":
+            return [e.to_dict() for e in entries]
+        if cmd.name == "canonical_llm_context":
+            return llm_context(entries)
+        limits = self.settings.limits
+        max_turns = record.settings.get("max_turns")
+        if isinstance(max_turns, int) and max_turns >= 1:
+            limits = limits.model_copy(update={"max_turns": max_turns})
+        return project(replay(project_id, cmd.conversation_id, entries, limits), cmd.name)
+
+    async def replay_info(self, project_id: str, cmd: Subscribe) -> ReplayInfo:
+        await self.record(project_id, cmd.conversation_id)
+        after: int | None = None
+        start = 1
+        if cmd.after_id:
+            after = await self.journal.find_event_sequence(project_id, cmd.conversation_id, cmd.after_id)
+            if after is None:
+                raise NotFound(
+                    f"event {cmd.after_id!r} is not in the conversation's stored output",
+                    details={"after_id": cmd.after_id},
+                )
+            start = after + 1
+        return ReplayInfo(
+            project_id=project_id,
+            conversation_id=cmd.conversation_id,
+            subject=subjects.conversation_out_filter(project_id, cmd.conversation_id),
+            stream=subjects.STREAM_EVENTS,
+            start_sequence=start,
+            after_sequence=after,
+        )
+
+    async def tool_specs(self, project_id: str) -> list[ToolSpec]:
+        return await list_tool_specs(self.bus, project_id, timeout=self.settings.list_tools_timeout_s)

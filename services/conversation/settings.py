@@ -1,0 +1,45 @@
+"""Settings of the conversation service, validated at construction (environment: ``JIDO_CONV_*``)."""
+
+from __future__ import annotations
+
+import os
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from .core import Limits
+
+__all__ = ["RuntimeSettings"]
+
+
+class RuntimeSettings(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    #: A conversation's owner must renew its lease within this many seconds, or another replica takes over.
+    lease_ttl_s: float = Field(default=10.0, ge=0.5, le=600.0)
+    #: Largest ``data`` of one external event (bytes of JSON).
+    max_message_bytes: int = Field(default=256 * 1024, ge=64, le=8 * 1024 * 1024)
+    #: Queue, drain and turn limits of each conversation (``max_turns`` may come from its settings).
+    limits: Limits = Field(default_factory=Limits)
+    tool_timeout_s: float = Field(default=600.0, gt=0.0)
+    list_tools_timeout_s: float = Field(default=3.0, gt=0.0)
+    #: How long ``STREAM_EVENTS`` keeps output for late subscribers.
+    events_max_age_s: float = Field(default=7 * 24 * 3600.0, gt=0.0)
+
+    @classmethod
+    def from_env(cls) -> RuntimeSettings:
+        values: dict[str, object] = {}
+        env = os.environ
+        if env.get("JIDO_CONV_LEASE_TTL"):
+            values["lease_ttl_s"] = float(env["JIDO_CONV_LEASE_TTL"])
+        if env.get("JIDO_CONV_MAX_MESSAGE_BYTES"):
+            values["max_message_bytes"] = int(env["JIDO_CONV_MAX_MESSAGE_BYTES"])
+        limits: dict[str, int] = {}
+        for key, name in (
+            ("JIDO_CONV_MAX_QUEUE", "max_queue"),
+            ("JIDO_CONV_MAX_DRAIN_STEPS", "max_drain_steps"),
+        ):
+            if env.get(key):
+                limits[name] = int(env[key])
+        if limits:
+            values["limits"] = Limits(**limits)
+        return cls.model_validate(values)
