@@ -65,8 +65,11 @@ def register(host: ServiceHost, bus: Bus, directory: ProjectDirectory) -> None:
         request = expect(env, ListTools)
         info = await directory.get(project_id)
         policy, _ = policies.get(project_id, info.root_path, info.data_dir)
-        specs = builtin_specs() + await asset_tools(bus, project_id)
-        return specs if request.include_hidden else filter_tools(policy, specs)
+        specs: list[dict[str, Any]] = builtin_specs() + await asset_tools(bus, project_id)
+        if request.include_hidden:
+            return specs
+        shown: list[dict[str, Any]] = filter_tools(policy, specs)
+        return shown
 
     async def policy(env: Envelope) -> dict[str, Any]:
         project_id = scoped_project_id(env)

@@ -152,6 +152,37 @@ class _Quotas:
                 return
 
 
+class _ConcurrentHost(ServiceHost):  # type: ignore[misc]
+    """A ServiceHost whose requests are each handled in a task of their own.
+
+    nats-py runs a subscription's callbacks one after another, so a stock
+    endpoint serves one call at a time: a ``sleep 30`` would block every other
+    call of the replica (and the quotas could never be reached). Here each
+    request is dispatched to a task; the quotas bound the concurrency.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.inflight: set[asyncio.Task[None]] = set()
+
+    def _wrap(self, endpoint: str, handler: Any) -> Any:
+        inner = super()._wrap(endpoint, handler)
+
+        async def spawn(request: Any) -> None:
+            task = asyncio.create_task(inner(request), name=f"tool-runner-{endpoint}")
+            self.inflight.add(task)
+            task.add_done_callback(self.inflight.discard)
+
+        return spawn
+
+    async def stop(self) -> None:
+        await super().stop()
+        for task in list(self.inflight):
+            task.cancel()
+        if self.inflight:
+            await asyncio.gather(*self.inflight, return_exceptions=True)
+
+
 def _quota_error(what: str, limit: int) -> JidoError:
     return JidoError(
         f"too many tool calls running for this {what} (limit {limit}); retry later",
@@ -178,7 +209,7 @@ class ToolRunner:
         self._pending: dict[tuple[str, str, str], asyncio.Future[str]] = {}
         self._conv_subs: dict[tuple[str, str], tuple[Subscription, int]] = {}
         self._subs: list[Subscription] = []
-        self.host: ServiceHost | None = None
+        self.host: _ConcurrentHost | None = None
 
     # -- lifecycle ------------------------------------------------------------
 
@@ -188,17 +219,17 @@ class ToolRunner:
         self._subs.append(
             await self.bus.subscribe(subjects.signal("tool.cancel_requested"), self._on_cancel_signal)
         )
-        host = ServiceHost(self.bus, name="tool_runner", description="JidoCode tool runner")
+        host = _ConcurrentHost(self.bus, name="tool_runner", description="JidoCode tool runner")
         host.add_endpoint("run", subject=subjects.tools_pattern("run"), handler=self.handle_run)
         host.add_endpoint("cancel", subject=subjects.tools_pattern("cancel"), handler=self.handle_cancel)
         await host.start()
         self.host = host
 
     async def stop(self) -> None:
-        if self.host is not None:
-            await self.host.stop()
         for task in list(self._running.values()):
             task.cancel()
+        if self.host is not None:
+            await self.host.stop()
         for sub in self._subs:
             with contextlib.suppress(nats.errors.Error):
                 await sub.unsubscribe()
