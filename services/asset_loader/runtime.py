@@ -1,0 +1,336 @@
+"""Running assets: skill routes (with pre/post hooks), workflows, and the asset tools.
+
+Side effects go through two ports, so the orchestration here is the same in
+the service (NATS) and in tests (in-memory doubles):
+
+* :class:`ToolPort` ``run(name, args, meta) -> ToolResult``: the tool runner
+  (``jido.tools.<p>.run``), which authorizes every call under the project
+  policy;
+* :class:`SignalPort` ``signal(event)`` and ``hook(HookSignal)``: publishing.
+
+Skill invocation (seed 001 ``Skill.handle_signal``/``transform_result``):
+route → action; the pre hook; the action's tool call, which must also be
+allowed by the skill's ``allowed-tools`` (when it lists any); the post hook
+with ``status`` ``ok`` or ``error``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any, Final, Protocol
+
+from jidocode.services.asset_loader.generation import Generation
+from jidocode.services.asset_loader.hooks import HookSignal, hook_signal
+from jidocode.services.asset_loader.loaders.command import render_command
+from jidocode.services.asset_loader.loaders.workflow import REF
+from jidocode.services.asset_loader.models import Skill, Workflow, WorkflowStep
+from jidocode.shared.envelope import new_id
+from jidocode.shared.errors import InvalidInput, JidoError, NotFound, PermissionDenied
+from jidocode.shared.events import EventModel
+from jidocode.shared.events.assets import (
+    WorkflowRunCompleted,
+    WorkflowRunFailed,
+    WorkflowRunStarted,
+    WorkflowRunStep,
+)
+from jidocode.shared.events.tools import ToolCallMeta, ToolResult, ToolResultError
+
+__all__ = [
+    "MAX_WORKFLOW_DEPTH",
+    "Runtime",
+    "SignalPort",
+    "ToolPort",
+    "error_result",
+    "resolve_refs",
+    "skill_allows",
+]
+
+MAX_WORKFLOW_DEPTH: Final = 8
+_SKILL_PARAM: Final = re.compile(r"\{\{\s*([A-Za-z_][A-Za-z0-9_\-]*)\s*\}\}")
+
+
+class ToolPort(Protocol):
+    async def run(self, name: str, args: dict[str, Any], meta: ToolCallMeta) -> ToolResult: ...
+
+
+class SignalPort(Protocol):
+    async def signal(self, event: EventModel) -> None: ...
+
+    async def hook(self, hook: HookSignal) -> None: ...
+
+
+def error_result(exc: JidoError) -> ToolResult:
+    return ToolResult(
+        ok=False, error=ToolResultError(type=exc.type, message=exc.message, details=exc.details)
+    )
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+# --- references between workflow steps ---------------------------------------------
+
+
+def _lookup(path: str, ctx: Mapping[str, Any]) -> Any:
+    value: Any = ctx
+    for part in path.split("."):
+        if isinstance(value, Mapping) and part in value:
+            value = value[part]
+        elif isinstance(value, list) and part.isdigit() and int(part) < len(value):
+            value = value[int(part)]
+        else:
+            return None
+    return value
+
+
+def _text(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, ensure_ascii=False)
+
+
+def resolve_refs(value: Any, ctx: Mapping[str, Any]) -> Any:
+    """Fill ``{{inputs.x}}``/``{{steps.id.output…}}``; a whole-string reference keeps its type."""
+    if isinstance(value, str):
+        whole = REF.fullmatch(value.strip())
+        if whole:
+            return _lookup(whole.group(1), ctx)
+        return REF.sub(lambda m: _text(_lookup(m.group(1), ctx)), value)
+    if isinstance(value, Mapping):
+        return {k: resolve_refs(v, ctx) for k, v in value.items()}
+    if isinstance(value, list):
+        return [resolve_refs(v, ctx) for v in value]
+    return value
+
+
+def _fill_params(value: Any, params: Mapping[str, Any]) -> Any:
+    """``{{name}}`` in a skill action's ``args`` from the invocation's params."""
+    if isinstance(value, str):
+        whole = _SKILL_PARAM.fullmatch(value.strip())
+        if whole and whole.group(1) in params:
+            return params[whole.group(1)]
+        return _SKILL_PARAM.sub(
+            lambda m: _text(params[m.group(1)]) if m.group(1) in params else m.group(0), value
+        )
+    if isinstance(value, Mapping):
+        return {k: _fill_params(v, params) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_fill_params(v, params) for v in value]
+    return value
+
+
+def skill_allows(skill: Skill, root: str, tool: str, args: Mapping[str, Any]) -> tuple[bool, str]:
+    """Whether the skill's ``allowed-tools`` permit this call (no list: no extra limit).
+
+    Uses the project policy's rule grammar and matcher, with the skill's list
+    as the only ``allow`` rules and ``deny`` as default.
+    """
+    if not skill.allowed_tools:
+        return True, "the skill lists no allowed-tools"
+    from jidocode.services.project.policy.decision import Effect, Policy, authorize
+    from jidocode.services.project.policy.rules import InvalidRule
+
+    try:
+        policy = Policy.build(root, allow=skill.allowed_tools, default="deny")
+    except InvalidRule as exc:
+        return False, f"invalid allowed-tools in skill {skill.name!r}: {exc.problem}"
+    decision = authorize(policy, tool, args)
+    if decision.effect is Effect.ALLOW:
+        return True, decision.reason
+    return False, f"{tool} is not in the allowed-tools of skill {skill.name!r} ({decision.reason})"
+
+
+class Runtime:
+    """Runs skills, commands and workflows of one project generation."""
+
+    def __init__(self, project_id: str, root: str, tools: ToolPort, signals: SignalPort) -> None:
+        self.project_id = project_id
+        self.root = root
+        self.tools = tools
+        self.signals = signals
+
+    # -- skills --------------------------------------------------------------------------
+
+    async def invoke_skill(
+        self, gen: Generation, skill_name: str, route: str, params: Mapping[str, Any], meta: ToolCallMeta
+    ) -> ToolResult:
+        skill = gen.skills.get(skill_name)
+        if skill is None:
+            raise NotFound(f"no skill named {skill_name!r}", details={"skill": skill_name})
+        action = skill.action_for(route)
+        if action is None:
+            raise NotFound(
+                f"skill {skill_name!r} has no route {route!r}",
+                details={"skill": skill_name, "route": route, "routes": [r.path for r in skill.router]},
+            )
+        hooks = gen.settings.hooks
+        pre = hook_signal("pre", skill, route, hooks, timestamp=_now())
+        if pre is not None:
+            await self.signals.hook(pre)
+        try:
+            tool = action.tool_name
+            args = _fill_params(action.args, params) if action.args else dict(params)
+            if not isinstance(args, dict):
+                raise InvalidInput(f"action {action.name!r} of skill {skill_name!r} needs object args")
+            allowed, reason = skill_allows(skill, self.root, tool, args)
+            if not allowed:
+                raise PermissionDenied(reason, details={"skill": skill_name, "tool": tool})
+            child = meta.model_copy(update={"request_id": f"{meta.request_id}/skill/{skill_name}/{route}"})
+            result = await self.tools.run(tool, args, child)
+        except JidoError as exc:
+            result = error_result(exc)
+        post = hook_signal(
+            "post", skill, route, hooks, timestamp=_now(), status="ok" if result.ok else "error"
+        )
+        if post is not None:
+            await self.signals.hook(post)
+        return result
+
+    # -- workflows -------------------------------------------------------------------------
+
+    async def run_workflow(
+        self,
+        gen: Generation,
+        name: str,
+        inputs: Mapping[str, Any],
+        meta: ToolCallMeta,
+        *,
+        depth: int = 0,
+    ) -> ToolResult:
+        workflow = gen.workflows.get(name)
+        if workflow is None:
+            raise NotFound(f"no workflow named {name!r}", details={"workflow": name})
+        if depth >= MAX_WORKFLOW_DEPTH:
+            raise InvalidInput(
+                f"sub-workflows nested deeper than {MAX_WORKFLOW_DEPTH}", details={"workflow": name}
+            )
+        values = _inputs(workflow, inputs)
+        run_id = new_id()
+        started = time.monotonic()
+        await self.signals.signal(
+            WorkflowRunStarted(project_id=self.project_id, run_id=run_id, workflow=name, inputs=values)
+        )
+        ctx: dict[str, Any] = {"inputs": values, "steps": {}}
+        for index, step in enumerate(workflow.steps):
+            step_started = time.monotonic()
+            try:
+                result = await self._step(gen, workflow, step, ctx, meta, run_id, depth)
+            except JidoError as exc:
+                result = error_result(exc)
+            ctx["steps"][step.id] = {"ok": result.ok, "output": result.data, "error": _err(result)}
+            await self.signals.signal(
+                WorkflowRunStep(
+                    project_id=self.project_id,
+                    run_id=run_id,
+                    workflow=name,
+                    step=step.id,
+                    index=index,
+                    kind=step.kind,
+                    target=step.target,
+                    ok=result.ok,
+                    error=_err(result),
+                    duration_ms=_ms(step_started),
+                )
+            )
+            if not result.ok and not step.continue_on_error:
+                error = _err(result) or {"type": "error", "message": "step failed"}
+                await self.signals.signal(
+                    WorkflowRunFailed(
+                        project_id=self.project_id,
+                        run_id=run_id,
+                        workflow=name,
+                        step=step.id,
+                        error=error,
+                        duration_ms=_ms(started),
+                    )
+                )
+                return ToolResult(
+                    ok=False,
+                    data={"run_id": run_id, "steps": ctx["steps"]},
+                    error=ToolResultError(
+                        type=str(error.get("type", "error")),
+                        message=f"workflow {name!r} failed at step {step.id!r}: {error.get('message', '')}",
+                        details={"run_id": run_id, "step": step.id},
+                    ),
+                )
+        outputs = resolve_refs(workflow.outputs, ctx) if workflow.outputs else {}
+        await self.signals.signal(
+            WorkflowRunCompleted(
+                project_id=self.project_id,
+                run_id=run_id,
+                workflow=name,
+                outputs=outputs,
+                duration_ms=_ms(started),
+            )
+        )
+        return ToolResult(ok=True, data={"run_id": run_id, "outputs": outputs, "steps": ctx["steps"]})
+
+    async def _step(
+        self,
+        gen: Generation,
+        workflow: Workflow,
+        step: WorkflowStep,
+        ctx: Mapping[str, Any],
+        meta: ToolCallMeta,
+        run_id: str,
+        depth: int,
+    ) -> ToolResult:
+        args = resolve_refs(step.args, ctx)
+        child = meta.model_copy(update={"request_id": f"{meta.request_id}/wf/{run_id}/{step.id}"})
+        if step.kind == "tool":
+            if args is None:
+                args = {}
+            if not isinstance(args, dict):
+                raise InvalidInput(f"step {step.id!r}: a tool step needs object args")
+            return await self.tools.run(step.target, args, child)
+        if step.kind == "command":
+            command = gen.commands.get(step.target)
+            if command is None:
+                raise NotFound(f"no command named {step.target!r}", details={"command": step.target})
+            prompt = render_command(command, args if isinstance(args, dict | list) else _text(args))
+            return ToolResult(
+                ok=True, data={"command": command.name, "prompt": prompt, "model": command.model}
+            )
+        if step.kind == "skill":
+            params = args if isinstance(args, dict) else ({} if args is None else {"input": args})
+            return await self.invoke_skill(gen, step.target, step.route or "", params, child)
+        sub_inputs = args if isinstance(args, dict) else {}
+        return await self.run_workflow(gen, step.target, sub_inputs, child, depth=depth + 1)
+
+
+def _inputs(workflow: Workflow, given: Mapping[str, Any]) -> dict[str, Any]:
+    values: dict[str, Any] = {}
+    declared = {i.name for i in workflow.inputs}
+    unknown = sorted(set(given) - declared)
+    if unknown and declared:
+        raise InvalidInput(
+            f"workflow {workflow.name!r} has no input(s) {', '.join(unknown)}",
+            details={"unknown": unknown, "declared": sorted(declared)},
+        )
+    for spec in workflow.inputs:
+        if spec.name in given:
+            values[spec.name] = given[spec.name]
+        elif spec.required:
+            raise InvalidInput(
+                f"workflow {workflow.name!r} needs input {spec.name!r}", details={"input": spec.name}
+            )
+        else:
+            values[spec.name] = spec.default
+    if not declared:
+        values.update(given)
+    return values
+
+
+def _err(result: ToolResult) -> dict[str, Any] | None:
+    return result.error.model_dump(mode="json") if result.error is not None else None
+
+
+def _ms(started: float) -> float:
+    return round((time.monotonic() - started) * 1000, 1)

@@ -1,0 +1,395 @@
+"""The asset-loader service: load, serve, watch and run a project's assets.
+
+Endpoints (nats.micro ``jidocode-asset-loader``, subjects ``jido.assets.<p>.<verb>``)::
+
+    get / list / search          GetAsset / ListAssets / SearchAssets
+    reload                       ReloadAssets    -> {generation, counts, diagnostics}
+    diagnostics                  GetDiagnostics  -> {generation, diagnostics, files}
+    graph                        GraphQuery      -> depends on op
+    tools                        tools.ListTools -> [ToolSpec]
+    call_tool                    tools.RunTool   -> tools.ToolResult
+
+A project is loaded when ``project.started`` is seen on ``jido.sig.*`` and
+lazily on its first request; its root comes from the engine's KV registry
+(``jido_projects``). Each load builds a complete :class:`Generation` off the
+event loop and swaps it in atomically, then publishes
+``skill/registry/updated`` and ``project.assets_reloaded``. A watchfiles
+watcher per project reloads after debounced changes; ``project.stopped``
+stops it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final
+
+import nats.errors
+import nats.js.errors
+
+from jidocode.services.asset_loader.generation import Generation, load_generation
+from jidocode.services.asset_loader.hooks import HookSignal
+from jidocode.services.asset_loader.layout import ensure_layout, layers
+from jidocode.services.asset_loader.runtime import Runtime, error_result
+from jidocode.services.asset_loader.store import AssetStore, get_asset, list_assets, search_assets
+from jidocode.services.asset_loader.tools import call_asset_tool, graph_query, tool_specs
+from jidocode.services.asset_loader.watcher import DEFAULT_DEBOUNCE_MS, watch_layers
+from jidocode.shared import subjects
+from jidocode.shared.bus import Bus
+from jidocode.shared.config import Config
+from jidocode.shared.envelope import Envelope, new_id, now_iso
+from jidocode.shared.errors import JidoError, NotFound
+from jidocode.shared.events import EventModel
+from jidocode.shared.events.assets import (
+    AssetsReloaded,
+    GetAsset,
+    GetDiagnostics,
+    GraphQuery,
+    ListAssets,
+    ReloadAssets,
+    SearchAssets,
+    SkillRegistryUpdated,
+)
+from jidocode.shared.events.engine import ProjectInfo
+from jidocode.shared.events.tools import ListTools, RunTool, ToolCallMeta, ToolResult
+from jidocode.shared.service import ServiceHost, expect, scoped_project_id
+
+__all__ = ["AssetService", "serve"]
+
+log = logging.getLogger("jidocode.asset_loader")
+
+#: Diagnostics carried by one reload signal (all of them stay readable via ``diagnostics``).
+MAX_SIGNAL_DIAGNOSTICS: Final = 100
+#: How long a project load waits for its watcher to be armed.
+WATCH_READY_TIMEOUT_S: Final = 5.0
+#: Requests handled at the same time by one replica.
+MAX_INFLIGHT: Final = 256
+
+
+@dataclass
+class ProjectAssets:
+    info: ProjectInfo
+    store: AssetStore = field(default_factory=AssetStore)
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    stop: asyncio.Event = field(default_factory=asyncio.Event)
+    watcher: asyncio.Task[None] | None = None
+    runtime: Runtime | None = None
+
+
+class _BusPorts:
+    """The runtime's ports over the bus: tool runner requests and signal publishing."""
+
+    def __init__(self, bus: Bus, project: ProjectAssets) -> None:
+        self.bus = bus
+        self.project = project
+
+    async def run(self, name: str, args: dict[str, Any], meta: ToolCallMeta) -> ToolResult:
+        pid = self.project.info.project_id
+        tools = self.project.store.current.settings.tools
+        timeout = tools.timeout_s + tools.approval_timeout_s + 5.0
+        try:
+            result = await self.bus.request(
+                subjects.tools(pid, "run"),
+                RunTool(name=name, args=args, meta=meta),
+                timeout=timeout,
+                project_id=pid,
+                conversation_id=meta.conversation_id,
+                correlation_id=meta.correlation_id,
+            )
+        except JidoError as exc:
+            return error_result(exc)
+        return ToolResult.model_validate(result)
+
+    async def signal(self, event: EventModel) -> None:
+        await self.bus.publish(subjects.signal(event.type), event, project_id=self.project.info.project_id)
+
+    async def hook(self, hook: HookSignal) -> None:
+        try:
+            subject = subjects.hook(hook.signal_type)
+        except ValueError as exc:
+            log.warning("hook signal type %r cannot be published: %s", hook.signal_type, exc)
+            return
+        env = Envelope(
+            id=new_id(),
+            source=hook.source,
+            type=hook.signal_type,
+            data=hook.data,
+            time=now_iso(),
+            extensions={"projectid": self.project.info.project_id},
+        )
+        await self.bus.publish_envelope(subject, env)
+
+
+class _ConcurrentHost(ServiceHost):  # type: ignore[misc]
+    """Each request in a task of its own (at most :data:`MAX_INFLIGHT` at once).
+
+    nats-py runs one subscription's callbacks one after another; a workflow
+    whose step is itself an asset tool comes back to ``call_tool`` through the
+    tool runner while the outer call is still running, which would deadlock a
+    sequential endpoint.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.inflight: set[asyncio.Task[None]] = set()
+        self._slots = asyncio.Semaphore(MAX_INFLIGHT)
+
+    def _wrap(self, endpoint: str, handler: Any) -> Any:
+        inner = super()._wrap(endpoint, handler)
+
+        async def bounded(request: Any) -> None:
+            async with self._slots:
+                await inner(request)
+
+        async def spawn(request: Any) -> None:
+            task = asyncio.create_task(bounded(request), name=f"asset-loader-{endpoint}")
+            self.inflight.add(task)
+            task.add_done_callback(self.inflight.discard)
+
+        return spawn
+
+    async def stop(self) -> None:
+        await super().stop()
+        for task in list(self.inflight):
+            task.cancel()
+        if self.inflight:
+            await asyncio.gather(*self.inflight, return_exceptions=True)
+
+
+class AssetService:
+    """Handlers of the asset loader over a bus; one :class:`ProjectAssets` per loaded project."""
+
+    def __init__(self, bus: Bus, config: Config, *, debounce_ms: int = DEFAULT_DEBOUNCE_MS) -> None:
+        self.bus = bus
+        self.config = config
+        self.debounce_ms = debounce_ms
+        self.projects: dict[str, ProjectAssets] = {}
+        self._loading: dict[str, asyncio.Task[ProjectAssets]] = {}
+        self._tasks: set[asyncio.Task[Any]] = set()
+
+    # -- projects --------------------------------------------------------------------------
+
+    async def _info(self, project_id: str) -> ProjectInfo:
+        kv = await self.bus.kv(subjects.BUCKET_PROJECTS, history=1)
+        try:
+            entry = await kv.get(project_id)
+        except (nats.js.errors.KeyNotFoundError, nats.js.errors.KeyDeletedError):
+            raise NotFound(f"no running project {project_id!r}", details={"project_id": project_id}) from None
+        if entry.value is None:
+            raise NotFound(f"no running project {project_id!r}", details={"project_id": project_id})
+        return ProjectInfo.model_validate_json(entry.value)
+
+    async def project(self, project_id: str, info: ProjectInfo | None = None) -> ProjectAssets:
+        """The loaded project (loading it, once, if needed)."""
+        loaded = self.projects.get(project_id)
+        if loaded is not None:
+            return loaded
+        task = self._loading.get(project_id)
+        if task is None:
+            task = asyncio.create_task(self._load_project(project_id, info))
+            self._loading[project_id] = task
+            task.add_done_callback(lambda _t: self._loading.pop(project_id, None))
+        return await asyncio.shield(task)
+
+    async def _load_project(self, project_id: str, info: ProjectInfo | None) -> ProjectAssets:
+        info = info or await self._info(project_id)
+        root = Path(info.root_path)
+        with contextlib.suppress(OSError, JidoError):
+            await asyncio.to_thread(ensure_layout, root, info.data_dir)
+        pa = ProjectAssets(info=info)
+        pa.runtime = Runtime(project_id, info.root_path, _BusPorts(self.bus, pa), _BusPorts(self.bus, pa))
+        await self.reload(pa, trigger="load")
+        ready = asyncio.Event()
+        pa.watcher = asyncio.create_task(self._watch(pa, ready), name=f"assets-watch-{project_id}")
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(ready.wait(), WATCH_READY_TIMEOUT_S)
+        self.projects[project_id] = pa
+        log.info("assets of project %s loaded from %s", project_id, info.root_path)
+        return pa
+
+    async def _watch(self, pa: ProjectAssets, ready: asyncio.Event) -> None:
+        async def on_change(_changes: set[Any]) -> None:
+            await self.reload(pa, trigger="watch")
+
+        watched = layers(Path(pa.info.root_path), data_dir=pa.info.data_dir, jido_home=self.config.jido_home)
+        await watch_layers(watched, on_change, pa.stop, debounce_ms=self.debounce_ms, ready=ready)
+
+    async def reload(self, pa: ProjectAssets, *, trigger: str) -> Generation:
+        """Build a new generation off the loop, swap it in, publish the signals."""
+        async with pa.lock:
+            number = pa.store.current.number + 1
+            started = time.monotonic()
+            gen = await asyncio.to_thread(
+                load_generation,
+                Path(pa.info.root_path),
+                data_dir=pa.info.data_dir,
+                jido_home=self.config.jido_home,
+                number=number,
+            )
+            pa.store.swap(gen)
+            log.info(
+                "project %s generation %d (%s): %s, %d diagnostics in %.0f ms",
+                pa.info.project_id,
+                number,
+                trigger,
+                gen.counts,
+                len(gen.diagnostics),
+                (time.monotonic() - started) * 1000,
+            )
+        pid = pa.info.project_id
+        await self.bus.publish(
+            subjects.signal("skill/registry/updated"),
+            SkillRegistryUpdated(project_id=pid, skills=list(gen.skills), count=len(gen.skills)),
+            project_id=pid,
+        )
+        await self.bus.publish(
+            subjects.signal("project.assets_reloaded"),
+            AssetsReloaded(
+                project_id=pid,
+                generation=gen.number,
+                counts=gen.counts,
+                diagnostics=[d.model_dump(mode="json") for d in gen.diagnostics[:MAX_SIGNAL_DIAGNOSTICS]],
+                trigger=trigger,
+            ),
+            project_id=pid,
+        )
+        return gen
+
+    async def forget(self, project_id: str) -> None:
+        pa = self.projects.pop(project_id, None)
+        if pa is None:
+            return
+        pa.stop.set()
+        if pa.watcher is not None:
+            with contextlib.suppress(asyncio.CancelledError):
+                await pa.watcher
+
+    async def close(self) -> None:
+        for pid in list(self.projects):
+            await self.forget(pid)
+        for task in list(self._tasks):
+            task.cancel()
+
+    def _spawn(self, coro: Awaitable[Any]) -> None:
+        task: asyncio.Task[Any] = asyncio.ensure_future(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    # -- signals ---------------------------------------------------------------------------
+
+    async def on_signal(self, env: Envelope) -> None:
+        if env.type == "project.started":
+            data = env.data or {}
+            pid = data.get("project_id")
+            if isinstance(pid, str) and pid not in self.projects:
+                self._spawn(self._load_quietly(pid))
+        elif env.type == "project.stopped":
+            pid = (env.data or {}).get("project_id")
+            if isinstance(pid, str):
+                self._spawn(self.forget(pid))
+
+    async def _load_quietly(self, project_id: str) -> None:
+        try:
+            await self.project(project_id)
+        except JidoError as exc:
+            log.warning("could not load the assets of project %s: %s", project_id, exc.message)
+
+    # -- endpoints -------------------------------------------------------------------------
+
+    async def _gen(self, env: Envelope) -> tuple[ProjectAssets, Generation]:
+        pa = await self.project(scoped_project_id(env))
+        return pa, pa.store.current
+
+    async def get_endpoint(self, env: Envelope) -> dict[str, Any]:
+        req = expect(env, GetAsset)
+        _, gen = await self._gen(env)
+        return dict(get_asset(gen, req.kind, req.name))
+
+    async def list_endpoint(self, env: Envelope) -> list[dict[str, Any]]:
+        req = expect(env, ListAssets)
+        _, gen = await self._gen(env)
+        return list(list_assets(gen, req.kind))
+
+    async def search_endpoint(self, env: Envelope) -> list[dict[str, Any]]:
+        req = expect(env, SearchAssets)
+        _, gen = await self._gen(env)
+        return list(search_assets(gen, req.query, req.kind, req.limit))
+
+    async def reload_endpoint(self, env: Envelope) -> dict[str, Any]:
+        expect(env, ReloadAssets)
+        pid = scoped_project_id(env)
+        fresh = pid not in self.projects
+        pa = await self.project(pid)
+        gen = pa.store.current if fresh else await self.reload(pa, trigger="request")
+        return _report(gen)
+
+    async def diagnostics(self, env: Envelope) -> dict[str, Any]:
+        expect(env, GetDiagnostics)
+        _, gen = await self._gen(env)
+        return {**_report(gen), "settings_files": gen.settings_files}
+
+    async def graph(self, env: Envelope) -> Any:
+        req = expect(env, GraphQuery)
+        _, gen = await self._gen(env)
+        return graph_query(gen, req.op, req.model_dump(exclude={"type", "op"}, exclude_none=True))
+
+    async def tools(self, env: Envelope) -> list[dict[str, Any]]:
+        expect(env, ListTools)
+        _, gen = await self._gen(env)
+        return list(tool_specs(gen))
+
+    async def call_tool(self, env: Envelope) -> ToolResult:
+        call = expect(env, RunTool)
+        pa, gen = await self._gen(env)
+        assert pa.runtime is not None
+        return await call_asset_tool(gen, pa.runtime, call)
+
+    def endpoints(self) -> dict[str, Callable[[Envelope], Awaitable[Any]]]:
+        return {
+            "get": self.get_endpoint,
+            "list": self.list_endpoint,
+            "search": self.search_endpoint,
+            "reload": self.reload_endpoint,
+            "diagnostics": self.diagnostics,
+            "graph": self.graph,
+            "tools": self.tools,
+            "call_tool": self.call_tool,
+        }
+
+
+def _report(gen: Generation) -> dict[str, Any]:
+    return {
+        "generation": gen.number,
+        "loaded_at": gen.loaded_at,
+        "root": gen.root,
+        "counts": gen.counts,
+        "diagnostics": [d.model_dump(mode="json") for d in gen.diagnostics],
+    }
+
+
+async def serve(config: Config, stop: asyncio.Event) -> None:
+    bus = await Bus.connect(config, "asset_loader")
+    service = AssetService(bus, config)
+    try:
+        host = _ConcurrentHost(
+            bus,
+            name="asset_loader",
+            description="JidoCode asset loader: skills, commands, workflows, skill graph",
+        )
+        for verb, handler in service.endpoints().items():
+            host.add_endpoint(verb, subject=subjects.assets_pattern(verb), handler=handler)
+        await bus.subscribe(subjects.signal("project.started"), service.on_signal)
+        await bus.subscribe(subjects.signal("project.stopped"), service.on_signal)
+        await host.start()
+        log.info("asset loader ready")
+        await stop.wait()
+        await host.stop()
+    finally:
+        await service.close()
+        with contextlib.suppress(nats.errors.Error):
+            await bus.close()

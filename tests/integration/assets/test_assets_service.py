@@ -1,0 +1,266 @@
+"""The asset loader over a real NATS server, with the engine and the tool runner running."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+
+import pytest
+
+from jidocode.shared import subjects
+from jidocode.shared.bus import Bus
+from jidocode.shared.config import Config
+from jidocode.shared.envelope import Envelope
+from jidocode.shared.errors import InvalidInput, NotFound
+from jidocode.shared.events.assets import (
+    GetAsset,
+    GetDiagnostics,
+    GraphQuery,
+    ListAssets,
+    ReloadAssets,
+    SearchAssets,
+)
+from jidocode.shared.events.engine import StartProject, StopProject
+from jidocode.shared.events.tools import ListTools, RunTool, ToolCallMeta
+
+SKILL = """---
+name: notes-reader
+description: Read project notes and summarise them.
+allowed-tools: Read
+jido:
+  actions:
+    - {name: ReadNote, tool: read_file, args: {path: "{{path}}"}}
+    - {name: Shell, tool: bash, args: {command: "echo hi"}}
+  router:
+    - "notes/read": ReadNote
+    - "notes/shell": Shell
+  hooks:
+    post:
+      signal_type: "skill/notes/post"
+      data: {skill: "{{skill_name}}", outcome: "{{status}}"}
+---
+# Notes reader
+
+Reads notes.
+"""
+
+SETTINGS = {
+    "permissions": {
+        "allow": ["Read", "invoke_skill", "run_workflow", "load_skill", "query_skill_graph", "run_command"],
+    },
+    "hooks": {
+        "pre": {"signal_type": "skill/pre", "data_template": {"phase": "pre", "skill": "{{skill_name}}"}},
+        "post": {"signal_type": "skill/post"},
+    },
+}
+
+
+def _write(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+
+
+@pytest.fixture
+def project_dir(tmp_path: Path) -> Path:
+    root = tmp_path / "proj"
+    data = root / ".jido"
+    _write(root / "NOTES.md", "remember the milk\n")
+    _write(data / "settings.json", json.dumps(SETTINGS))
+    _write(data / "skills" / "notes-reader" / "SKILL.md", SKILL)
+    _write(data / "skills" / "broken" / "SKILL.md", "---\nname: broken\nname: again\n---\n")
+    _write(data / "commands" / "summarise.md", "---\narguments: [file]\n---\nSummarise {{file}} ($ARGUMENTS)")
+    _write(
+        data / "workflows" / "digest.yaml",
+        "inputs: {file: {required: true}}\n"
+        "steps:\n"
+        "  - id: read\n    skill: notes-reader\n    route: notes/read\n    args: {path: '{{inputs.file}}'}\n"
+        "  - id: prompt\n    command: summarise\n    args: ['{{inputs.file}}']\n"
+        "outputs: {text: '{{steps.read.output}}', prompt: '{{steps.prompt.output.prompt}}'}\n",
+    )
+    _write(data / "workflows" / "fails.yaml", "steps:\n  - tool: bash\n    args: {command: 'echo nope'}\n")
+    _write(data / "skill_graph" / "git.md", "# Git\nSee [[rebase]].")
+    _write(data / "skill_graph" / "rebase.md", "# Rebase\nRewrite history.")
+    return root
+
+
+class Signals:
+    """Collects envelopes from a subject filter; wait for one matching a predicate."""
+
+    def __init__(self) -> None:
+        self.seen: list[Envelope] = []
+        self._changed = asyncio.Condition()
+
+    async def __call__(self, env: Envelope) -> None:
+        async with self._changed:
+            self.seen.append(env)
+            self._changed.notify_all()
+
+    async def wait(self, pred: Callable[[Envelope], bool], timeout: float = 10.0) -> Envelope:
+        async def _find() -> Envelope:
+            async with self._changed:
+                while True:
+                    for env in self.seen:
+                        if pred(env):
+                            return env
+                    await self._changed.wait()
+
+        return await asyncio.wait_for(_find(), timeout)
+
+
+@pytest.fixture
+async def running(config: Config) -> AsyncIterator[Config]:
+    from jidocode.services.registry import serve_many
+    from tests.helpers import wait_for_services
+
+    names = ("engine", "asset_loader", "tool_runner")
+    stop = asyncio.Event()
+    task = asyncio.create_task(serve_many(config, stop, names))
+    try:
+        await wait_for_services(config, names, timeout=20)
+        yield config
+    finally:
+        stop.set()
+        await asyncio.wait_for(task, 20)
+
+
+def _meta(rid: str) -> ToolCallMeta:
+    return ToolCallMeta(request_id=rid, conversation_id="c1")
+
+
+async def test_assets_end_to_end(running: Config, bus: Bus, project_dir: Path) -> None:
+    signals, hooks = Signals(), Signals()
+    await bus.subscribe(subjects.signal_filter(), signals)
+    await bus.subscribe(subjects.hook_filter(), hooks)
+    await bus.nc.flush()
+
+    info = await bus.request(subjects.engine("start_project"), StartProject(root_path=str(project_dir)))
+    pid = info["project_id"]
+    loaded = await signals.wait(lambda e: e.type == "project.assets_reloaded" and e.data["project_id"] == pid)
+    assert loaded.data["counts"] == {"skill": 1, "command": 1, "workflow": 2, "graph_node": 2}
+    assert any("duplicate key" in d["problem"] for d in loaded.data["diagnostics"])
+    registry = await signals.wait(lambda e: e.type == "skill/registry/updated")
+    assert registry.data["skills"] == ["notes-reader"] and registry.data["count"] == 1
+    for name in ("skills", "commands", "workflows", "skill_graph", "state"):
+        assert (project_dir / ".jido" / name).is_dir()
+
+    a = lambda verb: subjects.assets(pid, verb)  # noqa: E731
+    listing = await bus.request(a("list"), ListAssets(kind="skill"))
+    assert [s["name"] for s in listing] == ["notes-reader"]
+    skill = await bus.request(a("get"), GetAsset(kind="skill", name="notes-reader"))
+    assert skill["body"].startswith("# Notes reader") and skill["allowed_tools"] == ["Read"]
+    hits = await bus.request(a("search"), SearchAssets(query="sumarise"))
+    assert hits[0]["name"] == "summarise"
+    with pytest.raises(NotFound):
+        await bus.request(a("get"), GetAsset(kind="command", name="nope"))
+    diags = await bus.request(a("diagnostics"), GetDiagnostics())
+    assert any(d["file"].endswith("broken/SKILL.md") for d in diags["diagnostics"])
+    assert await bus.request(a("graph"), GraphQuery(op="path", node="git", target="rebase")) == [
+        "git",
+        "rebase",
+    ]
+    assert await bus.request(a("graph"), GraphQuery(op="backlinks", node="rebase")) == ["git"]
+    with pytest.raises(InvalidInput):
+        await bus.request(a("graph"), GraphQuery(op="path", node="git"))
+    specs = await bus.request(a("tools"), ListTools())
+    assert {s["name"] for s in specs} == {
+        "run_command",
+        "run_workflow",
+        "query_skill_graph",
+        "load_skill",
+        "invoke_skill",
+    }
+
+    # invoke a skill route through the tool runner: policy, allowed-tools, hooks
+    run = subjects.tools(pid, "run")
+    result = await bus.request(
+        run,
+        RunTool(
+            name="invoke_skill",
+            args={"skill": "notes-reader", "route": "notes/read", "params": {"path": "NOTES.md"}},
+            meta=_meta("r1"),
+        ),
+        timeout=20,
+    )
+    assert result["ok"] is True, result
+    assert "remember the milk" in json.dumps(result["data"])
+    pre = await hooks.wait(lambda e: e.type == "skill/pre")
+    assert pre.nats_subject == subjects.hook("skill/pre")
+    assert (
+        pre.data["phase"] == "pre"
+        and pre.data["skill"] == "notes-reader"
+        and pre.data["route"] == "notes/read"
+    )
+    post = await hooks.wait(lambda e: e.type == "skill/notes/post")  # frontmatter overrides settings
+    assert (
+        post.data["outcome"] == "ok"
+        and post.data["status"] == "ok"
+        and post.data["skill_name"] == "notes-reader"
+    )
+    assert post.source == "/hooks/skill/notes/post"
+    assert not any(e.type == "skill/post" for e in hooks.seen)
+
+    # an action outside the skill's allowed-tools: denied, post hook says error
+    denied = await bus.request(
+        run,
+        RunTool(
+            name="invoke_skill", args={"skill": "notes-reader", "route": "notes/shell"}, meta=_meta("r2")
+        ),
+        timeout=20,
+    )
+    assert denied["ok"] is False and denied["error"]["type"] == "permission_denied"
+    await hooks.wait(lambda e: e.type == "skill/notes/post" and e.data["status"] == "error")
+
+    # a workflow: skill step, command step, outputs; run events
+    wf = await bus.request(
+        run,
+        RunTool(
+            name="run_workflow", args={"name": "digest", "inputs": {"file": "NOTES.md"}}, meta=_meta("r3")
+        ),
+        timeout=20,
+    )
+    assert wf["ok"] is True, wf
+    assert wf["data"]["outputs"]["prompt"] == "Summarise NOTES.md (NOTES.md)"
+    run_id = wf["data"]["run_id"]
+    await signals.wait(lambda e: e.type == "workflow.run.started" and e.data["run_id"] == run_id)
+    steps = [e for e in signals.seen if e.type == "workflow.run.step" and e.data["run_id"] == run_id]
+    assert [s.data["step"] for s in steps] == ["read", "prompt"]
+    await signals.wait(lambda e: e.type == "workflow.run.completed" and e.data["run_id"] == run_id)
+
+    failed = await bus.request(
+        run, RunTool(name="run_workflow", args={"name": "fails"}, meta=_meta("r4")), timeout=20
+    )
+    assert failed["ok"] is False
+    await signals.wait(lambda e: e.type == "workflow.run.failed" and e.data["workflow"] == "fails")
+
+    loaded_skill = await bus.request(
+        run, RunTool(name="load_skill", args={"name": "notes-reader"}, meta=_meta("r5"))
+    )
+    assert loaded_skill["ok"] and loaded_skill["data"]["body"].startswith("# Notes reader")
+    cmd = await bus.request(
+        run, RunTool(name="run_command", args={"name": "summarise", "arguments": "a.md"}, meta=_meta("r6"))
+    )
+    assert cmd["data"]["prompt"] == "Summarise a.md (a.md)"
+
+    # hot reload: a new skill file appears, the watcher reloads and says so
+    _write(
+        project_dir / ".jido" / "skills" / "fresh" / "SKILL.md", "---\nname: fresh\ndescription: new\n---\n"
+    )
+    updated = await signals.wait(lambda e: e.type == "skill/registry/updated" and "fresh" in e.data["skills"])
+    assert updated.data["count"] == 2
+    reloaded = await signals.wait(
+        lambda e: e.type == "project.assets_reloaded" and e.data["trigger"] == "watch"
+    )
+    assert reloaded.data["counts"]["skill"] == 2
+
+    # reload on demand
+    report = await bus.request(a("reload"), ReloadAssets())
+    assert report["counts"]["skill"] == 2 and report["generation"] >= 3
+
+    await bus.request(subjects.engine("stop_project"), StopProject(project_id=pid))
+
+
+async def test_unknown_project(running: Config, bus: Bus) -> None:
+    with pytest.raises(NotFound):
+        await bus.request(subjects.assets("nope", "list"), ListAssets())
