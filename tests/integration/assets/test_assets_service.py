@@ -264,3 +264,44 @@ async def test_assets_end_to_end(running: Config, bus: Bus, project_dir: Path) -
 async def test_unknown_project(running: Config, bus: Bus) -> None:
     with pytest.raises(NotFound):
         await bus.request(subjects.assets("nope", "list"), ListAssets())
+
+
+async def _cli(config: Config, *args: str) -> tuple[int, str, str]:
+    import os
+    import sys
+
+    exe = Path(sys.executable).parent / "jidocode"
+    env = {**os.environ, "NATS_URL": config.nats_url, "JIDO_CODE_HOME": str(config.jido_home)}
+    proc = await asyncio.create_subprocess_exec(
+        str(exe), *args, env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
+    )
+    out, err = await asyncio.wait_for(proc.communicate(), 60)
+    assert proc.returncode is not None
+    return proc.returncode, out.decode(), err.decode()
+
+
+async def test_cli(running: Config, project_dir: Path) -> None:
+    code, out, err = await _cli(running, "assets", "list", str(project_dir), "--json")
+    assert code == 0, err
+    doc = json.loads(out)
+    assert {(a["type"], a["name"]) for a in doc["assets"]} == {
+        ("skill", "notes-reader"),
+        ("command", "summarise"),
+        ("workflow", "digest"),
+        ("workflow", "fails"),
+    }
+    assert any("duplicate key" in d["problem"] for d in doc["diagnostics"])
+
+    code, out, err = await _cli(running, "assets", "list", str(project_dir), "--type", "command")
+    assert code == 0, err
+    assert "summarise" in out and "notes-reader" not in out
+    assert "broken/SKILL.md" in err  # diagnostics on stderr
+
+    code, out, _ = await _cli(running, "assets", "show", str(project_dir), "skill", "notes-reader")
+    assert code == 0 and "route notes/read -> ReadNote" in out and "# Notes reader" in out
+
+    code, _, err = await _cli(running, "assets", "show", str(project_dir), "skill", "nope")
+    assert code == 2 and "not_found" in err
+
+    code, out, err = await _cli(running, "assets", "reload", str(project_dir))
+    assert code == 0 and "1 skill(s)" in out and "duplicate key" in err
