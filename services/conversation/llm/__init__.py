@@ -17,7 +17,7 @@ from jidocode.services.conversation.ports import LlmPort
 from jidocode.shared.bus import Bus
 from jidocode.shared.config import Config
 
-from .adapter import LitellmPort
+from .adapter import LitellmPort, preload_litellm
 from .ledger import EventSink, KvLedger, UsageStore, bus_sink
 from .prompt import SystemPrompts
 
@@ -43,6 +43,7 @@ def make_llm_port(
     ``config`` is the process configuration; model settings travel with each
     request (``LlmRequest.settings``), so one port serves every project.
     """
+    preload_litellm()
     prompts: SystemPrompts | None = None
     if bus is not None:
         sink = sink if sink is not None else bus_sink(bus)

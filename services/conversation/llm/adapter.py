@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import threading
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
@@ -57,18 +58,29 @@ __all__ = [
     "RetryCallback",
     "context_window",
     "load_litellm",
+    "load_litellm_async",
     "map_error",
+    "preload_litellm",
 ]
 
 RetryCallback = Callable[[llm_events.LlmRetrying], Awaitable[None]]
 
 _litellm: Any = None
+_import_lock = threading.Lock()
 
 
 def load_litellm() -> Any:
-    """Import litellm once, without any network fetch and without its chatter."""
+    """Import litellm once, without any network fetch and without its chatter.
+
+    The import takes seconds of CPU: call it off the event loop
+    (:func:`load_litellm_async`, :func:`preload_litellm`) in services.
+    """
     global _litellm
-    if _litellm is None:
+    if _litellm is not None:
+        return _litellm
+    with _import_lock:
+        if _litellm is not None:
+            return _litellm
         os.environ["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
         os.environ.setdefault("LITELLM_LOG", "ERROR")
         import litellm
@@ -78,6 +90,19 @@ def load_litellm() -> Any:
         litellm.drop_params = True
         _litellm = litellm
     return _litellm
+
+
+async def load_litellm_async() -> Any:
+    """:func:`load_litellm` in a worker thread, so the event loop keeps serving meanwhile."""
+    if _litellm is not None:
+        return _litellm
+    return await asyncio.to_thread(load_litellm)
+
+
+def preload_litellm() -> None:
+    """Start importing litellm in a background thread (the port's first call then finds it loaded)."""
+    if _litellm is None:
+        threading.Thread(target=load_litellm, name="litellm-import", daemon=True).start()
 
 
 def context_window(model: str, override: int | None = None) -> int:
@@ -242,6 +267,7 @@ class LitellmPort:
         *,
         on_retry: RetryCallback | None = None,
     ) -> LlmResult:
+        await load_litellm_async()
         try:
             options = self.options(request)
             api_key = resolve_api_key(options, self.env)
