@@ -43,7 +43,7 @@ def run(main: Callable[[], Awaitable[T]]) -> T:
 @asynccontextmanager
 async def cli_bus(name: str = "cli") -> AsyncIterator[Bus]:
     """A bus connection for one command (``NATS_URL`` or the embedded default)."""
-    bus = await Bus.connect(Config.from_env(), name)
+    bus = await Bus.connect(Config.from_env(), name, wait=False)
     try:
         yield bus
     finally:

@@ -28,7 +28,7 @@ async def _gather(nc: nats.aio.client.Client, subject: str, wait: float) -> list
 async def discover(config: Config, wait: float = 0.5) -> list[dict[str, Any]]:
     """Every JidoCode service instance: its INFO (endpoints) merged with its STATS."""
     try:
-        nc = await connect_nats(config, "status", max_reconnect_attempts=0, allow_reconnect=False)
+        nc = await connect_nats(config, "status", wait=False)
     except (nats.errors.NoServersError, OSError) as exc:
         raise ServiceUnavailable(
             f"cannot reach NATS at {config.nats_url} ({exc}): start the system with `jidocode up`"
@@ -96,7 +96,7 @@ def probe(
 
     async def main() -> bool:
         try:
-            nc = await connect_nats(config, f"probe-{name}", max_reconnect_attempts=0, allow_reconnect=False)
+            nc = await connect_nats(config, f"probe-{name}", wait=False)
         except (nats.errors.NoServersError, OSError):
             return False
         try:

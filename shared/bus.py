@@ -45,8 +45,13 @@ EnvelopeHandler = Callable[[Envelope], Awaitable[None]]
 START_HINT = "is JidoCode running? Start it with `jidocode up` (or set NATS_URL to a running system)"
 
 
-async def connect_nats(config: Config, name: str, **options: Any) -> Client:
-    """Connect nats-py with our defaults: reconnect forever, credentials and inbox prefix from config."""
+async def connect_nats(config: Config, name: str, *, wait: bool = True, **options: Any) -> Client:
+    """Connect nats-py with our defaults: credentials and inbox prefix from config, reconnect forever.
+
+    ``wait=True`` (services) keeps trying until a server answers; ``wait=False``
+    (CLI commands) fails after one round over the servers, then, once connected,
+    reconnects forever like a service.
+    """
 
     async def _error_cb(exc: Exception) -> None:
         log.warning("nats error (%s): %s", name, exc)
@@ -60,7 +65,7 @@ async def connect_nats(config: Config, name: str, **options: Any) -> Client:
     opts: dict[str, Any] = {
         "servers": [s.strip() for s in config.nats_url.split(",") if s.strip()],
         "name": f"jidocode-{name}",
-        "max_reconnect_attempts": -1,
+        "max_reconnect_attempts": -1 if wait else 1,
         "reconnect_time_wait": 0.5,
         "connect_timeout": 2,
         "allow_reconnect": True,
@@ -77,7 +82,10 @@ async def connect_nats(config: Config, name: str, **options: Any) -> Client:
     if inbox:
         opts["inbox_prefix"] = inbox
     opts.update(options)
-    return await nats.connect(**opts)
+    nc = await nats.connect(**opts)
+    if not wait and "max_reconnect_attempts" not in options:
+        nc.options["max_reconnect_attempts"] = -1  # connected: from now on, ride out restarts
+    return nc
 
 
 class Bus:
@@ -91,10 +99,13 @@ class Bus:
         self._kv: dict[str, KeyValue] = {}
 
     @classmethod
-    async def connect(cls, config: Config, name: str, **options: Any) -> Bus:
-        """Connect as service ``name``; ``source`` of its events is ``<name>/<instance>``."""
+    async def connect(cls, config: Config, name: str, *, wait: bool = True, **options: Any) -> Bus:
+        """Connect as service ``name``; ``source`` of its events is ``<name>/<instance>``.
+
+        ``wait=False`` raises :class:`ServiceUnavailable` at once when no server answers.
+        """
         try:
-            nc = await connect_nats(config, name, **options)
+            nc = await connect_nats(config, name, wait=wait, **options)
         except (nats.errors.NoServersError, OSError) as exc:
             raise ServiceUnavailable(
                 f"cannot reach NATS at {config.nats_url}: {exc}; {START_HINT}",

@@ -163,6 +163,8 @@ class ServiceHost:
         )
         for config in self._endpoints:
             await self._service.add_endpoint(config)
+        # Once flushed, the server has every subscription: "ready" means requests are answered.
+        await self.bus.nc.flush()
 
     async def stop(self) -> None:
         if self._service is not None:
