@@ -27,7 +27,7 @@ from typing import Any, Final
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from .paths import Access, PathSandbox
+from .paths import Access, PathSandbox, bad_path_chars
 from .rules import PATH_TOOLS, InvalidRule, PermissionRule, parse_rules
 from .shell import ShellAnalysis, ShellCommand, analyze
 
@@ -163,6 +163,9 @@ def _path_decision(policy: Policy, tool: str, args: Mapping[str, Any]) -> Decisi
     raw = args.get(arg, default)
     if not isinstance(raw, str):
         return Decision(effect=Effect.DENY, reason=f"{tool}: argument {arg!r} must be a string path")
+    pre = policy.sandbox.check(raw, access) if not raw or bad_path_chars(raw) else None
+    if pre is not None:
+        return Decision(effect=Effect.DENY, reason=pre.message, details={"sandbox": pre.reason})
     lexical = policy.sandbox.lexical(raw)
     resolved = os.path.realpath(lexical)
     # An explicit (pattern) allow rule naming the path lifts the sensitive-file default.

@@ -553,6 +553,8 @@ class _Walker:
             raise _Unprovable(f"{prog} changes how later commands run; cannot be judged")
         if base in _SHELLS:
             if self.shell_c(argv, dynamic):
+                if flags:  # BASH_ENV=… bash -c '…': the prefix reaches the shell itself
+                    self.commands.append(ShellCommand(argv=argv, assignments=assignments, flags=tuple(flags)))
                 return
         inner = _unwrap(argv)
         if inner is not None:
