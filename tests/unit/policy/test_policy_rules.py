@@ -110,4 +110,4 @@ def test_prefix_rule_matches_its_own_words_and_extensions(words: list[str]) -> N
     rule = parse_rule(f"Bash({' '.join(words)}:*)")
     assert rule.matches_command(tuple(words))
     assert rule.matches_command((*words, "--more"))
-    assert not rule.matches_command(tuple(words[:-1]) + (words[-1] + "x",))
+    assert not rule.matches_command((*words[:-1], words[-1] + "x"))
