@@ -24,19 +24,22 @@ Who talks to whom (a request is a publish on the request subject):
 =============  =============================================================
 user           may
 =============  =============================================================
-engine         serve ``jido.engine.*``; KV projects read/write; publish signals
+engine         serve ``jido.engine.*``; KV projects read/write; publish signals;
+               request the project service (and ping it)
 project        serve ``jido.project.*.*``; request conversations, tools, assets;
                KV projects read; publish signals
 conversation   serve ``jido.conversations.*.*``; own the streams JIDO_CONV_IN,
                JIDO_JOURNAL, JIDO_EVENTS; publish conversation input (re-ingest),
-               output, journal, signals; KV conversations and owners read/write;
-               request tools and the project's ``list_tools``, assets queries
+               output, journal, signals; KV conversations, owners and the LLM
+               ledger read/write;
+               request tools, the project's ``list_tools`` and ``info``, assets
 tool_runner    serve ``jido.tools.*.*``; KV tool_calls read/write, projects read;
                publish signals and ``…conversation.approval.requested`` output;
-               read conversation input (approval answers). Never publishes
+               request asset tools; read conversation input (approval answers)
+               and ``tool.cancel_requested`` signals. Never publishes
                conversation input, never deletes or purges a stream.
 asset_loader   serve ``jido.assets.*.*``; KV projects read; request tool runs;
-               publish signals and hooks
+               publish signals and hooks; follow project.started/stopped
 client         request engine, project, conversations, tools, assets; publish
                conversation input; observe ``jido.>``; read the journal and
                event streams; discover services (``$SRV.>``)
@@ -202,6 +205,9 @@ def _kv_write(bucket: str) -> tuple[str, ...]:
     return (*_stream_read(stream), *_stream_create(stream), *_stream_admin(stream), f"{_KV}.{bucket}.>")
 
 
+# The LLM token ledger's bucket (owned by the conversation service); subjects may not name it yet.
+_BUCKET_LEDGER: str = getattr(subjects, "BUCKET_LEDGER", "jido_llm_ledger")
+
 _JS_COMMON = (f"{_JS_API}.INFO", f"{_JS_API}.STREAM.NAMES")
 _JS_DESTRUCTIVE_ANY = (
     f"{_JS_API}.STREAM.DELETE.>",
@@ -263,7 +269,8 @@ def _base(user: str, *, serves: Iterable[str], micro: str | None) -> tuple[list[
 
 def _engine() -> Permissions:
     pub, sub = _base("engine", serves=[engine_requests()], micro="engine")
-    pub += [*_kv_write(subjects.BUCKET_PROJECTS), project_requests()]
+    # It asks whether a project service runs before starting a project.
+    pub += [*_kv_write(subjects.BUCKET_PROJECTS), project_requests(), subjects.srv("PING", "project")]
     return Permissions(publish_allow=tuple(pub), subscribe_allow=tuple(sub))
 
 
@@ -289,9 +296,11 @@ def _conversation() -> Permissions:
         subjects.journal_filter(),
         *_kv_write(subjects.BUCKET_CONVERSATIONS),
         *_kv_write(subjects.BUCKET_OWNERS),
+        *_kv_write(_BUCKET_LEDGER),
         *_kv_read(subjects.BUCKET_PROJECTS),
         tools_requests(),
         project_requests("list_tools"),
+        project_requests("info"),
         assets_requests(),
     ]
     sub += [subjects.conversation_in_filter()]
@@ -302,11 +311,13 @@ def _tool_runner() -> Permissions:
     pub, sub = _base("tool_runner", serves=[tools_requests()], micro="tool_runner")
     pub += [
         _approval_requested_filter(),
+        assets_requests(),  # asset-derived tools: the loader's ``tools`` and ``call_tool``
         *_kv_write(subjects.BUCKET_TOOL_CALLS),
         *_kv_read(subjects.BUCKET_PROJECTS),
         *_stream_read(subjects.STREAM_CONV_IN),
     ]
-    sub += [subjects.conversation_in_filter()]
+    # Approval answers arrive on conversation input; cancels are broadcast to every replica.
+    sub += [subjects.conversation_in_filter(), subjects.signal("tool.cancel_requested")]
     deny = (subjects.conversation_in_filter(), *_JS_DESTRUCTIVE_ANY)
     return Permissions(publish_allow=tuple(pub), subscribe_allow=tuple(sub), publish_deny=deny)
 
@@ -314,6 +325,8 @@ def _tool_runner() -> Permissions:
 def _asset_loader() -> Permissions:
     pub, sub = _base("asset_loader", serves=[assets_requests()], micro="asset_loader")
     pub += [subjects.hook_filter(), tools_requests("run"), *_kv_read(subjects.BUCKET_PROJECTS)]
+    # It loads and drops a project's assets as projects start and stop.
+    sub += [subjects.signal("project.started"), subjects.signal("project.stopped")]
     return Permissions(publish_allow=tuple(pub), subscribe_allow=tuple(sub), publish_deny=_JS_DESTRUCTIVE_ANY)
 
 

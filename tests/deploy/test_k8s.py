@@ -72,6 +72,7 @@ def test_kustomization_lists_every_manifest_but_the_secret_example() -> None:
 
 def _container(deployment: dict[str, Any]) -> dict[str, Any]:
     [container] = deployment["spec"]["template"]["spec"]["containers"]
+    assert isinstance(container, dict)
     return container
 
 

@@ -140,6 +140,7 @@ async def test_service_serves_endpoints_answers_ping_and_publishes_signals(
         await micro.add_endpoint(
             EndpointConfig(name="ep", subject=_ENDPOINTS[service], handler=handler, queue_group=service)
         )
+        await svc.nc.flush()  # the endpoint's subscription is registered before the client asks
         try:
             reply = await client.nc.request(_ENDPOINTS[service], b"x", timeout=5)
             assert reply.data == b"served:x"

@@ -116,7 +116,7 @@ def test_request_routes(project: str, verb: str) -> None:
     assert servers(subjects.tools(project, verb)) == {"tool_runner"}
     assert servers(subjects.assets(project, verb)) == {"asset_loader"}
     assert senders(subjects.conversations(project, verb)) == {"client", "project"}
-    assert senders(subjects.assets(project, verb)) == {"client", "project", "conversation"}
+    assert senders(subjects.assets(project, verb)) == {"client", "project", "conversation", "tool_runner"}
     assert {"client", "project", "conversation"} <= senders(subjects.tools(project, "run"))
     assert "asset_loader" in senders(subjects.tools(project, "run"))
     assert "asset_loader" not in senders(subjects.tools(project, "cancel"))

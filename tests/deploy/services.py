@@ -1,0 +1,123 @@
+"""Run JidoCode services as separate processes, each as its own NATS user: the shape of a deployment."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import importlib.util
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import nats
+import nats.errors
+from nats.aio.client import Client
+
+from jidocode.services.registry import SERVICES
+from jidocode.shared import nats_permissions as perms
+from jidocode.shared import subjects
+
+
+def available_services() -> tuple[str, ...]:
+    """The services whose ``service.py`` exists in this checkout (others are still being written)."""
+    return tuple(
+        n for n in SERVICES if importlib.util.find_spec(f"jidocode.services.{n}.service") is not None
+    )
+
+
+def service_env(
+    name: str, url: str, passwords: Mapping[str, str], home: Path, replicas: int = 1
+) -> dict[str, str]:
+    """The environment compose and Kubernetes give service ``name``."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("NATS_", "JIDO_"))}
+    env.update(
+        {
+            "NATS_URL": url,
+            "NATS_USER": name,
+            "NATS_PASSWORD": passwords[name],
+            perms.INBOX_ENV_VAR: perms.inbox_prefix(name),
+            "JIDO_JS_REPLICAS": str(replicas),
+            "JIDO_CODE_HOME": str(home),
+            "JIDO_SERVICE": name,
+            "JIDO_LOG_LEVEL": "INFO",
+            "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+            "PYTHONUNBUFFERED": "1",
+        }
+    )
+    return env
+
+
+@dataclass
+class ServiceProcess:
+    name: str
+    env: dict[str, str]
+    log: Path
+    proc: subprocess.Popen[bytes] | None = field(default=None, init=False)
+
+    def start(self) -> None:
+        with self.log.open("wb") as out:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "jidocode.cli.main", "serve", self.name],
+                env=self.env,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+
+    async def terminate(self, timeout: float = 20.0) -> int:
+        """SIGTERM, as docker stop and Kubernetes send it; the exit code once drained."""
+        assert self.proc is not None
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        return await asyncio.wait_for(asyncio.to_thread(self.proc.wait), timeout)
+
+    def kill(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(10)
+
+    def output(self) -> str:
+        return self.log.read_text(errors="replace")
+
+
+async def probe(name: str, env: Mapping[str, str], timeout: float = 30.0) -> int:
+    """``jidocode probe <name>`` with the service's own environment (the container health check)."""
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "jidocode.cli.main",
+        "probe",
+        name,
+        env=dict(env),
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.DEVNULL,
+    )
+    return await asyncio.wait_for(proc.wait(), timeout)
+
+
+async def wait_answering(nc: Client, names: tuple[str, ...], timeout: float = 60.0) -> None:
+    """Return once each named service answers ``$SRV.PING.<name>``."""
+
+    async def one(name: str) -> None:
+        while True:
+            try:
+                await nc.request(subjects.srv("PING", name), b"", timeout=1.0)
+                return
+            except (nats.errors.NoRespondersError, nats.errors.TimeoutError):
+                # polling for a process to come up, not synchronising on an event
+                await asyncio.sleep(0.05)
+
+    await asyncio.wait_for(asyncio.gather(*(one(n) for n in names)), timeout)
+
+
+@contextlib.contextmanager
+def killed_on_exit(processes: list[ServiceProcess]):  # type: ignore[no-untyped-def]
+    try:
+        yield processes
+    finally:
+        for p in processes:
+            p.kill()
