@@ -47,11 +47,10 @@ class SourceFile(BaseModel):
 
 
 def _inside(path: Path, base_real: Path) -> bool:
-    try:
-        real = path.resolve(strict=True)
-    except (OSError, RuntimeError):
-        return False
-    return real == base_real or base_real in real.parents
+    """Whether ``path`` (symlinks resolved) is ``base_real`` or below it."""
+    real = os.path.realpath(path)
+    base = str(base_real)
+    return real == base or real.startswith(base.rstrip(os.sep) + os.sep)
 
 
 def _read(

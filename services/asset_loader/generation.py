@@ -26,7 +26,40 @@ from .loaders.workflow import find_cycles, parse_workflow
 from .models import Command, GraphNode, Skill, Workflow
 from .text import decode_text
 
-__all__ = ["Generation", "compile_generation", "load_generation"]
+__all__ = ["Generation", "clear_parse_cache", "compile_generation", "load_generation"]
+
+#: Parsed files by content: a reload re-parses only files whose bytes changed.
+#: Values are immutable models, so generations can share them.
+_CACHE: dict[tuple[Any, ...], tuple[Any, list[Diagnostic]]] = {}
+MAX_CACHE_ENTRIES = 50_000
+
+
+def clear_parse_cache() -> None:
+    """Forget every parsed file (benchmarks of cold loads; tests)."""
+    _CACHE.clear()
+
+
+def _parse(src: SourceFile) -> tuple[Any, list[Diagnostic]]:
+    assert src.raw is not None
+    key = (src.kind, src.path, src.stem, src.layer, tuple(src.scripts), src.raw)
+    hit = _CACHE.get(key)
+    if hit is not None:
+        return hit
+    result: tuple[Any, list[Diagnostic]]
+    if src.kind == "skill":
+        result = parse_skill(src.raw, path=src.path, folder=src.stem, layer=src.layer, scripts=src.scripts)
+    elif src.kind == "command":
+        result = parse_command(src.raw, path=src.path, stem=src.stem, layer=src.layer)
+    elif src.kind == "workflow":
+        result = parse_workflow(src.raw, path=src.path, stem=src.stem, layer=src.layer)
+    elif src.kind == "graph":
+        result = parse_graph_node(src.raw, path=src.path, node_id=src.stem, layer=src.layer)
+    else:
+        result = decode_text(src.raw, src.path)
+    if len(_CACHE) >= MAX_CACHE_ENTRIES:
+        _CACHE.clear()
+    _CACHE[key] = result
+    return result
 
 
 class Generation(BaseModel):
@@ -102,33 +135,20 @@ def compile_generation(
         diags.extend(src.diagnostics)
         if src.raw is None:
             continue
+        value, d = _parse(src)
+        diags.extend(d)
+        if value is None:
+            continue
         if src.kind == "skill":
-            skill, d = parse_skill(
-                src.raw, path=src.path, folder=src.stem, layer=src.layer, scripts=src.scripts
-            )
-            diags.extend(d)
-            if skill is not None:
-                _put(skills, seen, f"skill:{skill.name}", skill, src, diags)
+            _put(skills, seen, f"skill:{value.name}", value, src, diags)
         elif src.kind == "command":
-            command, d = parse_command(src.raw, path=src.path, stem=src.stem, layer=src.layer)
-            diags.extend(d)
-            if command is not None:
-                _put(commands, seen, f"command:{command.name}", command, src, diags)
+            _put(commands, seen, f"command:{value.name}", value, src, diags)
         elif src.kind == "workflow":
-            workflow, d = parse_workflow(src.raw, path=src.path, stem=src.stem, layer=src.layer)
-            diags.extend(d)
-            if workflow is not None:
-                _put(workflows, seen, f"workflow:{workflow.name}", workflow, src, diags)
+            _put(workflows, seen, f"workflow:{value.name}", value, src, diags)
         elif src.kind == "graph":
-            node, d = parse_graph_node(src.raw, path=src.path, node_id=src.stem, layer=src.layer)
-            diags.extend(d)
-            if node is not None:
-                nodes[node.id] = node
-        elif src.kind == "memory":
-            text, d = decode_text(src.raw, src.path)
-            diags.extend(d)
-            if text is not None:
-                memory.append((src.path, text))
+            nodes[value.id] = value
+        else:
+            memory.append((src.path, value))
     skills = {k.split(":", 1)[1]: v for k, v in skills.items()}
     commands = {k.split(":", 1)[1]: v for k, v in commands.items()}
     workflows = {k.split(":", 1)[1]: v for k, v in workflows.items()}

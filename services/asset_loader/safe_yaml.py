@@ -59,7 +59,6 @@ class YamlLimits:
 DEFAULT_LIMITS: Final = YamlLimits()
 
 _PARSER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-_RESOLVER: Final = Resolver()
 _CONSTRUCTOR: Final = SafeConstructor()
 _P = "tag:yaml.org,2002:"
 _SCALARS: Final = {
@@ -70,20 +69,42 @@ _SCALARS: Final = {
 }
 _STRINGS: Final = {f"{_P}str", f"{_P}timestamp", "!"}
 _MERGE: Final = f"{_P}merge"
+_SCALAR_EVENT: Final = yaml.ScalarEvent
+_ALIAS_EVENT: Final = yaml.AliasEvent
+_MAP_START: Final = yaml.MappingStartEvent
+_SEQ_START: Final = yaml.SequenceStartEvent
+_MAP_END: Final = yaml.MappingEndEvent
+_SEQ_END: Final = yaml.SequenceEndEvent
+_DOC_START: Final = yaml.DocumentStartEvent
+
+
+_IMPLICIT: Final = Resolver.yaml_implicit_resolvers
+_WILDCARD: Final = tuple(_IMPLICIT.get(None, ()))
 
 
 def _scalar(event: yaml.ScalarEvent) -> Any:
     tag = event.tag
-    if tag is None or tag == "!":
-        tag = _RESOLVER.resolve(ScalarNode, event.value, event.implicit) if tag is None else f"{_P}str"  # type: ignore[no-untyped-call]
+    value: str = event.value
+    if tag is None:
+        if not event.implicit[0]:
+            return value  # quoted: always a string
+        # Inlined ``Resolver.resolve`` (this is the hot path of a cold load).
+        for candidate, regexp in (*_IMPLICIT.get(value[:1], ()), *_WILDCARD):
+            if regexp.match(value):
+                tag = candidate
+                break
+        else:
+            return value
+    elif tag == "!":
+        return value
     if tag in _STRINGS:
-        return event.value
+        return value
     if tag == _MERGE:
         return _Merge
     construct = _SCALARS.get(tag)
     if construct is None:
         raise YamlError(f"unsupported tag {tag!r}{_at(event)}")
-    return construct(_CONSTRUCTOR, ScalarNode(tag, event.value))
+    return construct(_CONSTRUCTOR, ScalarNode(tag, value))
 
 
 class _MergeKey:
@@ -163,7 +184,8 @@ def _build(events: Any, limits: YamlLimits) -> Any:
         container[key] = value
 
     for event in events:
-        if isinstance(event, yaml.ScalarEvent):
+        cls = type(event)
+        if cls is _SCALAR_EVENT:
             b.count(1)
             b.anchor(event.anchor)
             value = _scalar(event)
@@ -171,7 +193,7 @@ def _build(events: Any, limits: YamlLimits) -> Any:
                 b.anchored[event.anchor] = value
                 b.sizes[event.anchor] = 1
             add(value)
-        elif isinstance(event, yaml.AliasEvent):
+        elif cls is _ALIAS_EVENT:
             b.aliases += 1
             if b.aliases > limits.max_aliases:
                 raise YamlLimitError(f"more than {limits.max_aliases} aliases")
@@ -179,8 +201,8 @@ def _build(events: Any, limits: YamlLimits) -> Any:
                 raise YamlError(f"undefined alias {event.anchor!r}{_at(event)}")
             b.count(b.sizes.get(event.anchor, 1))
             add(b.anchored[event.anchor])
-        elif isinstance(event, yaml.MappingStartEvent | yaml.SequenceStartEvent):
-            is_map = isinstance(event, yaml.MappingStartEvent)
+        elif cls is _MAP_START or cls is _SEQ_START:
+            is_map = cls is _MAP_START
             _check_tag(event, f"{_P}map" if is_map else f"{_P}seq")
             b.depth += 1
             if b.depth > limits.max_depth:
@@ -191,7 +213,7 @@ def _build(events: Any, limits: YamlLimits) -> Any:
             if event.anchor is not None:
                 b.anchored[event.anchor] = container
             stack.append([container, event.anchor, b.total - 1, _NOKEY, is_map, []])
-        elif isinstance(event, yaml.MappingEndEvent | yaml.SequenceEndEvent):
+        elif cls is _MAP_END or cls is _SEQ_END:
             b.depth -= 1
             container, anchor, start, _, is_map, merges = stack.pop()
             if is_map and merges:
@@ -201,7 +223,7 @@ def _build(events: Any, limits: YamlLimits) -> Any:
             if anchor is not None:
                 b.sizes[anchor] = b.total - start
             add(container)
-        elif isinstance(event, yaml.DocumentStartEvent):
+        elif cls is _DOC_START:
             documents += 1
             if documents > 1:
                 raise YamlError(f"more than one YAML document{_at(event)}")
