@@ -24,7 +24,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, Final, Literal
 
-from pydantic import AliasChoices, BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator
+
+from jidocode.shared.subjects import type_tokens
 
 __all__ = [
     "MAX_SETTINGS_BYTES",
@@ -71,6 +73,13 @@ class HookSettings(BaseModel):
     signal_type: str = Field(min_length=1, max_length=256)
     bus: str = ":jido_code_bus"
     data: dict[str, Any] = Field(default_factory=dict, validation_alias=AliasChoices("data", "data_template"))
+
+    @field_validator("signal_type")
+    @classmethod
+    def _publishable(cls, value: str) -> str:
+        """The type becomes the subject ``jido.hook.<type>``: dotted or path-style safe tokens."""
+        type_tokens(value)  # ValueError -> a validation error naming the key
+        return value
 
 
 class HooksSettings(BaseModel):

@@ -10,7 +10,7 @@ Layers, lowest first; a later layer overrides an earlier one by asset name::
 from __future__ import annotations
 
 import re
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Final, Literal
 
 from pydantic import BaseModel, ConfigDict
@@ -52,9 +52,18 @@ class Layout(BaseModel):
 
 
 def _check_data_dir(data_dir: str) -> str:
-    if not _DATA_DIR.match(data_dir) or data_dir in (".", ".."):
+    """A relative path inside the root (as the engine accepts it): no ``..``, not absolute."""
+    pure = PurePosixPath(data_dir)
+    if (
+        not data_dir
+        or pure.is_absolute()
+        or ".." in pure.parts
+        or not all(_DATA_DIR.match(part) for part in pure.parts)
+        or pure == PurePosixPath(".")
+    ):
         raise InvalidInput(
-            f"invalid data dir {data_dir!r}: one plain folder name expected", details={"data_dir": data_dir}
+            f"invalid data dir {data_dir!r}: a relative path inside the project root expected",
+            details={"data_dir": data_dir},
         )
     return data_dir
 

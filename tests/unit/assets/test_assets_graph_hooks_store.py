@@ -234,3 +234,11 @@ def test_store_swap_get_list_search(tmp_path: Path) -> None:
         store.list("widget")
     with pytest.raises(InvalidInput):
         store.search("x", limit=0)
+
+
+def test_nested_data_dir(tmp_path: Path) -> None:
+    layout = ensure_layout(tmp_path, "var/jido")
+    assert layout.skills == tmp_path / "var" / "jido" / "skills" and layout.skills.is_dir()
+    for bad in ("", "/abs", "a/../b", ".", "a b"):
+        with pytest.raises(InvalidInput):
+            paths(tmp_path, bad)

@@ -280,3 +280,11 @@ def test_parse_never_raises(raw: bytes) -> None:
     value, _ = parse_settings_bytes(raw, "f")
     if value is not None:
         merge_layers([("f", value)])
+
+
+def test_hook_signal_type_must_be_publishable() -> None:
+    s, diags = merge_layers([("p", {"hooks": {"pre": {"signal_type": "skill pre!"}}})])
+    assert s.hooks.pre is None
+    assert [d.key for d in diags] == ["hooks.pre"] and "signal_type" in diags[0].problem
+    ok, diags = merge_layers([("p", {"hooks": {"pre": {"signal_type": "skill/pdf_processor/pre"}}})])
+    assert ok.hooks.pre is not None and diags == []

@@ -216,3 +216,12 @@ def test_never_crashes_on_bytes(raw: bytes) -> None:
 @settings(max_examples=300, deadline=None)
 def test_never_crashes_on_frontmatter(text: str) -> None:
     _parse(f"---\n{text}\n---\nbody", folder="a")
+
+
+def test_hook_signal_type_checked() -> None:
+    skill, diags = _parse(
+        "---\nname: a\ndescription: d\njido:\n  hooks:\n    pre: {signal_type: 'bad type*'}\n---\n",
+        folder="a",
+    )
+    assert skill is not None and skill.hooks.pre is None
+    assert diags[0].key == "jido.hooks.pre" and "signal_type" in diags[0].problem
