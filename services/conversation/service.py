@@ -49,8 +49,12 @@ async def serve(
     try:
         if llm is None:
             from .llm import make_llm_port
+            from .llm.adapter import load_litellm_async
 
             llm = make_llm_port(config)
+            # litellm's import takes seconds of CPU: finish it before taking any
+            # lease, so heartbeats are never starved by the first model call.
+            await load_litellm_async()
         runtime = Runtime(
             bus, llm=llm, tools=tools or NatsToolPort(bus, timeout=settings.tool_timeout_s), settings=settings
         )
