@@ -29,9 +29,8 @@ from jidocode.shared.events import Reply as BusReply
 from jidocode.shared.events.conversation import GetProjection, StartConversation, UserMessage
 from jidocode.shared.events.tools import RunTool, ToolResult
 from tests.helpers import ping_services
-from tests.llm_fixtures import scripted_llm, scripted_llm_settings  # noqa: F401  (fixtures)
 
-from ._support import P, Outputs, follow, normalized
+from ._support import Outputs, P, follow, normalized
 
 pytestmark = pytest.mark.slow
 
