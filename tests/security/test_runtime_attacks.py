@@ -127,6 +127,25 @@ def _live(marker: str) -> list[int]:
     return pids
 
 
+async def _gone(marker: str) -> bool:
+    """True once no live process carries ``marker`` (allowing the kernel to finish a SIGKILL).
+
+    An orphan would live for the full ``sleep`` (90+ s); the 5 s bound only
+    absorbs the instant between a killed process closing its files and
+    becoming a zombie.
+    """
+
+    async def poll() -> None:
+        while _live(marker):  # noqa: ASYNC110
+            await asyncio.sleep(0.01)  # /proc has no change notification
+
+    try:
+        await asyncio.wait_for(poll(), 5)
+    except TimeoutError:
+        return False
+    return True
+
+
 async def test_timeout_leaves_no_orphan(policy: Policy) -> None:
     marker = f"97.{os.getpid()}1"
     r = await execute(
@@ -136,14 +155,14 @@ async def test_timeout_leaves_no_orphan(policy: Policy) -> None:
         limits=Limits(timeout_s=0.5),
     )
     assert r.error is not None and r.error.type == "timeout"
-    assert _live(f"sleep {marker}") == []
+    assert await _gone(f"sleep {marker}")
 
 
 async def test_background_child_killed_when_shell_exits(policy: Policy) -> None:
     marker = f"98.{os.getpid()}2"
     r = await execute(policy, "bash", {"command": f"sleep {marker} & echo started"})
     assert r.ok and "started" in r.data["output"]
-    assert _live(f"sleep {marker}") == []
+    assert await _gone(f"sleep {marker}")
 
 
 async def test_cancellation_kills_the_group(policy: Policy) -> None:
@@ -153,11 +172,11 @@ async def test_cancellation_kills_the_group(policy: Policy) -> None:
     )
 
     async def started() -> None:
-        while not _live(f"sleep {marker}"):
-            await asyncio.sleep(0.01)  # polling /proc for a process to appear (no event exists for that)
+        while not _live(f"sleep {marker}"):  # noqa: ASYNC110
+            await asyncio.sleep(0.01)  # /proc has no change notification
 
     await asyncio.wait_for(started(), 10)
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
-    assert _live(f"sleep {marker}") == []
+    assert await _gone(f"sleep {marker}")

@@ -90,24 +90,37 @@ async def run_command(
 ) -> dict[str, Any]:
     """Run ``command`` under ``bash -c``; kill its process group on timeout or cancellation."""
     started = time.monotonic()
-    proc = await asyncio.create_subprocess_exec(
-        "/bin/bash",
-        "--noprofile",
-        "--norc",
-        "-c",
-        command,
-        cwd=cwd,
-        env=dict(env) if env is not None else scrubbed_env(),
-        stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.STDOUT,
-        start_new_session=True,
-    )
+    loop = asyncio.get_running_loop()
+    # Our own pipe, not asyncio.subprocess.PIPE: asyncio's wait() would not return before every
+    # holder of the pipe (a backgrounded grandchild) closed it, hiding the shell's exit.
+    rfd, wfd = os.pipe()
+    try:
+        proc = await asyncio.create_subprocess_exec(
+            "/bin/bash",
+            "--noprofile",
+            "--norc",
+            "-c",
+            command,
+            cwd=cwd,
+            env=dict(env) if env is not None else scrubbed_env(),
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=wfd,
+            stderr=asyncio.subprocess.STDOUT,
+            start_new_session=True,
+        )
+    except BaseException:
+        os.close(rfd)
+        raise
+    finally:
+        os.close(wfd)
     pgid = proc.pid  # start_new_session: the shell leads a new group of its own id
+    stream = asyncio.StreamReader(limit=1 << 20)
+    transport, _ = await loop.connect_read_pipe(
+        lambda: asyncio.StreamReaderProtocol(stream), os.fdopen(rfd, "rb", buffering=0)
+    )
     sink: list[bytes] = []
     total = [0]
-    assert proc.stdout is not None
-    reader = asyncio.create_task(_drain(proc.stdout, output_cap, sink, total))
+    reader = asyncio.create_task(_drain(stream, output_cap, sink, total))
     timed_out = False
     try:
         try:
@@ -116,8 +129,7 @@ async def run_command(
             timed_out = True
         # the shell is gone (or timed out): nothing of its group may outlive the call
         _kill_group(pgid)
-        if timed_out:
-            await proc.wait()
+        await proc.wait()
         try:
             await asyncio.wait_for(reader, timeout=5.0)
         except TimeoutError:
@@ -133,6 +145,7 @@ async def run_command(
                 await reader
             with contextlib.suppress(ProcessLookupError):
                 await proc.wait()
+        transport.close()
     output, truncated = cap_text(b"".join(sink), output_cap)
     result: dict[str, Any] = {
         "exit_code": proc.returncode,

@@ -35,6 +35,20 @@ def _procs_with(marker: str) -> list[int]:
     return found
 
 
+async def _gone(marker: str) -> bool:
+    """True once no live process carries ``marker`` (an orphan would live 60 s, far past the bound)."""
+
+    async def poll() -> None:
+        while _procs_with(marker):  # noqa: ASYNC110
+            await asyncio.sleep(0.01)  # /proc has no change notification
+
+    try:
+        await asyncio.wait_for(poll(), 5)
+    except TimeoutError:
+        return False
+    return True
+
+
 async def test_read_file_allowed_and_signalled(
     bus: Bus, runners: RunnerFactory, signals: Signals, tmp_path: Path
 ) -> None:
@@ -165,7 +179,7 @@ async def test_cancel_kills_the_running_call_on_whichever_replica(
     assert reply["cancel_requested"] is True
     result = await asyncio.wait_for(call, 20)
     assert result["error"]["type"] == "cancelled"
-    assert _procs_with(f"sleep {marker}") == []
+    assert await _gone(f"sleep {marker}")
 
 
 async def test_cancel_before_start_means_never_run(bus: Bus, runners: RunnerFactory, tmp_path: Path) -> None:
