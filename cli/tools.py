@@ -1,7 +1,99 @@
-"""`jidocode tools …` commands. Owned by the work on this area; the lead's cli/main.py mounts `app`."""
+"""`jidocode tools list|run|policy <project-dir>`: the project's tools through the real services.
+
+Each command starts (or finds) the project through the engine, then asks the
+project service (catalog, policy) or the tool runner (run). A run from the
+CLI has no conversation, so a call the policy would *ask* about is refused
+with a message saying so; allow it in settings.json to run it here.
+"""
 
 from __future__ import annotations
 
+import json
+import uuid
+from typing import Any
+
 import typer
 
-app = typer.Typer(help="tools commands", no_args_is_help=True)
+from jidocode.shared import subjects
+from jidocode.shared.errors import InvalidInput
+from jidocode.shared.events.tools import GetPolicy, ListTools, RunTool, ToolCallMeta
+
+from .common import cli_bus, print_json, resolve_project, run
+
+app = typer.Typer(help="List and run a project's tools under its policy.", no_args_is_help=True)
+
+DATA_DIR = typer.Option(".jido", "--data-dir", help="the project's data dir, relative to its root")
+
+
+def _parse_args(raw: str) -> dict[str, Any]:
+    try:
+        value = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise InvalidInput(f"--args is not valid JSON: {exc.msg} at position {exc.pos}") from None
+    if not isinstance(value, dict):
+        raise InvalidInput('--args must be a JSON object, e.g. \'{"path": "README.md"}\'')
+    return value
+
+
+@app.command("list")
+def list_(
+    project_dir: str = typer.Argument(..., help="the project's directory"),
+    all_tools: bool = typer.Option(False, "--all", help="include tools the policy hides"),
+    data_dir: str = DATA_DIR,
+) -> None:
+    """Print the tool specs the project exposes (policy-filtered) as JSON."""
+
+    async def main() -> Any:
+        async with cli_bus() as bus:
+            info = await resolve_project(bus, project_dir, data_dir=data_dir)
+            pid = info["project_id"]
+            return await bus.request(
+                subjects.project(pid, "list_tools"), ListTools(include_hidden=all_tools), project_id=pid
+            )
+
+    print_json(run(main))
+
+
+@app.command("policy")
+def policy(
+    project_dir: str = typer.Argument(..., help="the project's directory"), data_dir: str = DATA_DIR
+) -> None:
+    """Print the project's effective policy (rules, default, protected files, limits) as JSON."""
+
+    async def main() -> Any:
+        async with cli_bus() as bus:
+            info = await resolve_project(bus, project_dir, data_dir=data_dir)
+            pid = info["project_id"]
+            return await bus.request(subjects.project(pid, "policy"), GetPolicy(), project_id=pid)
+
+    print_json(run(main))
+
+
+@app.command("run")
+def run_(
+    project_dir: str = typer.Argument(..., help="the project's directory"),
+    tool: str = typer.Argument(..., help="tool name, e.g. read_file"),
+    args: str = typer.Option("{}", "--args", help="the tool's arguments as a JSON object"),
+    request_id: str | None = typer.Option(None, "--request-id", help="idempotency key (default: a new one)"),
+    timeout: float = typer.Option(120.0, "--timeout", help="seconds to wait for the result"),
+    data_dir: str = DATA_DIR,
+) -> None:
+    """Run one tool call and print its result (the seed's ok/data/error format) as JSON.
+
+    Exit code 0 when the result is ok, 1 when the tool failed or was refused.
+    """
+
+    async def main() -> Any:
+        call_args = _parse_args(args)
+        async with cli_bus() as bus:
+            info = await resolve_project(bus, project_dir, data_dir=data_dir)
+            pid = info["project_id"]
+            call = RunTool(
+                name=tool, args=call_args, meta=ToolCallMeta(request_id=request_id or f"cli-{uuid.uuid4()}")
+            )
+            return await bus.request(subjects.tools(pid, "run"), call, timeout=timeout, project_id=pid)
+
+    result = run(main)
+    print_json(result)
+    if not (isinstance(result, dict) and result.get("ok")):
+        raise typer.Exit(1)
