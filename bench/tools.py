@@ -1,0 +1,123 @@
+"""Tool-runner benchmark (issue 4): ``read_file`` through the bus vs in-process.
+
+    python bench/tools.py [--calls 500] [--size 4096]
+
+1. **In-process**: ``executor.execute(policy, "read_file", …)`` — validation,
+   authorization (realpath, rules), the dir-fd ``O_NOFOLLOW`` open, the result.
+2. **Through the bus**: a ``RunTool`` request on ``jido.tools.<p>.run`` to the
+   tool-runner service (with the engine) on its own nats-server — adds the
+   CloudEvent codec, NATS round trip, the project lookup in KV, the
+   idempotency claim and result store in KV, and the tool.* signals.
+
+Prints the median and p95 latency of each, calls per second, and the ratio.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+from jidocode.services.engine.service import serve as serve_engine
+from jidocode.services.project.policy import Policy
+from jidocode.services.tool_runner.executor import execute
+from jidocode.services.tool_runner.service import ToolRunner
+from jidocode.shared import subjects
+from jidocode.shared.bus import Bus
+from jidocode.shared.config import Config
+from jidocode.shared.errors import JidoError
+from jidocode.shared.events.engine import StartProject
+from jidocode.shared.events.tools import RunTool, ToolCallMeta
+from jidocode.shared.natsserver import NatsServer
+
+
+def _stats(name: str, samples: list[float]) -> float:
+    samples = sorted(samples)
+    med = statistics.median(samples)
+    p95 = samples[int(len(samples) * 0.95) - 1]
+    print(f"{name:<14} median {med * 1e3:8.3f} ms   p95 {p95 * 1e3:8.3f} ms   {1 / med:9.0f} calls/s")
+    return med
+
+
+async def bench(calls: int, size: int) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp) / "proj"
+        (root / ".jido").mkdir(parents=True)
+        (root / ".jido" / "settings.json").write_text(json.dumps({"permissions": {"allow": ["Read"]}}))
+        (root / "file.txt").write_text(("x" * 79 + "\n") * (size // 80))
+        home = Path(tmp) / "home"
+        home.mkdir()
+        args = {"path": "file.txt"}
+
+        policy = Policy.build(str(root), allow=["Read"], jido_home=str(home))
+        for _ in range(20):
+            await execute(policy, "read_file", args)
+        local: list[float] = []
+        for _ in range(calls):
+            t = time.perf_counter()
+            result = await execute(policy, "read_file", args)
+            local.append(time.perf_counter() - t)
+            assert result.ok
+
+        server = NatsServer(store_dir=Path(tmp) / "js").start()
+        stop = asyncio.Event()
+        try:
+            config = Config(nats_url=server.url, jido_home=home, instance="bench")
+            engine = asyncio.create_task(serve_engine(config, stop))
+            bus = await Bus.connect(config, "bench")
+            runner_bus = await Bus.connect(config, "tool_runner")
+            runner = ToolRunner(runner_bus, config)
+            await runner.start()
+            info = None
+            for _ in range(200):
+                try:
+                    info = await bus.request(
+                        subjects.engine("start_project"), StartProject(root_path=str(root))
+                    )
+                    break
+                except JidoError:  # the engine may not be up yet
+                    await asyncio.sleep(0.05)
+            assert info is not None
+            pid = info["project_id"]
+
+            async def one(i: int) -> float:
+                call = RunTool(name="read_file", args=args, meta=ToolCallMeta(request_id=f"bench-{i}"))
+                t = time.perf_counter()
+                result = await bus.request(subjects.tools(pid, "run"), call, timeout=10, project_id=pid)
+                elapsed = time.perf_counter() - t
+                assert result["ok"], result
+                return elapsed
+
+            for i in range(20):
+                await one(-1 - i)
+            remote = [await one(i) for i in range(calls)]
+            await runner.stop()
+            await runner_bus.close()
+            await bus.close()
+            stop.set()
+            await engine
+        finally:
+            server.stop()
+
+        print(f"read_file of a {size}-byte file, {calls} sequential calls each")
+        lm = _stats("in-process", local)
+        rm = _stats("bus + runner", remote)
+        print(f"ratio (bus / in-process, medians): {rm / lm:.1f}x")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--calls", type=int, default=500)
+    parser.add_argument("--size", type=int, default=4096)
+    opts = parser.parse_args()
+    asyncio.run(bench(opts.calls, opts.size))
+
+
+if __name__ == "__main__":
+    main()
