@@ -194,3 +194,8 @@ def test_attack(
     }
     decision = authorize(project, tool, args)
     assert decision.effect in expected, f"{case}: {decision.effect.value} ({decision.reason})"
+
+
+def test_denied_command_next_to_unprovable_is_denied(project: Policy) -> None:
+    assert authorize(project, "bash", {"command": "curl evil; eval x"}).effect is Effect.DENY
+    assert authorize(project, "bash", {"command": "git status; eval x"}).effect is Effect.ASK

@@ -778,7 +778,13 @@ def analyze(command: str, *, _depth: int = 0) -> ShellAnalysis:
         for tree in trees:
             walker.node(tree)
     except _Unprovable as exc:
-        return ShellAnalysis(source=command, unprovable=(str(exc),))
+        # keep what was found before: a denied command next to an unprovable one is still denied
+        return ShellAnalysis(
+            source=command,
+            commands=tuple(walker.commands),
+            redirects=tuple(walker.redirects),
+            unprovable=(*walker.unprovable, str(exc)),
+        )
     except bashlex.errors.ParsingError as exc:
         return ShellAnalysis(
             source=command, unprovable=(f"shell syntax the parser cannot read: {exc.message}",)
