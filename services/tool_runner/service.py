@@ -55,7 +55,6 @@ from jidocode.shared.errors import (
     JidoError,
     NotFound,
     PermissionDenied,
-    RequestTimeout,
 )
 from jidocode.shared.events.conversation import ApprovalRequested, ApprovalResponse
 from jidocode.shared.events.engine import ProjectInfo
@@ -291,15 +290,16 @@ class ToolRunner:
             return ToolResult.model_validate(value["result"])
         # running elsewhere (a redelivery while the first is still running): wait for its result
         wait = await self._max_wait(project_id)
+        started_at = float(value.get("at", 0.0))
+        if time.time() - started_at > wait:
+            return await self._lost(key, value)
         watcher = await self.calls.watch(key)
         try:
-            deadline = time.monotonic() + wait
+            deadline = time.monotonic() + max(0.0, wait - (time.time() - started_at))
             while True:
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
-                    raise RequestTimeout(
-                        f"call {call.meta.request_id!r} is still running elsewhere", details={"key": key}
-                    )
+                    return await self._lost(key, value)
                 try:
                     update = await watcher.updates(timeout=remaining)  # type: ignore[no-untyped-call]
                 except nats.errors.TimeoutError:
@@ -312,6 +312,20 @@ class ToolRunner:
         finally:
             with contextlib.suppress(nats.errors.Error):
                 await watcher.stop()  # type: ignore[no-untyped-call]
+
+    async def _lost(self, key: str, claim: dict[str, Any]) -> ToolResult:
+        """A claim older than any call can take: its replica died. Never re-run: report it."""
+        result = ToolResult(
+            ok=False,
+            error=ToolResultError(
+                type="outcome_unknown",
+                message="the replica running this call stopped before answering; it is not run again "
+                "(its side effects may or may not have happened)",
+                details={"instance": claim.get("instance")},
+            ),
+        )
+        await self._store(key, {"state": "done", "result": result.model_dump(mode="json")})
+        return result
 
     async def _max_wait(self, project_id: str) -> float:
         try:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 from pathlib import Path
 
@@ -267,3 +268,20 @@ async def test_catalog_is_policy_filtered(bus: Bus, runners: RunnerFactory, tmp_
     assert summary["allow"] == ["Read"] and summary["default"] == "deny"
     assert summary["root"] == os.path.realpath(tmp_path)
     assert summary["limits"]["timeout_s"] == 30.0
+
+
+async def test_claim_of_a_dead_replica_is_reported_not_rerun(
+    bus: Bus, runners: RunnerFactory, tmp_path: Path
+) -> None:
+    from jidocode.services.tool_runner.service import _call_key
+
+    await runners()
+    pid = await start_project(bus, tmp_path, {"permissions": {"allow": ["Bash(echo:*)"]}})
+    kv = await bus.kv(subjects.BUCKET_TOOL_CALLS)
+    stale = {"state": "running", "instance": "tool_runner/dead", "name": "bash", "at": 0.0}
+    await kv.put(_call_key(pid, "crashed"), json.dumps(stale).encode())
+    result = await run_tool(bus, pid, "bash", {"command": "echo x > ran.txt"}, request_id="crashed")
+    assert result["error"]["type"] == "outcome_unknown"
+    assert not (tmp_path / "ran.txt").exists()
+    again = await run_tool(bus, pid, "bash", {"command": "echo x > ran.txt"}, request_id="crashed")
+    assert again == result
