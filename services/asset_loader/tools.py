@@ -121,7 +121,7 @@ def graph_query(gen: Generation, op: str, args: dict[str, Any]) -> Any:
         ]
     node = _str_arg(args, "node")
     if op == "node":
-        found = graph._need(node)
+        found = graph.node(node)
         return {
             **found.model_dump(mode="json"),
             "links": graph.out_edges.get(found.id, []),

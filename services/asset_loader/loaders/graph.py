@@ -20,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from jidocode.services.asset_loader.fuzzy import rank_by
 from jidocode.services.asset_loader.models import GraphNode
 from jidocode.services.asset_loader.text import decode_text, split_frontmatter
+from jidocode.shared.errors import NotFound
 from jidocode.shared.settings import Diagnostic
 
 __all__ = ["MAX_LINKS_PER_NODE", "WIKI_LINK", "GraphSnapshot", "build_graph", "parse_graph_node"]
@@ -81,8 +82,8 @@ class GraphSnapshot(BaseModel):
     in_edges: dict[str, list[str]] = Field(default_factory=dict)
     dangling: dict[str, list[str]] = Field(default_factory=dict)
 
-    def _need(self, node_id: str) -> GraphNode:
-        from jidocode.shared.errors import NotFound
+    def node(self, node_id: str) -> GraphNode:
+        """The node ``node_id`` names (an id, file name or title); ``NotFound`` otherwise."""
 
         node = self.nodes.get(node_id) or self.nodes.get(self.resolve(node_id) or "")
         if node is None:
@@ -107,14 +108,14 @@ class GraphSnapshot(BaseModel):
 
     def neighbours(self, node_id: str) -> list[str]:
         """Nodes linked from or to ``node_id``, outgoing first."""
-        node = self._need(node_id)
+        node = self.node(node_id)
         return list(dict.fromkeys([*self.out_edges.get(node.id, []), *self.in_edges.get(node.id, [])]))
 
     def links(self, node_id: str) -> list[str]:
-        return list(self.out_edges.get(self._need(node_id).id, []))
+        return list(self.out_edges.get(self.node(node_id).id, []))
 
     def backlinks(self, node_id: str) -> list[str]:
-        return list(self.in_edges.get(self._need(node_id).id, []))
+        return list(self.in_edges.get(self.node(node_id).id, []))
 
     def search(self, query: str, limit: int = 20) -> list[tuple[str, float]]:
         hits = rank_by(
@@ -124,7 +125,7 @@ class GraphSnapshot(BaseModel):
 
     def shortest_path(self, source: str, target: str, *, directed: bool = True) -> list[str] | None:
         """The fewest-hop path ``source`` → ``target`` (following links, or either way)."""
-        start, goal = self._need(source).id, self._need(target).id
+        start, goal = self.node(source).id, self.node(target).id
         previous: dict[str, str | None] = {start: None}
         queue = deque([start])
         while queue:

@@ -242,3 +242,79 @@ def test_nested_data_dir(tmp_path: Path) -> None:
     for bad in ("", "/abs", "a/../b", ".", "a b"):
         with pytest.raises(InvalidInput):
             paths(tmp_path, bad)
+
+
+_KINDS = st.sampled_from(["skill", "command", "workflow", "graph", "memory"])
+
+
+@given(st.lists(st.tuples(_KINDS, st.sampled_from(["a", "b", "x-y"]), st.binary(max_size=200)), max_size=8))
+@settings(max_examples=150, deadline=None)
+def test_compile_generation_never_raises(files: list[tuple[str, str, bytes]]) -> None:
+    from jidocode.services.asset_loader.discover import SourceFile
+    from jidocode.services.asset_loader.generation import clear_parse_cache, compile_generation
+
+    clear_parse_cache()
+    sources = [
+        SourceFile(kind=kind, layer="project", path=f"/p/{kind}/{i}/{stem}", stem=stem, raw=raw)  # type: ignore[arg-type]
+        for i, (kind, stem, raw) in enumerate(files)
+    ]
+    gen = compile_generation(sources)
+    assert all(d.file.startswith("/p/") for d in gen.diagnostics)
+
+
+async def test_watcher_reports_asset_changes(tmp_path: Path) -> None:
+    import asyncio
+
+    from jidocode.services.asset_loader.layout import Layer
+    from jidocode.services.asset_loader.watcher import AssetFilter, watch_layers
+
+    layer_dir = tmp_path / ".jido"
+    ensure_layout(tmp_path)
+    changed: list[set[tuple[object, str]]] = []
+    got = asyncio.Event()
+
+    async def on_change(changes: set[tuple[object, str]]) -> None:
+        changed.append(changes)
+        got.set()
+
+    stop, ready = asyncio.Event(), asyncio.Event()
+    task = asyncio.create_task(
+        watch_layers([Layer(name="project", path=layer_dir)], on_change, stop, debounce_ms=20, ready=ready)
+    )
+    try:
+        await asyncio.wait_for(ready.wait(), 10)
+        _write(layer_dir / "commands" / "hi.md", "Hi")
+        await asyncio.wait_for(got.wait(), 10)
+        assert any(path.endswith("commands/hi.md") for batch in changed for _, path in batch)
+    finally:
+        stop.set()
+        await asyncio.wait_for(task, 10)
+
+    from watchfiles import Change
+
+    flt = AssetFilter([layer_dir])
+    base = str(layer_dir)
+    assert flt(Change.modified, f"{base}/skills/a/SKILL.md")
+    assert flt(Change.modified, f"{base}/settings.json")
+    assert flt(Change.added, f"{base}/JIDO.md")
+    assert not flt(Change.modified, f"{base}/state/conv.json")
+    assert not flt(Change.modified, f"{base}/skills/a/.SKILL.md.swp")
+    assert not flt(Change.modified, f"{tmp_path}/src/main.py")
+
+
+async def test_watcher_without_folders_waits_for_stop(tmp_path: Path) -> None:
+    import asyncio
+
+    from jidocode.services.asset_loader.layout import Layer
+    from jidocode.services.asset_loader.watcher import watch_layers
+
+    async def never(_: set[tuple[object, str]]) -> None:
+        raise AssertionError("no change expected")
+
+    stop, ready = asyncio.Event(), asyncio.Event()
+    task = asyncio.create_task(
+        watch_layers([Layer(name="global", path=tmp_path / "missing")], never, stop, ready=ready)
+    )
+    await asyncio.wait_for(ready.wait(), 5)
+    stop.set()
+    await asyncio.wait_for(task, 5)
