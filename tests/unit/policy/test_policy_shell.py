@@ -167,7 +167,7 @@ def test_analyze_never_raises(command: str) -> None:
 _word = st.from_regex(r"[a-z][a-z0-9]{0,5}", fullmatch=True)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(
     st.lists(st.lists(_word, min_size=1, max_size=3), min_size=1, max_size=5),
     st.sampled_from([";", "&&", "||", "|", "\n"]),
