@@ -259,7 +259,7 @@ _json = st.recursive(
     lambda children: (
         st.lists(children, max_size=3) | st.dictionaries(st.text(max_size=8), children, max_size=3)
     ),
-    max_leaves=12,
+    max_leaves=8,
 )
 _keys = st.sampled_from(
     ["version", "signal_bus", "permissions", "hooks", "llm", "tools", "data_dir", "$schema"]
@@ -267,7 +267,7 @@ _keys = st.sampled_from(
 
 
 @given(st.lists(st.dictionaries(_keys, _json, max_size=6), max_size=3))
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=100, deadline=None)
 def test_merge_never_raises(layers: list[dict[str, Any]]) -> None:
     s, diags = merge_layers([(f"f{i}", layer) for i, layer in enumerate(layers)])
     assert isinstance(s, Settings)
