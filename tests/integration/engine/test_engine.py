@@ -146,3 +146,38 @@ async def test_wrong_request_type_and_garbage_get_error_replies(engine: EnginePr
     flat = b'{"specversion":"1.0","id":"1","source":"x","type":"engine.list_projects","root_path":"/"}'
     reply = await bus.nc.request(subjects.engine("list_projects"), flat, timeout=2)
     assert b"missing_data_envelope" in reply.data
+
+
+async def test_two_engine_replicas_share_requests_and_agree_on_a_root(
+    config: Config, bus: Bus, tmp_path: Path
+) -> None:
+    from jidocode.shared.bus import gather
+
+    first, second = (
+        EngineProcess(config.model_copy(update={"instance": "a"})),
+        EngineProcess(config.model_copy(update={"instance": "b"})),
+    )
+    await first.start(bus)
+    await second.start(bus)
+    try:
+        pings = await gather(bus.nc, subjects.srv("PING", "engine"))
+        assert len(pings) == 2
+        roots = [tmp_path / f"p{i}" for i in range(6)]
+        for root in roots:
+            root.mkdir()
+        # the same roots started many times at once, answered by either replica
+        replies = await asyncio.gather(
+            *(
+                bus.request(subjects.engine("start_project"), StartProject(root_path=str(r)))
+                for r in roots * 3
+            )
+        )
+        by_root: dict[str, set[str]] = {}
+        for reply in replies:
+            by_root.setdefault(reply["root_path"], set()).add(reply["project_id"])
+        assert all(len(ids) == 1 for ids in by_root.values()) and len(by_root) == 6
+        listed = await bus.request(subjects.engine("list_projects"), ListProjects())
+        assert len(listed) == 6
+    finally:
+        await first.halt()
+        await second.halt()
