@@ -13,7 +13,6 @@ Stateless: any replica serves any project (see ``directory.py``).
 from __future__ import annotations
 
 import asyncio
-import importlib
 import logging
 
 from jidocode.shared import subjects
@@ -23,6 +22,7 @@ from jidocode.shared.envelope import Envelope
 from jidocode.shared.events.engine import ProjectInfo
 from jidocode.shared.service import ServiceHost, scoped_project_id
 
+from . import conversations, tooling
 from .directory import ProjectDirectory
 
 __all__ = ["serve"]
@@ -30,7 +30,7 @@ __all__ = ["serve"]
 log = logging.getLogger("jidocode.project")
 
 #: Modules that add endpoints with ``register(host, bus, directory)``.
-_PARTS = ("conversations", "tooling")
+_PARTS = (conversations, tooling)
 
 
 async def serve(config: Config, stop: asyncio.Event) -> None:
@@ -44,8 +44,7 @@ async def serve(config: Config, stop: asyncio.Event) -> None:
 
         host.add_endpoint("info", subject=subjects.project_pattern("info"), handler=info)
         for part in _PARTS:
-            module = importlib.import_module(f"{__package__}.{part}")
-            module.register(host, bus, directory)
+            part.register(host, bus, directory)
         await host.start()
         log.info("project service ready")
         await stop.wait()
