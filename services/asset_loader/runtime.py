@@ -17,6 +17,7 @@ with ``status`` ``ok`` or ``error``.
 from __future__ import annotations
 
 import json
+import os
 import re
 import time
 from collections.abc import Mapping
@@ -176,7 +177,12 @@ class Runtime:
             await self.signals.hook(pre)
         try:
             tool = action.tool_name
-            args = _fill_params(action.args, params) if action.args else dict(params)
+            if action.args:
+                # ``{{skill_dir}}`` names the skill's folder (relative to the root when inside it),
+                # so an action can run the skill's ``scripts/``.
+                args = _fill_params(action.args, {"skill_dir": _skill_dir(skill, self.root), **params})
+            else:
+                args = dict(params)
             if not isinstance(args, dict):
                 raise InvalidInput(f"action {action.name!r} of skill {skill_name!r} needs object args")
             allowed, reason = skill_allows(skill, self.root, tool, args)
@@ -303,6 +309,12 @@ class Runtime:
             return await self.invoke_skill(gen, step.target, step.route or "", params, child)
         sub_inputs = args if isinstance(args, dict) else {}
         return await self.run_workflow(gen, step.target, sub_inputs, child, depth=depth + 1)
+
+
+def _skill_dir(skill: Skill, root: str) -> str:
+    folder = os.path.dirname(skill.path)
+    rel = os.path.relpath(folder, root)
+    return folder if rel == ".." or rel.startswith("../") else rel
 
 
 def _inputs(workflow: Workflow, given: Mapping[str, Any]) -> dict[str, Any]:

@@ -49,7 +49,8 @@ jido:
     - {name: Ruff, tool: bash, args: {command: "ruff check {{path}}"}}
     - {name: Peek, tool: read_file}
     - {name: Rm, tool: bash, args: {command: "rm -rf {{path}}"}}
-  router: {lint/run: Ruff, lint/peek: Peek, lint/rm: Rm}
+    - {name: Script, tool: bash, args: {command: "ruff {{skill_dir}}/scripts"}}
+  router: {lint/run: Ruff, lint/peek: Peek, lint/rm: Rm, lint/script: Script}
 ---
 """
 
@@ -116,6 +117,16 @@ async def test_invoke_skill_fills_args_and_emits_hooks(tmp_path: Path) -> None:
     assert [(h.signal_type, h.data.get("status")) for h in ports.hooks] == [
         ("skill/pre", None),
         ("skill/post", "ok"),
+    ]
+
+
+async def test_skill_dir_param(tmp_path: Path) -> None:
+    gen, ports = _gen(tmp_path), Ports()
+    await Runtime("p1", "/p", ports, ports).invoke_skill(gen, "lint", "lint/script", {}, META)
+    await Runtime("p1", "/elsewhere", ports, ports).invoke_skill(gen, "lint", "lint/script", {}, META)
+    assert [c[1]["command"] for c in ports.calls] == [
+        "ruff skills/lint/scripts",
+        "ruff /p/skills/lint/scripts",
     ]
 
 
@@ -244,7 +255,12 @@ async def test_asset_tools(tmp_path: Path) -> None:
         return await call_asset_tool(gen, rt, RunTool(name=tool, args=args, meta=META))
 
     assert (await call("run_command", name="say", arguments="hi")).data["prompt"] == "Say hi"
-    assert (await call("load_skill", name="lint")).data["routes"] == ["lint/run", "lint/peek", "lint/rm"]
+    assert (await call("load_skill", name="lint")).data["routes"] == [
+        "lint/run",
+        "lint/peek",
+        "lint/rm",
+        "lint/script",
+    ]
     assert (await call("invoke_skill", skill="lint", route="lint/peek", params={"path": "a"})).ok
     assert (await call("run_workflow", name="leaf", inputs={"v": 1})).data["outputs"] == {"v": 1}
     assert (await call("query_skill_graph", op="nodes")).data == []
