@@ -8,6 +8,7 @@ from typing import Any
 import nats
 import nats.errors
 import typer
+from nats.aio.client import Client
 from rich.table import Table
 
 from jidocode.services.registry import SERVICES
@@ -21,7 +22,7 @@ from .common import console, print_json, run
 __all__ = ["discover", "probe", "status"]
 
 
-async def _gather(nc: nats.aio.client.Client, subject: str, wait: float) -> list[dict[str, Any]]:
+async def _gather(nc: Client, subject: str, wait: float) -> list[dict[str, Any]]:
     return [json.loads(m.data) for m in await gather(nc, subject, wait=wait)]
 
 

@@ -50,7 +50,7 @@ class Backoff:
     def next_delay(self, ran_for: float) -> float:
         if ran_for >= self.stable:
             self.attempt = 0
-        delay = min(self.cap, self.base * (2**self.attempt))
+        delay: float = min(self.cap, self.base * 2.0**self.attempt)
         self.attempt += 1
         return delay
 
@@ -199,6 +199,8 @@ def up(
         names = tuple(n.strip().replace("-", "_") for n in only.split(",") if n.strip())
         unknown = sorted(set(names) - set(SERVICES))
         if unknown:
-            raise typer.BadParameter(f"unknown service(s) {', '.join(unknown)}: expected {', '.join(SERVICES)}")
+            raise typer.BadParameter(
+                f"unknown service(s) {', '.join(unknown)}: expected {', '.join(SERVICES)}"
+            )
     with contextlib.suppress(KeyboardInterrupt):
         asyncio.run(_run(nats_url, replicas, grace, store, port, names))
