@@ -34,7 +34,7 @@ import nats.js.errors
 
 from jidocode.services.asset_loader.generation import Generation, load_generation
 from jidocode.services.asset_loader.hooks import HookSignal
-from jidocode.services.asset_loader.layout import ensure_layout, layers
+from jidocode.services.asset_loader.layout import Layer, ensure_layout, layers
 from jidocode.services.asset_loader.runtime import Runtime, error_result
 from jidocode.services.asset_loader.store import AssetStore, get_asset, list_assets, search_assets
 from jidocode.services.asset_loader.tools import call_asset_tool, graph_query, tool_specs
@@ -76,7 +76,10 @@ class ProjectAssets:
     info: ProjectInfo
     store: AssetStore = field(default_factory=AssetStore)
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
-    stop: asyncio.Event = field(default_factory=asyncio.Event)
+    #: Stops the current watcher (a new one gets a new event).
+    watch_stop: asyncio.Event = field(default_factory=asyncio.Event)
+    #: The layer folders the current watcher watches.
+    watched: tuple[str, ...] = ()
     watcher: asyncio.Task[None] | None = None
     runtime: Runtime | None = None
 
@@ -204,20 +207,49 @@ class AssetService:
         pa = ProjectAssets(info=info)
         pa.runtime = Runtime(project_id, info.root_path, _BusPorts(self.bus, pa), _BusPorts(self.bus, pa))
         await self.reload(pa, trigger="load")
-        ready = asyncio.Event()
-        pa.watcher = asyncio.create_task(self._watch(pa, ready), name=f"assets-watch-{project_id}")
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(ready.wait(), WATCH_READY_TIMEOUT_S)
+        await self._start_watcher(pa)
         self.projects[project_id] = pa
         log.info("assets of project %s loaded from %s", project_id, info.root_path)
         return pa
 
-    async def _watch(self, pa: ProjectAssets, ready: asyncio.Event) -> None:
+    def _layers(self, pa: ProjectAssets) -> list[Layer]:
+        return list(
+            layers(Path(pa.info.root_path), data_dir=pa.info.data_dir, jido_home=self.config.jido_home)
+        )
+
+    def _existing(self, pa: ProjectAssets) -> tuple[str, ...]:
+        return tuple(str(layer.path) for layer in self._layers(pa) if layer.path.is_dir())
+
+    async def _start_watcher(self, pa: ProjectAssets) -> None:
+        """Watch the layer folders that exist now; return once the watcher is armed."""
+
         async def on_change(_changes: set[Any]) -> None:
             await self.reload(pa, trigger="watch")
 
-        watched = layers(Path(pa.info.root_path), data_dir=pa.info.data_dir, jido_home=self.config.jido_home)
-        await watch_layers(watched, on_change, pa.stop, debounce_ms=self.debounce_ms, ready=ready)
+        pa.watch_stop = asyncio.Event()
+        pa.watched = self._existing(pa)
+        ready = asyncio.Event()
+        pa.watcher = asyncio.create_task(
+            watch_layers(
+                self._layers(pa), on_change, pa.watch_stop, debounce_ms=self.debounce_ms, ready=ready
+            ),
+            name=f"assets-watch-{pa.info.project_id}",
+        )
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(ready.wait(), WATCH_READY_TIMEOUT_S)
+
+    async def _stop_watcher(self, pa: ProjectAssets) -> None:
+        pa.watch_stop.set()
+        if pa.watcher is not None:
+            with contextlib.suppress(asyncio.CancelledError):
+                await pa.watcher
+            pa.watcher = None
+
+    async def _rewatch_if_layers_changed(self, pa: ProjectAssets) -> None:
+        """A layer folder created (or removed) since the watcher started: watch the new set."""
+        if await asyncio.to_thread(self._existing, pa) != pa.watched:
+            await self._stop_watcher(pa)
+            await self._start_watcher(pa)
 
     async def reload(self, pa: ProjectAssets, *, trigger: str) -> Generation:
         """Build a new generation off the loop, swap it in, publish the signals."""
@@ -264,10 +296,7 @@ class AssetService:
         pa = self.projects.pop(project_id, None)
         if pa is None:
             return
-        pa.stop.set()
-        if pa.watcher is not None:
-            with contextlib.suppress(asyncio.CancelledError):
-                await pa.watcher
+        await self._stop_watcher(pa)
 
     async def close(self) -> None:
         for pid in list(self.projects):
@@ -325,7 +354,10 @@ class AssetService:
         pid = scoped_project_id(env)
         fresh = pid not in self.projects
         pa = await self.project(pid)
-        gen = pa.store.current if fresh else await self.reload(pa, trigger="request")
+        if fresh:
+            return _report(pa.store.current)
+        gen = await self.reload(pa, trigger="request")
+        await self._rewatch_if_layers_changed(pa)
         return _report(gen)
 
     async def diagnostics(self, env: Envelope) -> dict[str, Any]:

@@ -254,9 +254,14 @@ async def test_assets_end_to_end(running: Config, bus: Bus, project_dir: Path) -
     )
     assert reloaded.data["counts"]["skill"] == 2
 
-    # reload on demand
+    # reload on demand; a layer folder created since the load (.jido_code/) is watched from then on
+    _write(
+        project_dir / ".jido_code" / "skills" / "late" / "SKILL.md", "---\nname: late\ndescription: l\n---\n"
+    )
     report = await bus.request(a("reload"), ReloadAssets())
-    assert report["counts"]["skill"] == 2 and report["generation"] >= 3
+    assert report["counts"]["skill"] == 3 and report["generation"] >= 3
+    _write(project_dir / ".jido_code" / "commands" / "later.md", "Later $ARGUMENTS")
+    await signals.wait(lambda e: e.type == "project.assets_reloaded" and e.data["counts"]["command"] == 2)
 
     await bus.request(subjects.engine("stop_project"), StopProject(project_id=pid))
 
