@@ -169,3 +169,11 @@ def test_cycles() -> None:
 def test_workflow_never_crashes(raw: bytes) -> None:
     parse_workflow(raw, path="/l/workflows/w.yaml", stem="w", layer="project")
     parse_workflow(raw, path="/l/workflows/w.md", stem="w", layer="project")
+
+
+@given(st.binary(max_size=300))
+@settings(max_examples=200, deadline=None)
+def test_command_never_crashes_on_bytes(raw: bytes) -> None:
+    cmd, _ = parse_command(raw, path="/l/commands/c.md", stem="c", layer="project")
+    if cmd is not None:
+        render_command(cmd, "a b")
