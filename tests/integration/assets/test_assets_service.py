@@ -145,7 +145,9 @@ async def test_assets_end_to_end(running: Config, bus: Bus, project_dir: Path) -
     for name in ("skills", "commands", "workflows", "skill_graph", "state"):
         assert (project_dir / ".jido" / name).is_dir()
 
-    a = lambda verb: subjects.assets(pid, verb)  # noqa: E731
+    def a(verb: str) -> str:
+        return subjects.assets(pid, verb)
+
     listing = await bus.request(a("list"), ListAssets(kind="skill"))
     assert [s["name"] for s in listing] == ["notes-reader"]
     skill = await bus.request(a("get"), GetAsset(kind="skill", name="notes-reader"))
