@@ -146,7 +146,7 @@ async def test_assets_end_to_end(running: Config, bus: Bus, project_dir: Path) -
         assert (project_dir / ".jido" / name).is_dir()
 
     def a(verb: str) -> str:
-        return subjects.assets(pid, verb)
+        return str(subjects.assets(pid, verb))
 
     listing = await bus.request(a("list"), ListAssets(kind="skill"))
     assert [s["name"] for s in listing] == ["notes-reader"]
