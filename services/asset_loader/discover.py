@@ -11,6 +11,7 @@ Rules, each violation a :class:`Diagnostic` naming the file:
 from __future__ import annotations
 
 import os
+import stat
 from pathlib import Path
 from typing import Final, Literal
 
@@ -46,26 +47,47 @@ class SourceFile(BaseModel):
     diagnostics: list[Diagnostic] = Field(default_factory=list)
 
 
-def _inside(path: Path, base_real: Path) -> bool:
-    """Whether ``path`` (symlinks resolved) is ``base_real`` or below it."""
+def _inside(path: Path, base: Path, base_real: Path) -> bool:
+    """Whether ``path`` (symlinks resolved) is ``base_real`` or below it.
+
+    Fast path: when no component between the layer folder and the file is a
+    symlink, the file is inside (the layer folder itself may be a symlink).
+    """
+    current = str(base)
+    try:
+        rel_parts = path.relative_to(base).parts
+    except ValueError:
+        rel_parts = ()
+    if rel_parts and not any(os.path.islink(current := os.path.join(current, part)) for part in rel_parts):
+        return True
     real = os.path.realpath(path)
-    base = str(base_real)
-    return real == base or real.startswith(base.rstrip(os.sep) + os.sep)
+    root = str(base_real)
+    return real == root or real.startswith(root.rstrip(os.sep) + os.sep)
 
 
 def _read(
     kind: SourceKind, layer: Layer, path: Path, stem: str, base_real: Path, **extra: object
 ) -> SourceFile:
     file = str(path)
-    if not _inside(path, base_real):
+    if not _inside(path, layer.path, base_real):
         diag = Diagnostic(file=file, problem="resolves outside its layer (symlink?), not read")
         return SourceFile(kind=kind, layer=layer.name, path=file, stem=stem, diagnostics=[diag])
     try:
-        size = path.stat().st_size
-        if size > MAX_ASSET_BYTES:
+        # O_NONBLOCK: a FIFO named like an asset must not hang the reload.
+        fd = os.open(file, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+        with open(fd, "rb", closefd=True) as handle:
+            info = os.fstat(handle.fileno())
+            if not stat.S_ISREG(info.st_mode):
+                diag = Diagnostic(file=file, problem="not a regular file, not read")
+                return SourceFile(kind=kind, layer=layer.name, path=file, stem=stem, diagnostics=[diag])
+            size = info.st_size  # the size cap is checked before reading
+            if size > MAX_ASSET_BYTES:
+                diag = Diagnostic(file=file, problem=f"file is larger than {MAX_ASSET_BYTES} bytes, not read")
+                return SourceFile(kind=kind, layer=layer.name, path=file, stem=stem, diagnostics=[diag])
+            raw = handle.read(MAX_ASSET_BYTES + 1)
+        if len(raw) > MAX_ASSET_BYTES:  # grew between fstat and read
             diag = Diagnostic(file=file, problem=f"file is larger than {MAX_ASSET_BYTES} bytes, not read")
             return SourceFile(kind=kind, layer=layer.name, path=file, stem=stem, diagnostics=[diag])
-        raw = path.read_bytes()
     except OSError as exc:
         diag = Diagnostic(file=file, problem=f"cannot read: {exc.strerror or exc}")
         return SourceFile(kind=kind, layer=layer.name, path=file, stem=stem, diagnostics=[diag])

@@ -318,3 +318,14 @@ async def test_watcher_without_folders_waits_for_stop(tmp_path: Path) -> None:
     await asyncio.wait_for(ready.wait(), 5)
     stop.set()
     await asyncio.wait_for(task, 5)
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs FIFOs")
+def test_fifo_is_not_read(tmp_path: Path) -> None:
+    root = tmp_path / "proj"
+    (root / ".jido" / "skill_graph").mkdir(parents=True)
+    os.mkfifo(root / ".jido" / "skill_graph" / "pipe.md")
+    _write(root / ".jido" / "skill_graph" / "ok.md", "fine")
+    gen = load_generation(root, jido_home=tmp_path / "home")
+    assert list(gen.graph.nodes) == ["ok"]
+    assert "not a regular file" in gen.diagnostics[0].problem
