@@ -1,10 +1,304 @@
-"""`jidocode chat` — owned by the LLM/client work (issue 6). cli/main.py mounts ``chat`` as a command."""
+"""`jidocode chat <project-dir> [message]`: talk to the assistant in a project.
+
+One-shot (a message argument, or text on a non-terminal stdin) or interactive.
+The answer streams as it comes; each tool call shows as one line with its
+outcome; ``ask`` rules prompt for approval (``--approve yes|no`` answers
+without asking). Ctrl-C cancels the running turn and its tools; at the
+prompt, ``/resume`` resumes a cancelled conversation, ``/usage`` shows the
+tokens used against the context window, ``/reset`` starts a fresh
+conversation, ``/quit`` (or Ctrl-D) leaves. ``--json`` prints every event of
+the conversation as one JSON line (for scripts) and the final answer as a
+``chat.answer`` line.
+"""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import json
+import signal
+import sys
+import threading
+from typing import Any
+
 import typer
+from rich.console import Console
+from rich.markup import escape
+
+from jidocode.client import ApprovalRequest, JidoClient, TurnFailed
+from jidocode.shared.config import Config
+from jidocode.shared.envelope import Envelope
+from jidocode.shared.errors import JidoError
+
+from .common import run
+
+__all__ = ["chat"]
+
+out = Console(highlight=False)
+err = Console(stderr=True, highlight=False)
+
+_ARG_PREVIEW = 60
 
 
-def chat(project_dir: str = typer.Argument(..., help="the project directory")) -> None:
-    """Chat with the assistant in a project (not available yet)."""
-    raise typer.Exit(code=2)
+def _preview(args: dict[str, Any]) -> str:
+    parts = []
+    for key, value in args.items():
+        text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+        text = " ".join(str(text).split())
+        if len(text) > _ARG_PREVIEW:
+            text = text[: _ARG_PREVIEW - 1] + "…"
+        parts.append(f"{key}={text}")
+    return ", ".join(parts)
+
+
+def _outcome(data: dict[str, Any]) -> str:
+    value = data.get("data")
+    if isinstance(value, dict):
+        for key in ("exit_code", "lines", "count", "bytes_written", "replacements"):
+            if key in value:
+                return f"{key.replace('_', ' ')} {value[key]}"
+        return f"{len(value)} fields"
+    if isinstance(value, list):
+        return f"{len(value)} items"
+    if isinstance(value, str):
+        return f"{len(value.splitlines())} lines"
+    return "ok"
+
+
+def envelope_json(env: Envelope) -> str:
+    return json.dumps(
+        {
+            "id": env.id,
+            "type": env.type,
+            "time": env.time,
+            "source": env.source,
+            "project_id": env.project_id,
+            "conversation_id": env.conversation_id,
+            "correlation_id": env.correlation_id,
+            "data": env.data,
+        },
+        ensure_ascii=False,
+        default=str,
+    )
+
+
+class _Screen:
+    """What the user sees: streamed text, one line per tool call, approval prompts."""
+
+    def __init__(self, *, as_json: bool, approve: str, interactive: bool) -> None:
+        self.as_json = as_json
+        self.approve = approve
+        self.interactive = interactive
+        self.mid_line = False
+        self.streamed = False
+
+    def _newline(self) -> None:
+        if self.mid_line:
+            sys.stdout.write("\n")
+            sys.stdout.flush()
+            self.mid_line = False
+
+    async def delta(self, text: str) -> None:
+        if self.as_json or not text:
+            return
+        self.streamed = True
+        sys.stdout.write(text)
+        sys.stdout.flush()
+        self.mid_line = not text.endswith("\n")
+
+    async def event(self, env: Envelope) -> None:
+        if self.as_json:
+            sys.stdout.write(envelope_json(env) + "\n")
+            sys.stdout.flush()
+            return
+        data = env.data if isinstance(env.data, dict) else {}
+        if env.type == "conversation.tool.requested":
+            self._newline()
+            out.print(
+                f"[cyan]⏺ {escape(str(data.get('name')))}[/]({escape(_preview(data.get('args') or {}))})"
+            )
+        elif env.type == "conversation.tool.completed":
+            out.print(f"  [green]✓[/] {escape(str(data.get('name')))}: {escape(_outcome(data))}")
+        elif env.type == "conversation.tool.failed":
+            out.print(
+                f"  [red]✗[/] {escape(str(data.get('name')))}: {escape(str(data.get('error_type')))}: "
+                f"{escape(str(data.get('message'))[:200])}"
+            )
+        elif env.type == "conversation.error":
+            self._newline()
+            err.print(f"[yellow]! {escape(str(data.get('message')))}[/]")
+
+    async def ask(self, request: ApprovalRequest) -> str:
+        if self.approve == "yes":
+            return "approve_once"
+        if self.approve == "no" or not self.interactive:
+            if not self.as_json:
+                err.print(f"[yellow]denied {escape(request.tool)} (no one to ask; --approve yes allows)[/]")
+            return "deny"
+        self._newline()
+        err.print(
+            f"[bold yellow]? {escape(request.tool)}[/]({escape(_preview(request.args))}) needs approval"
+            + (f": {escape(request.reason)}" if request.reason else "")
+        )
+        answer = await _read_line("  [y]es once / [a]lways this session / [N]o: ")
+        choice = (answer or "").strip().lower()
+        if choice in ("y", "yes"):
+            return "approve_once"
+        if choice in ("a", "always"):
+            return "approve_session"
+        return "deny"
+
+    def end_turn(self, answer: str | None) -> None:
+        if self.as_json:
+            if answer is not None:
+                sys.stdout.write(
+                    json.dumps({"type": "chat.answer", "text": answer}, ensure_ascii=False) + "\n"
+                )
+                sys.stdout.flush()
+            return
+        if answer is not None and not self.streamed:
+            sys.stdout.write(answer)
+            self.mid_line = not answer.endswith("\n")
+        self._newline()
+        self.streamed = False
+
+
+async def _read_line(prompt: str) -> str | None:
+    """One line from stdin without blocking the loop (a daemon thread: Ctrl-D or exit never hang)."""
+    loop = asyncio.get_running_loop()
+    fut: asyncio.Future[str | None] = loop.create_future()
+
+    def _reader() -> None:
+        try:
+            line: str | None = input(prompt)
+        except (EOFError, KeyboardInterrupt):
+            line = None
+
+        def _set() -> None:
+            if not fut.done():
+                fut.set_result(line)
+
+        loop.call_soon_threadsafe(_set)
+
+    threading.Thread(target=_reader, daemon=True).start()
+    return await fut
+
+
+async def _turn(client: JidoClient, screen: _Screen, text: str, timeout: float | None) -> bool:
+    """Run one turn; Ctrl-C cancels it. True when it answered."""
+    loop = asyncio.get_running_loop()
+    task = asyncio.create_task(client.send_message(text, on_delta=screen.delta, timeout=timeout))
+    cancels: list[asyncio.Task[None]] = []
+
+    def _on_sigint() -> None:
+        if not cancels:
+            cancels.append(asyncio.create_task(client.cancel("the user pressed Ctrl-C")))
+
+    with contextlib.suppress(NotImplementedError, RuntimeError):
+        loop.add_signal_handler(signal.SIGINT, _on_sigint)
+    try:
+        answer = await task
+    except TurnFailed as exc:
+        screen.end_turn(None)
+        if exc.type == "cancelled":
+            err.print(
+                "[yellow]cancelled[/] (type /resume to go on)"
+                if screen.interactive
+                else "[yellow]cancelled[/]"
+            )
+        else:
+            err.print(f"[bold red]error[/] ({exc.type}): {escape(exc.message)}")
+        return False
+    finally:
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            loop.remove_signal_handler(signal.SIGINT)
+    screen.end_turn(answer)
+    return True
+
+
+async def _usage(client: JidoClient) -> None:
+    usage = await client.get_context_usage()
+    out.print(
+        f"context: {usage.tokens_used} of {usage.context_window or '?'} tokens ({usage.percent_used:.1f}%)"
+        f" · {usage.calls} calls · {usage.prompt_tokens} prompt + {usage.completion_tokens} completion"
+        f" ({usage.cached_tokens} cached) · ${usage.cost_usd:.4f}"
+        + (f" · {usage.model}" if usage.model else "")
+    )
+
+
+async def _interactive(client: JidoClient, screen: _Screen, timeout: float | None) -> int:
+    out.print(
+        f"[dim]project {escape(client.root_path)} · conversation {client.conversation_id} · "
+        "/usage /reset /resume /quit · Ctrl-C cancels a turn[/]"
+    )
+    while True:
+        line = await _read_line("> ")
+        if line is None:
+            return 0
+        text = line.strip()
+        if not text:
+            continue
+        if text in ("/quit", "/exit"):
+            return 0
+        try:
+            if text == "/usage":
+                await _usage(client)
+            elif text == "/reset":
+                cid = await client.reset_session()
+                out.print(f"[dim]new conversation {cid}[/]")
+            elif text == "/resume":
+                await client.resume()
+                out.print("[dim]resumed[/]")
+            elif text == "/history":
+                for message in await client.get_history():
+                    out.print(
+                        f"[bold]{escape(str(message.get('role')))}[/]: {escape(str(message.get('content'))[:300])}"
+                    )
+            elif text.startswith("/") and " " not in text and text not in ("/",):
+                err.print(f"unknown command {escape(text)}: /usage /reset /resume /history /quit")
+            else:
+                await _turn(client, screen, text, timeout)
+        except JidoError as exc:
+            err.print(f"[bold red]error[/] ({exc.type}): {escape(exc.message)}")
+
+
+def chat(
+    project_dir: str = typer.Argument(..., help="the project directory"),
+    message: str | None = typer.Argument(None, help="send this one message and exit (else: interactive)"),
+    model: str | None = typer.Option(
+        None, "--model", "-m", help="litellm model string for this conversation"
+    ),
+    conversation: str | None = typer.Option(None, "--conversation", "-c", help="reopen this conversation id"),
+    as_json: bool = typer.Option(False, "--json", help="print the event stream as JSON lines"),
+    approve: str = typer.Option("ask", help="approvals for `ask` rules: ask | yes | no"),
+    timeout: float | None = typer.Option(None, help="seconds to wait for an answer (default: no limit)"),
+) -> None:
+    """Chat with the assistant in a project (one message, or interactive)."""
+    if approve not in ("ask", "yes", "no"):
+        raise typer.BadParameter("--approve must be ask, yes or no")
+    text = message
+    if text is None and not sys.stdin.isatty():
+        text = sys.stdin.read().strip() or None
+        if text is None:
+            raise typer.BadParameter("no message: give one as an argument or on stdin")
+    interactive = text is None
+    screen = _Screen(as_json=as_json, approve=approve, interactive=sys.stdin.isatty())
+
+    async def main() -> int:
+        client = await JidoClient.connect(
+            project_dir=project_dir, model=model, config=Config.from_env(), wait=False
+        )
+        try:
+            client.on_event(screen.event)
+            await client.configure_tools(approve=screen.ask)
+            await client.start_conversation(conversation)
+            if interactive:
+                return await _interactive(client, screen, timeout)
+            assert text is not None
+            return 0 if await _turn(client, screen, text, timeout) else 1
+        finally:
+            await client.close()
+
+    code = run(main)
+    if code:
+        raise typer.Exit(code)

@@ -165,17 +165,20 @@ class JidoClient:
         conversation_id: str | None = None,
         bus: Bus | None = None,
         config: Config | None = None,
+        wait: bool = True,
     ) -> JidoClient:
         """Connect to NATS, open the project at ``project_dir`` (same root, same id).
 
         ``model`` (and any ``settings``, e.g. ``{"max_turns": 5}``) override the
         project's ``llm`` settings for this client's conversations.
         ``conversation_id`` reopens an existing conversation (resume after a restart).
+        ``wait=False`` fails at once (``ServiceUnavailable``, saying how to start
+        JidoCode) when no NATS server answers, instead of retrying.
         """
         owns = bus is None
         if bus is None:
             cfg = config or Config.from_env(**({"nats_url": nats_url} if nats_url else {}))
-            bus = await Bus.connect(cfg, name="client")
+            bus = await Bus.connect(cfg, name="client", wait=wait)
         try:
             root = str(Path(project_dir).expanduser().resolve())
             info = await bus.request(

@@ -9,6 +9,8 @@ from __future__ import annotations
 import asyncio
 import importlib.util
 import json
+import os
+import sys
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -250,3 +252,57 @@ async def test_reset_session_starts_empty(system: System) -> None:
     assert await client.send_message("second", timeout=60) == "two"
     last = system.llm.requests[-1]["messages"]
     assert [m["content"] for m in last if m["role"] == "user"] == ["second"]
+
+
+async def _jidocode(system: System, *args: str, stdin: bytes = b"") -> tuple[int, str, str]:
+    env = {**os.environ, "NATS_URL": system.config.nats_url, "COLUMNS": "200"}
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "jidocode.cli.main",
+        *args,
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        env=env,
+    )
+    out, err = await asyncio.wait_for(proc.communicate(stdin), 90)
+    return proc.returncode or 0, out.decode(), err.decode()
+
+
+async def test_cli_one_shot_streams_answer_and_tool_lines(system: System) -> None:
+    system.llm.script(
+        Reply.tools(call("read_file", path="README.md")),
+        Reply.answer("The readme says hello.", chunk_chars=4),
+    )
+    code, out, err = await _jidocode(system, "chat", str(system.project), "What does the readme say?")
+    assert code == 0, err
+    assert "read_file" in out and "path=README.md" in out
+    assert "✓" in out
+    assert out.rstrip().endswith("The readme says hello.")
+
+
+async def test_cli_json_prints_the_event_stream(system: System) -> None:
+    system.llm.script(Reply.answer("json answer"))
+    code, out, err = await _jidocode(system, "chat", str(system.project), "--json", stdin=b"hi there")
+    assert code == 0, err
+    lines = [json.loads(line) for line in out.splitlines() if line.strip()]
+    types = [line["type"] for line in lines]
+    assert "conversation.user.message" in types
+    assert "conversation.assistant.delta" in types
+    assert lines[-1] == {"type": "chat.answer", "text": "json answer"}
+
+
+async def test_cli_denies_asks_without_a_terminal_and_reports_errors(system: System) -> None:
+    system.llm.script(
+        Reply.tools(call("write_file", path="ask/x.txt", content="after\n")),
+        Reply.answer("ok"),
+    )
+    code, _, err = await _jidocode(system, "chat", str(system.project), "write it")
+    assert code == 0, err
+    assert "denied write_file" in err
+    assert (system.project / "ask" / "x.txt").read_text() == "before\n"
+    system.llm.script(Reply.error(401))
+    code, _, err = await _jidocode(system, "chat", str(system.project), "again")
+    assert code == 1
+    assert "llm_auth" in err
