@@ -203,6 +203,8 @@ class ToolRunner:
         self._policies = PolicyCache(config.jido_home)
         self._running: dict[tuple[str, str], asyncio.Task[ToolResult]] = {}
         self._cancelled: set[tuple[str, str]] = set()
+        #: Calls this replica is handling (from lookup to result), so a cancel is never missed.
+        self._active: set[tuple[str, str]] = set()
         self._quotas = _Quotas()
         self._session_approvals: dict[tuple[str, str], set[str]] = {}
         self._pending: dict[tuple[str, str, str], asyncio.Future[str]] = {}
@@ -350,6 +352,8 @@ class ToolRunner:
             "causation_id": env.id,
         }
         started = time.monotonic()
+        call_key = (project_id, call.meta.request_id)
+        self._active.add(call_key)
         try:
             project = await self.project(project_id)
             limits = Limits(timeout_s=project.tools.timeout_s, output_cap=project.tools.output_cap_bytes)
@@ -377,8 +381,6 @@ class ToolRunner:
                             "conversation",
                         )
                     )
-                if (project_id, call.meta.request_id) in self._cancelled:
-                    raise JidoError("the call was cancelled", error_type="cancelled")
                 await self.bus.publish(
                     subjects.signal("tool.started"),
                     ToolStarted(
@@ -393,20 +395,28 @@ class ToolRunner:
                     coro = run_authorized(project.policy, call.name, args, decision, limits)
                 else:
                     coro = self._forward(project_id, call, limits, ext)
+                if call_key in self._cancelled:  # no await between this check and the registration
+                    coro.close()
+                    raise JidoError("the call was cancelled", error_type="cancelled")
                 task = asyncio.create_task(coro)
-                self._running[(project_id, call.meta.request_id)] = task
+                self._running[call_key] = task
                 try:
                     result = await task
                 except asyncio.CancelledError:
-                    if (project_id, call.meta.request_id) not in self._cancelled:
+                    if call_key not in self._cancelled:
+                        # this handler itself is cancelled (shutdown): take the tool down with it
+                        task.cancel()
+                        with contextlib.suppress(asyncio.CancelledError, JidoError, OSError, TimeoutError):
+                            await task
                         raise
                     raise JidoError("the call was cancelled", error_type="cancelled") from None
                 finally:
-                    self._running.pop((project_id, call.meta.request_id), None)
+                    self._running.pop(call_key, None)
         except (JidoError, OSError, TimeoutError) as exc:
             result = error_result(exc)
         finally:
-            self._cancelled.discard((project_id, call.meta.request_id))
+            self._cancelled.discard(call_key)
+            self._active.discard(call_key)
         duration = round((time.monotonic() - started) * 1000, 1)
         if result.ok:
             truncated = isinstance(result.data, dict) and bool(result.data.get("truncated"))
@@ -584,14 +594,15 @@ class ToolRunner:
         except ValueError:
             return
         key = (sig.project_id, sig.request_id)
+        if key not in self._active:
+            return  # another replica's call (or not started: the KV record stops it)
+        self._cancelled.add(key)
         task = self._running.get(key)
         if task is not None:
-            self._cancelled.add(key)
             task.cancel()
-        # a call waiting for approval is answered "deny"
+        # a call waiting for approval stops waiting
         for (p, _c, r), fut in list(self._pending.items()):
             if (p, r) == key and not fut.done():
-                self._cancelled.add(key)
                 fut.set_result("cancelled")
 
 

@@ -285,3 +285,25 @@ async def test_claim_of_a_dead_replica_is_reported_not_rerun(
     assert not (tmp_path / "ran.txt").exists()
     again = await run_tool(bus, pid, "bash", {"command": "echo x > ran.txt"}, request_id="crashed")
     assert again == result
+
+
+async def test_cancel_while_waiting_for_approval(bus: Bus, runners: RunnerFactory, tmp_path: Path) -> None:
+    await runners()
+    pid = await start_project(
+        bus, tmp_path, {"permissions": {"ask": ["Bash(echo:*)"]}, "tools": {"approval_timeout_s": 60}}
+    )
+    asked: asyncio.Queue[Envelope] = asyncio.Queue()
+
+    async def on_out(env: Envelope) -> None:
+        await asked.put(env)
+
+    await bus.subscribe(subjects.conversation_out_filter(pid, "cc"), on_out)
+    await bus.nc.flush()
+    call = asyncio.create_task(
+        run_tool(bus, pid, "bash", {"command": "echo x > ran.txt"}, request_id="ca", conversation_id="cc")
+    )
+    await asyncio.wait_for(asked.get(), 10)
+    await bus.request(subjects.tools(pid, "cancel"), CancelTool(request_id="ca"), project_id=pid)
+    result = await asyncio.wait_for(call, 20)
+    assert result["error"]["type"] == "cancelled"
+    assert not (tmp_path / "ran.txt").exists()
