@@ -78,7 +78,7 @@ def test_each_service_runs_as_its_own_nats_user(
     assert env["NATS_PASSWORD"].startswith("${" + perms.password_env_var(service) + ":?")
     assert env["JIDO_JS_REPLICAS"] == "3"
     assert set(env["NATS_URL"].split(",")) == {f"nats://nats-{i}:4222" for i in (1, 2, 3)}
-    assert "projects:/projects" in svc["volumes"]
+    assert "${JIDO_PROJECTS:-projects}:/projects" in svc["volumes"]
     assert any(v.endswith(":/home/jido/.jido_code/settings.json:ro") for v in svc["volumes"])
     assert svc["stop_signal"] == "SIGTERM"
     assert {f"nats-{i}" for i in (1, 2, 3)} <= set(svc["depends_on"])
