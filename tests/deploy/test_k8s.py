@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -184,3 +185,20 @@ def test_generated_secret_validates_and_has_the_example_keys() -> None:
     validate(doc, K8S_VERSION, strict=True)
     [example] = _docs(BASE / "secret.example.yaml")
     assert set(doc["stringData"]) <= set(example["stringData"])
+
+
+@pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl not installed (kustomize rendering)")
+def test_kustomize_build_renders_valid_namespaced_manifests() -> None:
+    rendered = subprocess.run(
+        ["kubectl", "kustomize", str(BASE)], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert rendered.returncode == 0, rendered.stderr
+    docs = [d for d in yaml.safe_load_all(rendered.stdout) if d]
+    kinds = sorted(d["kind"] for d in docs)
+    assert kinds.count("Deployment") == 5
+    assert "Secret" not in kinds  # created by `jidocode deploy k8s-secrets`, never by apply -k
+    for doc in docs:
+        validate(doc, K8S_VERSION, strict=True)
+        if doc["kind"] != "Namespace":
+            assert doc["metadata"]["namespace"] == "jidocode"
+        assert doc["metadata"]["labels"]["app.kubernetes.io/instance"] == "jidocode"
