@@ -35,6 +35,7 @@ litellm is imported lazily (it takes seconds) and with
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
 import threading
 import time
@@ -109,6 +110,11 @@ def context_window(model: str, override: int | None = None) -> int:
     """The model's input window from litellm's local model map, else :data:`DEFAULT_CONTEXT_WINDOW`."""
     if override:
         return override
+    return _model_window(model)
+
+
+@functools.lru_cache(maxsize=256)
+def _model_window(model: str) -> int:
     lib = load_litellm()
     try:
         info = lib.get_model_info(model)
@@ -118,7 +124,13 @@ def context_window(model: str, override: int | None = None) -> int:
     return int(window) if isinstance(window, int) and window > 0 else DEFAULT_CONTEXT_WINDOW
 
 
+#: Models litellm has no price for (asking again costs milliseconds per call).
+_UNPRICED: set[str] = set()
+
+
 def _cost(model: str, usage: LlmUsage) -> float | None:
+    if model in _UNPRICED:
+        return None
     lib = load_litellm()
     try:
         prompt_cost, completion_cost = lib.cost_per_token(
@@ -128,6 +140,8 @@ def _cost(model: str, usage: LlmUsage) -> float | None:
             cache_read_input_tokens=usage.cached_tokens,
         )
     except Exception:  # unknown price: litellm raises; the ledger counts the call as unpriced
+        if len(_UNPRICED) < 1024:
+            _UNPRICED.add(model)
         return None
     return float(prompt_cost) + float(completion_cost)
 

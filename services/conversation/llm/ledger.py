@@ -50,6 +50,7 @@ __all__ = [
 BUCKET_LEDGER: Final = getattr(subjects, "BUCKET_LEDGER", "jido_llm_ledger")
 
 _CAS_ATTEMPTS: Final = 10
+_MAX_CACHED: Final = 10_000
 
 
 def accumulate(totals: UsageTotals, event: LlmUsage) -> UsageTotals:
@@ -142,6 +143,9 @@ class KvLedger:
     def __init__(self, bus: Bus) -> None:
         self._bus = bus
         self._kv: KeyValue | None = None
+        #: Last known (totals, revision) per key: a conversation has one writer, so the
+        #: compare-and-set usually succeeds without reading first.
+        self._last: dict[str, tuple[UsageTotals, int]] = {}
 
     async def _bucket(self) -> KeyValue:
         if self._kv is None:
@@ -155,24 +159,40 @@ class KvLedger:
     async def record(self, event: LlmUsage) -> UsageTotals:
         kv = await self._bucket()
         key = self._key(event.project_id, event.conversation_id)
+        cached = self._last.get(key)
+        if cached is not None:
+            totals = accumulate(cached[0], event)
+            try:
+                revision = await kv.update(key, totals.model_dump_json().encode(), last=cached[1])
+                self._remember(key, totals, revision)
+                return totals
+            except nats.js.errors.KeyWrongLastSequenceError:
+                self._last.pop(key, None)
         for _ in range(_CAS_ATTEMPTS):
             try:
                 entry = await kv.get(key)
             except nats.js.errors.KeyNotFoundError:
                 totals = accumulate(UsageTotals(), event)
                 try:
-                    await kv.create(key, totals.model_dump_json().encode())
+                    revision = await kv.create(key, totals.model_dump_json().encode())
+                    self._remember(key, totals, revision)
                     return totals
                 except nats.js.errors.KeyWrongLastSequenceError:
                     continue
             current = UsageTotals.model_validate_json(entry.value or b"{}")
             totals = accumulate(current, event)
             try:
-                await kv.update(key, totals.model_dump_json().encode(), last=entry.revision)
+                revision = await kv.update(key, totals.model_dump_json().encode(), last=entry.revision)
+                self._remember(key, totals, revision)
                 return totals
             except nats.js.errors.KeyWrongLastSequenceError:
                 continue
         raise RuntimeError(f"ledger: {key} kept changing under {_CAS_ATTEMPTS} attempts")
+
+    def _remember(self, key: str, totals: UsageTotals, revision: int) -> None:
+        if len(self._last) >= _MAX_CACHED and key not in self._last:
+            self._last.pop(next(iter(self._last)))
+        self._last[key] = (totals, revision)
 
     async def conversation(self, project_id: str, conversation_id: str) -> UsageTotals:
         kv = await self._bucket()

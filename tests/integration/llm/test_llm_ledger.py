@@ -89,3 +89,14 @@ async def test_budget_stops_the_conversation_with_an_event(
     scripted_llm.script(Reply.answer("fine"))
     result = await port.complete(_request(settings, "c2"), _nothing)
     assert result.content == "fine"
+
+
+async def test_two_writers_on_one_conversation_lose_nothing(bus: Bus) -> None:
+    a, b = KvLedger(bus), KvLedger(bus)
+    usage = LlmUsage(project_id="p1", conversation_id="c9", model="m", total_tokens=5)
+    await a.record(usage)
+    await b.record(usage)  # a's cached revision is now stale
+    await a.record(usage)
+    await asyncio.gather(*(w.record(usage) for w in (a, b, a, b)))
+    totals = await KvLedger(bus).conversation("p1", "c9")
+    assert (totals.calls, totals.total_tokens) == (7, 35)

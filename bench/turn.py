@@ -1,0 +1,208 @@
+"""One tool-using turn through the whole system vs a minimal single-process loop, in the same run.
+
+    python bench/turn.py [--rounds 6] [--per-round 20] [--concurrent 200]
+
+Both sides talk to the same scripted OpenAI-compatible server (zero latency,
+stateless one-tool script: user message -> ``read_file(README.md)``, tool
+result -> answer), both through real litellm with streaming.
+
+* **system**: the client SDK -> project service -> conversation service
+  (reducer, journal in JetStream, projections) -> litellm -> tool runner over
+  NATS (policy, quotas, idempotency KV) -> litellm -> answer back to the client,
+  every service in this process on a local nats-server.
+* **minimal**: ``litellm.acompletion`` + the tool runner's own
+  ``executor.execute`` (the same policy check and tool function) called directly.
+
+Rounds alternate between the two. Prints medians, p99s and the ratio
+(goal: ≤ 1.3), then turns per second with ``--concurrent`` conversations
+each doing one turn at once (system and minimal).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+os.environ["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
+
+from jidocode.cli.dev.scripted_llm import ScriptedLlm, one_tool_responder
+from jidocode.client import JidoClient
+from jidocode.services.conversation.llm import make_llm_port
+from jidocode.services.conversation.llm.adapter import load_litellm
+from jidocode.services.project.policy.loader import load_policy
+from jidocode.services.registry import SERVICES, serve_many
+from jidocode.services.tool_runner.executor import execute
+from jidocode.services.tool_runner.tools import builtin_specs
+from jidocode.shared.bus import Bus
+from jidocode.shared.config import Config
+from jidocode.shared.natsserver import NatsServer
+
+MODEL = "openai/scripted"
+
+
+def pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def make_project(base: Path) -> Path:
+    root = base / "proj"
+    (root / ".jido").mkdir(parents=True)
+    (root / ".jido" / "settings.json").write_text(json.dumps({"permissions": {"allow": ["Read"]}}))
+    (root / "README.md").write_text("hello from the benchmark\n" * 20)
+    return root
+
+
+class Minimal:
+    """The baseline: litellm and the tool function in one loop, nothing else."""
+
+    def __init__(self, root: Path, api_base: str, jido_home: Path) -> None:
+        self.lib = load_litellm()
+        self.policy, _ = load_policy(str(root), jido_home=jido_home)
+        self.api_base = api_base
+        self.tools = [
+            {"type": "function", "function": {"name": s["name"], "description": s.get("description", ""),
+                                              "parameters": s.get("input_schema") or s.get("parameters")}}
+            for s in builtin_specs()
+        ]  # fmt: skip
+
+    async def _complete(self, messages: list[dict[str, Any]]) -> tuple[str, list[dict[str, Any]]]:
+        response = await self.lib.acompletion(
+            model=MODEL, api_base=self.api_base, api_key="sk-bench", messages=messages, tools=self.tools,
+            stream=True, stream_options={"include_usage": True}, max_retries=0, _skip_mcp_handler=True,
+        )  # fmt: skip
+        text: list[str] = []
+        calls: dict[int, dict[str, Any]] = {}
+        async for chunk in response:
+            for choice in chunk.choices or []:
+                delta = choice.delta
+                if delta.content:
+                    text.append(delta.content)
+                for tc in delta.tool_calls or []:
+                    call = calls.setdefault(tc.index or 0, {"id": "", "name": "", "arguments": ""})
+                    call["id"] = tc.id or call["id"]
+                    if tc.function is not None:
+                        call["name"] = tc.function.name or call["name"]
+                        call["arguments"] += tc.function.arguments or ""
+        return "".join(text), [calls[i] for i in sorted(calls)]
+
+    async def turn(self, question: str) -> str:
+        messages: list[dict[str, Any]] = [{"role": "user", "content": question}]
+        while True:
+            text, calls = await self._complete(messages)
+            if not calls:
+                return text
+            messages.append({"role": "assistant", "content": text or None, "tool_calls": [
+                {"id": c["id"], "type": "function", "function": {"name": c["name"], "arguments": c["arguments"]}}
+                for c in calls]})  # fmt: skip
+            for c in calls:
+                result = await execute(self.policy, c["name"], json.loads(c["arguments"] or "{}"))
+                content = json.dumps(
+                    result.data if result.ok else result.error.model_dump() if result.error else None
+                )
+                messages.append({"role": "tool", "tool_call_id": c["id"], "content": content})
+
+
+async def main(rounds: int, per_round: int, concurrent: int) -> None:
+    logging.basicConfig(level=logging.ERROR)
+    with tempfile.TemporaryDirectory() as tmp:
+        base = Path(tmp)
+        home = base / "home"
+        home.mkdir()
+        os.environ["JIDO_CODE_HOME"] = str(home)
+        root = make_project(base)
+        server = NatsServer(store_dir=base / "js", sync="default").start()
+        llm = await ScriptedLlm(responder=one_tool_responder("read_file", path="README.md")).start()
+        os.environ["JIDO_LLM_MODEL"] = MODEL
+        os.environ["JIDO_LLM_API_BASE"] = llm.api_base
+        stop = asyncio.Event()
+        config = Config(nats_url=server.url, jido_home=home, instance="bench")
+        llm_bus = await Bus.connect(config, "conversation-llm")
+        from jidocode.services.conversation.service import serve as serve_conversation
+
+        others = tuple(n for n in SERVICES if n != "conversation")
+        tasks = [
+            asyncio.create_task(serve_many(config, stop, others)),
+            asyncio.create_task(serve_conversation(config, stop, llm=make_llm_port(config, bus=llm_bus))),
+        ]
+        bus = await Bus.connect(config, "bench")
+        try:
+            sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+            from tests.helpers import wait_for_services
+
+            await wait_for_services(config, SERVICES, timeout=60)
+            minimal = Minimal(root, llm.api_base, home)
+            client = await JidoClient.connect(project_dir=root, bus=bus)
+            await client.start_conversation()
+            # warm both paths (imports, connections, caches)
+            for _ in range(3):
+                await client.send_message("read the readme", timeout=60)
+                await minimal.turn("read the readme")
+
+            ours: list[float] = []
+            base_times: list[float] = []
+            for _ in range(rounds):
+                for _ in range(per_round):
+                    await client.reset_session()  # same context size every turn
+                    t0 = time.perf_counter()
+                    await client.send_message("read the readme", timeout=60)
+                    ours.append(time.perf_counter() - t0)
+                for _ in range(per_round):
+                    t0 = time.perf_counter()
+                    await minimal.turn("read the readme")
+                    base_times.append(time.perf_counter() - t0)
+
+            def ms(v: float) -> str:
+                return f"{v * 1000:7.2f} ms"
+
+            m_ours, m_base = statistics.median(ours), statistics.median(base_times)
+            print(f"one-tool turn, {len(ours)} turns each (2 LLM calls + 1 tool per turn)")
+            print(f"  system : median {ms(m_ours)}  p99 {ms(pct(ours, 0.99))}")
+            print(f"  minimal: median {ms(m_base)}  p99 {ms(pct(base_times, 0.99))}")
+            print(f"  ratio (median): {m_ours / m_base:.2f}   (goal <= 1.3)")
+
+            # -- throughput with many conversations at once ----------------------
+            clients = []
+            for _ in range(concurrent):
+                c = await JidoClient.connect(project_dir=root, bus=bus)
+                await c.start_conversation()
+                clients.append(c)
+            t0 = time.perf_counter()
+            await asyncio.gather(*(c.send_message("read the readme", timeout=300) for c in clients))
+            wall = time.perf_counter() - t0
+            t1 = time.perf_counter()
+            await asyncio.gather(*(minimal.turn("read the readme") for _ in range(concurrent)))
+            wall_min = time.perf_counter() - t1
+            print(f"{concurrent} concurrent conversations, one turn each:")
+            print(f"  system : {concurrent / wall:7.1f} turns/s ({wall:.2f} s)")
+            print(f"  minimal: {concurrent / wall_min:7.1f} turns/s ({wall_min:.2f} s)")
+            for c in clients:
+                await c.close()
+            await client.close()
+        finally:
+            stop.set()
+            await asyncio.wait_for(asyncio.gather(*tasks, return_exceptions=True), 60)
+            await bus.close()
+            await llm_bus.close()
+            await llm.stop()
+            server.stop()
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--rounds", type=int, default=6)
+    parser.add_argument("--per-round", type=int, default=20)
+    parser.add_argument("--concurrent", type=int, default=200)
+    args = parser.parse_args()
+    asyncio.run(main(args.rounds, args.per_round, args.concurrent))
