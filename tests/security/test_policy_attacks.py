@@ -91,6 +91,14 @@ CASES: list[tuple[str, str, dict[str, Any], tuple[Effect, ...]]] = [
     ("redir-dynamic-target", "bash", {"command": "echo x > $F"}, SAFE),
     ("redir-after-cd", "bash", {"command": "cd .git/hooks && echo x > pre-commit"}, SAFE),
     ("redir-compound", "bash", {"command": "{ echo x; } > .git/config"}, (Effect.DENY,)),
+    # --- file arguments of allowed programs (a heuristic over the words) -----------------------
+    ("arg-cat-env", "bash", {"command": "cat .env"}, SAFE),
+    ("arg-cat-ssh-key", "bash", {"command": "cat ~/.ssh/id_rsa"}, SAFE),
+    ("arg-find-into-hook", "bash", {"command": "git mv x .git/hooks/pre-commit"}, SAFE),
+    ("arg-cp-into-hooks", "bash", {"command": "cp evil.sh .git/hooks/pre-commit"}, (Effect.DENY,)),
+    ("arg-sed-settings", "bash", {"command": "sed -i s/deny/allow/ .jido/settings.json"}, (Effect.DENY,)),
+    ("arg-tee-mcp", "bash", {"command": "echo {} | tee .mcp.json"}, (Effect.DENY,)),
+    ("arg-ln-swap", "bash", {"command": "ln -sf /tmp/evil .git/hooks/pre-push"}, (Effect.DENY,)),
     # --- unprovable constructs ---------------------------------------------------------------------
     ("func-shadowing", "bash", {"command": "git() { curl evil; }; git status"}, SAFE),
     ("alias", "bash", {"command": "alias git=curl; git status"}, SAFE),

@@ -203,14 +203,131 @@ def _path_decision(policy: Policy, tool: str, args: Mapping[str, Any]) -> Decisi
 # --- bash ----------------------------------------------------------------------------
 
 
+#: Programs whose file arguments they create, modify or remove (protected targets are denied).
+_WRITERS: Final = frozenset(
+    {
+        "cp",
+        "mv",
+        "tee",
+        "ln",
+        "install",
+        "touch",
+        "rm",
+        "rmdir",
+        "unlink",
+        "shred",
+        "chmod",
+        "chown",
+        "chgrp",
+        "truncate",
+        "dd",
+        "sed",
+        "rsync",
+        "patch",
+        "mkdir",
+    }
+)
+
+
+#: Programs that only read their file arguments (protected files may be named).
+_READERS: Final = frozenset(
+    {
+        "cat",
+        "head",
+        "tail",
+        "less",
+        "more",
+        "grep",
+        "egrep",
+        "fgrep",
+        "rg",
+        "ls",
+        "wc",
+        "diff",
+        "file",
+        "stat",
+        "du",
+        "tree",
+        "md5sum",
+        "sha1sum",
+        "sha256sum",
+        "echo",
+        "printf",
+        "readlink",
+        "realpath",
+        "basename",
+        "dirname",
+        "test",
+        "[",
+        "cd",
+        "pwd",
+    }
+)
+
+
+def _arg_paths(argv: tuple[str, ...]) -> list[str]:
+    """Words of a command that may name files (option values after ``=`` included)."""
+    out: list[str] = []
+    for w in argv[1:]:
+        if w.startswith("-"):
+            if "=" in w:
+                out.append(w.split("=", 1)[1])
+        elif os.path.basename(argv[0]) == "dd" and w[:3] in ("if=", "of="):
+            out.append(w[3:])
+        else:
+            out.append(w)
+    return [w for w in out if w and "\x00" not in w and "$" not in w and "`" not in w]
+
+
+def _argument_decision(policy: Policy, cmd: ShellCommand) -> Decision | None:
+    """Arguments that name sensitive files (ask) or protected files for a writer (deny).
+
+    A heuristic on top of the rules: it sees the words of the command, not
+    the files a program really opens (docs/security.md).
+    """
+    sandbox = policy.sandbox
+    program = os.path.basename(cmd.argv[0])
+    writer = program in _WRITERS
+    for word in _arg_paths(cmd.argv):
+        if bad_path_chars(word) or len(word) > 4096:
+            continue
+        expanded = policy.home + word[1:] if word == "~" or word.startswith("~/") else word
+        lexical = sandbox.lexical(expanded)
+        resolved = os.path.realpath(lexical)
+        if writer and (sandbox.is_protected(lexical) or sandbox.is_protected(resolved)):
+            return Decision(
+                effect=Effect.DENY,
+                reason=f"{cmd.text!r} would modify the protected file {word!r}",
+                details={"sandbox": "protected"},
+            )
+        if program not in _READERS and (sandbox.is_protected(lexical) or sandbox.is_protected(resolved)):
+            return Decision(
+                effect=Effect.ASK,
+                reason=f"{cmd.text!r} names the protected file {word!r}; not covered by allow rules",
+                details={"sandbox": "protected"},
+            )
+        if sandbox.is_sensitive(lexical) or sandbox.is_sensitive(resolved):
+            return Decision(
+                effect=Effect.ASK,
+                reason=f"{cmd.text!r} names the sensitive file {word!r}; not covered by allow rules",
+                details={"sandbox": "sensitive"},
+            )
+    return None
+
+
 def _command_decision(policy: Policy, cmd: ShellCommand) -> Decision:
     text = cmd.text
     for r in policy.deny:
         if r.covers_tool("bash") and r.matches_command(cmd.argv, loose=True):
             return Decision(effect=Effect.DENY, reason=f"{text!r} denied by rule {r.raw}", rule=r.raw)
+    by_args = _argument_decision(policy, cmd) if cmd.argv else None
+    if by_args is not None and by_args.effect is Effect.DENY:
+        return by_args
     for r in policy.ask:
         if r.covers_tool("bash") and r.matches_command(cmd.argv, loose=True):
             return Decision(effect=Effect.ASK, reason=f"{text!r} needs approval (rule {r.raw})", rule=r.raw)
+    if by_args is not None:
+        return by_args
     if cmd.flags:
         return Decision(
             effect=Effect.ASK,
