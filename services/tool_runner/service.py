@@ -35,6 +35,7 @@ import json
 import logging
 import os
 import time
+from collections import OrderedDict
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any, Final
@@ -81,6 +82,9 @@ log = logging.getLogger("jidocode.tool_runner")
 
 #: How long a finished call's result is kept for redelivered requests.
 RESULT_TTL_S: Final = 24 * 3600.0
+#: ``approve_session`` memory bounds (a forgotten approval is simply asked again).
+MAX_SESSION_APPROVALS: Final = 256
+MAX_APPROVAL_CONVERSATIONS: Final = 4096
 #: Default bound of the wait for a free quota slot before ``quota_exceeded``.
 DEFAULT_QUOTA_WAIT_S: Final = 30.0
 
@@ -206,7 +210,7 @@ class ToolRunner:
         #: Calls this replica is handling (from lookup to result), so a cancel is never missed.
         self._active: set[tuple[str, str]] = set()
         self._quotas = _Quotas()
-        self._session_approvals: dict[tuple[str, str], set[str]] = {}
+        self._session_approvals: OrderedDict[tuple[str, str], set[str]] = OrderedDict()
         self._pending: dict[tuple[str, str, str], asyncio.Future[str]] = {}
         self._conv_subs: dict[tuple[str, str], tuple[Subscription, int]] = {}
         self._subs: list[Subscription] = []
@@ -470,7 +474,7 @@ class ToolRunner:
         if answer == "cancelled":
             raise JidoError("the call was cancelled while waiting for approval", error_type="cancelled")
         if answer == "approve_session":
-            self._session_approvals.setdefault((project_id, cid), set()).add(approval_key)
+            self._remember(project_id, cid, approval_key)
         elif answer != "approve_once":
             raise PermissionDenied(
                 "the user denied the call"
@@ -478,6 +482,15 @@ class ToolRunner:
                 else f"no approval within {project.tools.approval_timeout_s:g} s",
                 details={**details, "approval": answer},
             )
+
+    def _remember(self, project_id: str, cid: str, approval_key: str) -> None:
+        """Keep an ``approve_session`` (bounded: oldest conversations and entries are forgotten)."""
+        keys = self._session_approvals.setdefault((project_id, cid), set())
+        self._session_approvals.move_to_end((project_id, cid))
+        if len(keys) < MAX_SESSION_APPROVALS:
+            keys.add(approval_key)
+        while len(self._session_approvals) > MAX_APPROVAL_CONVERSATIONS:
+            self._session_approvals.popitem(last=False)
 
     async def _ask(
         self,
