@@ -113,9 +113,18 @@ class _Quotas:
 
     def __init__(self) -> None:
         self._q: dict[str, _Quota] = {}
+        self._waiting: dict[object, asyncio.Future[None]] = {}
+
+    def interrupt(self, owner: object, error: JidoError) -> None:
+        """Stop ``owner``'s wait for a slot with ``error`` (a cancelled call)."""
+        fut = self._waiting.get(owner)
+        if fut is not None and not fut.done():
+            fut.set_exception(error)
 
     @contextlib.asynccontextmanager
-    async def slot(self, key: str, limit: int, wait_s: float, what: str) -> AsyncIterator[None]:
+    async def slot(
+        self, key: str, limit: int, wait_s: float, what: str, *, owner: object = None
+    ) -> AsyncIterator[None]:
         q = self._q.setdefault(key, _Quota(limit))
         q.limit = limit
         loop = asyncio.get_running_loop()
@@ -126,6 +135,8 @@ class _Quotas:
                 raise _quota_error(what, limit)
             fut: asyncio.Future[None] = loop.create_future()
             q.waiters.append(fut)
+            if owner is not None:
+                self._waiting[owner] = fut
             try:
                 await asyncio.wait_for(fut, remaining)
             except TimeoutError:
@@ -137,6 +148,8 @@ class _Quotas:
             finally:
                 if fut in q.waiters:
                     q.waiters.remove(fut)
+                if owner is not None and self._waiting.get(owner) is fut:
+                    del self._waiting[owner]
         q.running += 1
         try:
             yield
@@ -153,37 +166,6 @@ class _Quotas:
             if not w.done():
                 w.set_result(None)
                 return
-
-
-class _ConcurrentHost(ServiceHost):  # type: ignore[misc]
-    """A ServiceHost whose requests are each handled in a task of their own.
-
-    nats-py runs a subscription's callbacks one after another, so a stock
-    endpoint serves one call at a time: a ``sleep 30`` would block every other
-    call of the replica (and the quotas could never be reached). Here each
-    request is dispatched to a task; the quotas bound the concurrency.
-    """
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.inflight: set[asyncio.Task[None]] = set()
-
-    def _wrap(self, endpoint: str, handler: Any) -> Any:
-        inner = super()._wrap(endpoint, handler)
-
-        async def spawn(request: Any) -> None:
-            task = asyncio.create_task(inner(request), name=f"tool-runner-{endpoint}")
-            self.inflight.add(task)
-            task.add_done_callback(self.inflight.discard)
-
-        return spawn
-
-    async def stop(self) -> None:
-        await super().stop()
-        for task in list(self.inflight):
-            task.cancel()
-        if self.inflight:
-            await asyncio.gather(*self.inflight, return_exceptions=True)
 
 
 def _quota_error(what: str, limit: int) -> JidoError:
@@ -214,7 +196,7 @@ class ToolRunner:
         self._pending: dict[tuple[str, str, str], asyncio.Future[str]] = {}
         self._conv_subs: dict[tuple[str, str], tuple[Subscription, int]] = {}
         self._subs: list[Subscription] = []
-        self.host: _ConcurrentHost | None = None
+        self.host: ServiceHost | None = None
 
     # -- lifecycle ------------------------------------------------------------
 
@@ -224,7 +206,8 @@ class ToolRunner:
         self._subs.append(
             await self.bus.subscribe(subjects.signal("tool.cancel_requested"), self._on_cancel_signal)
         )
-        host = _ConcurrentHost(self.bus, name="tool_runner", description="JidoCode tool runner")
+        # ServiceHost handles each request in a task of its own, so long calls run side by side
+        host = ServiceHost(self.bus, name="tool_runner", description="JidoCode tool runner")
         host.add_endpoint("run", subject=subjects.tools_pattern("run"), handler=self.handle_run)
         host.add_endpoint("cancel", subject=subjects.tools_pattern("cancel"), handler=self.handle_cancel)
         await host.start()
@@ -374,6 +357,7 @@ class ToolRunner:
                         project.tools.max_concurrent_per_project,
                         self.quota_wait_s,
                         "project",
+                        owner=call_key,
                     )
                 )
                 if cid is not None:
@@ -383,6 +367,7 @@ class ToolRunner:
                             project.tools.max_concurrent_per_conversation,
                             self.quota_wait_s,
                             "conversation",
+                            owner=call_key,
                         )
                     )
                 await self.bus.publish(
@@ -613,6 +598,7 @@ class ToolRunner:
         task = self._running.get(key)
         if task is not None:
             task.cancel()
+        self._quotas.interrupt(key, JidoError("the call was cancelled", error_type="cancelled"))
         # a call waiting for approval stops waiting
         for (p, _c, r), fut in list(self._pending.items()):
             if (p, r) == key and not fut.done():

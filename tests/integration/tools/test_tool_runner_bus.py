@@ -307,3 +307,31 @@ async def test_cancel_while_waiting_for_approval(bus: Bus, runners: RunnerFactor
     result = await asyncio.wait_for(call, 20)
     assert result["error"]["type"] == "cancelled"
     assert not (tmp_path / "ran.txt").exists()
+
+
+async def test_cancel_while_waiting_for_a_slot(
+    bus: Bus, runners: RunnerFactory, signals: Signals, tmp_path: Path
+) -> None:
+    runner = await runners(quota_wait_s=60)
+    pid = await start_project(
+        bus,
+        tmp_path,
+        {
+            "permissions": {"allow": ["Bash(sleep:*)", "Bash(echo:*)"]},
+            "tools": {"max_concurrent_per_project": 1},
+        },
+    )
+    first = asyncio.create_task(run_tool(bus, pid, "bash", {"command": "sleep 64"}, request_id="s1"))
+    await signals.wait(lambda e: e.type == "tool.started" and e.data["request_id"] == "s1")
+    second = asyncio.create_task(run_tool(bus, pid, "bash", {"command": "echo x > ran.txt"}, request_id="s2"))
+
+    async def queued() -> None:
+        while not runner._quotas._waiting:  # noqa: ASYNC110  # white-box: the call reached the queue
+            await asyncio.sleep(0.01)
+
+    await asyncio.wait_for(queued(), 10)
+    await bus.request(subjects.tools(pid, "cancel"), CancelTool(request_id="s2"), project_id=pid)
+    assert (await asyncio.wait_for(second, 20))["error"]["type"] == "cancelled"
+    assert not (tmp_path / "ran.txt").exists()
+    await bus.request(subjects.tools(pid, "cancel"), CancelTool(request_id="s1"), project_id=pid)
+    assert (await asyncio.wait_for(first, 20))["error"]["type"] == "cancelled"
