@@ -116,3 +116,16 @@ def _only_neutral(command: str) -> bool:
 
     a = analyze(command)
     return not a.unprovable and all(c.neutral for c in a.commands)
+
+
+_quoted_text = st.text(
+    alphabet=st.characters(min_codepoint=32, max_codepoint=126, blacklist_characters="'"), max_size=40
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_quoted_text)
+def test_single_quoted_text_never_splits_the_command(text: str) -> None:
+    p = Policy.build(_HYP_ROOT, allow=["Bash(echo:*)"])
+    decision = authorize(p, "bash", {"command": f"echo '{text}'"})
+    assert decision.effect is Effect.ALLOW, (text, decision.reason)
