@@ -7,10 +7,19 @@ request envelope, call the handler with it, wrap the handler's return value
 in a ``reply`` event, and turn any :class:`JidoError` into an ``error`` event
 reply. A handler never sees a malformed message and never has to build a
 reply by hand. Endpoints use queue groups, so replicas share the load.
+
+Requests are handled concurrently: nats-py runs one subscription's callbacks
+one after another, so a slow request would otherwise block every other
+request of the replica (and a handler that calls back into its own service
+would deadlock). Each request gets a task, at most ``max_concurrent`` at once
+per host; past that the subscription waits, which is NATS's own backpressure.
+``stop()`` stops taking requests, then lets the ones in flight finish for up to
+``drain_timeout`` seconds before cancelling them.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 from collections.abc import Awaitable, Callable
@@ -101,9 +110,15 @@ class ServiceHost:
         description: str = "",
         max_request_bytes: int = DEFAULT_MAX_BYTES,
         metadata: dict[str, str] | None = None,
+        max_concurrent: int = 256,
+        drain_timeout: float = 10.0,
     ) -> None:
         if name not in SERVICE_NAMES:
             raise ValueError(f"unknown service {name!r}: expected one of {sorted(SERVICE_NAMES)}")
+        if max_concurrent < 1:
+            raise ValueError(f"max_concurrent must be at least 1, got {max_concurrent}")
+        if drain_timeout < 0:
+            raise ValueError(f"drain_timeout must not be negative, got {drain_timeout}")
         self.bus = bus
         self.name = name
         self.micro_name = SERVICE_NAMES[name]
@@ -113,6 +128,9 @@ class ServiceHost:
         self.metadata = {"instance": bus.source, "pid": str(os.getpid()), **(metadata or {})}
         self._endpoints: list[EndpointConfig] = []
         self._service: Service | None = None
+        self._slots = asyncio.Semaphore(max_concurrent)
+        self._inflight: set[asyncio.Task[None]] = set()
+        self.drain_timeout = drain_timeout
 
     def add_endpoint(
         self, name: str, *, subject: str, handler: Handler, queue_group: str | None = None
@@ -149,7 +167,22 @@ class ServiceHost:
                 return
             await request.respond(encode(_reply(source, env, to_jsonable(result)))[0])
 
-        return _handle
+        async def _spawn(request: Request) -> None:
+            await self._slots.acquire()
+            task = asyncio.create_task(_handle(request), name=f"{self.name}-{endpoint}")
+            self._inflight.add(task)
+            task.add_done_callback(self._done)
+
+        return _spawn
+
+    def _done(self, task: asyncio.Task[None]) -> None:
+        self._inflight.discard(task)
+        self._slots.release()
+
+    @property
+    def inflight(self) -> int:
+        """Requests being handled right now."""
+        return len(self._inflight)
 
     async def start(self) -> None:
         self._service = await add_service(
@@ -167,9 +200,22 @@ class ServiceHost:
         await self.bus.nc.flush()
 
     async def stop(self) -> None:
+        """Stop taking requests; let those in flight finish (``drain_timeout``), cancel the rest."""
         if self._service is not None:
             await self._service.stop()
             self._service = None
+        if self._inflight:
+            _, pending = await asyncio.wait(set(self._inflight), timeout=self.drain_timeout)
+            for task in pending:
+                task.cancel()
+            if pending:
+                log.warning(
+                    "%s: cancelled %d request(s) still running after %.1f s",
+                    self.name,
+                    len(pending),
+                    self.drain_timeout,
+                )
+                await asyncio.gather(*pending, return_exceptions=True)
 
     @property
     def service(self) -> Service | None:

@@ -128,42 +128,6 @@ class _BusPorts:
         await self.bus.publish_envelope(subject, env)
 
 
-class _ConcurrentHost(ServiceHost):  # type: ignore[misc]
-    """Each request in a task of its own (at most :data:`MAX_INFLIGHT` at once).
-
-    nats-py runs one subscription's callbacks one after another; a workflow
-    whose step is itself an asset tool comes back to ``call_tool`` through the
-    tool runner while the outer call is still running, which would deadlock a
-    sequential endpoint.
-    """
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.inflight: set[asyncio.Task[None]] = set()
-        self._slots = asyncio.Semaphore(MAX_INFLIGHT)
-
-    def _wrap(self, endpoint: str, handler: Any) -> Any:
-        inner = super()._wrap(endpoint, handler)
-
-        async def bounded(request: Any) -> None:
-            async with self._slots:
-                await inner(request)
-
-        async def spawn(request: Any) -> None:
-            task = asyncio.create_task(bounded(request), name=f"asset-loader-{endpoint}")
-            self.inflight.add(task)
-            task.add_done_callback(self.inflight.discard)
-
-        return spawn
-
-    async def stop(self) -> None:
-        await super().stop()
-        for task in list(self.inflight):
-            task.cancel()
-        if self.inflight:
-            await asyncio.gather(*self.inflight, return_exceptions=True)
-
-
 class AssetService:
     """Handlers of the asset loader over a bus; one :class:`ProjectAssets` per loaded project."""
 
@@ -408,8 +372,11 @@ async def serve(config: Config, stop: asyncio.Event) -> None:
     bus = await Bus.connect(config, "asset_loader")
     service = AssetService(bus, config)
     try:
-        host = _ConcurrentHost(
+        # Concurrent requests matter here: a workflow step that is itself an asset
+        # tool comes back to call_tool through the tool runner while the outer call runs.
+        host = ServiceHost(
             bus,
+            max_concurrent=MAX_INFLIGHT,
             name="asset_loader",
             description="JidoCode asset loader: skills, commands, workflows, skill graph",
         )

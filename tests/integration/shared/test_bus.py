@@ -177,3 +177,48 @@ async def test_connect_to_nothing_says_how_to_start() -> None:
 
     with pytest.raises(ServiceUnavailable, match="jidocode up"):
         await Bus.connect(Config(nats_url=f"nats://127.0.0.1:{free_port()}"), "x", wait=False)
+
+
+async def test_requests_are_served_concurrently_and_bounded(bus: Bus, config: Config) -> None:
+    service_bus = await Bus.connect(config, "engine")
+    release = asyncio.Event()
+    entered = 0
+
+    async def slow(env: Envelope) -> str:
+        nonlocal entered
+        entered += 1
+        await release.wait()
+        return "slow"
+
+    async def fast(env: Envelope) -> str:
+        return "fast"
+
+    host = ServiceHost(service_bus, name="engine", max_concurrent=2)
+    host.add_endpoint("slow", subject="t.c.slow", handler=slow)
+    host.add_endpoint("fast", subject="t.c.fast", handler=fast)
+    await host.start()
+    try:
+        first = asyncio.create_task(bus.request("t.c.slow", ListProjects(), timeout=10))
+        # a slow request does not hold up another one
+        assert await bus.request("t.c.fast", ListProjects(), timeout=5) == "fast"
+        second = asyncio.create_task(bus.request("t.c.slow", ListProjects(), timeout=10))
+        # the bound: with two slow requests in flight, a third waits for a slot
+        third = asyncio.create_task(bus.request("t.c.fast", ListProjects(), timeout=10))
+        done, _ = await asyncio.wait({third}, timeout=0.5)
+        assert not done and host.inflight == 2 and entered == 2
+        release.set()
+        assert await asyncio.gather(first, second, third) == ["slow", "slow", "fast"]
+    finally:
+        release.set()
+        await host.stop()
+        await service_bus.close()
+
+
+def test_host_limits_are_validated_before_any_io() -> None:
+    class _NoBus:
+        source = "x/1"
+
+    with pytest.raises(ValueError, match="max_concurrent"):
+        ServiceHost(_NoBus(), name="engine", max_concurrent=0)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="unknown service"):
+        ServiceHost(_NoBus(), name="nope")  # type: ignore[arg-type]
