@@ -20,13 +20,13 @@ from nats.js.api import ConsumerConfig, DeliverPolicy
 
 from jidocode.shared import subjects
 from jidocode.shared.bus import Bus
-from jidocode.shared.envelope import decode
+from jidocode.shared.envelope import MSG_ID_HEADER, decode
 from jidocode.shared.errors import JidoError, RequestTimeout
 
 from .codec import to_payload
 from .core import Signal
 
-__all__ = ["EXPECTED_LAST_SUBJECT_SEQ", "Journal", "LostOwnership", "ensure_streams"]
+__all__ = ["EXPECTED_LAST_SUBJECT_SEQ", "Journal", "LostOwnership", "ensure_streams", "publish_with_retry"]
 
 log = logging.getLogger("jidocode.conversation.journal")
 
@@ -65,6 +65,31 @@ async def ensure_streams(bus: Bus, *, events_max_age_s: float) -> None:
     )
 
 
+async def publish_with_retry(
+    bus: Bus, subject: str, payload: bytes, headers: dict[str, str], *, attempts: int = 5
+) -> int:
+    """JetStream publish; a timed-out attempt is retried with the same headers (so the same
+    ``Nats-Msg-Id``: the server drops the copy if the first one was stored). Returns the sequence."""
+    delay = 0.1
+    for attempt in range(1, attempts + 1):
+        try:
+            ack = await bus.js.publish(subject, payload, timeout=2.0, headers=headers)
+            return int(ack.seq)
+        except nats.js.errors.ServiceUnavailableError:
+            if attempt == attempts:
+                raise
+        except (nats.errors.TimeoutError, nats.errors.NoRespondersError):
+            if attempt == attempts:
+                raise RequestTimeout(
+                    f"JetStream did not acknowledge a publish on {subject} after {attempts} attempts",
+                    details={"subject": subject, "msg_id": headers.get(MSG_ID_HEADER)},
+                ) from None
+        log.warning("publish on %s not acknowledged (attempt %d), retrying", subject, attempt)
+        await asyncio.sleep(delay)
+        delay = min(delay * 2, 2.0)
+    raise AssertionError("unreachable")
+
+
 class Journal:
     def __init__(self, bus: Bus) -> None:
         self.bus = bus
@@ -76,30 +101,16 @@ class Journal:
         subject = subjects.journal(project_id, conversation_id)
         payload, headers = to_payload(entry, project_id, conversation_id)
         headers[EXPECTED_LAST_SUBJECT_SEQ] = str(expected_last)
-        delay = 0.1
-        for attempt in range(1, attempts + 1):
-            try:
-                ack = await self.bus.js.publish(subject, payload, timeout=2.0, headers=headers)
-                return int(ack.seq)
-            except nats.js.errors.APIError as exc:
-                if exc.err_code == _WRONG_LAST_SEQUENCE:
-                    raise LostOwnership(
-                        f"journal of {project_id}/{conversation_id} moved past {expected_last}: "
-                        "another replica owns it now",
-                        details={"project_id": project_id, "conversation_id": conversation_id},
-                    ) from None
-                if not isinstance(exc, nats.js.errors.ServiceUnavailableError) or attempt == attempts:
-                    raise
-            except (nats.errors.TimeoutError, nats.errors.NoRespondersError):
-                if attempt == attempts:
-                    raise RequestTimeout(
-                        f"JetStream did not acknowledge journal entry {entry.id}",
-                        details={"subject": subject, "id": entry.id},
-                    ) from None
-            log.warning("journal append of %s not acknowledged (attempt %d), retrying", entry.id, attempt)
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, 2.0)
-        raise AssertionError("unreachable")
+        try:
+            return await publish_with_retry(self.bus, subject, payload, headers, attempts=attempts)
+        except nats.js.errors.APIError as exc:
+            if exc.err_code == _WRONG_LAST_SEQUENCE:
+                raise LostOwnership(
+                    f"journal of {project_id}/{conversation_id} moved past {expected_last}: "
+                    "another replica owns it now",
+                    details={"project_id": project_id, "conversation_id": conversation_id},
+                ) from None
+            raise
 
     async def last_sequence(self, project_id: str, conversation_id: str) -> int:
         try:

@@ -32,7 +32,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from jidocode.shared import subjects
 from jidocode.shared.bus import Bus
-from jidocode.shared.envelope import Envelope, encode, error_envelope, new_id, now_iso
+from jidocode.shared.envelope import MSG_ID_HEADER, Envelope, encode, error_envelope, new_id, now_iso
 from jidocode.shared.errors import Conflict, InvalidInput, JidoError, NotFound
 from jidocode.shared.events.conversation import (
     EXTERNAL_TYPES,
@@ -48,8 +48,9 @@ from jidocode.shared.events.conversation import (
 )
 
 from .actor import ConversationActor
+from .codec import journal_msg_id
 from .core import llm_context, normalize, project, replay
-from .journal import Journal, LostOwnership, ensure_streams
+from .journal import Journal, LostOwnership, ensure_streams, publish_with_retry
 from .ports import LlmPort, ToolPort, ToolSpec
 from .settings import RuntimeSettings
 from .tools_bridge import list_tool_specs
@@ -363,7 +364,15 @@ class Runtime:
                 "causationid": request.id,
             },
         )
-        seq = await self.bus.js_publish(subjects.conversation_in(project_id, cmd.conversation_id), env)
+        # The message id is scoped to the conversation: a client reusing an event id in
+        # another conversation must not have it dropped by the stream's duplicate window.
+        payload, _ = encode(env)
+        seq = await publish_with_retry(
+            self.bus,
+            subjects.conversation_in(project_id, cmd.conversation_id),
+            payload,
+            {MSG_ID_HEADER: journal_msg_id(project_id, cmd.conversation_id, signal.id)},
+        )
         return {"id": signal.id, "correlation_id": signal.correlation_id, "sequence": seq}
 
     async def get_projection(self, project_id: str, cmd: GetProjection) -> Any:
