@@ -26,10 +26,21 @@ from jidocode.shared.events.tools import ToolResult, ToolResultError
 
 from .tools import BUILTINS, DEFAULT_OUTPUT_CAP, DEFAULT_TIMEOUT_S, ToolContext
 
-__all__ = ["DEFAULT_MAX_ARGS_BYTES", "Limits", "check_args", "error_result", "execute", "run_authorized"]
+__all__ = [
+    "DEFAULT_MAX_ARGS_BYTES",
+    "MAX_RESULT_BYTES",
+    "Limits",
+    "check_args",
+    "error_result",
+    "execute",
+    "fit_result",
+    "run_authorized",
+]
 
 #: Arguments larger than this (as JSON) are refused before anything runs.
 DEFAULT_MAX_ARGS_BYTES: Final = 512 * 1024
+#: No result is larger than this as JSON (the reply and the stored result must fit a NATS message).
+MAX_RESULT_BYTES: Final = 768 * 1024
 #: Extra time the runner gives a tool to clean up (kill its process group) after its own timeout.
 _GRACE_S: Final = 5.0
 
@@ -47,7 +58,8 @@ class Limits(BaseModel):
 def error_result(exc: BaseException, *, logs: list[str] | None = None) -> ToolResult:
     """The seed's error result for ``exc``."""
     if isinstance(exc, JidoError):
-        err = ToolResultError(type=exc.type, message=exc.message, details=exc.details)
+        details, _ = fit_result(exc.details, MAX_RESULT_BYTES // 2)
+        err = ToolResultError(type=exc.type, message=exc.message[:4000], details=details)
     elif isinstance(exc, TimeoutError):
         err = ToolResultError(type="timeout", message="the tool did not finish in time")
     elif isinstance(exc, OSError):
@@ -55,6 +67,44 @@ def error_result(exc: BaseException, *, logs: list[str] | None = None) -> ToolRe
     else:
         err = ToolResultError(type="internal", message=f"{type(exc).__name__}: {exc}")
     return ToolResult(ok=False, error=err, logs=logs or [])
+
+
+def _json_size(value: Any) -> int:
+    return len(json.dumps(value, ensure_ascii=False, default=str).encode("utf-8", "surrogatepass"))
+
+
+def result_limit(limits: Limits) -> int:
+    """The JSON size a result may have: twice the output cap plus room for its fields, at most 768 KiB."""
+    return min(MAX_RESULT_BYTES, 2 * limits.output_cap + 16 * 1024)
+
+
+def fit_result(data: Any, limit: int) -> tuple[Any, bool]:
+    """``data`` cut down until its JSON fits ``limit`` (lists halved, long strings halved), and whether it was.
+
+    The tools cap their own text by bytes; escaping (``\\u0001`` is six bytes)
+    can still blow a result up, and a result that does not fit a NATS message
+    would be lost instead of truncated.
+    """
+    if _json_size(data) <= limit:
+        return data, False
+    if not isinstance(data, dict):
+        text = json.dumps(data, ensure_ascii=False, default=str)
+        while _json_size(text) > limit:
+            text = text[: len(text) // 2]
+        return text + "[… truncated …]", True
+    out = dict(data)
+    for key, value in list(out.items()):
+        if isinstance(value, list):
+            while value and _json_size(out) > limit:
+                value = value[: len(value) // 2]
+                out[key] = value
+    for key, value in list(out.items()):
+        if isinstance(value, str):
+            while len(value) > 64 and _json_size(out) > limit:
+                value = value[: len(value) // 2]
+                out[key] = value + "\n[… truncated to fit the result size limit …]"
+    out["truncated"] = True
+    return out, True
 
 
 def check_args(name: str, args: Any, limits: Limits) -> dict[str, Any]:
@@ -89,7 +139,8 @@ async def run_authorized(
         data = await asyncio.wait_for(tool.run(inp, ctx), timeout=limits.timeout_s + _GRACE_S)
     except TimeoutError:
         raise RequestTimeout(f"{name} did not finish within {limits.timeout_s:g} s") from None
-    truncated = isinstance(data, dict) and bool(data.get("truncated"))
+    data, cut = fit_result(data, result_limit(limits))
+    truncated = cut or (isinstance(data, dict) and bool(data.get("truncated")))
     logs = ["output truncated"] if truncated else []
     return ToolResult(ok=True, data=data, logs=logs)
 

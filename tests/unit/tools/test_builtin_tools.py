@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from jidocode.services.project.policy import Policy
-from jidocode.services.tool_runner.executor import Limits, execute
+from jidocode.services.tool_runner.executor import MAX_RESULT_BYTES, Limits, execute, fit_result
 from jidocode.services.tool_runner.tools import BUILTINS, builtin_specs
 from jidocode.services.tool_runner.tools.bash import scrubbed_env
 from jidocode.shared.events.tools import ToolResult
@@ -161,3 +162,20 @@ async def test_bash_timeout(policy: Policy) -> None:
 async def test_model_cannot_raise_the_timeout(policy: Policy) -> None:
     r = await run(policy, "bash", {"command": "sleep 30", "timeout_s": 3600}, timeout_s=0.3)
     assert r.error is not None and r.error.type == "timeout"
+
+
+def test_fit_result_shrinks_strings_and_lists() -> None:
+    # 200 KB of \x01 is 1.2 MB as JSON: more than a NATS message
+    data, cut = fit_result({"output": "\x01" * 200_000, "truncated": False}, 64 * 1024)
+    assert cut and data["truncated"] is True
+    assert len(json.dumps(data)) <= 64 * 1024
+    lists, cut = fit_result({"matches": [{"text": "x" * 100}] * 10_000}, 32 * 1024)
+    assert cut and len(json.dumps(lists)) <= 32 * 1024 and lists["matches"]
+
+
+async def test_bash_control_bytes_fit(root: Path) -> None:
+    p = Policy.build(str(root), allow=["Bash(head:*)"])
+    (root / "ctl.bin").write_bytes(b"\x01" * 300_000)
+    r = await run(p, "bash", {"command": "head -c 300000 ctl.bin"}, output_cap=256 * 1024)
+    assert r.ok and r.data["truncated"]
+    assert len(r.model_dump_json()) <= MAX_RESULT_BYTES
