@@ -288,8 +288,8 @@ class Runtime:
             log.warning("renewing lease of %s: %s", key, exc)
 
     async def scan_once(self) -> None:
-        for key, owned in list(self.owned.items()):
-            await self._renew(key, owned)
+        # Renew every lease at once: one slow round trip must not make the others late.
+        await asyncio.gather(*(self._renew(key, owned) for key, owned in list(self.owned.items())))
         for key, record in list(self.known.items()):
             if record.status == "active" and key not in self.owned:
                 await self._try_acquire(key, record)
