@@ -1,0 +1,66 @@
+"""The NATS ToolPort against a responder on the real tool-runner subjects."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from jidocode.services.conversation.tools_bridge import NatsToolPort, list_tool_specs
+from jidocode.shared import subjects
+from jidocode.shared.bus import Bus
+from jidocode.shared.envelope import Envelope, encode
+from jidocode.shared.errors import ServiceUnavailable
+from jidocode.shared.events import Reply
+from jidocode.shared.events.tools import ToolCallMeta
+
+from ._support import P
+
+META = ToolCallMeta(conversation_id="c", request_id="r1", correlation_id="k", causation_id="r1")
+
+
+async def test_run_and_cancel_round_trip(bus: Bus) -> None:
+    seen: list[dict[str, Any]] = []
+
+    async def _run(msg: Any) -> None:
+        body = json.loads(msg.data)
+        seen.append(body)
+        result = {"ok": True, "data": {"echo": body["data"]["args"]}}
+        await msg.respond(encode(Envelope.new(Reply(result=result), source="test/tools"))[0])
+
+    async def _cancel(msg: Any) -> None:
+        seen.append(json.loads(msg.data))
+        await msg.respond(encode(Envelope.new(Reply(result={"cancelled": True}), source="test/tools"))[0])
+
+    await bus.nc.subscribe(subjects.tools(P, "run"), cb=_run)
+    await bus.nc.subscribe(subjects.tools(P, "cancel"), cb=_cancel)
+    port = NatsToolPort(bus, timeout=5)
+    result = await port.run(P, "read_file", {"path": "a"}, META)
+    assert result.ok and result.data == {"echo": {"path": "a"}}
+    run = seen[0]
+    assert run["type"] == "tool.run" and run["data"]["meta"]["request_id"] == "r1"
+    assert run["correlationid"] == "k" and run["conversationid"] == "c"
+    await port.cancel(P, "r1")
+    assert seen[1]["type"] == "tool.cancel" and seen[1]["data"] == {"request_id": "r1"}
+
+
+async def test_no_tool_runner_is_a_failed_result_not_an_exception(bus: Bus) -> None:
+    port = NatsToolPort(bus, timeout=2)
+    result = await port.run("nobody", "bash", {}, META)
+    assert not result.ok and result.error is not None and result.error.type == "service_unavailable"
+    await port.cancel("nobody", "r1")  # logged, never raised
+
+
+async def test_list_tool_specs(bus: Bus) -> None:
+    async def _list(msg: Any) -> None:
+        specs = [{"name": "grep", "description": "search", "input_schema": {"type": "object"}}]
+        await msg.respond(encode(Envelope.new(Reply(result=specs), source="test/project"))[0])
+
+    await bus.nc.subscribe(subjects.project(P, "list_tools"), cb=_list)
+    [spec] = await list_tool_specs(bus, P)
+    assert spec.name == "grep" and spec.description == "search"
+    try:
+        await list_tool_specs(bus, "nobody", timeout=1)
+    except ServiceUnavailable:
+        pass
+    else:
+        raise AssertionError("expected ServiceUnavailable")
