@@ -445,8 +445,12 @@ class JidoClient:
             ledger = UsageTotals()
         window = ledger.context_window
         used = ledger.context_tokens
+        model = ledger.model
+        if ledger.calls == 0 and totals.calls > 0:
+            # No ledger entry (a conversation service without one): read the last call from the timeline.
+            model, used, window = await self._last_call_from_timeline()
         return ContextUsage(
-            model=ledger.model,
+            model=model,
             tokens_used=used,
             context_window=window,
             percent_used=round(100.0 * used / window, 2) if window else 0.0,
@@ -457,6 +461,20 @@ class JidoClient:
             total_tokens=totals.total_tokens,
             cost_usd=totals.cost_usd,
         )
+
+    async def _last_call_from_timeline(self) -> tuple[str | None, int, int]:
+        from jidocode.services.conversation.llm.adapter import context_window
+
+        for entry in reversed(await self.get_timeline()):
+            if entry.get("type") != "conversation.llm.completed":
+                continue
+            data = entry.get("data") or {}
+            used = data.get("usage") or {}
+            model = str(data.get("model") or "") or None
+            tokens = int(used.get("prompt_tokens") or 0) + int(used.get("completion_tokens") or 0)
+            window = await asyncio.to_thread(context_window, model) if model else 0
+            return model, tokens, window
+        return None, 0, 0
 
     async def reset_session(self) -> str:
         """Stop the current conversation and start a fresh one (history starts empty)."""

@@ -306,3 +306,24 @@ async def test_cli_denies_asks_without_a_terminal_and_reports_errors(system: Sys
     code, _, err = await _jidocode(system, "chat", str(system.project), "again")
     assert code == 1
     assert "llm_auth" in err
+
+
+async def test_default_wiring_of_the_services_fixture(
+    services: Config, llm_server: ScriptedLlm, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The services as the shared fixture runs them (the conversation service's own LLM port)."""
+    monkeypatch.setenv("JIDO_LLM_MODEL", "openai/scripted")
+    monkeypatch.setenv("JIDO_LLM_API_BASE", llm_server.api_base)
+    project = tmp_path / "plain"
+    project.mkdir()
+    llm_server.script(Reply.answer("plain answer", prompt_tokens=100, completion_tokens=20))
+    bus = await Bus.connect(services, "e2e-default")
+    try:
+        client = await JidoClient.connect(project_dir=project, bus=bus)
+        assert await client.send_message("hello", timeout=60) == "plain answer"
+        usage = await client.get_context_usage()
+        assert (usage.calls, usage.tokens_used) == (1, 120)
+        assert usage.context_window > 0 and usage.percent_used > 0
+        await client.close()
+    finally:
+        await bus.close()
