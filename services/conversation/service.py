@@ -51,7 +51,7 @@ async def serve(
             from .llm import make_llm_port
             from .llm.adapter import load_litellm_async
 
-            llm = make_llm_port(config)
+            llm = make_llm_port(config, bus=bus)
             # litellm's import takes seconds of CPU: finish it before taking any
             # lease, so heartbeats are never starved by the first model call.
             await load_litellm_async()
