@@ -100,8 +100,12 @@ class ConversationActor:
         )
         try:
             while True:
-                signal = await self.mailbox.get()
-                await self._process(signal)
+                # Whatever is waiting is taken at once (at most a queue's worth), so its
+                # entries are journaled together; the result is the same as one at a time.
+                batch = [await self.mailbox.get()]
+                while len(batch) < self.limits.max_queue and not self.mailbox.empty():
+                    batch.append(self.mailbox.get_nowait())
+                await self._process(batch)
         finally:
             await self.close()
 
@@ -151,19 +155,29 @@ class ConversationActor:
 
     # -- the loop ----------------------------------------------------------------
 
-    async def _process(self, signal: Signal) -> None:
+    async def _process(self, signals: list[Signal]) -> None:
         assert self.state is not None
-        self.state, intents = ingest(self.state, signal)
-        await self._execute(intents)
+        out: list[Intent] = []
+        for signal in signals:
+            self.state, intents = ingest(self.state, signal)
+            out.extend(intents)
         while self.state.event_queue:
             self.state, intents = drain(self.state)
-            await self._execute(intents)
+            out.extend(intents)
+        await self._execute(tuple(out))
 
     async def _execute(self, intents: tuple[Intent, ...]) -> None:
+        """Carry out intents in order; consecutive entries are journaled together, and
+        always before any directive that follows them."""
+        entries: list[Signal] = []
         for intent in intents:
             if isinstance(intent, Emit):
-                await self._emit(intent.entry)
-            elif isinstance(intent, RunLlm):
+                entries.append(intent.entry)
+                continue
+            if entries:
+                await self._emit(entries)
+                entries = []
+            if isinstance(intent, RunLlm):
                 self._spawn(intent.request_id, self._run_llm(intent))
             elif isinstance(intent, RunTool):
                 self._spawn(intent.request_id, self._run_tool(intent))
@@ -176,10 +190,17 @@ class ConversationActor:
             elif isinstance(intent, CancelPendingSubagents):
                 if intent.subagent_ids:
                     log.info("cancel sub-agents %s (no sub-agent runner yet)", intent.subagent_ids)
+        if entries:
+            await self._emit(entries)
 
-    async def _emit(self, entry: Signal) -> None:
+    async def _emit(self, entries: list[Signal]) -> None:
         p, c = self.project_id, self.conversation_id
-        self.last_seq = await self.rt.journal.append(p, c, entry, expected_last=self.last_seq)
+        self.last_seq = await self.rt.journal.append_many(p, c, entries, expected_last=self.last_seq)
+        for entry in entries:
+            await self._publish(entry)
+
+    async def _publish(self, entry: Signal) -> None:
+        p, c = self.project_id, self.conversation_id
         payload, headers = to_payload(entry, p, c)
         await self.rt.bus.nc.publish(subjects.conversation_out(p, c, entry.type), payload, headers=headers)
         if entry.source != CORE_SOURCE:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import secrets
 
 import nats.errors
 import nats.js.errors
@@ -33,6 +34,8 @@ log = logging.getLogger("jidocode.conversation.journal")
 EXPECTED_LAST_SUBJECT_SEQ = "Nats-Expected-Last-Subject-Sequence"
 _WRONG_LAST_SEQUENCE = 10071
 _READ_TIMEOUT = 30.0
+#: Entries per atomic batch (the server accepts up to 1000).
+_BATCH_MAX = 500
 
 
 def _fast_signal(payload: bytes) -> Signal:
@@ -56,13 +59,23 @@ class LostOwnership(JidoError):  # type: ignore[misc]
     error_type = "lost_ownership"
 
 
-async def ensure_streams(bus: Bus, *, events_max_age_s: float) -> None:
-    """The three conversation streams (idempotent; every replica calls it)."""
+async def ensure_streams(bus: Bus, *, events_max_age_s: float) -> bool:
+    """The three conversation streams (idempotent; every replica calls it).
+
+    Returns whether the journal accepts atomic batch publishes (nats-server >= 2.12).
+    """
     await bus.ensure_stream(subjects.STREAM_CONV_IN, [subjects.conversation_in_filter()])
-    await bus.ensure_stream(subjects.STREAM_JOURNAL, [subjects.journal_filter()])
+    try:
+        await bus.ensure_stream(subjects.STREAM_JOURNAL, [subjects.journal_filter()], allow_atomic=True)
+        atomic = True
+    except nats.js.errors.APIError as exc:
+        log.info("journal without atomic batches (%s): one acknowledged append per entry", exc)
+        await bus.ensure_stream(subjects.STREAM_JOURNAL, [subjects.journal_filter()])
+        atomic = False
     await bus.ensure_stream(
         subjects.STREAM_EVENTS, [subjects.conversation_out_filter()], max_age=events_max_age_s
     )
+    return atomic
 
 
 async def publish_with_retry(
@@ -91,8 +104,58 @@ async def publish_with_retry(
 
 
 class Journal:
-    def __init__(self, bus: Bus) -> None:
+    def __init__(self, bus: Bus, *, atomic: bool = False) -> None:
         self.bus = bus
+        #: Append several entries as one atomic batch (all or none, fenced once).
+        self.atomic = atomic
+
+    async def append_many(
+        self, project_id: str, conversation_id: str, entries: list[Signal], *, expected_last: int
+    ) -> int:
+        """Append ``entries`` in order; return the sequence of the last one.
+
+        With atomic batches the entries of a chunk are stored all or none, the
+        first one carrying the fence. A batch is not retried: any doubt (a
+        timeout, a rejected commit) stops the actor, which then rebuilds from
+        what the journal really holds.
+        """
+        if not self.atomic or len(entries) == 1:
+            for entry in entries:
+                expected_last = await self.append(
+                    project_id, conversation_id, entry, expected_last=expected_last
+                )
+            return expected_last
+        subject = subjects.journal(project_id, conversation_id)
+        for start in range(0, len(entries), _BATCH_MAX):
+            chunk = entries[start : start + _BATCH_MAX]
+            batch_id = secrets.token_hex(12)
+            for index, entry in enumerate(chunk, 1):
+                payload, headers = to_payload(entry, project_id, conversation_id)
+                headers["Nats-Batch-Id"] = batch_id
+                headers["Nats-Batch-Sequence"] = str(index)
+                if index == 1:
+                    headers[EXPECTED_LAST_SUBJECT_SEQ] = str(expected_last)
+                if index < len(chunk):
+                    await self.bus.nc.publish(subject, payload, headers=headers)
+                    continue
+                headers["Nats-Batch-Commit"] = "1"
+                try:
+                    ack = await self.bus.js.publish(subject, payload, timeout=5.0, headers=headers)
+                except nats.js.errors.APIError as exc:
+                    if exc.err_code == _WRONG_LAST_SEQUENCE:
+                        raise LostOwnership(
+                            f"journal of {project_id}/{conversation_id} moved past {expected_last}: "
+                            "another replica owns it now",
+                            details={"project_id": project_id, "conversation_id": conversation_id},
+                        ) from None
+                    raise
+                except nats.errors.TimeoutError:
+                    raise RequestTimeout(
+                        f"JetStream did not acknowledge a journal batch of {len(chunk)} entries",
+                        details={"subject": subject},
+                    ) from None
+                expected_last = int(ack.seq)
+        return expected_last
 
     async def append(
         self, project_id: str, conversation_id: str, entry: Signal, *, expected_last: int, attempts: int = 5

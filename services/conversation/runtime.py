@@ -102,7 +102,7 @@ class Runtime:
     # -- start / stop --------------------------------------------------------------
 
     async def start(self) -> None:
-        await ensure_streams(self.bus, events_max_age_s=self.settings.events_max_age_s)
+        self.journal.atomic = await ensure_streams(self.bus, events_max_age_s=self.settings.events_max_age_s)
         self._records = await self.bus.kv(subjects.BUCKET_CONVERSATIONS, history=1)
         self._owners = await self.bus.kv(subjects.BUCKET_OWNERS, history=1, ttl=self.settings.lease_ttl_s)
         self._tasks.append(asyncio.create_task(self._watch_records(), name="conv-watch-records"))

@@ -272,3 +272,19 @@ def test_overflow_loses_nothing_accepted_and_drain_is_bounded(
     assert applied_ids == accepted
     overflow_named = [e.data["dropped_id"] for e in state.timeline if e.type == "conversation.queue.overflow"]
     assert overflow_named == dropped
+
+
+@settings(max_examples=100, deadline=None)
+@given(actions, limits)
+def test_a_batch_ingested_then_drained_equals_one_at_a_time(acts: list[Action], lim: Limits) -> None:
+    """The shell takes what is waiting at once: that must not change anything."""
+    live, sent, _ = drive(acts, lim)
+    roomy = lim.model_copy(update={"max_queue": max(1, len(sent))})
+    state = initial_state("p", "c", roomy)
+    for signal in sent:
+        state, _ = ingest(state, signal)
+    while state.event_queue:
+        state, _ = drain(state)
+    one_by_one, _ = run_to_idle(initial_state("p", "c", roomy), sent)
+    assert state == one_by_one
+    assert state.timeline == live.timeline
