@@ -67,7 +67,9 @@ async def ensure_streams(bus: Bus, *, events_max_age_s: float) -> bool:
     await bus.ensure_stream(subjects.STREAM_CONV_IN, [subjects.conversation_in_filter()])
     try:
         await bus.ensure_stream(subjects.STREAM_JOURNAL, [subjects.journal_filter()], allow_atomic=True)
-        atomic = True
+        # An older server may ignore the unknown setting: trust only what it reports back.
+        info = await bus.js.stream_info(subjects.STREAM_JOURNAL)
+        atomic = bool(info.config.allow_atomic)
     except nats.js.errors.APIError as exc:
         log.info("journal without atomic batches (%s): one acknowledged append per entry", exc)
         await bus.ensure_stream(subjects.STREAM_JOURNAL, [subjects.journal_filter()])
