@@ -112,8 +112,8 @@ class Minimal:
                 messages.append({"role": "tool", "tool_call_id": c["id"], "content": content})
 
 
-async def main(rounds: int, per_round: int, concurrent: int) -> None:
-    logging.basicConfig(level=logging.ERROR)
+async def main(rounds: int, per_round: int, concurrent: int, turn_timeout: float = 120.0) -> None:
+    logging.basicConfig(level=logging.CRITICAL)
     with tempfile.TemporaryDirectory() as tmp:
         base = Path(tmp)
         home = base / "home"
@@ -177,13 +177,21 @@ async def main(rounds: int, per_round: int, concurrent: int) -> None:
                 await c.start_conversation()
                 clients.append(c)
             t0 = time.perf_counter()
-            await asyncio.gather(*(c.send_message("read the readme", timeout=300) for c in clients))
+            results = await asyncio.gather(
+                *(c.send_message("read the readme", timeout=turn_timeout) for c in clients),
+                return_exceptions=True,
+            )
             wall = time.perf_counter() - t0
+            failed = [r for r in results if isinstance(r, BaseException)]
             t1 = time.perf_counter()
             await asyncio.gather(*(minimal.turn("read the readme") for _ in range(concurrent)))
             wall_min = time.perf_counter() - t1
+            done = concurrent - len(failed)
             print(f"{concurrent} concurrent conversations, one turn each:")
-            print(f"  system : {concurrent / wall:7.1f} turns/s ({wall:.2f} s)")
+            print(f"  system : {done / wall:7.1f} turns/s ({done} answered in {wall:.2f} s)")
+            if failed:
+                kinds = sorted({f"{type(f).__name__}: {str(f)[:80]}" for f in failed})
+                print(f"           {len(failed)} turns without an answer within {turn_timeout:g} s: {kinds}")
             print(f"  minimal: {concurrent / wall_min:7.1f} turns/s ({wall_min:.2f} s)")
             for c in clients:
                 await c.close()
@@ -204,5 +212,8 @@ if __name__ == "__main__":
     parser.add_argument("--rounds", type=int, default=6)
     parser.add_argument("--per-round", type=int, default=20)
     parser.add_argument("--concurrent", type=int, default=200)
+    parser.add_argument(
+        "--turn-timeout", type=float, default=120.0, help="seconds one concurrent turn may take"
+    )
     args = parser.parse_args()
-    asyncio.run(main(args.rounds, args.per_round, args.concurrent))
+    asyncio.run(main(args.rounds, args.per_round, args.concurrent, args.turn_timeout))
