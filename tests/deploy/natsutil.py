@@ -8,7 +8,9 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 
 import nats
+import nats.errors
 from nats.aio.client import Client
+from nats.aio.msg import Msg
 
 from jidocode.shared import nats_permissions as perms
 
@@ -53,6 +55,24 @@ class Conn:
         """A flush is a round trip: any violation of what we sent before has arrived by now."""
         await self.nc.flush(timeout=5)
         assert self.errors.empty(), f"unexpected errors: {list(self.errors._queue)}"  # type: ignore[attr-defined]
+
+
+async def first_request(nc: Client, subject: str, data: bytes, timeout: float = 10.0) -> Msg:
+    """A request to an endpoint that was just registered.
+
+    Right after a nats.micro endpoint subscribes (and flushes), the first request very rarely
+    gets a no-responders status although the subscription is in place; it happens with and
+    without authorization, so it is not a permission effect. Ask again until it answers.
+    """
+
+    async def attempt() -> Msg:
+        while True:
+            try:
+                return await nc.request(subject, data, timeout=timeout)
+            except nats.errors.NoRespondersError:
+                await asyncio.sleep(0.05)  # bounded by wait_for
+
+    return await asyncio.wait_for(attempt(), timeout)
 
 
 @asynccontextmanager

@@ -92,6 +92,8 @@ async def probe(name: str, env: Mapping[str, str], timeout: float = 30.0) -> int
         "jidocode.cli.main",
         "probe",
         name,
+        "--timeout",
+        "10",
         env=dict(env),
         stdout=asyncio.subprocess.DEVNULL,
         stderr=asyncio.subprocess.DEVNULL,

@@ -20,7 +20,7 @@ from jidocode.shared.config import Config
 from jidocode.shared.envelope import encode
 from jidocode.shared.events.tools import ToolCancelRequested
 
-from .cluster import Cluster, nats_cluster, stream_leader, wait_jetstream_cluster
+from .cluster import Cluster, nats_cluster, stream_leader, wait_jetstream_cluster, wait_leaders_elected
 from .conversation_system import FINAL, KillRun, run_conversation_across_kill
 
 pytestmark = pytest.mark.slow
@@ -103,6 +103,10 @@ async def test_replicated_streams_and_kv_survive_a_leader_kill(
             await _publish_until_acked(bus, subject, ToolCancelRequested(project_id="p1", request_id=f"s{i}"))
             for i in range(20)
         ]
+        # Reads need the bucket's own leader (which may have been on the same node) and the meta
+        # leader for new consumers: wait for the elections, then nothing may be missing.
+        live = ",".join(n.url for n in cluster.alive())
+        await wait_leaders_elected(live, leader)
         assert (await kv.get("k1")).value == b"before"
         await kv.put("k2", b"after")
         assert (await kv.get("k2")).value == b"after"
@@ -110,7 +114,6 @@ async def test_replicated_streams_and_kv_survive_a_leader_kill(
     finally:
         await bus.close()
 
-    live = ",".join(n.url for n in cluster.alive())
     stored = await _read_subject(live, subjects.STREAM_JOURNAL, subjects.journal("p1", "c1"))
     ids = [json.loads(m)["data"]["request_id"] for m in stored]
     assert ids == [f"r{i}" for i in range(20)] + [f"s{i}" for i in range(20)]

@@ -20,7 +20,7 @@ from jidocode.shared import nats_permissions as perms
 from jidocode.shared import subjects
 
 from .conftest import SecuredNats
-from .natsutil import connect_as
+from .natsutil import connect_as, first_request
 
 P, C = "proj1", "conv1"
 
@@ -142,7 +142,7 @@ async def test_service_serves_endpoints_answers_ping_and_publishes_signals(
         )
         await svc.nc.flush()  # the endpoint's subscription is registered before the client asks
         try:
-            reply = await client.nc.request(_ENDPOINTS[service], b"x", timeout=5)
+            reply = await first_request(client.nc, _ENDPOINTS[service], b"x")
             assert reply.data == b"served:x"
             # The health probe runs with the service's own credentials.
             pong = await svc.nc.request(subjects.srv("PING", service), b"", timeout=5)
@@ -217,7 +217,7 @@ async def test_conversation_flow_between_client_conversation_and_tool_runner(
         await runner.nc.flush()
 
         # The client sends input through JetStream (the ack comes back to its private inbox).
-        ack = await client.nc.jetstream().publish(subjects.conversation_in(P, C), b"hello")
+        ack = await client.nc.jetstream(timeout=15).publish(subjects.conversation_in(P, C), b"hello")
         assert ack.stream == subjects.STREAM_CONV_IN
         assert (await answers.next_msg(timeout=5)).data == b"hello"
 
