@@ -95,11 +95,14 @@ class Minimal:
                         call["arguments"] += tc.function.arguments or ""
         return "".join(text), [calls[i] for i in sorted(calls)]
 
-    async def turn(self, question: str) -> str:
-        messages: list[dict[str, Any]] = [{"role": "user", "content": question}]
+    async def turn(self, question: str, history: list[dict[str, Any]] | None = None) -> str:
+        """One turn; ``history`` (kept across turns, like a conversation) grows with it."""
+        messages: list[dict[str, Any]] = history if history is not None else []
+        messages.append({"role": "user", "content": question})
         while True:
             text, calls = await self._complete(messages)
             if not calls:
+                messages.append({"role": "assistant", "content": text})
                 return text
             messages.append({"role": "assistant", "content": text or None, "tool_calls": [
                 {"id": c["id"], "type": "function", "function": {"name": c["name"], "arguments": c["arguments"]}}
@@ -151,14 +154,19 @@ async def main(rounds: int, per_round: int, concurrent: int, turn_timeout: float
             ours: list[float] = []
             base_times: list[float] = []
             for _ in range(rounds):
+                # each round: a fresh conversation on both sides (its first turn untimed),
+                # then per_round turns on a history that grows the same way on both sides
+                await client.reset_session()
+                await client.send_message("read the readme", timeout=60)
                 for _ in range(per_round):
-                    await client.reset_session()  # same context size every turn
                     t0 = time.perf_counter()
                     await client.send_message("read the readme", timeout=60)
                     ours.append(time.perf_counter() - t0)
+                history: list[dict[str, Any]] = []
+                await minimal.turn("read the readme", history)
                 for _ in range(per_round):
                     t0 = time.perf_counter()
-                    await minimal.turn("read the readme")
+                    await minimal.turn("read the readme", history)
                     base_times.append(time.perf_counter() - t0)
 
             def ms(v: float) -> str:
