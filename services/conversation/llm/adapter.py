@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import logging
 import os
 import threading
 import time
@@ -63,6 +64,8 @@ __all__ = [
     "map_error",
     "preload_litellm",
 ]
+
+log = logging.getLogger("jidocode.conversation.llm")
 
 RetryCallback = Callable[[llm_events.LlmRetrying], Awaitable[None]]
 
@@ -271,8 +274,12 @@ class LitellmPort:
         return resolve_options(request.settings, self.env)
 
     async def _emit(self, event: EventModel) -> None:
-        if self._sink is not None:
+        if self._sink is None:
+            return
+        try:
             await self._sink(event)
+        except Exception:  # a lost signal must not fail the call; it is logged
+            log.exception("could not publish %s", event.type)
 
     async def complete(
         self,
@@ -366,7 +373,10 @@ class LitellmPort:
                 retries=retries,
                 context_window=context_window(options.model, options.context_window),
             )
-            await self.store.record(recorded)
+            try:
+                await self.store.record(recorded)
+            except Exception:  # the answer matters more than its accounting: keep it, say so
+                log.exception("token ledger: could not record usage of %s", request.conversation_id)
             await self._emit(recorded)
             return result
 

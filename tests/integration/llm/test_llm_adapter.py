@@ -298,3 +298,28 @@ async def test_timeout_is_retried_then_fails(
     result = await LitellmPort(sink=got.sink, sleep=no_sleep).complete(_request(settings), got.delta)
     assert result.content == "on time"
     assert [n.error_type for n in got.of(ev.LlmRetrying)] == ["llm_timeout"]
+
+
+class BrokenStore:
+    async def record(self, event: ev.LlmUsage) -> ev.UsageTotals:
+        raise RuntimeError("ledger down")
+
+    async def conversation(self, project_id: str, conversation_id: str) -> ev.UsageTotals:
+        return ev.UsageTotals()
+
+    async def project(self, project_id: str) -> ev.UsageTotals:
+        return ev.UsageTotals()
+
+
+async def test_a_broken_ledger_or_sink_never_loses_the_answer(
+    scripted_llm: ScriptedLlm, scripted_llm_settings: dict[str, Any], caplog: pytest.LogCaptureFixture
+) -> None:
+    async def broken_sink(event: EventModel) -> None:
+        raise RuntimeError("bus down")
+
+    scripted_llm.script(Reply.answer("kept"))
+    port = LitellmPort(sink=broken_sink, store=BrokenStore())
+    result = await port.complete(_request(scripted_llm_settings), Collect().delta)
+    assert result.content == "kept"
+    assert "could not record usage" in caplog.text
+    assert "could not publish llm.usage" in caplog.text
