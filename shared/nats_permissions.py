@@ -88,6 +88,7 @@ INBOX_ENV_VAR = "NATS_INBOX_PREFIX"
 # request filters come out of the very builders the services use.
 _ANY = "ANY0WILDCARD0TOKEN"
 _USER_NAME = re.compile(r"^[a-z][a-z0-9_]{0,31}$")
+_PASSWORD = re.compile(r"^[A-Za-z0-9_\-.~+/=]{16,256}$")
 
 # JetStream and protocol subject roots (NATS's own names, not ours).
 _JS_API = "$JS.API"
@@ -437,6 +438,11 @@ def render_accounts(
         for name, pw in passwords.items():
             if len(pw) < 16:
                 raise ValueError(f"password of {name!r} is shorter than 16 characters")
+            if not _PASSWORD.match(pw):
+                raise ValueError(
+                    f"password of {name!r} has characters a NATS config string may mangle; "
+                    "use letters, digits and - _ . ~ + / = (at most 256)"
+                )
     body = "\n".join(
         _render_user(u, None if passwords is None else passwords[u.name], "      ") for u in chosen
     )

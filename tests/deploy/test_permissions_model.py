@@ -146,6 +146,15 @@ def test_password_rules() -> None:
         perms.render_accounts(passwords={"engine": "x" * 20})
     with pytest.raises(ValueError, match="shorter than 16"):
         perms.render_accounts(passwords={u: "short" for u in perms.USERS})
+    for bad in ('p' * 20 + '"', "p" * 20 + "\\", "p" * 20 + " x", "p" * 300):
+        with pytest.raises(ValueError, match="mangle"):
+            perms.render_accounts(passwords={u: bad for u in perms.USERS})
+
+
+@given(st.from_regex(r"[A-Za-z0-9_\-.~+/=]{16,64}", fullmatch=True))
+def test_any_accepted_password_renders_verbatim(password: str) -> None:
+    text = perms.render_accounts(passwords=dict.fromkeys(perms.USERS, password))
+    assert text.count(f'password: "{password}"') == len(perms.USERS)
 
 
 def test_env_reference_rendering_holds_no_secret() -> None:
