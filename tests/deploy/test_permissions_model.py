@@ -146,7 +146,7 @@ def test_password_rules() -> None:
         perms.render_accounts(passwords={"engine": "x" * 20})
     with pytest.raises(ValueError, match="shorter than 16"):
         perms.render_accounts(passwords={u: "short" for u in perms.USERS})
-    for bad in ('p' * 20 + '"', "p" * 20 + "\\", "p" * 20 + " x", "p" * 300):
+    for bad in ("p" * 20 + '"', "p" * 20 + "\\", "p" * 20 + " x", "p" * 300):
         with pytest.raises(ValueError, match="mangle"):
             perms.render_accounts(passwords={u: bad for u in perms.USERS})
 
