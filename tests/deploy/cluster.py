@@ -61,9 +61,24 @@ def nats_cluster(tmp: Path, size: int = 3) -> Iterator[Cluster]:
             node.stop()
 
 
-async def wait_jetstream_cluster(url: str, replicas: int = 3, timeout: float = 60.0) -> None:
-    """Return once the cluster can place a stream with ``replicas`` replicas (meta leader and peers known)."""
-    nc = await nats.connect(url.split(","), connect_timeout=2)
+async def wait_jetstream_cluster(
+    url: str,
+    replicas: int = 3,
+    timeout: float = 60.0,
+    *,
+    as_user: tuple[str, str] | None = None,
+    stream: str = _PROBE_STREAM,
+    stream_subjects: tuple[str, ...] = ("probe.ready",),
+) -> None:
+    """Return once the cluster can place a stream with ``replicas`` replicas (meta leader and peers known).
+
+    ``as_user`` (name, password) connects as that generated NATS user, which must be allowed to create
+    and delete ``stream``.
+    """
+    options: dict[str, object] = {"connect_timeout": 2}
+    if as_user is not None:
+        options |= {"user": as_user[0], "password": as_user[1], "inbox_prefix": f"_INBOX_{as_user[0]}"}
+    nc = await nats.connect(url.split(","), **options)  # type: ignore[arg-type]
     try:
         js = nc.jetstream(timeout=2)
 
@@ -71,9 +86,9 @@ async def wait_jetstream_cluster(url: str, replicas: int = 3, timeout: float = 6
             while True:
                 try:
                     await js.add_stream(
-                        StreamConfig(name=_PROBE_STREAM, subjects=["probe.ready"], num_replicas=replicas)
+                        StreamConfig(name=stream, subjects=list(stream_subjects), num_replicas=replicas)
                     )
-                    await js.delete_stream(_PROBE_STREAM)
+                    await js.delete_stream(stream)
                     return
                 except (nats.js.errors.APIError, nats.errors.TimeoutError, nats.errors.NoRespondersError):
                     await asyncio.sleep(0.1)  # polling for a cluster to form, not synchronising on an event
