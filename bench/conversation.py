@@ -12,6 +12,9 @@ LLM double, so the figures are the runtime's own cost):
 * signals applied per second over 200 conversations at once;
 * rebuild time of a conversation from a 10,000-entry journal (read + replay;
   goal ≤ 0.5 s), and the pure replay alone.
+
+Generating the synthetic 10,000-entry journal takes a few minutes: it is made
+by the real reducer, which builds the LLM context of each of its 2,500 calls.
 """
 
 from __future__ import annotations
