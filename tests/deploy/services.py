@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import importlib.util
-import os
 import signal
 import subprocess
 import sys
@@ -17,38 +15,7 @@ import nats
 import nats.errors
 from nats.aio.client import Client
 
-from jidocode.services.registry import SERVICES
-from jidocode.shared import nats_permissions as perms
 from jidocode.shared import subjects
-
-
-def available_services() -> tuple[str, ...]:
-    """The services whose ``service.py`` exists in this checkout (others are still being written)."""
-    return tuple(
-        n for n in SERVICES if importlib.util.find_spec(f"jidocode.services.{n}.service") is not None
-    )
-
-
-def service_env(
-    name: str, url: str, passwords: Mapping[str, str], home: Path, replicas: int = 1
-) -> dict[str, str]:
-    """The environment compose and Kubernetes give service ``name``."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("NATS_", "JIDO_"))}
-    env.update(
-        {
-            "NATS_URL": url,
-            "NATS_USER": name,
-            "NATS_PASSWORD": passwords[name],
-            perms.INBOX_ENV_VAR: perms.inbox_prefix(name),
-            "JIDO_JS_REPLICAS": str(replicas),
-            "JIDO_CODE_HOME": str(home),
-            "JIDO_SERVICE": name,
-            "JIDO_LOG_LEVEL": "INFO",
-            "LITELLM_LOCAL_MODEL_COST_MAP": "True",
-            "PYTHONUNBUFFERED": "1",
-        }
-    )
-    return env
 
 
 @dataclass

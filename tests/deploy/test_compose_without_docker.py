@@ -1,6 +1,7 @@
 """compose.yaml without Docker: the committed NATS node configs run as a 3-node cluster on loopback, each
 service runs as a process with exactly the environment compose gives it, and a client chats through the
-whole system as the ``client`` user. No permission violation anywhere, SIGTERM stops every service with 0."""
+whole system as the ``client`` user. Each service passes its health probe with its own credentials, no
+permission violation is logged anywhere, and SIGTERM stops every service with exit code 0."""
 
 from __future__ import annotations
 
@@ -24,7 +25,7 @@ from jidocode.shared.config import Config
 from jidocode.shared.natsserver import NatsServer, free_port
 
 from .cluster import wait_jetstream_cluster
-from .services import ServiceProcess, killed_on_exit, wait_answering
+from .services import ServiceProcess, killed_on_exit, probe, wait_answering
 
 pytestmark = pytest.mark.slow
 
@@ -138,6 +139,9 @@ async def test_compose_system_on_loopback(tmp_path: Path, monkeypatch: pytest.Mo
                 bus = await Bus.connect(client_config, "cli")
                 try:
                     await wait_answering(bus.nc, tuple(SERVICE_OF.values()))
+                    # The container health check, run with each service's own credentials.
+                    probes = await asyncio.gather(*(probe(p.name, p.env) for p in procs))
+                    assert probes == [0] * len(procs), [p.output() for p in procs]
                     client = await JidoClient.connect(
                         project_dir=project,
                         bus=bus,
