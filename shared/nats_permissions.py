@@ -48,6 +48,7 @@ client         request engine, project, conversations, tools, assets; publish
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import secrets
@@ -364,6 +365,7 @@ _BUILDERS = {
 }
 
 
+@functools.cache
 def user_for(name: str) -> NatsUser:
     """The user of service ``name`` (or of ``client``); ``ValueError`` for an unknown name."""
     if name not in _BUILDERS:
