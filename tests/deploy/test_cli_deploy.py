@@ -95,8 +95,9 @@ def test_pure_helpers() -> None:
     nodes = cluster_nodes(3)
     assert [n.server_name for n in nodes] == ["nats-1", "nats-2", "nats-3"]
     assert nodes[0].routes == ("nats://nats-2:6222", "nats://nats-3:6222")
-    with pytest.raises(ValueError):
-        cluster_nodes(0)
+    for bad in (0, 8):
+        with pytest.raises(ValueError, match="1 to 7"):
+            cluster_nodes(bad)
     pw = generate_passwords()
     assert env_file(pw).count("JIDO_NATS_PASSWORD_") == len(perms.USERS)
     assert "namespace" not in k8s_secret(pw)
