@@ -92,6 +92,9 @@ class Runtime:
         self.token = f"{bus.source}/{secrets.token_hex(4)}"
         self.known: dict[str, ConversationRecord] = {}
         self.owned: dict[str, _Owned] = {}
+        #: When a lease was last written by anyone (monotonic clock): a lease renewed
+        #: within the TTL is held, so the scan does not even try to take it.
+        self.lease_seen: dict[str, float] = {}
         self._records: KeyValue | None = None
         self._owners: KeyValue | None = None
         self._tasks: list[asyncio.Task[None]] = []
@@ -107,6 +110,7 @@ class Runtime:
         self._owners = await self.bus.kv(subjects.BUCKET_OWNERS, history=1, ttl=self.settings.lease_ttl_s)
         self._tasks.append(asyncio.create_task(self._watch_records(), name="conv-watch-records"))
         await asyncio.wait_for(self._watch_ready.wait(), 30)
+        self._tasks.append(asyncio.create_task(self._watch_leases(), name="conv-watch-leases"))
         self._tasks.append(asyncio.create_task(self._scan_loop(), name="conv-scan"))
         self._unknown_sub = await self.bus.nc.subscribe(
             subjects.conversation_in_filter(), queue="jidocode-conversation-edge", cb=self._check_known
@@ -154,6 +158,24 @@ class Runtime:
                     await self._release(entry.key)
         finally:
             await watcher.stop()  # type: ignore[no-untyped-call]
+
+    async def _watch_leases(self) -> None:
+        watcher = await self.owners.watchall()
+        loop = asyncio.get_running_loop()
+        try:
+            async for entry in watcher:
+                if entry is None:
+                    continue
+                if entry.operation in ("DEL", "PURGE"):
+                    self.lease_seen.pop(entry.key, None)
+                else:
+                    self.lease_seen[entry.key] = loop.time()
+        finally:
+            await watcher.stop()  # type: ignore[no-untyped-call]
+
+    def _maybe_free(self, key: str) -> bool:
+        seen = self.lease_seen.get(key)
+        return seen is None or asyncio.get_running_loop().time() - seen > self.settings.lease_ttl_s
 
     async def record(self, project_id: str, conversation_id: str) -> ConversationRecord:
         key = record_key(project_id, conversation_id)
@@ -291,7 +313,7 @@ class Runtime:
         # Renew every lease at once: one slow round trip must not make the others late.
         await asyncio.gather(*(self._renew(key, owned) for key, owned in list(self.owned.items())))
         for key, record in list(self.known.items()):
-            if record.status == "active" and key not in self.owned:
+            if record.status == "active" and key not in self.owned and self._maybe_free(key):
                 await self._try_acquire(key, record)
 
     async def _scan_loop(self) -> None:
