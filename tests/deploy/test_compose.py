@@ -82,6 +82,10 @@ def test_each_service_runs_as_its_own_nats_user(
     assert any(v.endswith(":/home/jido/.jido_code/settings.json:ro") for v in svc["volumes"])
     assert svc["stop_signal"] == "SIGTERM"
     assert {f"nats-{i}" for i in (1, 2, 3)} <= set(svc["depends_on"])
+    # No service sees another's password, and only the conversation service sees LLM keys.
+    others = {perms.password_env_var(u) for u in perms.USERS} - {perms.password_env_var(service)}
+    assert not any(var in str(env.values()) for var in others)
+    assert ("OPENAI_API_KEY" in env) is (service == "conversation")
 
 
 def test_conversation_and_tool_runner_run_two_replicas(compose: dict[str, Any]) -> None:
