@@ -54,9 +54,18 @@ def _preview(args: dict[str, Any]) -> str:
 def _outcome(data: dict[str, Any]) -> str:
     value = data.get("data")
     if isinstance(value, dict):
-        for key in ("exit_code", "lines", "count", "bytes_written", "replacements"):
-            if key in value:
-                return f"{key.replace('_', ' ')} {value[key]}"
+        if "exit_code" in value:
+            return f"exit {value['exit_code']}"
+        if "total_lines" in value:
+            return f"lines {value.get('start_line')}-{value.get('end_line')} of {value['total_lines']}"
+        if "bytes" in value:
+            return f"{value['bytes']} bytes written" + (" (new file)" if value.get("created") else "")
+        if "replacements" in value:
+            return f"{value['replacements']} replacement(s)"
+        for key in ("entries", "matches", "files", "paths"):
+            if isinstance(value.get(key), list):
+                more = "+" if value.get("truncated") else ""
+                return f"{len(value[key])}{more} {key}"
         return f"{len(value)} fields"
     if isinstance(value, list):
         return f"{len(value)} items"
