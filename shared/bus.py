@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
@@ -41,6 +42,14 @@ __all__ = ["Bus", "EnvelopeHandler", "connect_nats", "error_payload", "gather"]
 log = logging.getLogger("jidocode.bus")
 
 EnvelopeHandler = Callable[[Envelope], Awaitable[None]]
+
+#: JetStream failures worth retrying with the same message id.
+_JS_TRANSIENT = (
+    nats.errors.TimeoutError,
+    nats.errors.NoRespondersError,
+    nats.js.errors.NoStreamResponseError,
+    nats.js.errors.ServiceUnavailableError,
+)
 
 START_HINT = "is JidoCode running? Start it with `jidocode up` (or set NATS_URL to a running system)"
 
@@ -133,37 +142,42 @@ class Bus:
         subject: str,
         event: EventModel | Envelope,
         *,
-        attempts: int = 5,
         timeout: float = 2.0,
+        deadline: float = 20.0,
         **ext: Any,
     ) -> int:
-        """Publish to JetStream with ``Nats-Msg-Id`` = event id; retry a timed-out publish.
+        """Publish to JetStream with ``Nats-Msg-Id`` = event id, retrying until ``deadline`` seconds.
 
         A publish that timed out may still have been stored: retrying with the
-        same message id lets the server drop the duplicate. Returns the stream
-        sequence.
+        same message id lets the server drop the duplicate. Also retried: no
+        stream answering (a leader election in a cluster, a restarting server)
+        and JetStream being temporarily unavailable. Returns the stream sequence.
         """
         env = event if isinstance(event, Envelope) else self.envelope(event, **ext)
         payload, headers = encode(env, jetstream=True)
         delay = 0.1
-        for attempt in range(1, attempts + 1):
+        give_up = time.monotonic() + deadline
+        attempt = 0
+        while True:
+            attempt += 1
             try:
                 ack = await self.js.publish(subject, payload, timeout=timeout, headers=headers)
                 return int(ack.seq)
-            except (
-                nats.errors.TimeoutError,
-                nats.js.errors.ServiceUnavailableError,
-                nats.errors.NoRespondersError,
-            ):
-                if attempt == attempts:
+            except _JS_TRANSIENT as exc:
+                if time.monotonic() + delay >= give_up:
                     raise RequestTimeout(
-                        f"JetStream did not acknowledge {env.type} on {subject} after {attempts} attempts",
-                        details={"subject": subject, "id": env.id},
+                        f"JetStream did not acknowledge {env.type} on {subject} after {attempt} attempts "
+                        f"in {deadline:g} s ({type(exc).__name__})",
+                        details={"subject": subject, "id": env.id, "attempts": attempt},
                     ) from None
-                log.warning("jetstream publish of %s timed out (attempt %d), retrying", env.id, attempt)
+                log.warning(
+                    "jetstream publish of %s failed (%s, attempt %d), retrying",
+                    env.id,
+                    type(exc).__name__,
+                    attempt,
+                )
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 2.0)
-        raise AssertionError("unreachable")
 
     # -- request/reply --------------------------------------------------------
 

@@ -23,7 +23,10 @@ with ``quota_exceeded``), run under the timeout and output cap, publish
 Idempotency: ``meta.request_id`` keys the call in ``jido_tool_calls``. The
 first request claims the key (KV create); a redelivered request finds the
 claim and waits for (or returns) the stored result — the side effect never
-runs twice. Quotas and session approvals are per replica process.
+runs twice. Read-only built-ins (``read_file``, ``list_dir``, ``glob``,
+``grep``) have no side effect to protect and skip the two KV writes: a
+redelivered read simply reads again. Quotas and session approvals are per
+replica process.
 """
 
 from __future__ import annotations
@@ -75,6 +78,9 @@ from jidocode.shared.settings import ToolSettings
 
 from .executor import Limits, check_args, error_result, run_authorized
 from .tools import BUILTINS
+
+#: Built-ins without side effects: no idempotency claim needed.
+READ_ONLY: frozenset[str] = frozenset({"read_file", "list_dir", "glob", "grep"})
 
 __all__ = ["ToolRunner", "serve"]
 
@@ -239,6 +245,8 @@ class ToolRunner:
     async def handle_run(self, env: Envelope) -> ToolResult:
         project_id = scoped_project_id(env)
         call = expect(env, RunTool)
+        if call.name in READ_ONLY:
+            return await self._run(project_id, call, env)
         key = _call_key(project_id, call.meta.request_id)
         stored = await self._claim(key, project_id, call)
         if stored is not None:

@@ -222,3 +222,16 @@ def test_host_limits_are_validated_before_any_io() -> None:
         ServiceHost(_NoBus(), name="engine", max_concurrent=0)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="unknown service"):
         ServiceHost(_NoBus(), name="nope")  # type: ignore[arg-type]
+
+
+async def test_jetstream_publish_rides_out_a_missing_stream_then_gives_up_clearly(bus: Bus) -> None:
+    env = bus.envelope(ProjectStarted(project_id="P", root_path="/r"))
+    # no stream yet (as during a leader election): the publish keeps retrying ...
+    publishing = asyncio.create_task(bus.js_publish("t.late.x", env, timeout=0.5, deadline=30))
+    done, _ = await asyncio.wait({publishing}, timeout=0.3)
+    assert not done
+    await bus.ensure_stream("T_LATE", ["t.late.>"])
+    # ... and lands once the stream answers
+    assert await asyncio.wait_for(publishing, 30) == 1
+    with pytest.raises(RequestTimeout, match=r"did not acknowledge .* \(NoStreamResponseError\)"):
+        await bus.js_publish("t.nostream.x", env, timeout=0.2, deadline=0.5)
