@@ -225,15 +225,23 @@ class JidoClient:
     ) -> None:
         """Choose the tools the model sees (within the policy) and who answers approvals.
 
-        ``expose``/``unexpose`` apply to conversations started afterwards (sent as
-        the conversation's ``tools`` settings); ``approve`` applies at once.
+        ``expose`` (only these) and ``unexpose`` (all but these) travel as the
+        conversation's ``tools`` settings: sent at once to a running conversation
+        (``start_conversation`` merges settings) and with every later one.
+        ``approve`` applies at once.
         """
+        changed = expose is not None or unexpose is not None
         if expose is not None:
             self._expose = list(expose)
         if unexpose is not None:
             self._unexpose = list(unexpose)
         if approve is not None:
             self._approve = approve
+        if changed and self.conversation_id is not None:
+            await self._request(
+                "start_conversation",
+                StartConversation(conversation_id=self.conversation_id, settings=self._conversation_settings()),
+            )
 
     def on_event(self, callback: EventCallback) -> None:
         """Call ``callback`` with every output event of the conversation (the CLI's ``--json``)."""
@@ -243,8 +251,7 @@ class JidoClient:
 
     def _conversation_settings(self) -> dict[str, Any]:
         settings = dict(self._settings)
-        if self._expose or self._unexpose:
-            settings["tools"] = {"expose": list(self._expose), "unexpose": list(self._unexpose)}
+        settings["tools"] = {"expose": list(self._expose), "unexpose": list(self._unexpose)}
         return settings
 
     async def _request(self, verb: str, body: Any, timeout: float = REQUEST_TIMEOUT) -> Any:

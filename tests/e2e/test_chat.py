@@ -327,3 +327,17 @@ async def test_default_wiring_of_the_services_fixture(
         await client.close()
     finally:
         await bus.close()
+
+
+async def test_configure_tools_chooses_what_the_model_sees(system: System) -> None:
+    system.llm.script(Reply.answer("one"), Reply.answer("two"))
+    client = await system.client()
+    await client.configure_tools(unexpose=["bash", "write_file"])
+    assert await client.send_message("first", timeout=60) == "one"
+    names = {t["function"]["name"] for t in system.llm.requests[0]["tools"]}
+    assert "read_file" in names and "bash" not in names and "write_file" not in names
+    await client.configure_tools(expose=["read_file", "list_dir"], unexpose=[])
+    # the conversation service's actor keeps the settings it started with: a new session sees the change
+    await client.reset_session()
+    assert await client.send_message("second", timeout=60) == "two"
+    assert {t["function"]["name"] for t in system.llm.requests[1]["tools"]} == {"read_file", "list_dir"}

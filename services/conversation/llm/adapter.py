@@ -225,13 +225,14 @@ def map_error(exc: BaseException, model: str) -> JidoError:
     return err("llm_error", f"the call to {model} failed: {type(exc).__name__}: {message}")
 
 
-def _tools_param(request: LlmRequest) -> list[dict[str, Any]]:
+def _tools_param(request: LlmRequest, options: LlmOptions) -> list[dict[str, Any]]:
     return [
         {
             "type": "function",
             "function": {"name": t.name, "description": t.description, "parameters": t.input_schema},
         }
         for t in request.tools
+        if options.tools.shown(t.name)
     ]
 
 
@@ -443,8 +444,9 @@ class LitellmPort:
             kwargs["temperature"] = options.temperature
         if options.max_tokens is not None:
             kwargs["max_tokens"] = options.max_tokens
-        if request.tools:
-            kwargs["tools"] = _tools_param(request)
+        tools = _tools_param(request, options)
+        if tools:
+            kwargs["tools"] = tools
         response = await lib.acompletion(**kwargs)
         acc = StreamAssembler(model=options.model)
         async for chunk in response:

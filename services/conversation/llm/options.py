@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from jidocode.shared.errors import JidoError
 
-__all__ = ["DEFAULT_CONTEXT_WINDOW", "LlmOptions", "resolve_api_key", "resolve_options"]
+__all__ = ["DEFAULT_CONTEXT_WINDOW", "LlmOptions", "ToolExposure", "resolve_api_key", "resolve_options"]
 
 #: Used when litellm does not know the model's context window.
 DEFAULT_CONTEXT_WINDOW = 128_000
@@ -26,6 +26,16 @@ DEFAULT_CONTEXT_WINDOW = 128_000
 #: OpenAI-compatible servers (ollama, vLLM, the scripted server) ignore it,
 #: a real provider answers 401, which becomes ``llm_auth``.
 NO_KEY = "sk-no-key-configured"
+
+
+class ToolExposure(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    expose: list[str] = Field(default_factory=list)
+    unexpose: list[str] = Field(default_factory=list)
+
+    def shown(self, name: str) -> bool:
+        return (not self.expose or name in self.expose) and name not in self.unexpose
 
 
 class LlmOptions(BaseModel):
@@ -48,6 +58,10 @@ class LlmOptions(BaseModel):
     context_window: int | None = Field(default=None, ge=1)
     budget_tokens: int | None = Field(default=None, ge=1)
     budget_usd: float | None = Field(default=None, gt=0.0)
+    #: The client's ``configure_tools``: ``{"expose": [...], "unexpose": [...]}``. A non-empty
+    #: ``expose`` keeps only those tools; ``unexpose`` then removes names. (The policy still
+    #: decides what may run; this decides what the model is shown.)
+    tools: ToolExposure = Field(default_factory=lambda: ToolExposure())
 
 
 def resolve_options(settings: Mapping[str, Any], env: Mapping[str, str]) -> LlmOptions:

@@ -141,3 +141,12 @@ def test_any_split_of_the_arguments_assembles_back(calls: list[dict[str, Any]], 
         for piece in pieces[1:]:
             acc.add_tool_fragment(index, None, None, piece)
     assert [c.arguments for c in acc.result().tool_calls] == calls
+
+
+def test_tool_exposure() -> None:
+    opts = resolve_options({"model": "m", "tools": {"expose": ["a", "b"], "unexpose": ["b"]}}, {})
+    assert [n for n in ("a", "b", "c") if opts.tools.shown(n)] == ["a"]
+    everything = resolve_options({"model": "m"}, {})
+    assert all(everything.tools.shown(n) for n in ("a", "b"))
+    only_not = resolve_options({"model": "m", "tools": {"unexpose": ["bash"]}}, {})
+    assert not only_not.tools.shown("bash") and only_not.tools.shown("read_file")
