@@ -30,6 +30,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
+import nats.errors
 from nats.aio.subscription import Subscription
 from pydantic import BaseModel, ConfigDict
 
@@ -240,7 +241,9 @@ class JidoClient:
         if changed and self.conversation_id is not None:
             await self._request(
                 "start_conversation",
-                StartConversation(conversation_id=self.conversation_id, settings=self._conversation_settings()),
+                StartConversation(
+                    conversation_id=self.conversation_id, settings=self._conversation_settings()
+                ),
             )
 
     def on_event(self, callback: EventCallback) -> None:
@@ -448,7 +451,7 @@ class JidoClient:
         assert self.conversation_id is not None
         try:
             ledger = await KvLedger(self.bus).conversation(self.project_id, self.conversation_id)
-        except JidoError:
+        except (JidoError, nats.errors.Error, TimeoutError):  # no ledger, or not ours to read
             ledger = UsageTotals()
         window = ledger.context_window
         used = ledger.context_tokens
