@@ -264,6 +264,7 @@ class LitellmPort:
         self._sink = sink
         self.store: UsageStore = store if store is not None else MemoryLedger()
         self._system_prompts = system_prompts
+        self._recording: dict[tuple[str, str], asyncio.Task[None]] = {}
         self._env = env
         self._sleep = sleep
 
@@ -374,12 +375,40 @@ class LitellmPort:
                 retries=retries,
                 context_window=context_window(options.model, options.context_window),
             )
-            try:
-                await self.store.record(recorded)
-            except Exception:  # the answer matters more than its accounting: keep it, say so
-                log.exception("token ledger: could not record usage of %s", request.conversation_id)
+            self._record_later(recorded)
             await self._emit(recorded)
             return result
+
+    def _record_later(self, event: llm_events.LlmUsage) -> None:
+        """Write the ledger off the answer's path, in order per conversation.
+
+        The budget check of the conversation's next call waits for it
+        (:meth:`_check_budget`), so budgets stay exact; :meth:`flush` waits for all.
+        """
+        key = (event.project_id, event.conversation_id)
+        previous = self._recording.get(key)
+
+        async def record() -> None:
+            if previous is not None:
+                await asyncio.wait([previous])
+            try:
+                await self.store.record(event)
+            except Exception:  # the answer matters more than its accounting: keep it, say so
+                log.exception("token ledger: could not record usage of %s", event.conversation_id)
+
+        task = asyncio.create_task(record(), name=f"ledger-{event.conversation_id}")
+        self._recording[key] = task
+
+        def done(t: asyncio.Task[None]) -> None:
+            if self._recording.get(key) is t:
+                del self._recording[key]
+
+        task.add_done_callback(done)
+
+    async def flush(self) -> None:
+        """Wait until every usage recorded so far is in the ledger."""
+        while self._recording:
+            await asyncio.wait(list(self._recording.values()))
 
     async def _with_system_prompt(self, request: LlmRequest) -> LlmRequest:
         """Prepend the project's system prompt unless the request already has one."""
@@ -396,6 +425,9 @@ class LitellmPort:
         """Refuse the call when the conversation's budget is used up (``llm_budget_exceeded``)."""
         if options.budget_tokens is None and options.budget_usd is None:
             return
+        pending = self._recording.get((request.project_id, request.conversation_id))
+        if pending is not None:
+            await asyncio.wait([pending])
         totals = await self.store.conversation(request.project_id, request.conversation_id)
         totals = totals.model_copy(
             update={"project_id": request.project_id, "conversation_id": request.conversation_id}

@@ -321,5 +321,6 @@ async def test_a_broken_ledger_or_sink_never_loses_the_answer(
     port = LitellmPort(sink=broken_sink, store=BrokenStore())
     result = await port.complete(_request(scripted_llm_settings), Collect().delta)
     assert result.content == "kept"
+    await port.flush()
     assert "could not record usage" in caplog.text
     assert "could not publish llm.usage" in caplog.text

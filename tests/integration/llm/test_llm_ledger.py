@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from jidocode.cli.dev.scripted_llm import Reply, ScriptedLlm
-from jidocode.services.conversation.llm import make_llm_port
+from jidocode.services.conversation.llm import LitellmPort, make_llm_port
 from jidocode.services.conversation.llm.ledger import KvLedger
 from jidocode.services.conversation.ports import LlmRequest
 from jidocode.shared import subjects
@@ -52,6 +52,8 @@ async def test_usage_is_published_and_summed_per_conversation_and_project(
     await port.complete(_request(scripted_llm_settings, "c1"), _nothing)
     await port.complete(_request(scripted_llm_settings, "c2"), _nothing)
     envs = [await asyncio.wait_for(seen.get(), 10) for _ in range(3)]
+    assert isinstance(port, LitellmPort)
+    await port.flush()
     assert [e.conversation_id for e in envs] == ["c1", "c1", "c2"]
     assert all(e.project_id == "p1" and e.correlation_id == "corr" for e in envs)
     first = envs[0].event()
