@@ -486,6 +486,12 @@ class JidoClient:
             return model, tokens, window
         return None, 0, 0
 
+    async def get_project_usage(self) -> UsageTotals:
+        """The token ledger's totals over every conversation of the project."""
+        from jidocode.services.conversation.llm.ledger import KvLedger
+
+        return await KvLedger(self.bus).project(self.project_id)
+
     async def reset_session(self) -> str:
         """Stop the current conversation and start a fresh one (history starts empty)."""
         if self.conversation_id is not None:

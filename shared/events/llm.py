@@ -3,8 +3,8 @@
 Published on ``subjects.signal(<type>)`` (``jido.sig.llm.…``) by the litellm
 adapter of the conversation service. ``llm.usage`` is the ledger's one input:
 every completed call, with its tokens and its cost where litellm knows the
-price. ``llm.usage.totals`` is a reply (not published): the ledger's sums for a
-project or one conversation.
+price. ``llm.usage.totals`` is the shape of the ledger's sums for a project or
+one conversation (stored in the ``jido_llm_ledger`` KV bucket, not published).
 """
 
 from __future__ import annotations
@@ -17,7 +17,6 @@ from ._base import EventModel
 
 __all__ = [
     "EVENTS",
-    "GetUsage",
     "LlmBudgetExceeded",
     "LlmCallFailed",
     "LlmRetrying",
@@ -88,17 +87,8 @@ class LlmBudgetExceeded(EventModel):
     budget_usd: float | None = None
 
 
-class GetUsage(EventModel):
-    """Ask the ledger for totals: one conversation, or (``conversation_id`` unset) the project."""
-
-    channel: ClassVar[str] = "command"
-    type: Literal["llm.get_usage"] = "llm.get_usage"
-    project_id: str
-    conversation_id: str | None = None
-
-
 class UsageTotals(EventModel):
-    """Summed usage (reply to :class:`GetUsage`, and the shape of a ``usage`` projection)."""
+    """Summed usage of a conversation or a project (the ledger's value, the shape of a ``usage`` projection)."""
 
     channel: ClassVar[str] = "reply"
     type: Literal["llm.usage.totals"] = "llm.usage.totals"
@@ -124,6 +114,5 @@ EVENTS: tuple[type[EventModel], ...] = (
     LlmCallFailed,
     LlmUsage,
     LlmBudgetExceeded,
-    GetUsage,
     UsageTotals,
 )

@@ -150,3 +150,47 @@ def test_tool_exposure() -> None:
     assert all(everything.tools.shown(n) for n in ("a", "b"))
     only_not = resolve_options({"model": "m", "tools": {"unexpose": ["bash"]}}, {})
     assert not only_not.tools.shown("bash") and only_not.tools.shown("read_file")
+
+
+# --- the scripted server's stream, assembled back ------------------------------------
+
+_arg_values = st.one_of(st.integers(), st.text(max_size=12), st.booleans(), st.none())
+
+
+@given(
+    text=st.text(max_size=60),
+    calls=st.lists(
+        st.tuples(
+            st.text("abcdefghij_", min_size=1, max_size=10),
+            st.dictionaries(st.text("xyz", min_size=1, max_size=3), _arg_values, max_size=3),
+        ),
+        max_size=4,
+    ),
+    chunk=st.integers(1, 9),
+)
+def test_scripted_stream_assembles_back(
+    text: str, calls: list[tuple[str, dict[str, Any]]], chunk: int
+) -> None:
+    from jidocode.cli.dev.scripted_llm import Reply, ScriptedToolCall, _chunks
+
+    scripted = tuple(ScriptedToolCall(name=n, arguments=a) for n, a in calls)
+    reply = (
+        Reply.tools(*scripted, text=text, chunk_chars=chunk)
+        if calls
+        else Reply.answer(text, chunk_chars=chunk)
+    )
+    acc = StreamAssembler()
+    for piece in _chunks(reply):
+        delta = piece["delta"]
+        acc.add_text(delta.get("content") or "")
+        for tc in delta.get("tool_calls") or []:
+            fn = tc.get("function") or {}
+            acc.add_tool_fragment(tc["index"], tc.get("id"), fn.get("name"), fn.get("arguments"))
+        if piece["finish_reason"]:
+            acc.finish_reason = piece["finish_reason"]
+    result = acc.result()
+    assert result.content == text
+    assert [(c.id, c.name, c.arguments) for c in result.tool_calls] == [
+        (c.id, c.name, c.arguments) for c in scripted
+    ]
+    assert result.finish_reason == ("tool_calls" if calls else "stop")
