@@ -17,6 +17,7 @@ import pytest
 from jidocode.shared.bus import Bus
 from jidocode.shared.config import Config
 from jidocode.shared.natsserver import NatsServer
+from tests.llm_fixtures import scripted_llm, scripted_llm_settings  # noqa: F401  (fixtures)
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 

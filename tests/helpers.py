@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Iterable
+from typing import Any
 
 import nats
 
@@ -14,9 +15,9 @@ from jidocode.shared.bus import gather
 from jidocode.shared.config import Config
 
 
-async def ping_services(nc: nats.aio.client.Client, wait: float = 0.3) -> dict[str, list[dict]]:
+async def ping_services(nc: nats.aio.client.Client, wait: float = 0.3) -> dict[str, list[dict[str, Any]]]:
     """Scatter-gather ``$SRV.PING``: replies grouped by micro service name."""
-    found: dict[str, list[dict]] = {}
+    found: dict[str, list[dict[str, Any]]] = {}
     for msg in await gather(nc, subjects.srv("PING"), wait=wait):
         info = json.loads(msg.data)
         found.setdefault(info["name"], []).append(info)
@@ -25,13 +26,13 @@ async def ping_services(nc: nats.aio.client.Client, wait: float = 0.3) -> dict[s
 
 async def wait_for_services(
     config: Config, names: Iterable[str] = SERVICES, timeout: float = 20.0
-) -> dict[str, list[dict]]:
+) -> dict[str, list[dict[str, Any]]]:
     """Return once every named service answers ``$SRV.PING``; fail after ``timeout``."""
     wanted = {subjects.SERVICE_NAMES[n] for n in names}
     nc = await nats.connect(config.nats_url)
     try:
 
-        async def _loop() -> dict[str, list[dict]]:
+        async def _loop() -> dict[str, list[dict[str, Any]]]:
             while True:
                 found = await ping_services(nc)
                 if wanted <= set(found):
