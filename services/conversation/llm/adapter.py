@@ -47,6 +47,7 @@ from jidocode.services.conversation.ports import LlmRequest, LlmResult, LlmUsage
 from jidocode.shared.errors import JidoError
 from jidocode.shared.events import llm as llm_events
 from jidocode.shared.events._base import EventModel
+from jidocode.shared.events.llm import UsageTotals
 
 from .ledger import EventSink, MemoryLedger, UsageStore, check_budget
 from .options import DEFAULT_CONTEXT_WINDOW, LlmOptions, resolve_api_key, resolve_options
@@ -265,6 +266,8 @@ class LitellmPort:
         self.store: UsageStore = store if store is not None else MemoryLedger()
         self._system_prompts = system_prompts
         self._recording: dict[tuple[str, str], asyncio.Task[None]] = {}
+        #: Totals the store returned last, per conversation (the budget's fallback).
+        self._known: dict[tuple[str, str], UsageTotals] = {}
         self._env = env
         self._sleep = sleep
 
@@ -392,7 +395,7 @@ class LitellmPort:
             if previous is not None:
                 await asyncio.wait([previous])
             try:
-                await self.store.record(event)
+                self._known[key] = await self.store.record(event)
             except Exception:  # the answer matters more than its accounting: keep it, say so
                 log.exception("token ledger: could not record usage of %s", event.conversation_id)
 
@@ -428,7 +431,12 @@ class LitellmPort:
         pending = self._recording.get((request.project_id, request.conversation_id))
         if pending is not None:
             await asyncio.wait([pending])
-        totals = await self.store.conversation(request.project_id, request.conversation_id)
+        key = (request.project_id, request.conversation_id)
+        try:
+            totals = await self.store.conversation(*key)
+        except Exception:  # ledger unreachable (e.g. a JetStream election): use what this port saw last
+            log.warning("token ledger unreachable; budget of %s checked against local totals", key[1])
+            totals = self._known.get(key) or UsageTotals()
         totals = totals.model_copy(
             update={"project_id": request.project_id, "conversation_id": request.conversation_id}
         )

@@ -324,3 +324,37 @@ async def test_a_broken_ledger_or_sink_never_loses_the_answer(
     await port.flush()
     assert "could not record usage" in caplog.text
     assert "could not publish llm.usage" in caplog.text
+
+
+class FlakyStore:
+    """Records fine, but cannot be read (a ledger in the middle of an election)."""
+
+    def __init__(self) -> None:
+        self.totals = ev.UsageTotals()
+
+    async def record(self, event: ev.LlmUsage) -> ev.UsageTotals:
+        self.totals = self.totals.model_copy(
+            update={
+                "calls": self.totals.calls + 1,
+                "total_tokens": self.totals.total_tokens + event.total_tokens,
+            }
+        )
+        return self.totals
+
+    async def conversation(self, project_id: str, conversation_id: str) -> ev.UsageTotals:
+        raise TimeoutError("no meta leader")
+
+    async def project(self, project_id: str) -> ev.UsageTotals:
+        raise TimeoutError("no meta leader")
+
+
+async def test_budget_holds_when_the_ledger_cannot_be_read(
+    scripted_llm: ScriptedLlm, scripted_llm_settings: dict[str, Any]
+) -> None:
+    scripted_llm.script(Reply.answer("a", prompt_tokens=90, completion_tokens=20), Reply.answer("b"))
+    port = LitellmPort(store=FlakyStore())
+    settings = {**scripted_llm_settings, "budget_tokens": 100}
+    assert (await port.complete(_request(settings), Collect().delta)).content == "a"
+    with pytest.raises(JidoError) as info:
+        await port.complete(_request(settings), Collect().delta)
+    assert info.value.type == "llm_budget_exceeded"
