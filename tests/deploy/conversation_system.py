@@ -8,7 +8,9 @@ import contextlib
 import importlib.util
 import json
 import logging
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +21,7 @@ from nats.js.api import DeliverPolicy
 from jidocode.cli.dev.scripted_llm import Reply, ScriptedLlm, call
 from jidocode.client import JidoClient
 from jidocode.services.conversation.llm import make_llm_port
-from jidocode.services.registry import SERVICES, serve_many
+from jidocode.services.registry import SERVICES, load_serve
 from jidocode.shared import subjects
 from jidocode.shared.bus import Bus
 from jidocode.shared.config import Config
@@ -31,6 +33,7 @@ from .services import wait_answering
 
 log = logging.getLogger(__name__)
 
+_RESTARTS = 3
 FINAL = "The readme says hello."
 FAST = {"retry_backoff_s": 0.01, "retry_backoff_max_s": 0.05}
 
@@ -85,6 +88,20 @@ class KillRun:
     killed: str
 
 
+async def _restarting(name: str, start: Callable[[], Awaitable[None]], stop: asyncio.Event) -> None:
+    """Run a service and start it again if it dies before ``stop`` — compose's ``restart:
+    unless-stopped`` and Kubernetes' restart policy. A service meeting a JetStream API timeout
+    while the young cluster settles exits; the platform restarts it."""
+    for attempt in range(1, _RESTARTS + 1):
+        try:
+            await start()
+            return
+        except Exception:
+            if stop.is_set() or attempt == _RESTARTS:
+                raise
+            log.warning("service %s stopped with an error; restarting it (%d)", name, attempt, exc_info=True)
+
+
 async def _history_once_settled(client: JidoClient, timeout: float = 30.0) -> list[dict[str, Any]]:
     """``get_history``, asked again while the cluster elects a new meta leader.
 
@@ -133,16 +150,27 @@ async def run_conversation_across_kill(
 
         stop = asyncio.Event()
         llm_bus = await Bus.connect(config, "conversation-llm")
-        tasks = [
-            asyncio.create_task(serve_many(config, stop, others)),
-            asyncio.create_task(serve_conversation(config, stop, llm=make_llm_port(config, bus=llm_bus))),
-        ]
+        starters: dict[str, Callable[[], Awaitable[None]]] = {
+            n: partial(load_serve(n), config, stop) for n in others
+        }
+        starters["conversation"] = lambda: serve_conversation(
+            config, stop, llm=make_llm_port(config, bus=llm_bus)
+        )
+        tasks = [asyncio.create_task(_restarting(name, start, stop)) for name, start in starters.items()]
         bus = await Bus.connect(config, "cluster-client")
         try:
-            await wait_answering(bus.nc, (*others, "conversation"))
+            # Wait for every service, unless one of them crashes first (then its error is the failure).
+            ready = asyncio.ensure_future(wait_answering(bus.nc, (*others, "conversation")))
+            done, _ = await asyncio.wait([ready, *tasks], return_when=asyncio.FIRST_COMPLETED)
+            if ready not in done:
+                ready.cancel()
+                for task in done:
+                    task.result()
+                raise AssertionError("a service stopped before every service answered")
+            ready.result()
             client = await JidoClient.connect(project_dir=project, bus=bus, settings=FAST)
-            turn = asyncio.ensure_future(client.send_message("What does the readme say?", timeout=120))
-            await llm.wait_requests(2, timeout=60)  # mid-conversation: the tool ran, the answer is pending
+            turn = asyncio.ensure_future(client.send_message("What does the readme say?", timeout=60))
+            await llm.wait_requests(2, timeout=30)  # mid-conversation: the tool ran, the answer is pending
             assert client.conversation_id is not None
             pid = client.project_id
             cid = client.conversation_id
@@ -158,7 +186,9 @@ async def run_conversation_across_kill(
             if settle:
                 await wait_leaders_elected(live, killed)
             llm.gate.set()
-            answer = await asyncio.wait_for(turn, 120)
+            answer = await asyncio.wait_for(turn, 60)
+            # Reading back needs live leaders too (the journal's, and the meta leader for a consumer).
+            await wait_leaders_elected(live, killed)
             history = await _history_once_settled(client)
             after = await journal_ids(live, pid, cid)
         finally:

@@ -3,7 +3,6 @@ conversation running across a node kill finishes with nothing lost from its jour
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -17,7 +16,6 @@ from nats.js.api import DeliverPolicy
 from jidocode.shared import subjects
 from jidocode.shared.bus import Bus
 from jidocode.shared.config import Config
-from jidocode.shared.envelope import encode
 from jidocode.shared.events.tools import ToolCancelRequested
 
 from .cluster import Cluster, nats_cluster, stream_leader, wait_jetstream_cluster, wait_leaders_elected
@@ -63,22 +61,6 @@ async def _read_subject(url: str, stream: str, subject: str) -> list[bytes]:
         await nc.close()
 
 
-async def _publish_until_acked(bus: Bus, subject: str, event: ToolCancelRequested) -> int:
-    """Publish with ``Nats-Msg-Id`` = event id, retrying through a leader election (the server drops
-    a duplicate of a publish that was stored but not acknowledged)."""
-    env = bus.envelope(event)
-    payload, headers = encode(env, jetstream=True)
-
-    async def attempt() -> int:
-        while True:
-            try:
-                return int((await bus.js.publish(subject, payload, headers=headers, timeout=2.0)).seq)
-            except (nats.js.errors.NoStreamResponseError, nats.errors.TimeoutError):
-                await asyncio.sleep(0.1)  # waiting out an election; bounded by wait_for
-
-    return await asyncio.wait_for(attempt(), 30)
-
-
 async def test_replicated_streams_and_kv_survive_a_leader_kill(
     cluster: Cluster, cluster_config: Config
 ) -> None:
@@ -99,8 +81,9 @@ async def test_replicated_streams_and_kv_survive_a_leader_kill(
         leader = await stream_leader(cluster.url, subjects.STREAM_JOURNAL)
         cluster.node(leader).kill()  # SIGKILL: a crash, not a graceful shutdown
 
+        # The bus retries through the election with the same message id.
         after = [
-            await _publish_until_acked(bus, subject, ToolCancelRequested(project_id="p1", request_id=f"s{i}"))
+            await bus.js_publish(subject, ToolCancelRequested(project_id="p1", request_id=f"s{i}"))
             for i in range(20)
         ]
         # Reads need the bucket's own leader (which may have been on the same node) and the meta
@@ -120,11 +103,6 @@ async def test_replicated_streams_and_kv_survive_a_leader_kill(
     assert await stream_leader(live, subjects.STREAM_JOURNAL) != leader
 
 
-@pytest.mark.xfail(
-    raises=nats.js.errors.NoStreamResponseError,
-    strict=False,
-    reason="Bus.js_publish does not yet retry NoStreamResponseError (no stream leader during an election)",
-)
 async def test_bus_js_publish_rides_out_a_leader_election(cluster: Cluster, cluster_config: Config) -> None:
     bus = await Bus.connect(cluster_config, "cluster-test")
     try:
@@ -163,14 +141,6 @@ async def test_conversation_finishes_after_its_journal_leader_is_killed(
     _assert_nothing_lost(result)
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason=(
-        "JetStream calls made during the election itself are not all retried yet: Bus.js_publish and "
-        "Journal.append treat NoStreamResponseError as fatal, the LLM ledger's kv.get/update times out, "
-        "and journal reads time out creating a consumer while the meta leader is being elected"
-    ),
-)
 async def test_conversation_rides_out_the_election_itself(
     cluster: Cluster, cluster_config: Config, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
