@@ -25,8 +25,10 @@ class ServiceProcess:
     log: Path
     proc: subprocess.Popen[bytes] | None = field(default=None, init=False)
 
+    restarts: int = field(default=0, init=False)
+
     def start(self) -> None:
-        with self.log.open("wb") as out:
+        with self.log.open("ab") as out:
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "jidocode.cli.main", "serve", self.name],
                 env=self.env,
@@ -41,6 +43,14 @@ class ServiceProcess:
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
         return await asyncio.wait_for(asyncio.to_thread(self.proc.wait), timeout)
+
+    def restart_if_exited(self, limit: int = 3) -> None:
+        """Compose's ``restart: unless-stopped`` for the start-up phase: a service that exited
+        (say, a JetStream API timeout while the young cluster settles) is started again."""
+        assert self.proc is not None
+        if self.proc.poll() is not None and self.restarts < limit:
+            self.restarts += 1
+            self.start()
 
     def kill(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
@@ -68,8 +78,10 @@ async def probe(name: str, env: Mapping[str, str], timeout: float = 30.0) -> int
     return await asyncio.wait_for(proc.wait(), timeout)
 
 
-async def wait_answering(nc: Client, names: tuple[str, ...], timeout: float = 60.0) -> None:
-    """Return once each named service answers ``$SRV.PING.<name>``."""
+async def wait_answering(
+    nc: Client, names: tuple[str, ...], timeout: float = 60.0, processes: tuple[ServiceProcess, ...] = ()
+) -> None:
+    """Return once each named service answers ``$SRV.PING.<name>`` (restarting ``processes`` that exit)."""
 
     async def one(name: str) -> None:
         while True:
@@ -77,6 +89,9 @@ async def wait_answering(nc: Client, names: tuple[str, ...], timeout: float = 60
                 await nc.request(subjects.srv("PING", name), b"", timeout=1.0)
                 return
             except (nats.errors.NoRespondersError, nats.errors.TimeoutError):
+                for p in processes:
+                    if p.name == name:
+                        p.restart_if_exited()
                 # polling for a process to come up, not synchronising on an event
                 await asyncio.sleep(0.05)
 

@@ -138,7 +138,7 @@ async def test_compose_system_on_loopback(tmp_path: Path, monkeypatch: pytest.Mo
                     p.start()
                 bus = await Bus.connect(client_config, "cli")
                 try:
-                    await wait_answering(bus.nc, tuple(SERVICE_OF.values()))
+                    await wait_answering(bus.nc, tuple(SERVICE_OF.values()), processes=tuple(procs))
                     # The container health check, run with each service's own credentials.
                     probes = await asyncio.gather(*(probe(p.name, p.env) for p in procs))
                     assert probes == [0] * len(procs), [p.output() for p in procs]
