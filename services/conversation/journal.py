@@ -42,7 +42,7 @@ def _fast_signal(payload: bytes) -> Signal:
     """A journal entry (written by us, in structured mode) as a :class:`Signal`, without re-validation."""
     raw = json.loads(payload)
     data = raw["data"]
-    return Signal.model_construct(
+    return Signal.trusted(
         id=raw["id"],
         type=raw["type"],
         source=raw["source"],

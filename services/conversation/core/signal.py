@@ -41,6 +41,43 @@ class Signal(BaseModel):
     causation_id: str | None = None
     time: str | None = None
 
+    @classmethod
+    def trusted(
+        cls,
+        *,
+        id: str,
+        type: str,
+        source: str,
+        data: dict[str, Any],
+        correlation_id: str,
+        causation_id: str | None,
+        time: str | None,
+    ) -> Signal:
+        """A signal from our own journal, built without validation.
+
+        Rebuilding a conversation reads every entry of its journal, which this
+        service wrote itself; ``model_construct`` costs about 10 µs an entry,
+        this about 3 µs (it fills exactly the slots ``model_construct`` fills).
+        """
+        obj = cls.__new__(cls)
+        object.__setattr__(
+            obj,
+            "__dict__",
+            {
+                "id": id,
+                "type": type,
+                "source": source,
+                "data": data,
+                "correlation_id": correlation_id,
+                "causation_id": causation_id,
+                "time": time,
+            },
+        )
+        object.__setattr__(obj, "__pydantic_fields_set__", set(_ALL_FIELDS))
+        object.__setattr__(obj, "__pydantic_extra__", None)
+        object.__setattr__(obj, "__pydantic_private__", None)
+        return obj
+
     def key(self) -> tuple[str, str]:
         """The dedup key: ``(id, correlation_id)``."""
         return (self.id, self.correlation_id)
@@ -114,3 +151,6 @@ def normalize(raw: Mapping[str, Any], *, external: bool, max_data_bytes: int | N
         causation_id=None if causation is None else str(causation),
         time=None if time is None else str(time),
     )
+
+
+_ALL_FIELDS: frozenset[str] = frozenset(Signal.model_fields)
