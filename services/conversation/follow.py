@@ -66,7 +66,7 @@ async def replay_events(bus: Bus, info: Mapping[str, Any], timeout: float = 10.0
     )
     try:
         consumer = await sub.consumer_info()
-        if consumer.num_pending or consumer.delivered.stream_seq:
+        if consumer.num_pending or (consumer.delivered and consumer.delivered.stream_seq):
             await asyncio.wait_for(done.wait(), timeout)
     finally:
         await sub.unsubscribe()

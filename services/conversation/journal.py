@@ -254,7 +254,7 @@ class Journal:
         )
         try:
             info = await sub.consumer_info()
-            if info.num_pending == 0 and not info.delivered.stream_seq:
+            if info.num_pending == 0 and not (info.delivered and info.delivered.stream_seq):
                 return None
             await asyncio.wait_for(done.wait(), _READ_TIMEOUT)
         finally:

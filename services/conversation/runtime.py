@@ -21,6 +21,7 @@ import asyncio
 import json
 import logging
 import secrets
+import time
 from typing import Any
 
 import nats.errors
@@ -58,6 +59,11 @@ from .tools_bridge import list_tool_specs
 __all__ = ["ConversationRecord", "Runtime", "record_key"]
 
 log = logging.getLogger("jidocode.conversation")
+
+#: Signals after which a project's cached tool list is stale.
+_SPECS_STALE: frozenset[str] = frozenset(
+    {"project.assets_reloaded", "project.stopped", "skill/registry/updated"}
+)
 
 
 def record_key(project_id: str, conversation_id: str) -> str:
@@ -99,6 +105,9 @@ class Runtime:
         self._owners: KeyValue | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self._unknown_sub: Subscription | None = None
+        self._specs_sub: Subscription | None = None
+        #: project id -> (monotonic time fetched, the policy-filtered tool list)
+        self._specs: dict[str, tuple[float, list[ToolSpec]]] = {}
         self._watch_ready = asyncio.Event()
         self._closing = False
 
@@ -115,11 +124,14 @@ class Runtime:
         self._unknown_sub = await self.bus.nc.subscribe(
             subjects.conversation_in_filter(), queue="jidocode-conversation-edge", cb=self._check_known
         )
+        self._specs_sub = await self.bus.subscribe(subjects.signal_filter(), self._drop_specs)
 
     async def close(self) -> None:
         self._closing = True
         if self._unknown_sub is not None:
             await self._unknown_sub.unsubscribe()
+        if self._specs_sub is not None:
+            await self._specs_sub.unsubscribe()
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
@@ -441,4 +453,20 @@ class Runtime:
         )
 
     async def tool_specs(self, project_id: str) -> list[ToolSpec]:
-        return await list_tool_specs(self.bus, project_id, timeout=self.settings.list_tools_timeout_s)
+        """The project's policy-filtered tool list, reused for ``tool_specs_ttl_s``.
+
+        Asking the project service before every model call cost a request per
+        turn; the list changes only when assets reload (dropped at once, on the
+        signal) or settings.json changes (seen within the TTL).
+        """
+        cached = self._specs.get(project_id)
+        now = time.monotonic()
+        if cached is not None and now - cached[0] < self.settings.tool_specs_ttl_s:
+            return cached[1]
+        specs = await list_tool_specs(self.bus, project_id, timeout=self.settings.list_tools_timeout_s)
+        self._specs[project_id] = (now, specs)
+        return specs
+
+    async def _drop_specs(self, env: Envelope) -> None:
+        if env.type in _SPECS_STALE and env.project_id:
+            self._specs.pop(env.project_id, None)

@@ -22,6 +22,9 @@ class RuntimeSettings(BaseModel):
     limits: Limits = Field(default_factory=Limits)
     tool_timeout_s: float = Field(default=600.0, gt=0.0)
     list_tools_timeout_s: float = Field(default=3.0, gt=0.0)
+    #: How long a project's tool list is reused before asking the project service
+    #: again (an asset reload or a project stop drops it at once).
+    tool_specs_ttl_s: float = Field(default=5.0, ge=0.0)
     #: How long ``STREAM_EVENTS`` keeps output for late subscribers.
     events_max_age_s: float = Field(default=7 * 24 * 3600.0, gt=0.0)
 
