@@ -24,6 +24,7 @@ import re
 
 __all__ = [
     "BUCKET_CONVERSATIONS",
+    "BUCKET_LEDGER",
     "BUCKET_OWNERS",
     "BUCKET_PROJECTS",
     "BUCKET_TOOL_CALLS",
@@ -71,6 +72,7 @@ BUCKET_PROJECTS = "jido_projects"
 BUCKET_CONVERSATIONS = "jido_conversations"
 BUCKET_OWNERS = "jido_conv_owners"
 BUCKET_TOOL_CALLS = "jido_tool_calls"
+BUCKET_LEDGER = "jido_llm_ledger"
 
 _TOKEN = re.compile(r"^[A-Za-z0-9_\-]{1,128}$")
 _TYPE_PART = re.compile(r"^[A-Za-z0-9_\-]{1,64}$")

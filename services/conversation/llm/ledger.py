@@ -47,7 +47,7 @@ __all__ = [
 ]
 
 #: KV bucket of the ledger. (Belongs in ``jidocode.shared.subjects`` with the other bucket names.)
-BUCKET_LEDGER: Final = getattr(subjects, "BUCKET_LEDGER", "jido_llm_ledger")
+BUCKET_LEDGER: Final = subjects.BUCKET_LEDGER
 
 _CAS_ATTEMPTS: Final = 10
 _MAX_CACHED: Final = 10_000
