@@ -32,7 +32,8 @@ conversation   serve ``jido.conversations.*.*``; own the streams JIDO_CONV_IN,
                JIDO_JOURNAL, JIDO_EVENTS; publish conversation input (re-ingest),
                output, journal, signals; KV conversations, owners and the LLM
                ledger read/write;
-               request tools, the project's ``list_tools`` and ``info``, assets
+               request tools, the project's ``list_tools`` and ``info``, assets;
+               follow signals (to drop cached tool specs)
 tool_runner    serve ``jido.tools.*.*``; KV tool_calls read/write, projects read;
                publish signals and ``…conversation.approval.requested`` output;
                request asset tools; read conversation input (approval answers)
@@ -305,7 +306,9 @@ def _conversation() -> Permissions:
         project_requests("info"),
         assets_requests(),
     ]
-    sub += [subjects.conversation_in_filter()]
+    # Signals (assets reloaded, project stopped, skill registry updated) invalidate its cached
+    # tool specs; it listens on the whole signal space.
+    sub += [subjects.conversation_in_filter(), subjects.signal_filter()]
     return Permissions(publish_allow=tuple(pub), subscribe_allow=tuple(sub))
 
 
