@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import socket
 from typing import Any
 
 import nats
@@ -86,14 +88,38 @@ def status(json_out: bool = typer.Option(False, "--json", help="print JSON")) ->
         console.print(f"[yellow]not running:[/] {', '.join(missing)}")
 
 
+def is_local(ping: dict[str, Any], name: str, instance: str | None, hostname: str) -> bool:
+    """Whether a ``$SRV.PING`` answer comes from a replica of ``name`` in this container/host.
+
+    A service's instance is ``JIDO_INSTANCE`` or ``<hostname>-<pid>``; in a
+    container the hostname is the container's own, so this picks its replica.
+    """
+    source = str((ping.get("metadata") or {}).get("instance", ""))
+    prefix = f"{name}/"
+    if not source.startswith(prefix):
+        return False
+    own = source[len(prefix) :]
+    return own == instance if instance else own.startswith(f"{hostname}-")
+
+
 def probe(
     name: str = typer.Argument(..., help=f"one of {', '.join(SERVICES)}"),
-    timeout: float = typer.Option(2.0, help="seconds to wait for the answer"),
+    timeout: float = typer.Option(2.0, help="seconds to wait for the answers"),
+    any_replica: bool = typer.Option(
+        False, "--any", help="healthy when any replica answers (default: a replica on this host/container)"
+    ),
 ) -> None:
-    """Exit 0 when service NAME answers $SRV.PING (a health check for containers)."""
+    """Exit 0 when service NAME answers $SRV.PING from this host (a health check for containers).
+
+    By default the answer must come from a replica running here (its instance
+    is ``JIDO_INSTANCE`` when set, else this hostname), so a hung replica is not
+    reported healthy because another one answers.
+    """
     if name not in SERVICES:
         raise typer.BadParameter(f"unknown service {name!r}: expected one of {', '.join(SERVICES)}")
     config = Config.from_env()
+    instance = os.environ.get("JIDO_INSTANCE") or None
+    hostname = socket.gethostname()
 
     async def main() -> bool:
         try:
@@ -101,14 +127,14 @@ def probe(
         except (nats.errors.NoServersError, OSError):
             return False
         try:
-            await nc.request(subjects.srv("PING", name), b"", timeout=timeout)
-            return True
-        except (nats.errors.TimeoutError, nats.errors.NoRespondersError):
-            return False
+            pings = [
+                json.loads(m.data) for m in await gather(nc, subjects.srv("PING", name), wait=timeout / 4)
+            ]
         finally:
             await nc.close()
+        return any(any_replica or is_local(p, name, instance, hostname) for p in pings)
 
     if not run(main):
-        typer.echo(f"{name}: no answer", err=True)
+        typer.echo(f"{name}: no answer{'' if any_replica else ' from this host'}", err=True)
         raise typer.Exit(1)
     typer.echo(f"{name}: ok")

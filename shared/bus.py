@@ -14,7 +14,7 @@ import logging
 import os
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 import nats
 import nats.errors
@@ -41,6 +41,8 @@ __all__ = ["Bus", "EnvelopeHandler", "connect_nats", "error_payload", "gather"]
 
 log = logging.getLogger("jidocode.bus")
 
+T = TypeVar("T")
+
 EnvelopeHandler = Callable[[Envelope], Awaitable[None]]
 
 #: JetStream failures worth retrying with the same message id.
@@ -50,6 +52,9 @@ _JS_TRANSIENT = (
     nats.js.errors.NoStreamResponseError,
     nats.js.errors.ServiceUnavailableError,
 )
+
+#: Pauses before asking again when the server reports no responder.
+_NO_RESPONDER_RETRIES = (0.025, 0.075)
 
 START_HINT = "is JidoCode running? Start it with `jidocode up` (or set NATS_URL to a running system)"
 
@@ -188,7 +193,7 @@ class Bus:
         env = self.envelope(event, **ext)
         payload, _ = encode(env)
         try:
-            msg = await self.nc.request(subject, payload, timeout=timeout)
+            msg = await self._request_raw(subject, payload, timeout)
         except nats.errors.NoRespondersError:
             raise ServiceUnavailable(
                 f"no service answers on {subject}: {START_HINT}", details={"subject": subject}
@@ -202,6 +207,20 @@ class Bus:
         if reply.type == ERROR_TYPE:
             raise from_info(ErrorInfo.model_validate(reply.data or {}))
         return reply
+
+    async def _request_raw(self, subject: str, payload: bytes, timeout: float) -> Msg:
+        """``nc.request``, asking twice more (within 100 ms) when the server reports no responder.
+
+        Seen on nats-server: a subscription that was registered and flushed can,
+        rarely (about 1 in 100 requests right after it), still get "no responders"
+        from a server under load. A service that is really absent costs 100 ms more.
+        """
+        for pause in _NO_RESPONDER_RETRIES:
+            try:
+                return await self.nc.request(subject, payload, timeout=timeout)
+            except nats.errors.NoRespondersError:
+                await asyncio.sleep(pause)
+        return await self.nc.request(subject, payload, timeout=timeout)
 
     async def request(self, subject: str, event: EventModel, *, timeout: float = 5.0, **ext: Any) -> Any:
         """Send a request; return the ``result`` of the reply."""
@@ -235,30 +254,47 @@ class Bus:
 
     # -- JetStream helpers ----------------------------------------------------
 
-    async def ensure_stream(self, name: str, subjects: Sequence[str], **config: Any) -> None:
-        """Create the stream, or update it when it exists with other settings."""
-        cfg = StreamConfig(name=name, subjects=list(subjects), num_replicas=self.replicas, **config)
-        try:
-            await self.js.add_stream(cfg)
-        except nats.js.errors.BadRequestError as exc:
-            if exc.err_code != 10058:  # stream name already in use with a different configuration
-                raise
-            await self.js.update_stream(cfg)
+    async def ensure_stream(
+        self, name: str, subjects: Sequence[str], *, deadline: float = 30.0, **config: Any
+    ) -> None:
+        """Create the stream, or update it when it exists with other settings.
 
-    async def kv(self, bucket: str, **config: Any) -> KeyValue:
-        """The KV bucket, created with ``config`` (and our replica count) if missing."""
+        Retried until ``deadline`` while JetStream is not ready (a young or
+        re-electing cluster answers with timeouts or "unavailable").
+        """
+        cfg = StreamConfig(name=name, subjects=list(subjects), num_replicas=self.replicas, **config)
+
+        async def _ensure() -> None:
+            try:
+                await self.js.add_stream(cfg)
+            except nats.js.errors.BadRequestError as exc:
+                if exc.err_code != 10058:  # stream name already in use with a different configuration
+                    raise
+                await self.js.update_stream(cfg)
+
+        await _retry_js(f"stream {name}", _ensure, deadline)
+
+    async def kv(self, bucket: str, *, deadline: float = 30.0, **config: Any) -> KeyValue:
+        """The KV bucket, created with ``config`` (and our replica count) if missing.
+
+        Retried until ``deadline`` while JetStream is not ready, like :meth:`ensure_stream`.
+        """
         cached = self._kv.get(bucket)
         if cached is not None:
             return cached
-        try:
-            kv = await self.js.key_value(bucket)
-        except nats.js.errors.BucketNotFoundError:
+
+        async def _open() -> KeyValue:
             try:
-                kv = await self.js.create_key_value(
-                    KeyValueConfig(bucket=bucket, replicas=self.replicas, **config)
-                )
-            except nats.js.errors.BadRequestError:
-                kv = await self.js.key_value(bucket)  # created concurrently by another replica
+                return await self.js.key_value(bucket)
+            except nats.js.errors.BucketNotFoundError:
+                try:
+                    return await self.js.create_key_value(
+                        KeyValueConfig(bucket=bucket, replicas=self.replicas, **config)
+                    )
+                except nats.js.errors.BadRequestError:
+                    return await self.js.key_value(bucket)  # created concurrently by another replica
+
+        kv = await _retry_js(f"KV bucket {bucket}", _open, deadline)
         self._kv[bucket] = kv
         return kv
 
@@ -295,6 +331,25 @@ async def gather(nc: Client, subject: str, payload: bytes = b"", *, wait: float 
     finally:
         await sub.unsubscribe()
     return out
+
+
+async def _retry_js(what: str, attempt: Callable[[], Awaitable[T]], deadline: float) -> T:
+    """Run a JetStream management call, retrying transient failures until ``deadline`` seconds."""
+    give_up = time.monotonic() + deadline
+    delay = 0.2
+    while True:
+        try:
+            return await attempt()
+        except (*_JS_TRANSIENT, nats.js.errors.ServerError) as exc:
+            if time.monotonic() + delay >= give_up:
+                raise ServiceUnavailable(
+                    f"JetStream could not set up {what} within {deadline:g} s ({type(exc).__name__}): "
+                    "is the NATS cluster up, with JetStream enabled?",
+                    details={"what": what},
+                ) from None
+            log.warning("JetStream not ready for %s (%s); retrying", what, type(exc).__name__)
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 2.0)
 
 
 def error_payload(source: str, error: JidoError, **ext: Any) -> bytes:

@@ -105,7 +105,7 @@ class Runtime:
         self._owners: KeyValue | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self._unknown_sub: Subscription | None = None
-        self._specs_sub: Subscription | None = None
+        self._specs_subs: list[Subscription] = []
         #: project id -> (monotonic time fetched, the policy-filtered tool list)
         self._specs: dict[str, tuple[float, list[ToolSpec]]] = {}
         self._watch_ready = asyncio.Event()
@@ -124,14 +124,16 @@ class Runtime:
         self._unknown_sub = await self.bus.nc.subscribe(
             subjects.conversation_in_filter(), queue="jidocode-conversation-edge", cb=self._check_known
         )
-        self._specs_sub = await self.bus.subscribe(subjects.signal_filter(), self._drop_specs)
+        self._specs_subs = [
+            await self.bus.subscribe(subjects.signal(t), self._drop_specs) for t in sorted(_SPECS_STALE)
+        ]
 
     async def close(self) -> None:
         self._closing = True
         if self._unknown_sub is not None:
             await self._unknown_sub.unsubscribe()
-        if self._specs_sub is not None:
-            await self._specs_sub.unsubscribe()
+        for sub in self._specs_subs:
+            await sub.unsubscribe()
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
