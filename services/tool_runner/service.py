@@ -79,6 +79,10 @@ from jidocode.shared.settings import ToolSettings
 from .executor import Limits, check_args, error_result, run_authorized
 from .tools import BUILTINS
 
+#: Asset tools made of other tool calls, and how many per-call timeouts they may take.
+COMPOSITE_ASSET_TOOLS: frozenset[str] = frozenset({"run_workflow", "invoke_skill"})
+COMPOSITE_STEPS = 10
+
 #: Built-ins without side effects: no idempotency claim needed.
 READ_ONLY: frozenset[str] = frozenset({"read_file", "list_dir", "glob", "grep"})
 
@@ -569,8 +573,11 @@ class ToolRunner:
     async def _forward(
         self, project_id: str, call: RunTool, limits: Limits, ext: dict[str, Any]
     ) -> ToolResult:
+        # A workflow or a skill route runs its own steps through this runner, each
+        # under the per-call timeout: give the composite call room for its steps.
+        timeout = limits.timeout_s * (COMPOSITE_STEPS if call.name in COMPOSITE_ASSET_TOOLS else 1)
         result = await self.bus.request(
-            subjects.assets(project_id, "call_tool"), call, timeout=limits.timeout_s, **ext
+            subjects.assets(project_id, "call_tool"), call, timeout=timeout, **ext
         )
         return ToolResult.model_validate(result)
 
