@@ -21,6 +21,7 @@ __all__ = [
     "decode_text",
     "is_slug",
     "jsonable",
+    "name_problem",
     "parse_tool_list",
     "split_frontmatter",
 ]
@@ -37,7 +38,22 @@ _END: Final = re.compile(r"^(?:---|\.\.\.)[ \t]*\r?$", re.MULTILINE)
 
 
 def is_slug(name: str, max_len: int = 64) -> bool:
-    return 0 < len(name) <= max_len and SLUG.match(name) is not None
+    return 0 < len(name) <= max_len and SLUG.fullmatch(name) is not None
+
+
+def name_problem(name: object, expected: str, where: str) -> str | None:
+    """What is wrong with an asset's ``name`` (``None`` when nothing is).
+
+    It must be a string, a slug, and equal to ``expected`` — the name of its
+    file or folder, described by ``where`` ("file name", "folder").
+    """
+    if not isinstance(name, str):
+        return f"name must be a string, got {type(name).__name__}"
+    if not is_slug(name):
+        return f"name {name!r} is not a slug (a-z, 0-9, single hyphens, at most 64 characters)"
+    if name != expected:
+        return f"name {name!r} does not match its {where} {expected!r}"
+    return None
 
 
 def decode_text(

@@ -21,8 +21,8 @@ from typing import Any, Final
 from jidocode.services.asset_loader.models import Command, CommandArgument
 from jidocode.services.asset_loader.text import (
     decode_text,
-    is_slug,
     jsonable,
+    name_problem,
     parse_tool_list,
     split_frontmatter,
 )
@@ -56,21 +56,11 @@ def parse_command(raw: bytes, *, path: str, stem: str, layer: str) -> tuple[Comm
     if fm is None:
         return None, diags
     name = fm.get("name", stem)
-    if not isinstance(name, str):
-        diags.append(
-            Diagnostic(file=path, key="name", problem=f"name must be a string, got {type(name).__name__}")
-        )
+    problem = name_problem(name, stem, "file name")
+    if problem is not None:
+        diags.append(Diagnostic(file=path, key="name", problem=problem))
         return None, diags
-    if not is_slug(name):
-        diags.append(
-            Diagnostic(file=path, key="name", problem=f"name {name!r} is not a slug (a-z, 0-9, hyphens)")
-        )
-        return None, diags
-    if name != stem:
-        diags.append(
-            Diagnostic(file=path, key="name", problem=f"name {name!r} does not match the file name {stem!r}")
-        )
-        return None, diags
+    name = stem  # checked equal above
     description = fm.get("description")
     if description is None:
         description = next((ln.strip("# ").strip() for ln in body.splitlines() if ln.strip()), "")

@@ -16,8 +16,8 @@ from pydantic import ValidationError
 from jidocode.services.asset_loader.models import Skill, SkillAction, SkillHooks, SkillRoute
 from jidocode.services.asset_loader.text import (
     decode_text,
-    is_slug,
     jsonable,
+    name_problem,
     parse_tool_list,
     split_frontmatter,
 )
@@ -47,21 +47,11 @@ def parse_skill(
         return None, diags
 
     name = fm.get("name")
-    if not isinstance(name, str):
-        diags.append(Diagnostic(file=path, key="name", problem=f"name must be a string, got {_kind(name)}"))
+    problem = name_problem(name, folder, "folder")
+    if problem is not None:
+        diags.append(Diagnostic(file=path, key="name", problem=problem))
         return None, diags
-    if not is_slug(name):
-        diags.append(
-            Diagnostic(
-                file=path, key="name", problem=f"name {name!r} is not a slug (a-z, 0-9, single hyphens, ≤64)"
-            )
-        )
-        return None, diags
-    if name != folder:
-        diags.append(
-            Diagnostic(file=path, key="name", problem=f"name {name!r} does not match its folder {folder!r}")
-        )
-        return None, diags
+    name = folder  # checked equal above
 
     description = fm.get("description")
     if description is None:

@@ -38,7 +38,12 @@ from pydantic import ValidationError
 
 from jidocode.services.asset_loader.models import StepKind, Workflow, WorkflowInput, WorkflowStep
 from jidocode.services.asset_loader.safe_yaml import YamlError, load_yaml
-from jidocode.services.asset_loader.text import decode_text, is_slug, jsonable, split_frontmatter
+from jidocode.services.asset_loader.text import (
+    decode_text,
+    jsonable,
+    name_problem,
+    split_frontmatter,
+)
 from jidocode.shared.settings import Diagnostic
 
 __all__ = ["MAX_STEPS", "REF", "find_cycles", "parse_workflow", "references"]
@@ -92,21 +97,11 @@ def parse_workflow(
         diags.append(Diagnostic(file=path, problem="workflow keys must be strings"))
         return None, diags
     name = definition.get("name", stem)
-    if not isinstance(name, str):
-        diags.append(
-            Diagnostic(file=path, key="name", problem=f"name must be a string, got {type(name).__name__}")
-        )
+    problem = name_problem(name, stem, "file name")
+    if problem is not None:
+        diags.append(Diagnostic(file=path, key="name", problem=problem))
         return None, diags
-    if not is_slug(name):
-        diags.append(
-            Diagnostic(file=path, key="name", problem=f"name {name!r} is not a slug (a-z, 0-9, hyphens)")
-        )
-        return None, diags
-    if name != stem:
-        diags.append(
-            Diagnostic(file=path, key="name", problem=f"name {name!r} does not match the file name {stem!r}")
-        )
-        return None, diags
+    name = stem  # checked equal above
     description = definition.get("description", "")
     if not isinstance(description, str):
         diags.append(Diagnostic(file=path, key="description", problem="must be a string", severity="warning"))
