@@ -6,8 +6,8 @@
    authorization (realpath, rules), the dir-fd ``O_NOFOLLOW`` open, the result.
 2. **Through the bus**: a ``RunTool`` request on ``jido.tools.<p>.run`` to the
    tool-runner service (with the engine) on its own nats-server — adds the
-   CloudEvent codec, NATS round trip, the project lookup in KV, the
-   idempotency claim and result store in KV, and the tool.* signals.
+   CloudEvent codec, NATS round trip, the project lookup in KV and the
+   tool.* signals (read_file is read-only: no idempotency claim in KV).
 
 Prints the median and p95 latency of each, calls per second, and the ratio.
 """
