@@ -9,7 +9,12 @@ site-packages, so the project installs cleanly beside anything.
 
 from setuptools import find_namespace_packages, setup
 
-FOLDERS = {"shared": "jidocode.shared", "services": "jidocode.services", "client": "jidocode.client", "cli": "jidocode.cli"}
+FOLDERS = {
+    "shared": "jidocode.shared",
+    "services": "jidocode.services",
+    "client": "jidocode.client",
+    "cli": "jidocode.cli",
+}
 
 
 def _packages() -> tuple[list[str], dict[str, str]]:
@@ -25,4 +30,8 @@ def _packages() -> tuple[list[str], dict[str, str]]:
 
 PACKAGES, PACKAGE_DIR = _packages()
 
-setup(packages=PACKAGES, package_dir=PACKAGE_DIR, package_data={"": ["*.json", "*.md", "*.yaml", "*.conf", "py.typed"]})
+setup(
+    packages=PACKAGES,
+    package_dir=PACKAGE_DIR,
+    package_data={"": ["*.json", "*.md", "*.yaml", "*.conf", "py.typed"]},
+)

@@ -90,7 +90,9 @@ async def main(rounds: int, per_round: int) -> None:
                         bucket.append(await fn())
             m_ours, m_raw = statistics.median(ours), statistics.median(raw)
             p_ours, p_raw = pct(ours, 0.99), pct(raw, 0.99)
-            print(f"payload: request {len(sample_request)} B, reply {len(sample_reply)} B; {len(ours)} requests each")
+            print(
+                f"payload: request {len(sample_request)} B, reply {len(sample_reply)} B; {len(ours)} requests each"
+            )
             print(f"raw nats-py request/reply : median {m_raw * 1e6:8.1f} µs   p99 {p_raw * 1e6:8.1f} µs")
             print(f"jidocode bus + envelope   : median {m_ours * 1e6:8.1f} µs   p99 {p_ours * 1e6:8.1f} µs")
             print(f"ratio (median)            : {m_ours / m_raw:.3f}   (goal ≤ 1.15)")

@@ -25,7 +25,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from jidocode.client import ApprovalRequest, JidoClient, TurnFailed
+from jidocode.client import ApprovalRequest, Decision, JidoClient, TurnFailed
 from jidocode.shared.config import Config
 from jidocode.shared.envelope import Envelope
 from jidocode.shared.errors import JidoError
@@ -137,7 +137,7 @@ class _Screen:
             self._newline()
             err.print(f"[yellow]! {escape(str(data.get('message')))}[/]")
 
-    async def ask(self, request: ApprovalRequest) -> str:
+    async def ask(self, request: ApprovalRequest) -> Decision:
         if self.approve == "yes":
             return "approve_once"
         if self.approve == "no" or not self.interactive:
