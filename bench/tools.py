@@ -23,7 +23,6 @@ import time
 from pathlib import Path
 
 from jidocode.services.engine.service import serve as serve_engine
-from jidocode.services.project.policy import Policy
 from jidocode.services.tool_runner.executor import execute
 from jidocode.services.tool_runner.service import ToolRunner
 from jidocode.shared import subjects
@@ -33,6 +32,7 @@ from jidocode.shared.errors import JidoError
 from jidocode.shared.events.engine import StartProject
 from jidocode.shared.events.tools import RunTool, ToolCallMeta
 from jidocode.shared.natsserver import NatsServer
+from jidocode.shared.policy import Policy
 
 
 def _stats(name: str, samples: list[float]) -> float:

@@ -38,13 +38,13 @@ from jidocode.cli.dev.scripted_llm import ScriptedLlm, one_tool_responder
 from jidocode.client import JidoClient
 from jidocode.services.conversation.llm import make_llm_port
 from jidocode.services.conversation.llm.adapter import load_litellm
-from jidocode.services.project.policy.loader import load_policy
 from jidocode.services.registry import SERVICES, serve_many
 from jidocode.services.tool_runner.executor import execute
 from jidocode.services.tool_runner.tools import builtin_specs
 from jidocode.shared.bus import Bus
 from jidocode.shared.config import Config
 from jidocode.shared.natsserver import NatsServer
+from jidocode.shared.policy.loader import load_policy
 
 MODEL = "openai/scripted"
 

@@ -135,8 +135,8 @@ def skill_allows(skill: Skill, root: str, tool: str, args: Mapping[str, Any]) ->
     """
     if not skill.allowed_tools:
         return True, "the skill lists no allowed-tools"
-    from jidocode.services.project.policy.decision import Effect, Policy, authorize
-    from jidocode.services.project.policy.rules import InvalidRule
+    from jidocode.shared.policy.decision import Effect, Policy, authorize
+    from jidocode.shared.policy.rules import InvalidRule
 
     try:
         policy = Policy.build(root, allow=skill.allowed_tools, default="deny")

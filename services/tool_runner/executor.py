@@ -13,7 +13,6 @@ from typing import Any, Final
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from jidocode.services.project.policy import Decision, Effect, Policy, authorize
 from jidocode.shared.errors import (
     InvalidInput,
     JidoError,
@@ -23,6 +22,7 @@ from jidocode.shared.errors import (
     RequestTimeout,
 )
 from jidocode.shared.events.tools import ToolResult, ToolResultError
+from jidocode.shared.policy import Decision, Effect, Policy, authorize
 
 from .tools import BUILTINS, DEFAULT_OUTPUT_CAP, DEFAULT_TIMEOUT_S, ToolContext
 

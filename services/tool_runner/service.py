@@ -49,8 +49,6 @@ from nats.aio.subscription import Subscription
 from nats.js.kv import KeyValue
 
 from jidocode.services.project.directory import ProjectDirectory
-from jidocode.services.project.policy import Decision, Effect, Policy, authorize
-from jidocode.services.project.policy.loader import PolicyCache
 from jidocode.shared import subjects
 from jidocode.shared.bus import Bus
 from jidocode.shared.config import Config
@@ -73,6 +71,8 @@ from jidocode.shared.events.tools import (
     ToolResultError,
     ToolStarted,
 )
+from jidocode.shared.policy import Decision, Effect, Policy, authorize
+from jidocode.shared.policy.loader import PolicyCache
 from jidocode.shared.service import ServiceHost, expect, scoped_project_id
 from jidocode.shared.settings import ToolSettings
 

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from jidocode.services.project.policy import Effect, Policy, authorize
+from jidocode.shared.policy import Effect, Policy, authorize
 
 ALLOW = [
     "Bash(git:*)",

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from jidocode.services.project.policy import Effect, Policy, authorize
 from jidocode.services.tool_runner import fsops
 from jidocode.services.tool_runner.executor import Limits, execute, run_authorized
 from jidocode.shared.errors import PermissionDenied
+from jidocode.shared.policy import Effect, Policy, authorize
 
 
 @pytest.fixture

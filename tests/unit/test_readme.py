@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from jidocode.services.project.policy.loader import load_policy
+from jidocode.shared.policy.loader import load_policy
 from jidocode.shared.settings import load_settings
 
 README = Path(__file__).resolve().parents[2] / "README.md"

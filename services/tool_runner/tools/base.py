@@ -9,7 +9,7 @@ from typing import Any, Final
 
 from pydantic import BaseModel, ConfigDict
 
-from jidocode.services.project.policy import Decision, Effect, Policy, authorize, is_within
+from jidocode.shared.policy import Decision, Effect, Policy, authorize, is_within
 
 __all__ = [
     "DEFAULT_OUTPUT_CAP",

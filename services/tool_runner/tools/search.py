@@ -15,9 +15,9 @@ from typing import Any, Final
 
 from pydantic import Field
 
-from jidocode.services.project.policy.rules import glob_to_regex
 from jidocode.services.tool_runner import fsops
 from jidocode.shared.errors import InvalidInput, JidoError, NotFound
+from jidocode.shared.policy.rules import glob_to_regex
 
 from .base import BuiltinTool, ToolContext, ToolInput
 

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from jidocode.services.project.policy import Effect, InvalidRule, Policy, authorize, filter_tools
+from jidocode.shared.policy import Effect, InvalidRule, Policy, authorize, filter_tools
 
 
 @pytest.fixture
@@ -112,7 +112,7 @@ def test_never_allowed_without_a_rule(command: str) -> None:
 
 
 def _only_neutral(command: str) -> bool:
-    from jidocode.services.project.policy import analyze
+    from jidocode.shared.policy import analyze
 
     a = analyze(command)
     return not a.unprovable and all(c.neutral for c in a.commands)

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from jidocode.services.project.policy import Effect, authorize
-from jidocode.services.project.policy.loader import PolicyCache, load_policy
 from jidocode.shared.errors import InvalidInput
+from jidocode.shared.policy import Effect, authorize
+from jidocode.shared.policy.loader import PolicyCache, load_policy
 
 
 def _write(path: Path, value: object) -> None:

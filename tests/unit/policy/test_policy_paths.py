@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from jidocode.services.project.policy import PathSandbox, is_within
+from jidocode.shared.policy import PathSandbox, is_within
 
 
 @pytest.fixture

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from jidocode.services.project.policy import InvalidRule, parse_rule, parse_rules
+from jidocode.shared.policy import InvalidRule, parse_rule, parse_rules
 
 
 @pytest.mark.parametrize(

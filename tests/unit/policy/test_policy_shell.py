@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from jidocode.services.project.policy import analyze
+from jidocode.shared.policy import analyze
 
 
 def argvs(command: str) -> list[tuple[str, ...]]:

@@ -8,11 +8,11 @@ from typing import Any
 
 import pytest
 
-from jidocode.services.project.policy import Policy
 from jidocode.services.tool_runner.executor import MAX_RESULT_BYTES, Limits, execute, fit_result
 from jidocode.services.tool_runner.tools import BUILTINS, builtin_specs
 from jidocode.services.tool_runner.tools.bash import scrubbed_env
 from jidocode.shared.events.tools import ToolResult
+from jidocode.shared.policy import Policy
 
 
 @pytest.fixture
