@@ -40,11 +40,11 @@ from jidocode.services.conversation.llm import make_llm_port
 from jidocode.services.conversation.llm.adapter import load_litellm
 from jidocode.services.registry import SERVICES, serve_many
 from jidocode.services.tool_runner.executor import execute
-from jidocode.services.tool_runner.tools import builtin_specs
 from jidocode.shared.bus import Bus
 from jidocode.shared.config import Config
 from jidocode.shared.natsserver import NatsServer
 from jidocode.shared.policy.loader import load_policy
+from jidocode.shared.tools import builtin_specs
 
 MODEL = "openai/scripted"
 

@@ -17,7 +17,6 @@ import logging
 from typing import Any
 
 from jidocode.services.project.directory import ProjectDirectory
-from jidocode.services.tool_runner.tools import builtin_specs
 from jidocode.shared import subjects
 from jidocode.shared.bus import Bus
 from jidocode.shared.envelope import Envelope
@@ -26,6 +25,7 @@ from jidocode.shared.events.tools import ListTools, ToolSpec
 from jidocode.shared.policy import filter_tools
 from jidocode.shared.policy.loader import PolicyCache
 from jidocode.shared.service import ServiceHost, expect, scoped_project_id
+from jidocode.shared.tools import builtin_specs
 
 __all__ = ["ASSET_TOOLS_TIMEOUT_S", "register"]
 

@@ -1,4 +1,4 @@
-"""What every built-in tool shares: its spec, its input model and its call context."""
+"""What every built-in tool shares: its shared spec, its runner and its call context."""
 
 from __future__ import annotations
 
@@ -7,9 +7,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Final
 
-from pydantic import BaseModel, ConfigDict
-
 from jidocode.shared.policy import Decision, Effect, Policy, authorize, is_within
+from jidocode.shared.tools import BuiltinSpec, ToolInput
 
 __all__ = [
     "DEFAULT_OUTPUT_CAP",
@@ -17,19 +16,12 @@ __all__ = [
     "TRUNCATION_MARK",
     "BuiltinTool",
     "ToolContext",
-    "ToolInput",
     "cap_text",
 ]
 
 DEFAULT_TIMEOUT_S: Final = 30.0
 DEFAULT_OUTPUT_CAP: Final = 256 * 1024
 TRUNCATION_MARK: Final = "\n[… output truncated at {cap} bytes; {total} bytes in all …]"
-
-
-class ToolInput(BaseModel):
-    """Base of tool inputs: unknown fields are refused (the model sees the schema)."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
 
 @dataclass(frozen=True)
@@ -71,18 +63,26 @@ Runner = Callable[[Any, ToolContext], Awaitable[Any]]
 
 @dataclass(frozen=True)
 class BuiltinTool:
-    name: str
-    description: str
-    input_model: type[ToolInput]
+    """A built-in tool: its shared spec (what the model sees) and the code that runs it."""
+
+    definition: BuiltinSpec
     run: Runner
+
+    @property
+    def name(self) -> str:
+        return self.definition.name
+
+    @property
+    def description(self) -> str:
+        return self.definition.description
+
+    @property
+    def input_model(self) -> type[ToolInput]:
+        return self.definition.input_model
 
     def spec(self) -> dict[str, Any]:
         """The tool spec for LLM exposure: name, description, JSON-schema input."""
-        return {
-            "name": self.name,
-            "description": self.description,
-            "input_schema": self.input_model.model_json_schema(),
-        }
+        return self.definition.spec()
 
 
 def cap_text(data: bytes, cap: int) -> tuple[str, bool]:

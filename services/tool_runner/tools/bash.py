@@ -21,11 +21,11 @@ import time
 from collections.abc import Mapping
 from typing import Any, Final
 
-from pydantic import Field
-
 from jidocode.shared.errors import RequestTimeout
+from jidocode.shared.tools import specs
+from jidocode.shared.tools.inputs import BashInput
 
-from .base import BuiltinTool, ToolContext, ToolInput, cap_text
+from .base import BuiltinTool, ToolContext, cap_text
 
 __all__ = ["BASH", "ENV_ALLOWLIST", "scrubbed_env"]
 
@@ -45,17 +45,6 @@ _FIXED_ENV: Final[dict[str, str]] = {
     "GIT_CONFIG_VALUE_0": "explicit",
 }
 _DEFAULT_PATH: Final = "/usr/local/bin:/usr/bin:/bin"
-
-
-class BashInput(ToolInput):
-    command: str = Field(min_length=1, max_length=64 * 1024, description="the bash command to run")
-    timeout_s: float | None = Field(
-        default=None,
-        gt=0,
-        le=3600,
-        description="seconds before the command is killed (capped by the project)",
-    )
-    description: str | None = Field(default=None, max_length=500, description="what the command is for")
 
 
 def scrubbed_env(source: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -166,10 +155,4 @@ async def _bash(args: BashInput, ctx: ToolContext) -> dict[str, Any]:
     return await run_command(args.command, cwd=ctx.policy.root, timeout_s=timeout, output_cap=ctx.output_cap)
 
 
-BASH = BuiltinTool(
-    "bash",
-    "Run a bash command in the project root (non-interactive, stdin empty, output capped, time-limited). "
-    "Each command it contains must be allowed by the project's permissions.",
-    BashInput,
-    _bash,  # type: ignore[arg-type]
-)
+BASH = BuiltinTool(specs.BASH, _bash)  # type: ignore[arg-type]

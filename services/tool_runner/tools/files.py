@@ -7,38 +7,16 @@ import os
 import stat
 from typing import Any
 
-from pydantic import Field
-
 from jidocode.services.tool_runner import fsops
 from jidocode.shared.errors import InvalidInput, NotFound
+from jidocode.shared.tools import specs
+from jidocode.shared.tools.inputs import EditFileInput, ListDirInput, ReadFileInput, WriteFileInput
 
-from .base import BuiltinTool, ToolContext, ToolInput, cap_text
+from .base import BuiltinTool, ToolContext, cap_text
 
 __all__ = ["EDIT_FILE", "LIST_DIR", "READ_FILE", "WRITE_FILE"]
 
 _MAX_ENTRIES = 2000
-
-
-class ReadFileInput(ToolInput):
-    path: str = Field(description="file path, relative to the project root", min_length=1, max_length=4096)
-    offset: int = Field(default=1, ge=1, description="first line to return (1-based)")
-    limit: int = Field(default=2000, ge=1, le=100_000, description="number of lines to return")
-
-
-class WriteFileInput(ToolInput):
-    path: str = Field(description="file path, relative to the project root", min_length=1, max_length=4096)
-    content: str = Field(description="the whole new content of the file")
-
-
-class EditFileInput(ToolInput):
-    path: str = Field(description="file path, relative to the project root", min_length=1, max_length=4096)
-    old_string: str = Field(min_length=1, description="exact text to replace (must occur exactly once)")
-    new_string: str = Field(description="replacement text")
-    replace_all: bool = Field(default=False, description="replace every occurrence instead of exactly one")
-
-
-class ListDirInput(ToolInput):
-    path: str = Field(default=".", description="directory, relative to the project root", max_length=4096)
 
 
 def _read_text(ctx: ToolContext) -> str:
@@ -127,28 +105,7 @@ async def _list_dir(args: ListDirInput, ctx: ToolContext) -> dict[str, Any]:
         raise NotFound(f"{args.path}: no such directory") from None
 
 
-READ_FILE = BuiltinTool(
-    "read_file",
-    "Read a text file of the project. Returns its lines from `offset` (1-based), at most `limit` lines.",
-    ReadFileInput,
-    _read_file,  # type: ignore[arg-type]
-)
-WRITE_FILE = BuiltinTool(
-    "write_file",
-    "Create or overwrite a file of the project with `content` (parent directories are created).",
-    WriteFileInput,
-    _write_file,  # type: ignore[arg-type]
-)
-EDIT_FILE = BuiltinTool(
-    "edit_file",
-    "Replace the exact text `old_string` by `new_string` in a file. `old_string` must occur exactly once "
-    "unless `replace_all` is true.",
-    EditFileInput,
-    _edit_file,  # type: ignore[arg-type]
-)
-LIST_DIR = BuiltinTool(
-    "list_dir",
-    "List the entries of a directory of the project (name, type, size).",
-    ListDirInput,
-    _list_dir,  # type: ignore[arg-type]
-)
+READ_FILE = BuiltinTool(specs.READ_FILE, _read_file)  # type: ignore[arg-type]
+WRITE_FILE = BuiltinTool(specs.WRITE_FILE, _write_file)  # type: ignore[arg-type]
+EDIT_FILE = BuiltinTool(specs.EDIT_FILE, _edit_file)  # type: ignore[arg-type]
+LIST_DIR = BuiltinTool(specs.LIST_DIR, _list_dir)  # type: ignore[arg-type]

@@ -13,37 +13,19 @@ import re
 from collections.abc import Iterator
 from typing import Any, Final
 
-from pydantic import Field
-
 from jidocode.services.tool_runner import fsops
 from jidocode.shared.errors import InvalidInput, JidoError, NotFound
 from jidocode.shared.policy.rules import glob_to_regex
+from jidocode.shared.tools import specs
+from jidocode.shared.tools.inputs import GlobInput, GrepInput
 
-from .base import BuiltinTool, ToolContext, ToolInput
+from .base import BuiltinTool, ToolContext
 
 __all__ = ["GLOB", "GREP"]
 
 _SKIP_DIRS: Final = frozenset({".git", "node_modules", "__pycache__", ".venv", ".mypy_cache", ".ruff_cache"})
 _MAX_FILE: Final = 4 * 1024 * 1024
 _MAX_LINE: Final = 2000
-
-
-class GlobInput(ToolInput):
-    pattern: str = Field(
-        min_length=1, max_length=1024, description="glob such as **/*.py (** spans directories)"
-    )
-    path: str = Field(default=".", max_length=4096, description="directory to search from")
-    max_results: int = Field(default=500, ge=1, le=10_000)
-
-
-class GrepInput(ToolInput):
-    pattern: str = Field(min_length=1, max_length=1024, description="Python regular expression")
-    path: str = Field(default=".", max_length=4096, description="file or directory to search")
-    glob: str | None = Field(
-        default=None, max_length=1024, description="only files matching this glob (e.g. *.py)"
-    )
-    case_insensitive: bool = False
-    max_results: int = Field(default=200, ge=1, le=10_000)
 
 
 def _walk(top: str) -> Iterator[str]:
@@ -126,16 +108,5 @@ async def _grep_tool(args: GrepInput, ctx: ToolContext) -> dict[str, Any]:
     return await asyncio.to_thread(_grep, args, ctx)
 
 
-GLOB = BuiltinTool(
-    "glob",
-    "Find files of the project whose path (relative to `path`) matches a glob such as **/*.py.",
-    GlobInput,
-    _glob_tool,  # type: ignore[arg-type]
-)
-GREP = BuiltinTool(
-    "grep",
-    "Search file contents with a regular expression; returns path, line number and line for each match. "
-    "`glob` filters the files searched.",
-    GrepInput,
-    _grep_tool,  # type: ignore[arg-type]
-)
+GLOB = BuiltinTool(specs.GLOB, _glob_tool)  # type: ignore[arg-type]
+GREP = BuiltinTool(specs.GREP, _grep_tool)  # type: ignore[arg-type]

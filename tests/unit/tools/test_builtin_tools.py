@@ -9,10 +9,11 @@ from typing import Any
 import pytest
 
 from jidocode.services.tool_runner.executor import MAX_RESULT_BYTES, Limits, execute, fit_result
-from jidocode.services.tool_runner.tools import BUILTINS, builtin_specs
+from jidocode.services.tool_runner.tools import BUILTINS
 from jidocode.services.tool_runner.tools.bash import scrubbed_env
 from jidocode.shared.events.tools import ToolResult
 from jidocode.shared.policy import Policy
+from jidocode.shared.tools import BUILTIN_SPECS, builtin_specs
 
 
 @pytest.fixture
@@ -59,6 +60,12 @@ def test_specs_have_json_schema() -> None:
     for s in specs:
         assert s["description"] and s["input_schema"]["type"] == "object"
     assert "path" in BUILTINS["read_file"].spec()["input_schema"]["required"]
+
+
+def test_the_runner_runs_exactly_the_shared_specs() -> None:
+    """The catalog (shared specs) and the runner's tools are the same list, in the same order."""
+    assert [t.definition for t in BUILTINS.values()] == list(BUILTIN_SPECS)
+    assert [t.spec() for t in BUILTINS.values()] == builtin_specs()
 
 
 async def test_read_file_line_range(policy: Policy) -> None:
