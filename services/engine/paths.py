@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import hashlib
 import os
 from pathlib import PurePosixPath
 
 from jidocode.shared.errors import InvalidInput, NotFound
 
-__all__ = ["root_key", "validate_data_dir", "validate_root"]
+__all__ = ["validate_data_dir", "validate_root"]
 
 
 def validate_root(root_path: str) -> str:
@@ -49,8 +48,3 @@ def validate_data_dir(data_dir: str) -> str:
             details={"data_dir": data_dir},
         )
     return str(pure)
-
-
-def root_key(realpath: str) -> str:
-    """The registry key that indexes a project by its root (one project per root)."""
-    return "root." + hashlib.sha256(realpath.encode()).hexdigest()[:40]

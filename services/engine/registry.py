@@ -2,7 +2,8 @@
 
 Keys: ``<project_id>`` holds the :class:`ProjectInfo` JSON; ``root.<hash>``
 holds the id of the project started on that root, so the same root always maps
-to one project, across engine replicas and restarts.
+to one project, across engine replicas and restarts. The key scheme and the
+reads are shared (:mod:`jidocode.shared.registry`); the engine alone writes.
 """
 
 from __future__ import annotations
@@ -10,41 +11,23 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 import nats.js.errors
-from nats.js.kv import KeyValue
 from ulid import ULID
 
 from jidocode.shared.errors import NotFound
 from jidocode.shared.events.engine import ProjectInfo
-
-from .paths import root_key
+from jidocode.shared.registry import ProjectDirectory, root_key
 
 __all__ = ["ProjectRegistry"]
 
 
-class ProjectRegistry:
-    def __init__(self, kv: KeyValue) -> None:
-        self.kv = kv
+class ProjectRegistry(ProjectDirectory):
+    """The registry's reader plus its writes (create, remove)."""
 
     async def get(self, project_id: str) -> ProjectInfo:
-        try:
-            entry = await self.kv.get(project_id)
-        except (nats.js.errors.KeyNotFoundError, nats.js.errors.KeyDeletedError):
-            raise NotFound(f"unknown project id {project_id!r}", details={"project_id": project_id}) from None
-        if entry.value is None:
+        info = await self.lookup(project_id)
+        if info is None:
             raise NotFound(f"unknown project id {project_id!r}", details={"project_id": project_id})
-        return ProjectInfo.model_validate_json(entry.value)
-
-    async def find_root(self, realpath: str) -> ProjectInfo | None:
-        try:
-            entry = await self.kv.get(root_key(realpath))
-        except (nats.js.errors.KeyNotFoundError, nats.js.errors.KeyDeletedError):
-            return None
-        if not entry.value:
-            return None
-        try:
-            return await self.get(entry.value.decode())
-        except NotFound:
-            return None
+        return info
 
     async def create(self, realpath: str, data_dir: str, opts: dict[str, object]) -> tuple[ProjectInfo, bool]:
         """Register a project on ``realpath``; returns ``(info, created)``.
@@ -80,18 +63,3 @@ class ProjectRegistry:
         await self.kv.delete(root_key(info.root_path))
         await self.kv.delete(project_id)
         return info
-
-    async def list(self) -> list[ProjectInfo]:
-        try:
-            keys = await self.kv.keys()
-        except nats.js.errors.NoKeysError:
-            return []
-        out: list[ProjectInfo] = []
-        for key in keys:
-            if key.startswith("root."):
-                continue
-            try:
-                out.append(await self.get(key))
-            except NotFound:
-                continue
-        return sorted(out, key=lambda p: p.started_at)

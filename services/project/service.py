@@ -20,10 +20,10 @@ from jidocode.shared.bus import Bus
 from jidocode.shared.config import Config
 from jidocode.shared.envelope import Envelope
 from jidocode.shared.events.engine import ProjectInfo
+from jidocode.shared.registry import ProjectDirectory
 from jidocode.shared.service import ServiceHost, scoped_project_id
 
 from . import conversations, tooling
-from .directory import ProjectDirectory
 
 __all__ = ["serve"]
 

@@ -16,7 +16,6 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from jidocode.services.project.directory import ProjectDirectory
 from jidocode.shared import subjects
 from jidocode.shared.bus import Bus
 from jidocode.shared.envelope import Envelope
@@ -24,6 +23,7 @@ from jidocode.shared.errors import JidoError
 from jidocode.shared.events.tools import ListTools, ToolSpec
 from jidocode.shared.policy import filter_tools
 from jidocode.shared.policy.loader import PolicyCache
+from jidocode.shared.registry import ProjectDirectory
 from jidocode.shared.service import ServiceHost, expect, scoped_project_id
 from jidocode.shared.tools import builtin_specs
 

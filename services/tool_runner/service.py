@@ -48,7 +48,6 @@ import nats.js.errors
 from nats.aio.subscription import Subscription
 from nats.js.kv import KeyValue
 
-from jidocode.services.project.directory import ProjectDirectory
 from jidocode.shared import subjects
 from jidocode.shared.bus import Bus
 from jidocode.shared.config import Config
@@ -73,6 +72,7 @@ from jidocode.shared.events.tools import (
 )
 from jidocode.shared.policy import Decision, Effect, Policy, authorize
 from jidocode.shared.policy.loader import PolicyCache
+from jidocode.shared.registry import ProjectDirectory
 from jidocode.shared.service import ServiceHost, expect, scoped_project_id
 from jidocode.shared.settings import ToolSettings
 
