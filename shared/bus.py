@@ -1,10 +1,15 @@
 """The bus client every service and client uses: nats-py plus our envelope.
 
-``Bus`` connects with endless reconnects, publishes catalogue events as
-CloudEvents, makes requests whose error replies become typed exceptions (and
-whose missing responders become :class:`ServiceUnavailable`, not a timeout),
-publishes to JetStream with ``Nats-Msg-Id`` and retries, creates streams and
-KV buckets idempotently, and drains on close.
+``Bus`` connects with endless reconnects, emits catalogue events as
+CloudEvents on the subject their type and channel give (:meth:`Bus.emit`),
+calls commands and returns the reply model each command declares
+(:meth:`Bus.call`; an error reply becomes its typed exception, missing
+responders :class:`ServiceUnavailable`, not a timeout), publishes to
+JetStream with ``Nats-Msg-Id`` and retries, creates streams and KV buckets
+idempotently, and drains on close.
+
+Services and clients do not call :meth:`Bus.call` with hand-built subjects:
+the typed clients in ``shared.clients`` do, from the endpoint table.
 """
 
 from __future__ import annotations
@@ -14,7 +19,7 @@ import logging
 import os
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import nats
 import nats.errors
@@ -26,18 +31,20 @@ from nats.js import JetStreamContext
 from nats.js.api import KeyValueConfig, StreamConfig
 from nats.js.kv import KeyValue
 
+from jidocode.shared import subjects
 from jidocode.shared.config import Config
 from jidocode.shared.envelope import Envelope, decode, encode, error_envelope
 from jidocode.shared.errors import (
     ErrorInfo,
+    InvalidEnvelope,
     JidoError,
     RequestTimeout,
     ServiceUnavailable,
     from_info,
 )
-from jidocode.shared.events import ERROR_TYPE, EventModel
+from jidocode.shared.events import ERROR_TYPE, Command, EventModel, R
 
-__all__ = ["Bus", "EnvelopeHandler", "connect_nats", "error_payload", "gather"]
+__all__ = ["Bus", "EnvelopeHandler", "connect_nats", "error_payload", "gather", "subject_of"]
 
 log = logging.getLogger("jidocode.bus")
 
@@ -138,6 +145,14 @@ class Bus:
         await self.publish_envelope(subject, env)
         return env
 
+    async def emit(self, event: EventModel, **ext: Any) -> Envelope:
+        """Publish ``event`` on the subject its channel and type give (see :func:`subject_of`).
+
+        A conversation event needs ``project_id`` and ``conversation_id`` in ``ext``.
+        """
+        subject = subject_of(event, ext.get("project_id"), ext.get("conversation_id"))
+        return await self.publish(subject, event, **ext)
+
     async def publish_envelope(self, subject: str, env: Envelope) -> None:
         payload, headers = encode(env)
         await self.nc.publish(subject, payload, headers=headers)
@@ -222,11 +237,22 @@ class Bus:
                 await asyncio.sleep(pause)
         return await self.nc.request(subject, payload, timeout=timeout)
 
-    async def request(self, subject: str, event: EventModel, *, timeout: float = 5.0, **ext: Any) -> Any:
-        """Send a request; return the ``result`` of the reply."""
-        reply = await self.request_envelope(subject, event, timeout=timeout, **ext)
-        data = reply.data
-        return data.get("result") if isinstance(data, dict) else data
+    async def call(self, subject: str, command: Command[R], *, timeout: float = 5.0, **ext: Any) -> R:
+        """Send ``command``; return its reply as the model the command declares.
+
+        Raises the typed error an error reply carries, :class:`ServiceUnavailable`
+        when nobody serves ``subject``, :class:`RequestTimeout`, or
+        :class:`InvalidEnvelope` when the reply is not the declared type.
+        """
+        reply = await self.request_envelope(subject, command, timeout=timeout, **ext)
+        cls = type(command).reply
+        expected = cls.model_fields["type"].default
+        if reply.type != expected or not isinstance(reply.data, dict):
+            raise InvalidEnvelope(
+                f"{subject} answered {command.type!r} with {reply.type!r}; the contract says {expected!r}",
+                details={"subject": subject, "type": reply.type, "expected": expected},
+            )
+        return cast(R, cls.model_validate({**reply.data, "type": reply.type}))
 
     # -- subscriptions --------------------------------------------------------
 
@@ -350,6 +376,19 @@ async def _retry_js(what: str, attempt: Callable[[], Awaitable[T]], deadline: fl
             log.warning("JetStream not ready for %s (%s); retrying", what, type(exc).__name__)
             await asyncio.sleep(delay)
             delay = min(delay * 2, 2.0)
+
+
+def subject_of(event: EventModel, project_id: str | None = None, conversation_id: str | None = None) -> str:
+    """Where ``event`` is published: ``jido.sig.<type>`` for signals,
+    ``jido.evt.<p>.<c>.<type>`` for conversation output. Commands and replies
+    are never published on their own (``ValueError``)."""
+    if event.channel == "signal":
+        return subjects.signal(event.type)
+    if event.channel == "conversation":
+        if project_id is None or conversation_id is None:
+            raise ValueError(f"{event.type} is conversation output: it needs a project and conversation id")
+        return subjects.conversation_out(project_id, conversation_id, event.type)
+    raise ValueError(f"{event.type} is a {event.channel}: it travels as a request or reply, not on its own")
 
 
 def error_payload(source: str, error: JidoError, **ext: Any) -> bytes:

@@ -2,11 +2,13 @@
 
 :class:`ServiceHost` registers a ``nats.micro`` service (name, version,
 endpoints: found by ``$SRV.PING``/``INFO``/``STATS`` and the stock ``nats``
-tool) and wraps every handler in the same middleware: decode and validate the
-request envelope, call the handler with it, wrap the handler's return value
-in a ``reply`` event, and turn any :class:`JidoError` into an ``error`` event
-reply. A handler never sees a malformed message and never has to build a
-reply by hand. Endpoints use queue groups, so replicas share the load.
+tool) and wraps every handler in the same middleware: decode the request
+envelope, validate its data as the endpoint's command, call the handler with
+both, send the reply model it returns (the one the command declares) as the
+reply event, and turn any :class:`JidoError` into an ``error`` event reply. A
+handler never sees a malformed message and never builds a reply by hand.
+Each endpoint's ``$SRV.INFO`` metadata names its request and reply types.
+Endpoints use queue groups, so replicas share the load.
 
 Requests are handled concurrently: nats-py runs one subscription's callbacks
 one after another, so a slow request would otherwise block every other
@@ -23,7 +25,7 @@ import asyncio
 import logging
 import os
 from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from nats.micro import add_service
 from nats.micro.request import Request
@@ -31,6 +33,7 @@ from nats.micro.service import EndpointConfig, Service, ServiceConfig
 from pydantic import BaseModel
 
 from jidocode.shared.bus import Bus
+from jidocode.shared.endpoints import Endpoint
 from jidocode.shared.envelope import (
     DEFAULT_MAX_BYTES,
     Envelope,
@@ -41,31 +44,32 @@ from jidocode.shared.envelope import (
     now_iso,
 )
 from jidocode.shared.errors import InvalidInput, JidoError
-from jidocode.shared.events import EventModel, Reply
+from jidocode.shared.events import Command, EventModel
 from jidocode.shared.subjects import SERVICE_NAMES, project_id_of
 
 __all__ = ["Handler", "ServiceHost", "expect", "scoped_project_id", "to_jsonable"]
 
 log = logging.getLogger("jidocode.service")
 
-Handler = Callable[[Envelope], Awaitable[Any]]
+C = TypeVar("C", bound=Command[Any])
+E = TypeVar("E", bound=EventModel)
+
+#: A typed endpoint handler: the validated command and its envelope in, the reply model out.
+Handler = Callable[[C, Envelope], Awaitable[EventModel]]
 
 VERSION = "0.1.0"
-REPLY_TYPE: str = Reply.model_fields["type"].default
-
-
-E = TypeVar("E", bound=EventModel)
 
 
 def expect(env: Envelope, cls: type[E]) -> E:
     """The request's catalogue event, which must be a ``cls``; else ``InvalidInput`` naming both."""
-    event = env.event()
-    if not isinstance(event, cls):
-        expected = cls.model_fields["type"].default
+    expected = cls.model_fields["type"].default
+    if env.type != expected:
         raise InvalidInput(
             f"expected a {expected!r} request, got {env.type!r}",
             details={"expected": expected, "type": env.type},
         )
+    event = env.event()
+    assert isinstance(event, cls)
     return event
 
 
@@ -132,29 +136,58 @@ class ServiceHost:
         self._inflight: set[asyncio.Task[None]] = set()
         self.drain_timeout = drain_timeout
 
-    def add_endpoint(
-        self, name: str, *, subject: str, handler: Handler, queue_group: str | None = None
+    def serve(self, endpoint: Endpoint, handler: Handler[C]) -> None:
+        """Serve ``endpoint`` of the catalogue (``shared.endpoints``) with ``handler``."""
+        if endpoint.service != self.name:
+            raise ValueError(f"endpoint {endpoint.service}.{endpoint.verb} belongs to another service")
+        self.endpoint(cast(type[C], endpoint.command), endpoint.pattern(), handler, name=endpoint.verb)
+
+    def endpoint(
+        self,
+        command: type[C],
+        subject: str,
+        handler: Handler[C],
+        *,
+        name: str | None = None,
+        queue_group: str | None = None,
     ) -> None:
-        """Register ``handler`` for requests on ``subject`` (before or after :meth:`start`)."""
+        """Answer ``command`` requests on ``subject`` with ``handler`` (before :meth:`start`).
+
+        The middleware validates the request as ``command`` (another type is an
+        ``invalid_input`` error naming both), calls ``handler(command, envelope)``
+        and replies with what it returns, which must be a ``command.reply``. The
+        endpoint's ``$SRV.INFO`` metadata names the request and reply types.
+        """
         if self._service is not None:
             raise RuntimeError("add endpoints before start()")
+        name = name or subject.rsplit(".", 1)[-1]
+        request_type = str(command.model_fields["type"].default)
+        reply_type = str(command.reply.model_fields["type"].default)
         config = EndpointConfig(
             name=name,
             subject=subject,
-            handler=self._wrap(name, handler),
+            handler=self._wrap(name, command, handler),
             queue_group=queue_group or self.micro_name,
+            metadata={"request_type": request_type, "reply_type": reply_type},
         )
         self._endpoints.append(config)
 
-    def _wrap(self, endpoint: str, handler: Handler) -> Callable[[Request], Awaitable[None]]:
+    def _wrap(
+        self, endpoint: str, command: type[C], handler: Handler[C]
+    ) -> Callable[[Request], Awaitable[None]]:
         source = self.bus.source
         max_bytes = self.max_request_bytes
+        reply_cls = command.reply
 
         async def _handle(request: Request) -> None:
             env: Envelope | None = None
             try:
                 env = decode(request.data, request.headers, max_bytes=max_bytes, nats_subject=request.subject)
-                result = await handler(env)
+                result = await handler(expect(env, command), env)
+                if not isinstance(result, reply_cls):
+                    raise TypeError(
+                        f"handler answered {type(result).__name__}, the contract says {reply_cls.__name__}"
+                    )
             except JidoError as exc:
                 await _reply_error(request, source, exc, env)
                 return
@@ -165,7 +198,7 @@ class ServiceHost:
                 )
                 await _reply_error(request, source, err, env)
                 return
-            await request.respond(encode(_reply(source, env, to_jsonable(result)))[0])
+            await request.respond(encode(_reply(source, env, result))[0])
 
         async def _spawn(request: Request) -> None:
             await self._slots.acquire()
@@ -222,15 +255,15 @@ class ServiceHost:
         return self._service
 
 
-def _reply(source: str, request: Envelope, result: Any) -> Envelope:
-    """The ``reply`` event answering ``request`` (built directly: this is every request's path)."""
+def _reply(source: str, request: Envelope, result: EventModel) -> Envelope:
+    """The reply event answering ``request`` (built directly: this is every request's path)."""
     ext = {"causationid": request.id}
     for key in ("correlationid", "projectid", "conversationid"):
         value = request.extensions.get(key)
         if value is not None:
             ext[key] = value
     return Envelope(
-        id=new_id(), source=source, type=REPLY_TYPE, data={"result": result}, time=now_iso(), extensions=ext
+        id=new_id(), source=source, type=result.type, data=result.to_data(), time=now_iso(), extensions=ext
     )
 
 

@@ -2,11 +2,12 @@
 
 Endpoints (nats.micro ``jidocode-asset-loader``, subjects ``jido.assets.<p>.<verb>``)::
 
-    get / list / search          GetAsset / ListAssets / SearchAssets
-    reload                       ReloadAssets    -> {generation, counts, diagnostics}
-    diagnostics                  GetDiagnostics  -> {generation, diagnostics, files}
-    graph                        GraphQuery      -> depends on op
-    tools                        tools.ListTools -> [ToolSpec]
+    get                          GetAsset        -> AssetDocument
+    list / search                ListAssets / SearchAssets -> AssetItems
+    reload                       ReloadAssets    -> AssetReport (generation, counts, diagnostics)
+    diagnostics                  GetDiagnostics  -> AssetReport (+ settings files)
+    graph                        GraphQuery      -> GraphResult (depends on op)
+    tools                        tools.ListTools -> tools.ToolCatalog
     call_tool                    tools.RunTool   -> tools.ToolResult
 
 A project is loaded when ``project.started`` is seen on ``jido.sig.*`` and
@@ -24,7 +25,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
@@ -41,23 +42,29 @@ from jidocode.services.asset_loader.tools import call_asset_tool, graph_query, t
 from jidocode.services.asset_loader.watcher import DEFAULT_DEBOUNCE_MS, watch_layers
 from jidocode.shared import subjects
 from jidocode.shared.bus import Bus
+from jidocode.shared.clients import ToolsClient
 from jidocode.shared.config import Config
+from jidocode.shared.endpoints import endpoint
 from jidocode.shared.envelope import Envelope, new_id, now_iso
 from jidocode.shared.errors import JidoError, NotFound
 from jidocode.shared.events import EventModel
 from jidocode.shared.events.assets import (
+    AssetDocument,
+    AssetItems,
+    AssetReport,
     AssetsReloaded,
     GetAsset,
     GetDiagnostics,
     GraphQuery,
+    GraphResult,
     ListAssets,
     ReloadAssets,
     SearchAssets,
     SkillRegistryUpdated,
 )
 from jidocode.shared.events.engine import ProjectInfo
-from jidocode.shared.events.tools import ListTools, RunTool, ToolCallMeta, ToolResult
-from jidocode.shared.service import ServiceHost, expect, scoped_project_id
+from jidocode.shared.events.tools import ListTools, RunTool, ToolCallMeta, ToolCatalog, ToolResult, ToolSpec
+from jidocode.shared.service import ServiceHost, scoped_project_id
 
 __all__ = ["AssetService", "serve"]
 
@@ -96,20 +103,19 @@ class _BusPorts:
         tools = self.project.store.current.settings.tools
         timeout = tools.timeout_s + tools.approval_timeout_s + 5.0
         try:
-            result = await self.bus.request(
-                subjects.tools(pid, "run"),
-                RunTool(name=name, args=args, meta=meta),
+            return await ToolsClient(self.bus, pid).run(
+                name,
+                args,
+                meta=meta,
                 timeout=timeout,
-                project_id=pid,
                 conversation_id=meta.conversation_id,
                 correlation_id=meta.correlation_id,
             )
         except JidoError as exc:
             return error_result(exc)
-        return ToolResult.model_validate(result)
 
     async def signal(self, event: EventModel) -> None:
-        await self.bus.publish(subjects.signal(event.type), event, project_id=self.project.info.project_id)
+        await self.bus.emit(event, project_id=self.project.info.project_id)
 
     async def hook(self, hook: HookSignal) -> None:
         try:
@@ -298,23 +304,19 @@ class AssetService:
         pa = await self.project(scoped_project_id(env))
         return pa, pa.store.current
 
-    async def get_endpoint(self, env: Envelope) -> dict[str, Any]:
-        req = expect(env, GetAsset)
+    async def get_endpoint(self, req: GetAsset, env: Envelope) -> AssetDocument:
         _, gen = await self._gen(env)
-        return dict(get_asset(gen, req.kind, req.name))
+        return AssetDocument(asset=dict(get_asset(gen, req.kind, req.name)))
 
-    async def list_endpoint(self, env: Envelope) -> list[dict[str, Any]]:
-        req = expect(env, ListAssets)
+    async def list_endpoint(self, req: ListAssets, env: Envelope) -> AssetItems:
         _, gen = await self._gen(env)
-        return list(list_assets(gen, req.kind))
+        return AssetItems(items=list(list_assets(gen, req.kind)))
 
-    async def search_endpoint(self, env: Envelope) -> list[dict[str, Any]]:
-        req = expect(env, SearchAssets)
+    async def search_endpoint(self, req: SearchAssets, env: Envelope) -> AssetItems:
         _, gen = await self._gen(env)
-        return list(search_assets(gen, req.query, req.kind, req.limit))
+        return AssetItems(items=list(search_assets(gen, req.query, req.kind, req.limit)))
 
-    async def reload_endpoint(self, env: Envelope) -> dict[str, Any]:
-        expect(env, ReloadAssets)
+    async def reload_endpoint(self, req: ReloadAssets, env: Envelope) -> AssetReport:
         pid = scoped_project_id(env)
         fresh = pid not in self.projects
         pa = await self.project(pid)
@@ -324,48 +326,44 @@ class AssetService:
         await self._rewatch_if_layers_changed(pa)
         return _report(gen)
 
-    async def diagnostics(self, env: Envelope) -> dict[str, Any]:
-        expect(env, GetDiagnostics)
+    async def diagnostics(self, req: GetDiagnostics, env: Envelope) -> AssetReport:
         _, gen = await self._gen(env)
-        return {**_report(gen), "settings_files": gen.settings_files}
+        return _report(gen).model_copy(update={"settings_files": list(gen.settings_files)})
 
-    async def graph(self, env: Envelope) -> Any:
-        req = expect(env, GraphQuery)
+    async def graph(self, req: GraphQuery, env: Envelope) -> GraphResult:
         _, gen = await self._gen(env)
-        return graph_query(gen, req.op, req.model_dump(exclude={"type", "op"}, exclude_none=True))
+        result = graph_query(gen, req.op, req.model_dump(exclude={"type", "op"}, exclude_none=True))
+        return GraphResult(op=req.op, result=result)
 
-    async def tools(self, env: Envelope) -> list[dict[str, Any]]:
-        expect(env, ListTools)
+    async def tools(self, req: ListTools, env: Envelope) -> ToolCatalog:
         _, gen = await self._gen(env)
-        return list(tool_specs(gen))
+        return ToolCatalog(tools=[ToolSpec.model_validate(s) for s in tool_specs(gen)])
 
-    async def call_tool(self, env: Envelope) -> ToolResult:
-        call = expect(env, RunTool)
+    async def call_tool(self, call: RunTool, env: Envelope) -> ToolResult:
         pa, gen = await self._gen(env)
         assert pa.runtime is not None
         return await call_asset_tool(gen, pa.runtime, call)
 
-    def endpoints(self) -> dict[str, Callable[[Envelope], Awaitable[Any]]]:
-        return {
-            "get": self.get_endpoint,
-            "list": self.list_endpoint,
-            "search": self.search_endpoint,
-            "reload": self.reload_endpoint,
-            "diagnostics": self.diagnostics,
-            "graph": self.graph,
-            "tools": self.tools,
-            "call_tool": self.call_tool,
-        }
+    def serve_on(self, host: ServiceHost) -> None:
+        """Serve every asset-loader endpoint of ``shared.endpoints`` on ``host``."""
+        host.serve(endpoint("asset_loader", "get"), self.get_endpoint)
+        host.serve(endpoint("asset_loader", "list"), self.list_endpoint)
+        host.serve(endpoint("asset_loader", "search"), self.search_endpoint)
+        host.serve(endpoint("asset_loader", "reload"), self.reload_endpoint)
+        host.serve(endpoint("asset_loader", "diagnostics"), self.diagnostics)
+        host.serve(endpoint("asset_loader", "graph"), self.graph)
+        host.serve(endpoint("asset_loader", "tools"), self.tools)
+        host.serve(endpoint("asset_loader", "call_tool"), self.call_tool)
 
 
-def _report(gen: Generation) -> dict[str, Any]:
-    return {
-        "generation": gen.number,
-        "loaded_at": gen.loaded_at,
-        "root": gen.root,
-        "counts": gen.counts,
-        "diagnostics": [d.model_dump(mode="json") for d in gen.diagnostics],
-    }
+def _report(gen: Generation) -> AssetReport:
+    return AssetReport(
+        generation=gen.number,
+        loaded_at=gen.loaded_at,
+        root=gen.root,
+        counts=gen.counts,
+        diagnostics=[d.model_dump(mode="json") for d in gen.diagnostics],
+    )
 
 
 async def serve(config: Config, stop: asyncio.Event) -> None:
@@ -380,8 +378,7 @@ async def serve(config: Config, stop: asyncio.Event) -> None:
             name="asset_loader",
             description="JidoCode asset loader: skills, commands, workflows, skill graph",
         )
-        for verb, handler in service.endpoints().items():
-            host.add_endpoint(verb, subject=subjects.assets_pattern(verb), handler=handler)
+        service.serve_on(host)
         await bus.subscribe(subjects.signal("project.started"), service.on_signal)
         await bus.subscribe(subjects.signal("project.stopped"), service.on_signal)
         await host.start()

@@ -1,7 +1,9 @@
 """The conversation service: ``serve(config, stop)`` (``jidocode serve conversation``).
 
 Endpoints (nats.micro ``jidocode-conversation``, ``jido.conversations.<p>.<verb>``):
-``start``, ``stop``, ``send_event``, ``get_projection``, ``replay``. Each
+``start``, ``stop``, ``send_event``, ``get_projection``, ``replay`` (see
+``shared.endpoints``). Clients call them directly: ``start`` checks the project
+in the registry and merges the project's ``llm`` settings under the request's. Each
 replica runs the conversations it owns (see ``runtime.py``). The LLM port is
 ``make_llm_port(config)``; tests may pass their own ``llm``/``tools`` ports.
 """
@@ -10,29 +12,43 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from pathlib import Path
 from typing import Any
 
-from jidocode.shared import subjects
 from jidocode.shared.bus import Bus
 from jidocode.shared.config import Config
+from jidocode.shared.endpoints import endpoint
 from jidocode.shared.envelope import Envelope
 from jidocode.shared.events.conversation import (
+    ConversationInfo,
+    EventAccepted,
     GetProjection,
+    Projection,
+    ReplayInfo,
     SendEvent,
     StartConversation,
     StopConversation,
     Subscribe,
 )
-from jidocode.shared.service import ServiceHost, expect, scoped_project_id
+from jidocode.shared.events.engine import ProjectInfo
+from jidocode.shared.registry import ProjectDirectory
+from jidocode.shared.service import ServiceHost, scoped_project_id
+from jidocode.shared.settings import load_settings
 
 from .ports import LlmPort, ToolPort
 from .runtime import Runtime
 from .settings import RuntimeSettings
 from .tools_bridge import NatsToolPort
 
-__all__ = ["serve"]
+__all__ = ["project_llm_settings", "serve"]
 
 log = logging.getLogger("jidocode.conversation")
+
+
+def project_llm_settings(info: ProjectInfo) -> dict[str, Any]:
+    """The project's effective ``llm`` settings (files + environment), ``None`` values left out."""
+    loaded = load_settings(Path(info.root_path), data_dir=info.data_dir)
+    return {k: v for k, v in loaded.settings.llm.model_dump(mode="json").items() if v is not None}
 
 
 async def serve(
@@ -59,6 +75,7 @@ async def serve(
             bus, llm=llm, tools=tools or NatsToolPort(bus, timeout=settings.tool_timeout_s), settings=settings
         )
         await runtime.start()
+        directory = await ProjectDirectory.open(bus)
         host = ServiceHost(
             bus,
             name="conversation",
@@ -66,29 +83,36 @@ async def serve(
             max_request_bytes=settings.max_message_bytes + 64 * 1024,
         )
 
-        async def start(env: Envelope) -> Any:
-            return await runtime.start_conversation(scoped_project_id(env), expect(env, StartConversation))
+        async def start(cmd: StartConversation, env: Envelope) -> ConversationInfo:
+            project_id = scoped_project_id(env)
+            info = await directory.get(project_id)  # NotFound: the engine has no such project
+            try:
+                base = await asyncio.to_thread(project_llm_settings, info)
+            except OSError:
+                base = {}
+            cmd = cmd.model_copy(update={"settings": {**base, **cmd.settings}})
+            return ConversationInfo.model_validate(await runtime.start_conversation(project_id, cmd))
 
-        async def stop_(env: Envelope) -> Any:
-            return await runtime.stop_conversation(scoped_project_id(env), expect(env, StopConversation))
+        async def stop_(cmd: StopConversation, env: Envelope) -> ConversationInfo:
+            return ConversationInfo.model_validate(
+                await runtime.stop_conversation(scoped_project_id(env), cmd)
+            )
 
-        async def send_event(env: Envelope) -> Any:
-            return await runtime.send_event(scoped_project_id(env), expect(env, SendEvent), env)
+        async def send_event(cmd: SendEvent, env: Envelope) -> EventAccepted:
+            return EventAccepted.model_validate(await runtime.send_event(scoped_project_id(env), cmd, env))
 
-        async def get_projection(env: Envelope) -> Any:
-            return await runtime.get_projection(scoped_project_id(env), expect(env, GetProjection))
+        async def get_projection(cmd: GetProjection, env: Envelope) -> Projection:
+            value = await runtime.get_projection(scoped_project_id(env), cmd)
+            return Projection(conversation_id=cmd.conversation_id, name=cmd.name, value=value)
 
-        async def replay(env: Envelope) -> Any:
-            return await runtime.replay_info(scoped_project_id(env), expect(env, Subscribe))
+        async def replay(cmd: Subscribe, env: Envelope) -> ReplayInfo:
+            return await runtime.replay_info(scoped_project_id(env), cmd)
 
-        for verb, handler in (
-            ("start", start),
-            ("stop", stop_),
-            ("send_event", send_event),
-            ("get_projection", get_projection),
-            ("replay", replay),
-        ):
-            host.add_endpoint(verb, subject=subjects.conversations_pattern(verb), handler=handler)
+        host.serve(endpoint("conversation", "start"), start)
+        host.serve(endpoint("conversation", "stop"), stop_)
+        host.serve(endpoint("conversation", "send_event"), send_event)
+        host.serve(endpoint("conversation", "get_projection"), get_projection)
+        host.serve(endpoint("conversation", "replay"), replay)
         await host.start()
         log.info("conversation service ready (%s)", bus.source)
         if started is not None:

@@ -10,13 +10,10 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from jidocode.shared import subjects
 from jidocode.shared.bus import Bus
+from jidocode.shared.clients import ProjectClient, ToolsClient
 from jidocode.shared.errors import JidoError
 from jidocode.shared.events.tools import (
-    CancelTool,
-    ListTools,
-    RunTool,
     ToolCallMeta,
     ToolResult,
     ToolResultError,
@@ -36,16 +33,14 @@ class NatsToolPort:
 
     async def run(self, project_id: str, name: str, args: dict[str, Any], meta: ToolCallMeta) -> ToolResult:
         try:
-            result = await self.bus.request(
-                subjects.tools(project_id, "run"),
-                RunTool(name=name, args=args, meta=meta),
-                timeout=self.timeout,
-                project_id=project_id,
+            return await ToolsClient(self.bus, project_id, timeout=self.timeout).run(
+                name,
+                args,
+                meta=meta,
                 conversation_id=meta.conversation_id,
                 correlation_id=meta.correlation_id,
                 causation_id=meta.causation_id,
             )
-            return ToolResult.model_validate(result)
         except JidoError as exc:
             return ToolResult(
                 ok=False, error=ToolResultError(type=exc.type, message=exc.message, details=exc.details)
@@ -55,9 +50,7 @@ class NatsToolPort:
 
     async def cancel(self, project_id: str, request_id: str) -> None:
         try:
-            await self.bus.request(
-                subjects.tools(project_id, "cancel"), CancelTool(request_id=request_id), timeout=5.0
-            )
+            await ToolsClient(self.bus, project_id).cancel(request_id)
         except JidoError as exc:
             log.info("cancel of tool call %s: %s", request_id, exc.message)
 
@@ -67,6 +60,5 @@ async def list_tool_specs(bus: Bus, project_id: str, *, timeout: float = 3.0) ->
 
     Raises ``JidoError`` (``service_unavailable`` when nobody answers).
     """
-    result = await bus.request(subjects.project(project_id, "list_tools"), ListTools(), timeout=timeout)
-    items = result.get("tools", result) if isinstance(result, dict) else result
-    return [ToolSpec.model_validate(item) for item in items or []]
+    catalog = await ProjectClient(bus, project_id, timeout=timeout).list_tools()
+    return [ToolSpec.model_validate(spec.model_dump()) for spec in catalog.tools]

@@ -4,8 +4,8 @@ Endpoints (nats.micro ``jidocode-engine``)::
 
     jido.engine.start_project    StartProject   -> ProjectInfo (same root: the same project back)
     jido.engine.stop_project     StopProject    -> ProjectInfo of the stopped project
-    jido.engine.list_projects    ListProjects   -> [ProjectInfo]
-    jido.engine.whereis_project  WhereisProject -> {project, hosts}
+    jido.engine.list_projects    ListProjects   -> ProjectList
+    jido.engine.whereis_project  WhereisProject -> ProjectLocation (record + serving instances)
 
 Signals: ``project.started`` and ``project.stopped`` on ``jido.sig.*``.
 """
@@ -15,23 +15,25 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from typing import Any
 
 from jidocode.shared import subjects
 from jidocode.shared.bus import Bus, gather
 from jidocode.shared.config import Config
+from jidocode.shared.endpoints import endpoint
 from jidocode.shared.envelope import Envelope
 from jidocode.shared.errors import InvalidInput
 from jidocode.shared.events.engine import (
     ListProjects,
     ProjectInfo,
+    ProjectList,
+    ProjectLocation,
     ProjectStarted,
     ProjectStopped,
     StartProject,
     StopProject,
     WhereisProject,
 )
-from jidocode.shared.service import ServiceHost, expect
+from jidocode.shared.service import ServiceHost
 
 from .paths import validate_data_dir, validate_root
 from .registry import ProjectRegistry
@@ -48,15 +50,13 @@ class Engine:
         self.bus = bus
         self.registry = registry
 
-    async def start_project(self, env: Envelope) -> ProjectInfo:
-        cmd = expect(env, StartProject)
+    async def start_project(self, cmd: StartProject, env: Envelope) -> ProjectInfo:
         realpath = validate_root(cmd.root_path)
         data_dir = validate_data_dir(cmd.data_dir)
         info, created = await self.registry.create(realpath, data_dir, cmd.opts)
         if created:
             log.info("project %s started on %s", info.project_id, info.root_path)
-            await self.bus.publish(
-                subjects.signal("project.started"),
+            await self.bus.emit(
                 ProjectStarted(project_id=info.project_id, root_path=info.root_path, data_dir=info.data_dir),
                 project_id=info.project_id,
                 correlation_id=env.correlation_id,
@@ -64,13 +64,11 @@ class Engine:
             )
         return info
 
-    async def stop_project(self, env: Envelope) -> ProjectInfo:
-        cmd = expect(env, StopProject)
+    async def stop_project(self, cmd: StopProject, env: Envelope) -> ProjectInfo:
         _check_id(cmd.project_id)
         info = await self.registry.remove(cmd.project_id)
         log.info("project %s stopped", info.project_id)
-        await self.bus.publish(
-            subjects.signal("project.stopped"),
+        await self.bus.emit(
             ProjectStopped(project_id=info.project_id, root_path=info.root_path),
             project_id=info.project_id,
             correlation_id=env.correlation_id,
@@ -78,15 +76,13 @@ class Engine:
         )
         return info
 
-    async def list_projects(self, env: Envelope) -> list[ProjectInfo]:
-        expect(env, ListProjects)
-        return await self.registry.list()
+    async def list_projects(self, cmd: ListProjects, env: Envelope) -> ProjectList:
+        return ProjectList(projects=await self.registry.list())
 
-    async def whereis_project(self, env: Envelope) -> dict[str, Any]:
-        cmd = expect(env, WhereisProject)
+    async def whereis_project(self, cmd: WhereisProject, env: Envelope) -> ProjectLocation:
         _check_id(cmd.project_id)
         info = await self.registry.get(cmd.project_id)
-        return {"project": info.model_dump(mode="json"), "hosts": await self._project_hosts()}
+        return ProjectLocation(project=info, hosts=await self._project_hosts())
 
     async def _project_hosts(self) -> list[str]:
         """The project-service instances that serve this project (any of them, by queue group)."""
@@ -110,18 +106,10 @@ async def serve(config: Config, stop: asyncio.Event) -> None:
         kv = await bus.kv(subjects.BUCKET_PROJECTS, history=1)
         engine = Engine(bus, ProjectRegistry(kv))
         host = ServiceHost(bus, name="engine", description="JidoCode engine: project lifecycle and registry")
-        host.add_endpoint(
-            "start_project", subject=subjects.engine("start_project"), handler=engine.start_project
-        )
-        host.add_endpoint(
-            "stop_project", subject=subjects.engine("stop_project"), handler=engine.stop_project
-        )
-        host.add_endpoint(
-            "list_projects", subject=subjects.engine("list_projects"), handler=engine.list_projects
-        )
-        host.add_endpoint(
-            "whereis_project", subject=subjects.engine("whereis_project"), handler=engine.whereis_project
-        )
+        host.serve(endpoint("engine", "start_project"), engine.start_project)
+        host.serve(endpoint("engine", "stop_project"), engine.stop_project)
+        host.serve(endpoint("engine", "list_projects"), engine.list_projects)
+        host.serve(endpoint("engine", "whereis_project"), engine.whereis_project)
         await host.start()
         log.info("engine ready")
         await stop.wait()

@@ -3,9 +3,12 @@
 Endpoints (nats.micro ``jidocode-project``, one endpoint per verb for every
 project: ``jido.project.<p>.<verb>``)::
 
-    info                 the project's registry record
-    start_conversation … the conversation front door   (conversations.py)
+    info                 GetProject -> ProjectInfo, the project's registry record
     list_tools, policy   the policy-filtered tool catalog (tooling.py)
+
+Conversations are not forwarded through here: clients call the conversation
+service directly (``jido.conversations.<p>.<verb>``), which reads the same
+registry, so a message takes one hop.
 
 Stateless: any replica serves any project (see ``directory.py``).
 """
@@ -15,22 +18,22 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from jidocode.shared import subjects
 from jidocode.shared.bus import Bus
 from jidocode.shared.config import Config
+from jidocode.shared.endpoints import endpoint
 from jidocode.shared.envelope import Envelope
-from jidocode.shared.events.engine import ProjectInfo
+from jidocode.shared.events.engine import GetProject, ProjectInfo
 from jidocode.shared.registry import ProjectDirectory
 from jidocode.shared.service import ServiceHost, scoped_project_id
 
-from . import conversations, tooling
+from . import tooling
 
 __all__ = ["serve"]
 
 log = logging.getLogger("jidocode.project")
 
 #: Modules that add endpoints with ``register(host, bus, directory)``.
-_PARTS = (conversations, tooling)
+_PARTS = (tooling,)
 
 
 async def serve(config: Config, stop: asyncio.Event) -> None:
@@ -39,10 +42,10 @@ async def serve(config: Config, stop: asyncio.Event) -> None:
         directory = await ProjectDirectory.open(bus)
         host = ServiceHost(bus, name="project", description="JidoCode project control plane")
 
-        async def info(env: Envelope) -> ProjectInfo:
+        async def info(request: GetProject, env: Envelope) -> ProjectInfo:
             return await directory.get(scoped_project_id(env))
 
-        host.add_endpoint("info", subject=subjects.project_pattern("info"), handler=info)
+        host.serve(endpoint("project", "info"), info)
         for part in _PARTS:
             part.register(host, bus, directory)
         await host.start()

@@ -2,8 +2,8 @@
 
 Endpoints::
 
-    jido.project.<p>.list_tools   ListTools -> [ToolSpec]  built-ins + asset tools, policy-filtered
-    jido.project.<p>.policy       GetPolicy -> the effective policy summary and tool limits
+    jido.project.<p>.list_tools   ListTools -> ToolCatalog  built-ins + asset tools, policy-filtered
+    jido.project.<p>.policy       GetPolicy -> ToolPolicy   the effective policy and tool limits
 
 Asset-derived tools come from the asset loader (``jido.assets.<p>.tools``);
 when it does not answer, the catalog holds the built-ins only. A tool the
@@ -16,15 +16,16 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from jidocode.shared import subjects
 from jidocode.shared.bus import Bus
+from jidocode.shared.clients import AssetsClient
+from jidocode.shared.endpoints import endpoint
 from jidocode.shared.envelope import Envelope
 from jidocode.shared.errors import JidoError
-from jidocode.shared.events.tools import ListTools, ToolSpec
+from jidocode.shared.events.tools import GetPolicy, ListTools, ToolCatalog, ToolPolicy, ToolSpec
 from jidocode.shared.policy import filter_tools
 from jidocode.shared.policy.loader import PolicyCache
 from jidocode.shared.registry import ProjectDirectory
-from jidocode.shared.service import ServiceHost, expect, scoped_project_id
+from jidocode.shared.service import ServiceHost, scoped_project_id
 from jidocode.shared.tools import builtin_specs
 
 __all__ = ["ASSET_TOOLS_TIMEOUT_S", "register"]
@@ -35,47 +36,37 @@ log = logging.getLogger("jidocode.project.tooling")
 ASSET_TOOLS_TIMEOUT_S = 2.0
 
 
-async def asset_tools(bus: Bus, project_id: str) -> list[dict[str, Any]]:
+async def asset_tools(bus: Bus, project_id: str) -> list[ToolSpec]:
     """The asset loader's tool specs of the project; empty when it does not answer."""
     try:
-        specs = await bus.request(
-            subjects.assets(project_id, "tools"), ListTools(), timeout=ASSET_TOOLS_TIMEOUT_S
-        )
+        catalog = await AssetsClient(bus, project_id, timeout=ASSET_TOOLS_TIMEOUT_S).tools()
     except JidoError as exc:
         log.debug("no asset tools for %s: %s", project_id, exc.message)
         return []
-    out: list[dict[str, Any]] = []
     builtin = {s["name"] for s in builtin_specs()}
-    for raw in specs if isinstance(specs, list) else []:
-        try:
-            spec = ToolSpec.model_validate(raw)
-        except ValueError:
-            continue
-        if spec.name not in builtin:  # an asset never shadows a built-in
-            out.append(spec.model_dump())
-    return out
+    # an asset never shadows a built-in
+    return [spec for spec in catalog.tools if spec.name not in builtin]
 
 
 def register(host: ServiceHost, bus: Bus, directory: ProjectDirectory) -> None:
     """Add ``list_tools`` and ``policy`` to the project service."""
     policies = PolicyCache(None)
 
-    async def list_tools(env: Envelope) -> list[dict[str, Any]]:
+    async def list_tools(request: ListTools, env: Envelope) -> ToolCatalog:
         project_id = scoped_project_id(env)
-        request = expect(env, ListTools)
         info = await directory.get(project_id)
         policy, _ = policies.get(project_id, info.root_path, info.data_dir)
-        specs: list[dict[str, Any]] = builtin_specs() + await asset_tools(bus, project_id)
-        if request.include_hidden:
-            return specs
-        shown: list[dict[str, Any]] = filter_tools(policy, specs)
-        return shown
+        specs: list[dict[str, Any]] = builtin_specs() + [
+            s.model_dump() for s in await asset_tools(bus, project_id)
+        ]
+        shown = specs if request.include_hidden else filter_tools(policy, specs)
+        return ToolCatalog(tools=[ToolSpec.model_validate(s) for s in shown])
 
-    async def policy(env: Envelope) -> dict[str, Any]:
+    async def policy(request: GetPolicy, env: Envelope) -> ToolPolicy:
         project_id = scoped_project_id(env)
         info = await directory.get(project_id)
         pol, tools = policies.get(project_id, info.root_path, info.data_dir)
-        return {"project_id": project_id, **pol.summary(), "limits": tools.model_dump()}
+        return ToolPolicy(project_id=project_id, **pol.summary(), limits=tools.model_dump())
 
-    host.add_endpoint("list_tools", subject=subjects.project_pattern("list_tools"), handler=list_tools)
-    host.add_endpoint("policy", subject=subjects.project_pattern("policy"), handler=policy)
+    host.serve(endpoint("project", "list_tools"), list_tools)
+    host.serve(endpoint("project", "policy"), policy)

@@ -50,7 +50,9 @@ from nats.js.kv import KeyValue
 
 from jidocode.shared import subjects
 from jidocode.shared.bus import Bus
+from jidocode.shared.clients import AssetsClient
 from jidocode.shared.config import Config
+from jidocode.shared.endpoints import endpoint
 from jidocode.shared.envelope import Envelope
 from jidocode.shared.errors import (
     JidoError,
@@ -61,8 +63,8 @@ from jidocode.shared.events.conversation import ApprovalRequested, ApprovalRespo
 from jidocode.shared.events.engine import ProjectInfo
 from jidocode.shared.events.tools import (
     CancelTool,
-    ListTools,
     RunTool,
+    ToolCancelAccepted,
     ToolCancelRequested,
     ToolCompleted,
     ToolFailed,
@@ -73,7 +75,7 @@ from jidocode.shared.events.tools import (
 from jidocode.shared.policy import Decision, Effect, Policy, authorize
 from jidocode.shared.policy.loader import PolicyCache
 from jidocode.shared.registry import ProjectDirectory
-from jidocode.shared.service import ServiceHost, expect, scoped_project_id
+from jidocode.shared.service import ServiceHost, scoped_project_id
 from jidocode.shared.settings import ToolSettings
 
 from .executor import Limits, check_args, error_result, run_authorized
@@ -218,8 +220,8 @@ class ToolRunner:
         )
         # ServiceHost handles each request in a task of its own, so long calls run side by side
         host = ServiceHost(self.bus, name="tool_runner", description="JidoCode tool runner")
-        host.add_endpoint("run", subject=subjects.tools_pattern("run"), handler=self.handle_run)
-        host.add_endpoint("cancel", subject=subjects.tools_pattern("cancel"), handler=self.handle_cancel)
+        host.serve(endpoint("tool_runner", "run"), self.handle_run)
+        host.serve(endpoint("tool_runner", "cancel"), self.handle_cancel)
         await host.start()
         self.host = host
 
@@ -246,9 +248,8 @@ class ToolRunner:
 
     # -- run ------------------------------------------------------------------------------
 
-    async def handle_run(self, env: Envelope) -> ToolResult:
+    async def handle_run(self, call: RunTool, env: Envelope) -> ToolResult:
         project_id = scoped_project_id(env)
-        call = expect(env, RunTool)
         if call.name in READ_ONLY:
             return await self._run(project_id, call, env)
         key = _call_key(project_id, call.meta.request_id)
@@ -559,15 +560,15 @@ class ToolRunner:
 
     async def _asset_tool_spec(self, project_id: str, name: str) -> dict[str, Any]:
         try:
-            specs = await self.bus.request(subjects.assets(project_id, "tools"), ListTools(), timeout=5.0)
+            catalog = await AssetsClient(self.bus, project_id).tools()
         except JidoError as exc:
             raise NotFound(
                 f"unknown tool {name!r} (the asset loader could not list its tools: {exc.message})",
                 details={"tool": name},
             ) from None
-        for spec in specs or []:
-            if isinstance(spec, dict) and spec.get("name") == name:
-                return spec
+        for spec in catalog.tools:
+            if spec.name == name:
+                return spec.model_dump()
         raise NotFound(f"unknown tool {name!r}", details={"tool": name})
 
     async def _forward(
@@ -576,16 +577,12 @@ class ToolRunner:
         # A workflow or a skill route runs its own steps through this runner, each
         # under the per-call timeout: give the composite call room for its steps.
         timeout = limits.timeout_s * (COMPOSITE_STEPS if call.name in COMPOSITE_ASSET_TOOLS else 1)
-        result = await self.bus.request(
-            subjects.assets(project_id, "call_tool"), call, timeout=timeout, **ext
-        )
-        return ToolResult.model_validate(result)
+        return await AssetsClient(self.bus, project_id).call_tool(call, timeout=timeout, **ext)
 
     # -- cancel ----------------------------------------------------------------------------------
 
-    async def handle_cancel(self, env: Envelope) -> dict[str, Any]:
+    async def handle_cancel(self, cancel: CancelTool, env: Envelope) -> ToolCancelAccepted:
         project_id = scoped_project_id(env)
-        cancel = expect(env, CancelTool)
         key = _call_key(project_id, cancel.request_id)
         assert self.calls is not None
         # a call that has not started yet must never start
@@ -597,7 +594,7 @@ class ToolRunner:
             project_id=project_id,
             causation_id=env.id,
         )
-        return {"request_id": cancel.request_id, "cancel_requested": True}
+        return ToolCancelAccepted(request_id=cancel.request_id, cancel_requested=True)
 
     async def _on_cancel_signal(self, env: Envelope) -> None:
         if env.type != "tool.cancel_requested":

@@ -4,7 +4,8 @@ Every CloudEvent type is a pydantic model with a ``Literal`` ``type`` field
 (see :class:`EventModel`), defined in the module of its domain
 (``engine``, ``conversation``, ``tools``, ``assets``, ``llm``, ``common``) and
 decoded through one discriminated union, :data:`AnyEvent`. Type names are a
-wire contract: add, never rename.
+wire contract: add, never rename. A command (request body) subclasses
+``Command[Reply]`` and so names the model of its successful reply.
 """
 
 from __future__ import annotations
@@ -16,16 +17,18 @@ from pydantic import Field, TypeAdapter, ValidationError
 from jidocode.shared.errors import InvalidInput
 
 from . import assets, common, conversation, engine, llm, tools
-from ._base import EventModel
-from .common import ERROR_TYPE, Reply
+from ._base import Command, EventModel, R
+from .common import ERROR_TYPE
 
 __all__ = [
     "ALL_EVENTS",
+    "COMMANDS",
     "ERROR_TYPE",
     "EVENT_TYPES",
     "AnyEvent",
+    "Command",
     "EventModel",
-    "Reply",
+    "R",
     "event_class",
     "parse_event",
 ]
@@ -55,6 +58,12 @@ for _cls in ALL_EVENTS:
     _BY_TYPE[_t] = _cls
 
 EVENT_TYPES: frozenset[str] = frozenset(_BY_TYPE)
+
+#: Every command (request body) of the catalogue; each names its reply in ``reply``.
+COMMANDS: tuple[type[Command[Any]], ...] = tuple(c for c in ALL_EVENTS if issubclass(c, Command))
+for _cmd in COMMANDS:
+    if not hasattr(_cmd, "reply") or _cmd.reply not in ALL_EVENTS:
+        raise TypeError(f"command {_cmd.__name__} must name a catalogue reply model: Command[Reply]")
 
 AnyEvent = Annotated[Union[ALL_EVENTS], Field(discriminator="type")]  # type: ignore[valid-type]  # noqa: UP007
 _ADAPTER: TypeAdapter[Any] = TypeAdapter(AnyEvent)

@@ -1,14 +1,14 @@
 """Asset events: the asset loader's requests and signals (seeds 000 ``AssetStore``, 001 ``SkillRegistry``).
 
-Requests (``jido.assets.<p>.<verb>``, reply ``result`` in brackets)::
+Requests (``jido.assets.<p>.<verb>``, reply in brackets)::
 
-    get          GetAsset          [the asset as a dict, with "type"]
-    list         ListAssets        [[{type, name, description, layer, path, …}]]
-    search       SearchAssets      [[… + score]], fuzzy
-    reload       ReloadAssets      [{generation, counts, diagnostics}]
-    diagnostics  GetDiagnostics    [{generation, diagnostics}]
-    graph        GraphQuery        [depends on op]
-    tools        tools.ListTools   [[ToolSpec dicts]]
+    get          GetAsset          [AssetDocument: the asset as a dict, with "type"]
+    list         ListAssets        [AssetItems: {type, name, description, layer, path, …}]
+    search       SearchAssets      [AssetItems: … + score], fuzzy
+    reload       ReloadAssets      [AssetReport: generation, counts, diagnostics]
+    diagnostics  GetDiagnostics    [AssetReport + settings_files]
+    graph        GraphQuery        [GraphResult: depends on op]
+    tools        tools.ListTools   [tools.ToolCatalog]
     call_tool    tools.RunTool     [tools.ToolResult]
 
 Signals (``jido.sig.<type>``): ``skill/registry/updated``,
@@ -23,14 +23,18 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import Field
 
-from ._base import EventModel
+from ._base import Command, EventModel
 
 __all__ = [
     "EVENTS",
+    "AssetDocument",
+    "AssetItems",
+    "AssetReport",
     "AssetsReloaded",
     "GetAsset",
     "GetDiagnostics",
     "GraphQuery",
+    "GraphResult",
     "ListAssets",
     "ReloadAssets",
     "SearchAssets",
@@ -44,41 +48,74 @@ __all__ = [
 AssetType = Literal["skill", "command", "workflow"]
 
 
-class GetAsset(EventModel):
-    channel: ClassVar[str] = "command"
+class AssetDocument(EventModel):
+    """Reply of ``get``: one asset, as the loader parsed it (``asset["type"]`` is its kind)."""
+
+    channel: ClassVar[str] = "reply"
+    type: Literal["assets.document"] = "assets.document"
+    asset: dict[str, Any]
+
+
+class AssetItems(EventModel):
+    """Reply of ``list`` and ``search``: one summary per asset (search adds ``score``)."""
+
+    channel: ClassVar[str] = "reply"
+    type: Literal["assets.items"] = "assets.items"
+    items: list[dict[str, Any]] = Field(default_factory=list)
+
+
+class AssetReport(EventModel):
+    """Reply of ``reload`` and ``diagnostics``: the generation now served and its diagnostics."""
+
+    channel: ClassVar[str] = "reply"
+    type: Literal["assets.report"] = "assets.report"
+    generation: int
+    loaded_at: str = ""
+    root: str = ""
+    counts: dict[str, int] = Field(default_factory=dict)
+    diagnostics: list[dict[str, Any]] = Field(default_factory=list)
+    #: The settings files read (``diagnostics`` only).
+    settings_files: list[str] = Field(default_factory=list)
+
+
+class GraphResult(EventModel):
+    """Reply of ``graph``: ``result``'s shape depends on the query's ``op``."""
+
+    channel: ClassVar[str] = "reply"
+    type: Literal["assets.graph_result"] = "assets.graph_result"
+    op: str
+    result: Any = None
+
+
+class GetAsset(Command[AssetDocument]):
     type: Literal["assets.get"] = "assets.get"
     kind: AssetType
     name: str = Field(min_length=1, max_length=128)
 
 
-class ListAssets(EventModel):
-    channel: ClassVar[str] = "command"
+class ListAssets(Command[AssetItems]):
     type: Literal["assets.list"] = "assets.list"
     kind: AssetType | None = None
 
 
-class SearchAssets(EventModel):
-    channel: ClassVar[str] = "command"
+class SearchAssets(Command[AssetItems]):
     type: Literal["assets.search"] = "assets.search"
     query: str = Field(min_length=1, max_length=256)
     kind: AssetType | None = None
     limit: int = Field(default=20, ge=1, le=100)
 
 
-class ReloadAssets(EventModel):
-    channel: ClassVar[str] = "command"
+class ReloadAssets(Command[AssetReport]):
     type: Literal["assets.reload"] = "assets.reload"
 
 
-class GetDiagnostics(EventModel):
-    channel: ClassVar[str] = "command"
+class GetDiagnostics(Command[AssetReport]):
     type: Literal["assets.diagnostics"] = "assets.diagnostics"
 
 
-class GraphQuery(EventModel):
+class GraphQuery(Command[GraphResult]):
     """A skill-graph query. ``op``: node, neighbours, links, backlinks, search, path, nodes."""
 
-    channel: ClassVar[str] = "command"
     type: Literal["assets.graph"] = "assets.graph"
     op: Literal["node", "neighbours", "links", "backlinks", "search", "path", "nodes"]
     node: str | None = Field(default=None, max_length=512)
@@ -148,6 +185,10 @@ class WorkflowRunFailed(EventModel):
 
 
 EVENTS: tuple[type[EventModel], ...] = (
+    AssetDocument,
+    AssetItems,
+    AssetReport,
+    GraphResult,
     GetAsset,
     ListAssets,
     SearchAssets,

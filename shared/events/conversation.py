@@ -21,7 +21,7 @@ from typing import Any, ClassVar, Final, Literal
 
 from pydantic import Field
 
-from ._base import EventModel
+from ._base import Command, EventModel
 
 __all__ = [
     "EVENTS",
@@ -34,14 +34,17 @@ __all__ = [
     "AssistantMessage",
     "Cancel",
     "ConversationError",
+    "ConversationInfo",
     "ConversationStarted",
     "ConversationStopped",
+    "EventAccepted",
     "EventIngested",
     "GetProjection",
     "LlmCompleted",
     "LlmFailed",
     "LlmRequested",
     "LoopStopped",
+    "Projection",
     "QueueOverflow",
     "ReplayInfo",
     "Resume",
@@ -262,32 +265,73 @@ class EventIngested(EventModel):
     event_type: str
 
 
+# -- replies ------------------------------------------------------------------
+
+
+class ConversationInfo(EventModel):
+    """Reply of ``start`` and ``stop``: the conversation's record."""
+
+    channel: ClassVar[str] = "reply"
+    type: Literal["conversation.info"] = "conversation.info"
+    project_id: str
+    conversation_id: str
+    #: ``active`` or ``stopped``.
+    status: str = "active"
+    #: The effective settings: the project's ``llm`` settings overridden by the start request's.
+    settings: dict[str, Any] = Field(default_factory=dict)
+    created_at: str = ""
+    updated_at: str = ""
+    #: True when ``start`` found the conversation already there (its history is kept).
+    reopened: bool = False
+
+
+class EventAccepted(EventModel):
+    """Reply of ``send_event``: the event is stored on the conversation's input stream."""
+
+    channel: ClassVar[str] = "reply"
+    type: Literal["conversation.event_accepted"] = "conversation.event_accepted"
+    #: The event id: every output entry caused by it carries it as ``causationid``.
+    id: str
+    #: The correlation id every output of this input carries (the request's, or the event id).
+    correlation_id: str
+    #: Sequence of the event in the ``JIDO_CONV_IN`` stream.
+    sequence: int
+
+
+class Projection(EventModel):
+    """Reply of ``get_projection``: ``value`` is the projection named ``name``."""
+
+    channel: ClassVar[str] = "reply"
+    type: Literal["conversation.projection"] = "conversation.projection"
+    conversation_id: str
+    name: str
+    value: Any = None
+
+
 # -- commands (request bodies) ------------------------------------------------
 
 
-class StartConversation(EventModel):
+class StartConversation(Command[ConversationInfo]):
     """Start (or reopen) a conversation; ``conversation_id`` is minted when absent.
 
-    ``settings`` may hold ``max_turns``, ``model`` and other LLM settings.
+    ``settings`` may hold ``max_turns``, ``model`` and other LLM settings; they
+    override the project's ``llm`` settings (settings.json and environment).
     """
 
-    channel: ClassVar[str] = "command"
     type: Literal["conversation.cmd.start"] = "conversation.cmd.start"
     conversation_id: str | None = None
     settings: dict[str, Any] = Field(default_factory=dict)
 
 
-class StopConversation(EventModel):
-    channel: ClassVar[str] = "command"
+class StopConversation(Command[ConversationInfo]):
     type: Literal["conversation.cmd.stop"] = "conversation.cmd.stop"
     conversation_id: str
     reason: str = ""
 
 
-class SendEvent(EventModel):
-    """Front door: validate one external event and publish it to the conversation's input."""
+class SendEvent(Command[EventAccepted]):
+    """Validate one external event and store it on the conversation's input stream."""
 
-    channel: ClassVar[str] = "command"
     type: Literal["conversation.cmd.send_event"] = "conversation.cmd.send_event"
     conversation_id: str
     event_type: str
@@ -296,20 +340,10 @@ class SendEvent(EventModel):
     correlation_id: str | None = None
 
 
-class GetProjection(EventModel):
-    channel: ClassVar[str] = "command"
+class GetProjection(Command[Projection]):
     type: Literal["conversation.cmd.get_projection"] = "conversation.cmd.get_projection"
     conversation_id: str
     name: str = "timeline"
-
-
-class Subscribe(EventModel):
-    """Where to follow a conversation, and how to replay from ``after_id``."""
-
-    channel: ClassVar[str] = "command"
-    type: Literal["conversation.cmd.subscribe"] = "conversation.cmd.subscribe"
-    conversation_id: str
-    after_id: str | None = None
 
 
 class ReplayInfo(EventModel):
@@ -325,6 +359,14 @@ class ReplayInfo(EventModel):
     start_sequence: int
     #: Sequence of ``after_id`` in the stream, if it was found.
     after_sequence: int | None = None
+
+
+class Subscribe(Command[ReplayInfo]):
+    """Where to follow a conversation, and how to replay from ``after_id``."""
+
+    type: Literal["conversation.cmd.subscribe"] = "conversation.cmd.subscribe"
+    conversation_id: str
+    after_id: str | None = None
 
 
 EVENTS: tuple[type[EventModel], ...] = (
@@ -355,4 +397,7 @@ EVENTS: tuple[type[EventModel], ...] = (
     GetProjection,
     Subscribe,
     ReplayInfo,
+    ConversationInfo,
+    EventAccepted,
+    Projection,
 )

@@ -6,12 +6,15 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import Field
 
-from ._base import EventModel
+from ._base import Command, EventModel
 
 __all__ = [
     "EVENTS",
+    "GetProject",
     "ListProjects",
     "ProjectInfo",
+    "ProjectList",
+    "ProjectLocation",
     "ProjectStarted",
     "ProjectStopped",
     "StartProject",
@@ -33,29 +36,50 @@ class ProjectInfo(EventModel):
     opts: dict[str, Any] = Field(default_factory=dict)
 
 
-class StartProject(EventModel):
-    channel: ClassVar[str] = "command"
+class ProjectList(EventModel):
+    """Reply of ``list_projects``: every running project."""
+
+    channel: ClassVar[str] = "reply"
+    type: Literal["engine.project_list"] = "engine.project_list"
+    projects: list[ProjectInfo] = Field(default_factory=list)
+
+
+class ProjectLocation(EventModel):
+    """Reply of ``whereis_project``: the record and the project-service instances serving it."""
+
+    channel: ClassVar[str] = "reply"
+    type: Literal["engine.project_location"] = "engine.project_location"
+    project: ProjectInfo
+    hosts: list[str] = Field(default_factory=list)
+
+
+class StartProject(Command[ProjectInfo]):
+    """Start (or find) the project on ``root_path``: the same root always gives the same id."""
+
     type: Literal["engine.start_project"] = "engine.start_project"
     root_path: str
     data_dir: str = ".jido"
     opts: dict[str, Any] = Field(default_factory=dict)
 
 
-class StopProject(EventModel):
-    channel: ClassVar[str] = "command"
+class StopProject(Command[ProjectInfo]):
     type: Literal["engine.stop_project"] = "engine.stop_project"
     project_id: str
 
 
-class ListProjects(EventModel):
-    channel: ClassVar[str] = "command"
+class ListProjects(Command[ProjectList]):
     type: Literal["engine.list_projects"] = "engine.list_projects"
 
 
-class WhereisProject(EventModel):
-    channel: ClassVar[str] = "command"
+class WhereisProject(Command[ProjectLocation]):
     type: Literal["engine.whereis_project"] = "engine.whereis_project"
     project_id: str
+
+
+class GetProject(Command[ProjectInfo]):
+    """Request body of ``jido.project.<p>.info``: the project's registry record."""
+
+    type: Literal["project.get"] = "project.get"
 
 
 class ProjectStarted(EventModel):
@@ -73,6 +97,9 @@ class ProjectStopped(EventModel):
 
 EVENTS: tuple[type[EventModel], ...] = (
     ProjectInfo,
+    ProjectList,
+    ProjectLocation,
+    GetProject,
     StartProject,
     StopProject,
     ListProjects,

@@ -10,7 +10,7 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ._base import EventModel
+from ._base import Command, EventModel
 
 __all__ = [
     "EVENTS",
@@ -19,9 +19,12 @@ __all__ = [
     "ListTools",
     "RunTool",
     "ToolCallMeta",
+    "ToolCancelAccepted",
     "ToolCancelRequested",
+    "ToolCatalog",
     "ToolCompleted",
     "ToolFailed",
+    "ToolPolicy",
     "ToolResult",
     "ToolResultError",
     "ToolSpec",
@@ -49,11 +52,15 @@ class ToolResultError(BaseModel):
     details: dict[str, Any] = Field(default_factory=dict)
 
 
-class ToolResult(BaseModel):
-    """Seed 000 result format: ``ok`` with ``data``/``artifacts``/``logs``, or ``error``."""
+class ToolResult(EventModel):
+    """Seed 000 result format: ``ok`` with ``data``/``artifacts``/``logs``, or ``error``.
 
-    model_config = ConfigDict(frozen=True, extra="ignore")
+    The reply of ``jido.tools.<p>.run`` and of the asset loader's ``call_tool``:
+    a tool that ran and failed is a result with ``ok: false``, not an error reply.
+    """
 
+    channel: ClassVar[str] = "reply"
+    type: Literal["tool.result"] = "tool.result"
     ok: bool
     data: Any = None
     artifacts: list[Any] = Field(default_factory=list)
@@ -61,20 +68,27 @@ class ToolResult(BaseModel):
     error: ToolResultError | None = None
 
 
-class RunTool(EventModel):
-    """Request body of ``jido.tools.<p>.run``; the reply's result is a :class:`ToolResult`."""
+class RunTool(Command[ToolResult]):
+    """Request body of ``jido.tools.<p>.run``: run one tool call under the project's policy."""
 
-    channel: ClassVar[str] = "command"
     type: Literal["tool.run"] = "tool.run"
     name: str
     args: dict[str, Any] = Field(default_factory=dict)
     meta: ToolCallMeta
 
 
-class CancelTool(EventModel):
+class ToolCancelAccepted(EventModel):
+    """Reply of ``jido.tools.<p>.cancel``: the call will not start, or is being stopped."""
+
+    channel: ClassVar[str] = "reply"
+    type: Literal["tool.cancel_accepted"] = "tool.cancel_accepted"
+    request_id: str
+    cancel_requested: bool = True
+
+
+class CancelTool(Command[ToolCancelAccepted]):
     """Request body of ``jido.tools.<p>.cancel``: stop a running call (by its request id)."""
 
-    channel: ClassVar[str] = "command"
     type: Literal["tool.cancel"] = "tool.cancel"
     request_id: str
 
@@ -117,20 +131,43 @@ class ToolSpec(BaseModel):
     input_schema: dict[str, Any] = Field(default_factory=dict)
 
 
-class ListTools(EventModel):
-    """Request body of ``jido.project.<p>.list_tools`` (and the asset loader's ``tools``):
-    the reply's result is a list of :class:`ToolSpec` dicts."""
+class ToolCatalog(EventModel):
+    """Reply of ``list_tools`` (project) and ``tools`` (asset loader): tool specs."""
 
-    channel: ClassVar[str] = "command"
+    channel: ClassVar[str] = "reply"
+    type: Literal["tool.catalog"] = "tool.catalog"
+    tools: list[ToolSpec] = Field(default_factory=list)
+
+
+class ListTools(Command[ToolCatalog]):
+    """Request body of ``jido.project.<p>.list_tools`` (and the asset loader's ``tools``)."""
+
     type: Literal["tool.list"] = "tool.list"
     #: Include tools the policy hides (the asset loader ignores this; the project filters).
     include_hidden: bool = False
 
 
-class GetPolicy(EventModel):
-    """Request body of ``jido.project.<p>.policy``: the reply is the effective policy summary."""
+class ToolPolicy(EventModel):
+    """Reply of ``jido.project.<p>.policy``: the effective policy and the tool limits."""
 
-    channel: ClassVar[str] = "command"
+    channel: ClassVar[str] = "reply"
+    type: Literal["tool.policy"] = "tool.policy"
+    project_id: str
+    root: str
+    additional_directories: list[str] = Field(default_factory=list)
+    allow: list[str] = Field(default_factory=list)
+    deny: list[str] = Field(default_factory=list)
+    ask: list[str] = Field(default_factory=list)
+    default: str = "deny"
+    protected: list[str] = Field(default_factory=list)
+    sensitive: str = ""
+    #: timeout_s, output_cap and the concurrency quotas (the ``tools`` settings).
+    limits: dict[str, Any] = Field(default_factory=dict)
+
+
+class GetPolicy(Command[ToolPolicy]):
+    """Request body of ``jido.project.<p>.policy``: the effective policy summary."""
+
     type: Literal["tool.get_policy"] = "tool.get_policy"
 
 
@@ -143,6 +180,10 @@ class ToolCancelRequested(EventModel):
 
 
 EVENTS: tuple[type[EventModel], ...] = (
+    ToolResult,
+    ToolCancelAccepted,
+    ToolCatalog,
+    ToolPolicy,
     RunTool,
     CancelTool,
     ToolStarted,

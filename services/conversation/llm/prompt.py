@@ -24,10 +24,9 @@ from typing import Any, Final
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from jidocode.shared import subjects
+from jidocode.shared.bus import Bus
+from jidocode.shared.clients import AssetsClient, ProjectClient
 from jidocode.shared.errors import JidoError
-from jidocode.shared.events.assets import ListAssets
-from jidocode.shared.events.engine import WhereisProject
 from jidocode.shared.settings import global_home, load_settings
 
 __all__ = [
@@ -232,7 +231,7 @@ class SystemPrompts:
     """
 
     def __init__(
-        self, bus: Any, *, jido_home: Path | None = None, ttl_s: float = 5.0, timeout_s: float = 3.0
+        self, bus: Bus, *, jido_home: Path | None = None, ttl_s: float = 5.0, timeout_s: float = 3.0
     ) -> None:
         self._bus = bus
         self._jido_home = jido_home
@@ -251,17 +250,11 @@ class SystemPrompts:
 
     async def _build(self, project_id: str) -> str | None:
         try:
-            info = await self._bus.request(
-                subjects.project(project_id, "info"),
-                WhereisProject(project_id=project_id),
-                timeout=self._timeout_s,
-            )
+            info = await ProjectClient(self._bus, project_id, timeout=self._timeout_s).info()
         except JidoError:
             return None
-        if not isinstance(info, Mapping) or not info.get("root_path"):
-            return None
-        root = Path(str(info["root_path"]))
-        data_dir = str(info.get("data_dir") or ".jido")
+        root = Path(info.root_path)
+        data_dir = info.data_dir or ".jido"
         home = global_home(self._jido_home)
 
         def _from_disk() -> tuple[tuple[Instruction, ...], dict[str, Any]]:
@@ -275,13 +268,8 @@ class SystemPrompts:
         note: str | None = None
         assets: tuple[AssetEntry, ...] = ()
         try:
-            listed = await self._bus.request(
-                subjects.assets(project_id, "list"),
-                ListAssets(),
-                timeout=self._timeout_s,
-                project_id=project_id,
-            )
-            assets = parse_asset_index(listed)
+            listed = await AssetsClient(self._bus, project_id, timeout=self._timeout_s).list()
+            assets = parse_asset_index(listed.items)
         except JidoError as exc:
             note = f"(the skill and command index is unavailable right now: {exc.type})"
         return build_system_prompt(

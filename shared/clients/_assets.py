@@ -1,0 +1,67 @@
+"""The asset loader's client: skills, commands, workflows, the skill graph, asset tools."""
+
+from __future__ import annotations
+
+from jidocode.shared.events.assets import (
+    AssetDocument,
+    AssetItems,
+    AssetReport,
+    AssetType,
+    GetAsset,
+    GetDiagnostics,
+    GraphQuery,
+    GraphResult,
+    ListAssets,
+    ReloadAssets,
+    SearchAssets,
+)
+from jidocode.shared.events.tools import ListTools, RunTool, ToolCatalog, ToolResult
+
+from ._base import Ext, ProjectScoped
+
+__all__ = ["AssetsClient"]
+
+
+class AssetsClient(ProjectScoped):
+    """``jido.assets.<p>.<verb>`` of one project."""
+
+    service = "asset_loader"
+
+    async def get(
+        self, kind: AssetType, name: str, *, timeout: float | None = None, **ext: Ext
+    ) -> AssetDocument:
+        return await self._scoped("get", GetAsset(kind=kind, name=name), timeout=timeout, **ext)
+
+    async def list(
+        self, kind: AssetType | None = None, *, timeout: float | None = None, **ext: Ext
+    ) -> AssetItems:
+        return await self._scoped("list", ListAssets(kind=kind), timeout=timeout, **ext)
+
+    async def search(
+        self,
+        query: str,
+        *,
+        kind: AssetType | None = None,
+        limit: int = 20,
+        timeout: float | None = None,
+        **ext: Ext,
+    ) -> AssetItems:
+        cmd = SearchAssets(query=query, kind=kind, limit=limit)
+        return await self._scoped("search", cmd, timeout=timeout, **ext)
+
+    async def reload(self, *, timeout: float | None = None, **ext: Ext) -> AssetReport:
+        return await self._scoped("reload", ReloadAssets(), timeout=timeout, **ext)
+
+    async def diagnostics(self, *, timeout: float | None = None, **ext: Ext) -> AssetReport:
+        return await self._scoped("diagnostics", GetDiagnostics(), timeout=timeout, **ext)
+
+    async def graph(self, query: GraphQuery, *, timeout: float | None = None, **ext: Ext) -> GraphResult:
+        return await self._scoped("graph", query, timeout=timeout, **ext)
+
+    async def tools(self, *, timeout: float | None = None, **ext: Ext) -> ToolCatalog:
+        """The tools derived from assets (slash commands, workflows, skills, the graph)."""
+        return await self._scoped("tools", ListTools(), timeout=timeout, **ext)
+
+    async def call_tool(self, call: RunTool, *, timeout: float | None = None, **ext: Ext) -> ToolResult:
+        """Run an asset tool; only the tool runner calls this, after authorizing the call."""
+        return await self._scoped("call_tool", call, timeout=timeout, **ext)

@@ -1,0 +1,93 @@
+"""The conversation service's client: start, stop, send to, read and follow conversations."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from jidocode.shared.events.conversation import (
+    ConversationInfo,
+    EventAccepted,
+    GetProjection,
+    Projection,
+    ReplayInfo,
+    SendEvent,
+    StartConversation,
+    StopConversation,
+    Subscribe,
+    UserMessage,
+)
+
+from ._base import Ext, ProjectScoped
+
+__all__ = ["ConversationsClient"]
+
+
+class ConversationsClient(ProjectScoped):
+    """``jido.conversations.<p>.<verb>`` of one project."""
+
+    service = "conversation"
+
+    async def start(
+        self,
+        conversation_id: str | None = None,
+        *,
+        settings: dict[str, Any] | None = None,
+        timeout: float | None = None,
+        **ext: Ext,
+    ) -> ConversationInfo:
+        """Start (or reopen) a conversation; its id is minted when ``conversation_id`` is None."""
+        cmd = StartConversation(conversation_id=conversation_id, settings=settings or {})
+        return await self._scoped("start", cmd, timeout=timeout, **ext)
+
+    async def stop(
+        self, conversation_id: str, *, reason: str = "", timeout: float | None = None, **ext: Ext
+    ) -> ConversationInfo:
+        cmd = StopConversation(conversation_id=conversation_id, reason=reason)
+        return await self._scoped("stop", cmd, timeout=timeout, **ext)
+
+    async def send_event(
+        self,
+        conversation_id: str,
+        event_type: str,
+        data: dict[str, Any] | None = None,
+        *,
+        event_id: str | None = None,
+        correlation_id: str | None = None,
+        timeout: float | None = None,
+        **ext: Ext,
+    ) -> EventAccepted:
+        """Send one external event (``conversation.user.message``, ``.cancel``, ``.resume``,
+        ``.approval.response``); every output it causes carries the returned correlation id."""
+        cmd = SendEvent(
+            conversation_id=conversation_id,
+            event_type=event_type,
+            data=data or {},
+            id=event_id,
+            correlation_id=correlation_id,
+        )
+        return await self._scoped("send_event", cmd, timeout=timeout, **ext)
+
+    async def send_message(
+        self, conversation_id: str, text: str, *, timeout: float | None = None, **ext: Ext
+    ) -> EventAccepted:
+        """Send a user message."""
+        message = UserMessage(text=text)
+        return await self.send_event(conversation_id, message.type, message.to_data(), timeout=timeout, **ext)
+
+    async def get_projection(
+        self, conversation_id: str, name: str = "timeline", *, timeout: float | None = None, **ext: Ext
+    ) -> Projection:
+        cmd = GetProjection(conversation_id=conversation_id, name=name)
+        return await self._scoped("get_projection", cmd, timeout=timeout, **ext)
+
+    async def replay(
+        self,
+        conversation_id: str,
+        *,
+        after_id: str | None = None,
+        timeout: float | None = None,
+        **ext: Ext,
+    ) -> ReplayInfo:
+        """Where to follow the conversation's output, and the stream sequence to replay from."""
+        cmd = Subscribe(conversation_id=conversation_id, after_id=after_id)
+        return await self._scoped("replay", cmd, timeout=timeout, **ext)

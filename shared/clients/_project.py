@@ -1,0 +1,30 @@
+"""The project service's client: a project's record, tool catalogue and policy."""
+
+from __future__ import annotations
+
+from jidocode.shared.events.engine import GetProject, ProjectInfo
+from jidocode.shared.events.tools import GetPolicy, ListTools, ToolCatalog, ToolPolicy
+
+from ._base import Ext, ProjectScoped
+
+__all__ = ["ProjectClient"]
+
+
+class ProjectClient(ProjectScoped):
+    """``jido.project.<p>.<verb>`` of one project."""
+
+    service = "project"
+
+    async def info(self, *, timeout: float | None = None, **ext: Ext) -> ProjectInfo:
+        return await self._scoped("info", GetProject(), timeout=timeout, **ext)
+
+    async def list_tools(
+        self, *, include_hidden: bool = False, timeout: float | None = None, **ext: Ext
+    ) -> ToolCatalog:
+        """The tools the policy shows the model (``include_hidden``: every tool)."""
+        return await self._scoped(
+            "list_tools", ListTools(include_hidden=include_hidden), timeout=timeout, **ext
+        )
+
+    async def policy(self, *, timeout: float | None = None, **ext: Ext) -> ToolPolicy:
+        return await self._scoped("policy", GetPolicy(), timeout=timeout, **ext)
