@@ -11,19 +11,12 @@ import pytest
 
 from jidocode.shared import subjects
 from jidocode.shared.bus import Bus
+from jidocode.shared.clients import AssetsClient, EngineClient, ToolsClient
 from jidocode.shared.config import Config
 from jidocode.shared.envelope import Envelope
 from jidocode.shared.errors import InvalidInput, NotFound
-from jidocode.shared.events.assets import (
-    GetAsset,
-    GetDiagnostics,
-    GraphQuery,
-    ListAssets,
-    ReloadAssets,
-    SearchAssets,
-)
-from jidocode.shared.events.engine import StartProject, StopProject
-from jidocode.shared.events.tools import ListTools, RunTool, ToolCallMeta
+from jidocode.shared.events.assets import GraphQuery
+from jidocode.shared.events.tools import ToolCallMeta
 
 SKILL = """---
 name: notes-reader
@@ -135,8 +128,9 @@ async def test_assets_end_to_end(running: Config, bus: Bus, project_dir: Path) -
     await bus.subscribe(subjects.hook_filter(), hooks)
     await bus.nc.flush()
 
-    info = await bus.request(subjects.engine("start_project"), StartProject(root_path=str(project_dir)))
-    pid = info["project_id"]
+    engine = EngineClient(bus)
+    info = await engine.start_project(str(project_dir))
+    pid = info.project_id
     loaded = await signals.wait(lambda e: e.type == "project.assets_reloaded" and e.data["project_id"] == pid)
     assert loaded.data["counts"] == {"skill": 1, "command": 1, "workflow": 2, "graph_node": 2}
     assert any("duplicate key" in d["problem"] for d in loaded.data["diagnostics"])
@@ -145,28 +139,24 @@ async def test_assets_end_to_end(running: Config, bus: Bus, project_dir: Path) -
     for name in ("skills", "commands", "workflows", "skill_graph", "state"):
         assert (project_dir / ".jido" / name).is_dir()
 
-    def a(verb: str) -> str:
-        return str(subjects.assets(pid, verb))
-
-    listing = await bus.request(a("list"), ListAssets(kind="skill"))
-    assert [s["name"] for s in listing] == ["notes-reader"]
-    skill = await bus.request(a("get"), GetAsset(kind="skill", name="notes-reader"))
+    assets = AssetsClient(bus, pid)
+    listing = await assets.list("skill")
+    assert [s["name"] for s in listing.items] == ["notes-reader"]
+    skill = (await assets.get("skill", "notes-reader")).asset
     assert skill["body"].startswith("# Notes reader") and skill["allowed_tools"] == ["Read"]
-    hits = await bus.request(a("search"), SearchAssets(query="sumarise"))
-    assert hits[0]["name"] == "summarise"
+    hits = await assets.search("sumarise")
+    assert hits.items[0]["name"] == "summarise"
     with pytest.raises(NotFound):
-        await bus.request(a("get"), GetAsset(kind="command", name="nope"))
-    diags = await bus.request(a("diagnostics"), GetDiagnostics())
-    assert any(d["file"].endswith("broken/SKILL.md") for d in diags["diagnostics"])
-    assert await bus.request(a("graph"), GraphQuery(op="path", node="git", target="rebase")) == [
-        "git",
-        "rebase",
-    ]
-    assert await bus.request(a("graph"), GraphQuery(op="backlinks", node="rebase")) == ["git"]
+        await assets.get("command", "nope")
+    diags = await assets.diagnostics()
+    assert any(d["file"].endswith("broken/SKILL.md") for d in diags.diagnostics)
+    path = await assets.graph(GraphQuery(op="path", node="git", target="rebase"))
+    assert path.op == "path" and path.result == ["git", "rebase"]
+    assert (await assets.graph(GraphQuery(op="backlinks", node="rebase"))).result == ["git"]
     with pytest.raises(InvalidInput):
-        await bus.request(a("graph"), GraphQuery(op="path", node="git"))
-    specs = await bus.request(a("tools"), ListTools())
-    assert {s["name"] for s in specs} == {
+        await assets.graph(GraphQuery(op="path", node="git"))
+    specs = await assets.tools()
+    assert {s.name for s in specs.tools} == {
         "run_command",
         "run_workflow",
         "query_skill_graph",
@@ -175,18 +165,15 @@ async def test_assets_end_to_end(running: Config, bus: Bus, project_dir: Path) -
     }
 
     # invoke a skill route through the tool runner: policy, allowed-tools, hooks
-    run = subjects.tools(pid, "run")
-    result = await bus.request(
-        run,
-        RunTool(
-            name="invoke_skill",
-            args={"skill": "notes-reader", "route": "notes/read", "params": {"path": "NOTES.md"}},
-            meta=_meta("r1"),
-        ),
+    tools = ToolsClient(bus, pid)
+    result = await tools.run(
+        "invoke_skill",
+        {"skill": "notes-reader", "route": "notes/read", "params": {"path": "NOTES.md"}},
+        meta=_meta("r1"),
         timeout=20,
     )
-    assert result["ok"] is True, result
-    assert "remember the milk" in json.dumps(result["data"])
+    assert result.ok is True, result
+    assert "remember the milk" in json.dumps(result.data)
     pre = await hooks.wait(lambda e: e.type == "skill/pre")
     assert pre.nats_subject == subjects.hook("skill/pre")
     assert (
@@ -204,46 +191,32 @@ async def test_assets_end_to_end(running: Config, bus: Bus, project_dir: Path) -
     assert not any(e.type == "skill/post" for e in hooks.seen)
 
     # an action outside the skill's allowed-tools: denied, post hook says error
-    denied = await bus.request(
-        run,
-        RunTool(
-            name="invoke_skill", args={"skill": "notes-reader", "route": "notes/shell"}, meta=_meta("r2")
-        ),
-        timeout=20,
+    denied = await tools.run(
+        "invoke_skill", {"skill": "notes-reader", "route": "notes/shell"}, meta=_meta("r2"), timeout=20
     )
-    assert denied["ok"] is False and denied["error"]["type"] == "permission_denied"
+    assert denied.ok is False and denied.error is not None and denied.error.type == "permission_denied"
     await hooks.wait(lambda e: e.type == "skill/notes/post" and e.data["status"] == "error")
 
     # a workflow: skill step, command step, outputs; run events
-    wf = await bus.request(
-        run,
-        RunTool(
-            name="run_workflow", args={"name": "digest", "inputs": {"file": "NOTES.md"}}, meta=_meta("r3")
-        ),
-        timeout=20,
+    wf = await tools.run(
+        "run_workflow", {"name": "digest", "inputs": {"file": "NOTES.md"}}, meta=_meta("r3"), timeout=20
     )
-    assert wf["ok"] is True, wf
-    assert wf["data"]["outputs"]["prompt"] == "Summarise NOTES.md (NOTES.md)"
-    run_id = wf["data"]["run_id"]
+    assert wf.ok is True, wf
+    assert wf.data["outputs"]["prompt"] == "Summarise NOTES.md (NOTES.md)"
+    run_id = wf.data["run_id"]
     await signals.wait(lambda e: e.type == "workflow.run.started" and e.data["run_id"] == run_id)
     steps = [e for e in signals.seen if e.type == "workflow.run.step" and e.data["run_id"] == run_id]
     assert [s.data["step"] for s in steps] == ["read", "prompt"]
     await signals.wait(lambda e: e.type == "workflow.run.completed" and e.data["run_id"] == run_id)
 
-    failed = await bus.request(
-        run, RunTool(name="run_workflow", args={"name": "fails"}, meta=_meta("r4")), timeout=20
-    )
-    assert failed["ok"] is False
+    failed = await tools.run("run_workflow", {"name": "fails"}, meta=_meta("r4"), timeout=20)
+    assert failed.ok is False
     await signals.wait(lambda e: e.type == "workflow.run.failed" and e.data["workflow"] == "fails")
 
-    loaded_skill = await bus.request(
-        run, RunTool(name="load_skill", args={"name": "notes-reader"}, meta=_meta("r5"))
-    )
-    assert loaded_skill["ok"] and loaded_skill["data"]["body"].startswith("# Notes reader")
-    cmd = await bus.request(
-        run, RunTool(name="run_command", args={"name": "summarise", "arguments": "a.md"}, meta=_meta("r6"))
-    )
-    assert cmd["data"]["prompt"] == "Summarise a.md (a.md)"
+    loaded_skill = await tools.run("load_skill", {"name": "notes-reader"}, meta=_meta("r5"))
+    assert loaded_skill.ok and loaded_skill.data["body"].startswith("# Notes reader")
+    cmd = await tools.run("run_command", {"name": "summarise", "arguments": "a.md"}, meta=_meta("r6"))
+    assert cmd.data["prompt"] == "Summarise a.md (a.md)"
 
     # hot reload: a new skill file appears, the watcher reloads and says so
     _write(
@@ -260,17 +233,17 @@ async def test_assets_end_to_end(running: Config, bus: Bus, project_dir: Path) -
     _write(
         project_dir / ".jido_code" / "skills" / "late" / "SKILL.md", "---\nname: late\ndescription: l\n---\n"
     )
-    report = await bus.request(a("reload"), ReloadAssets())
-    assert report["counts"]["skill"] == 3 and report["generation"] >= 3
+    report = await assets.reload()
+    assert report.counts["skill"] == 3 and report.generation >= 3
     _write(project_dir / ".jido_code" / "commands" / "later.md", "Later $ARGUMENTS")
     await signals.wait(lambda e: e.type == "project.assets_reloaded" and e.data["counts"]["command"] == 2)
 
-    await bus.request(subjects.engine("stop_project"), StopProject(project_id=pid))
+    await engine.stop_project(pid)
 
 
 async def test_unknown_project(running: Config, bus: Bus) -> None:
     with pytest.raises(NotFound):
-        await bus.request(subjects.assets("nope", "list"), ListAssets())
+        await AssetsClient(bus, "nope").list()
 
 
 async def _cli(config: Config, *args: str) -> tuple[int, str, str]:

@@ -10,10 +10,12 @@ import pytest
 from jidocode.services.engine.service import serve as serve_engine
 from jidocode.shared import subjects
 from jidocode.shared.bus import Bus
+from jidocode.shared.clients import EngineClient
 from jidocode.shared.config import Config
+from jidocode.shared.endpoints import endpoint
 from jidocode.shared.envelope import Envelope
 from jidocode.shared.errors import InvalidInput, NotFound, ServiceUnavailable
-from jidocode.shared.events.engine import ListProjects, StartProject, StopProject, WhereisProject
+from jidocode.shared.events.engine import ListProjects
 
 
 class EngineProcess:
@@ -39,7 +41,7 @@ async def _wait_ready(bus: Bus) -> None:
     async def loop() -> None:
         while True:
             try:
-                await bus.request(subjects.engine("list_projects"), ListProjects(), timeout=0.5)
+                await EngineClient(bus).list_projects(timeout=0.5)
                 return
             except ServiceUnavailable:
                 await asyncio.sleep(0.02)  # polling for a process to come up, not synchronising on an event
@@ -64,24 +66,23 @@ async def test_start_list_whereis_stop(engine: EngineProcess, bus: Bus, tmp_path
             await started.put(env)
 
     await bus.subscribe(subjects.signal_filter(), on_signal)
-    info = await bus.request(subjects.engine("start_project"), StartProject(root_path=str(tmp_path)))
-    assert len(info["project_id"]) == 26  # a ULID
-    assert info["root_path"] == str(tmp_path.resolve())
+    client = EngineClient(bus)
+    info = await client.start_project(str(tmp_path))
+    assert len(info.project_id) == 26  # a ULID
+    assert info.root_path == str(tmp_path.resolve())
     sig = await asyncio.wait_for(started.get(), 5)
-    assert sig.type == "project.started" and sig.project_id == info["project_id"]
+    assert sig.type == "project.started" and sig.project_id == info.project_id
 
-    listed = await bus.request(subjects.engine("list_projects"), ListProjects())
-    assert [p["project_id"] for p in listed] == [info["project_id"]]
-    where = await bus.request(
-        subjects.engine("whereis_project"), WhereisProject(project_id=info["project_id"])
-    )
-    assert where["project"]["root_path"] == info["root_path"]
+    listed = await client.list_projects()
+    assert [p.project_id for p in listed.projects] == [info.project_id]
+    where = await client.whereis_project(info.project_id)
+    assert where.project.root_path == info.root_path
 
-    stopped = await bus.request(subjects.engine("stop_project"), StopProject(project_id=info["project_id"]))
-    assert stopped["project_id"] == info["project_id"]
+    stopped = await client.stop_project(info.project_id)
+    assert stopped.project_id == info.project_id
     sig = await asyncio.wait_for(started.get(), 5)
     assert sig.type == "project.stopped"
-    assert await bus.request(subjects.engine("list_projects"), ListProjects()) == []
+    assert (await client.list_projects()).projects == []
 
 
 async def test_same_root_twice_gives_the_same_project(
@@ -89,19 +90,21 @@ async def test_same_root_twice_gives_the_same_project(
 ) -> None:
     link = tmp_path.parent / f"{tmp_path.name}-link"
     link.symlink_to(tmp_path)
-    first = await bus.request(subjects.engine("start_project"), StartProject(root_path=str(tmp_path)))
-    again = await bus.request(subjects.engine("start_project"), StartProject(root_path=str(link)))
-    assert again["project_id"] == first["project_id"]
+    client = EngineClient(bus)
+    first = await client.start_project(str(tmp_path))
+    again = await client.start_project(str(link))
+    assert again.project_id == first.project_id
 
 
 async def test_registry_survives_an_engine_restart(engine: EngineProcess, bus: Bus, tmp_path: Path) -> None:
-    info = await bus.request(subjects.engine("start_project"), StartProject(root_path=str(tmp_path)))
+    client = EngineClient(bus)
+    info = await client.start_project(str(tmp_path))
     await engine.halt()
     with pytest.raises(ServiceUnavailable, match="jidocode up"):
-        await bus.request(subjects.engine("list_projects"), ListProjects(), timeout=1)
+        await client.list_projects(timeout=1)
     await engine.start(bus)
-    listed = await bus.request(subjects.engine("list_projects"), ListProjects())
-    assert [p["project_id"] for p in listed] == [info["project_id"]]
+    listed = await client.list_projects()
+    assert [p.project_id for p in listed.projects] == [info.project_id]
 
 
 @pytest.mark.parametrize(
@@ -116,7 +119,7 @@ async def test_registry_survives_an_engine_restart(engine: EngineProcess, bus: B
 )
 async def test_bad_roots_are_clear_errors(engine, bus, tmp_path, make_path, error, fragment) -> None:
     with pytest.raises(error, match=fragment):
-        await bus.request(subjects.engine("start_project"), StartProject(root_path=make_path(tmp_path)))
+        await EngineClient(bus).start_project(make_path(tmp_path))
 
 
 def _file(p: Path) -> str:
@@ -126,21 +129,19 @@ def _file(p: Path) -> str:
 
 
 async def test_bad_data_dir_and_unknown_ids(engine: EngineProcess, bus: Bus, tmp_path: Path) -> None:
+    client = EngineClient(bus)
     with pytest.raises(InvalidInput, match="data_dir"):
-        await bus.request(
-            subjects.engine("start_project"), StartProject(root_path=str(tmp_path), data_dir="../x")
-        )
+        await client.start_project(str(tmp_path), data_dir="../x")
     with pytest.raises(NotFound, match="unknown project id"):
-        await bus.request(
-            subjects.engine("stop_project"), StopProject(project_id="01NOSUCHPROJECT0000000000")
-        )
+        await client.stop_project("01NOSUCHPROJECT0000000000")
     with pytest.raises(InvalidInput, match="invalid project id"):
-        await bus.request(subjects.engine("whereis_project"), WhereisProject(project_id="a.b>"))
+        await client.whereis_project("a.b>")
 
 
 async def test_wrong_request_type_and_garbage_get_error_replies(engine: EngineProcess, bus: Bus) -> None:
+    # a raw bus call: the typed client could not send the wrong command
     with pytest.raises(InvalidInput, match=r"expected a 'engine\.start_project' request"):
-        await bus.request(subjects.engine("start_project"), ListProjects())
+        await bus.call(endpoint("engine", "start_project").subject(), ListProjects())
     reply = await bus.nc.request(subjects.engine("list_projects"), b'{"not": "an event"}', timeout=2)
     assert b'"type":"error"' in reply.data and b"invalid_envelope" in reply.data
     flat = b'{"specversion":"1.0","id":"1","source":"x","type":"engine.list_projects","root_path":"/"}'
@@ -166,18 +167,14 @@ async def test_two_engine_replicas_share_requests_and_agree_on_a_root(
         for root in roots:
             root.mkdir()
         # the same roots started many times at once, answered by either replica
-        replies = await asyncio.gather(
-            *(
-                bus.request(subjects.engine("start_project"), StartProject(root_path=str(r)))
-                for r in roots * 3
-            )
-        )
+        client = EngineClient(bus)
+        replies = await asyncio.gather(*(client.start_project(str(r)) for r in roots * 3))
         by_root: dict[str, set[str]] = {}
         for reply in replies:
-            by_root.setdefault(reply["root_path"], set()).add(reply["project_id"])
+            by_root.setdefault(reply.root_path, set()).add(reply.project_id)
         assert all(len(ids) == 1 for ids in by_root.values()) and len(by_root) == 6
-        listed = await bus.request(subjects.engine("list_projects"), ListProjects())
-        assert len(listed) == 6
+        listed = await client.list_projects()
+        assert len(listed.projects) == 6
     finally:
         await first.halt()
         await second.halt()

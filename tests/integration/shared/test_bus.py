@@ -1,122 +1,170 @@
-"""The bus client and the micro service host over a real nats-server."""
+"""The bus client over a real nats-server: call, emit, JetStream, KV, subscriptions.
+
+The service host side (typed endpoints, middleware, ``$SRV.INFO``) is in
+``test_service.py``; here the responders are mostly plain nats subscriptions,
+so what is tested is the bus's own behaviour on the wire.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Awaitable, Callable
 
 import pytest
+from nats.aio.msg import Msg
 
 from jidocode.shared import subjects
-from jidocode.shared.bus import Bus, gather
+from jidocode.shared.bus import Bus, subject_of
 from jidocode.shared.config import Config
-from jidocode.shared.envelope import Envelope, encode_binary
-from jidocode.shared.errors import InvalidInput, NotFound, RequestTimeout, ServiceUnavailable
-from jidocode.shared.events.engine import ListProjects, ProjectStarted, StartProject, WhereisProject
-from jidocode.shared.service import ServiceHost, expect, scoped_project_id
+from jidocode.shared.endpoints import endpoint
+from jidocode.shared.envelope import Envelope, decode, encode, error_envelope
+from jidocode.shared.errors import InvalidEnvelope, NotFound, RequestTimeout, ServiceUnavailable
+from jidocode.shared.events import EventModel
+from jidocode.shared.events.conversation import UserMessage
+from jidocode.shared.events.engine import (
+    ListProjects,
+    ProjectInfo,
+    ProjectList,
+    ProjectStarted,
+    StartProject,
+    WhereisProject,
+)
 
 
-@pytest.fixture
-async def host_bus(config: Config):
-    b = await Bus.connect(config, "engine")
-    yield b
-    await b.close()
+async def _responder(bus: Bus, subject: str, answer: Callable[[Envelope], Awaitable[bytes]]) -> None:
+    """A plain nats responder on ``subject`` (no service host): ``answer`` gives the reply bytes."""
+
+    async def _cb(msg: Msg) -> None:
+        await msg.respond(await answer(decode(msg.data, msg.headers)))
+
+    await bus.nc.subscribe(subject, cb=_cb)
+    await bus.nc.flush()
 
 
-async def _host(bus: Bus, **endpoints) -> ServiceHost:
-    host = ServiceHost(bus, name="engine")
-    for name, (subject, handler) in endpoints.items():
-        host.add_endpoint(name, subject=subject, handler=handler)
-    await host.start()
-    return host
+def _reply_bytes(event: EventModel, request: Envelope) -> bytes:
+    return encode(Envelope.new(event, source="t/1", causation_id=request.id))[0]
 
 
-async def test_reply_result_and_typed_error(bus: Bus, host_bus: Bus) -> None:
-    async def ok(env: Envelope) -> dict[str, str]:
-        cmd = expect(env, StartProject)
-        return {"root": cmd.root_path, "corr": env.correlation_id or ""}
+async def test_call_returns_the_declared_reply_model(bus: Bus, config: Config) -> None:
+    other = await Bus.connect(config, "responder")
+    try:
 
-    async def missing(env: Envelope) -> None:
-        raise NotFound("unknown project id 'X'", details={"project_id": "X"})
+        async def info(env: Envelope) -> bytes:
+            cmd = env.event()
+            assert isinstance(cmd, StartProject)
+            return _reply_bytes(ProjectInfo(project_id="P1", root_path=cmd.root_path, started_at="t"), env)
 
-    await _host(host_bus, ok=("t.ok", ok), missing=("t.missing", missing))
-    assert await bus.request("t.ok", StartProject(root_path="/r"), correlation_id="K1") == {
-        "root": "/r",
-        "corr": "K1",
-    }
-    with pytest.raises(NotFound, match="unknown project id") as info:
-        await bus.request("t.missing", ListProjects())
-    assert info.value.details == {"project_id": "X"}
-    reply = await bus.request_envelope("t.ok", StartProject(root_path="/r"), correlation_id="K2")
-    assert reply.correlation_id == "K2" and reply.causation_id is not None
+        await _responder(other, "t.call", info)
+        reply = await bus.call("t.call", StartProject(root_path="/r"))
+        assert reply == ProjectInfo(project_id="P1", root_path="/r", started_at="t")
+    finally:
+        await other.close()
+
+
+async def test_call_raises_the_typed_error_of_an_error_reply(bus: Bus, config: Config) -> None:
+    other = await Bus.connect(config, "responder")
+    try:
+
+        async def missing(env: Envelope) -> bytes:
+            err = NotFound("unknown project id 'X'", details={"project_id": "X"})
+            return encode(error_envelope("t/1", err, causation_id=env.id))[0]
+
+        await _responder(other, "t.missing", missing)
+        with pytest.raises(NotFound, match="unknown project id") as info:
+            await bus.call("t.missing", ListProjects())
+        assert info.value.details == {"project_id": "X"}
+    finally:
+        await other.close()
+
+
+async def test_call_refuses_a_reply_of_another_type(bus: Bus, config: Config) -> None:
+    other = await Bus.connect(config, "responder")
+    try:
+
+        async def wrong(env: Envelope) -> bytes:
+            return _reply_bytes(ProjectList(), env)  # a StartProject must be answered with a ProjectInfo
+
+        await _responder(other, "t.wrong", wrong)
+        with pytest.raises(InvalidEnvelope, match=r"'engine\.project_list'.*'project\.info'") as info:
+            await bus.call("t.wrong", StartProject(root_path="/r"))
+        assert info.value.details == {
+            "subject": "t.wrong",
+            "type": "engine.project_list",
+            "expected": "project.info",
+        }
+    finally:
+        await other.close()
 
 
 async def test_no_responder_is_a_clear_error_not_a_timeout(bus: Bus) -> None:
     with pytest.raises(ServiceUnavailable, match="jidocode up"):
-        await bus.request(subjects.engine("list_projects"), ListProjects(), timeout=5)
+        await bus.call(endpoint("engine", "list_projects").subject(), ListProjects(), timeout=5)
 
 
-async def test_slow_handler_times_out_as_request_timeout(bus: Bus, host_bus: Bus) -> None:
-    release = asyncio.Event()
+async def test_a_silent_responder_times_out_as_request_timeout(bus: Bus) -> None:
+    heard = asyncio.Event()
 
-    async def slow(env: Envelope) -> None:
-        await release.wait()
+    async def _cb(msg: Msg) -> None:
+        heard.set()  # and never answers
 
-    await _host(host_bus, slow=("t.slow", slow))
+    await bus.nc.subscribe("t.slow", cb=_cb)
+    with pytest.raises(RequestTimeout, match=r"within 0\.2 s"):
+        await bus.call("t.slow", ListProjects(), timeout=0.2)
+    assert heard.is_set()
+
+
+async def test_request_envelope_carries_the_extensions(bus: Bus, config: Config) -> None:
+    other = await Bus.connect(config, "responder")
     try:
-        with pytest.raises(RequestTimeout, match=r"within 0\.2 s"):
-            await bus.request("t.slow", ListProjects(), timeout=0.2)
+
+        async def echo(env: Envelope) -> bytes:
+            reply = Envelope.new(
+                ProjectList(), source="t/1", causation_id=env.id, correlation_id=env.correlation_id
+            )
+            return encode(reply)[0]
+
+        await _responder(other, "t.ext", echo)
+        reply = await bus.request_envelope("t.ext", ListProjects(), correlation_id="K2")
+        assert reply.correlation_id == "K2" and reply.causation_id is not None
+        assert reply.type == "engine.project_list"
     finally:
-        release.set()
+        await other.close()
 
 
-async def test_unexpected_exception_becomes_internal_error_reply(bus: Bus, host_bus: Bus) -> None:
-    async def boom(env: Envelope) -> None:
-        raise RuntimeError("kaput")
-
-    await _host(host_bus, boom=("t.boom", boom))
-    with pytest.raises(Exception, match="internal error in boom: RuntimeError: kaput") as info:
-        await bus.request("t.boom", ListProjects())
-    assert getattr(info.value, "type", None) == "internal"
-
-
-async def test_binary_mode_request_is_accepted(bus: Bus, host_bus: Bus) -> None:
-    async def echo(env: Envelope) -> dict[str, str]:
-        return {"type": env.type, "project": env.project_id or ""}
-
-    await _host(host_bus, echo=("t.echo", echo))
-    env = Envelope.new(ListProjects(), source="other/1", project_id="P9")
-    body, headers = encode_binary(env)
-    msg = await bus.nc.request("t.echo", body, headers=headers, timeout=2)
-    assert json.loads(msg.data)["data"]["result"] == {"type": "engine.list_projects", "project": "P9"}
+async def test_emit_publishes_a_signal_on_its_type_subject(bus: Bus) -> None:
+    sub = await bus.nc.subscribe(subjects.signal_filter())
+    env = await bus.emit(ProjectStarted(project_id="P", root_path="/r"), project_id="P")
+    msg = await sub.next_msg(timeout=2)
+    assert msg.subject == "jido.sig.project.started"
+    assert subject_of(ProjectStarted(project_id="P", root_path="/r")) == msg.subject
+    got = decode(msg.data, msg.headers)
+    assert got.id == env.id and got.project_id == "P"
+    assert got.event() == ProjectStarted(project_id="P", root_path="/r")
 
 
-async def test_scoped_project_id_refuses_a_spoofed_extension(bus: Bus, host_bus: Bus) -> None:
-    async def which(env: Envelope) -> str:
-        return scoped_project_id(env)
+async def test_emit_publishes_a_conversation_event_on_its_conversation_subject(bus: Bus) -> None:
+    sub = await bus.nc.subscribe(subjects.conversation_out_filter("P1"))
+    await bus.emit(UserMessage(text="hi"), project_id="P1", conversation_id="C1")
+    msg = await sub.next_msg(timeout=2)
+    assert msg.subject == "jido.evt.P1.C1.conversation.user.message"
+    got = decode(msg.data, msg.headers)
+    assert got.conversation_id == "C1" and got.event() == UserMessage(text="hi")
 
-    await _host(host_bus, which=(subjects.project_pattern("which"), which))
-    assert await bus.request(subjects.project("PA", "which"), ListProjects()) == "PA"
-    with pytest.raises(InvalidInput, match="does not match the subject"):
-        await bus.request(subjects.project("PA", "which"), ListProjects(), project_id="PB")
 
-
-async def test_micro_discovery_finds_endpoints_and_counts_requests(bus: Bus, host_bus: Bus) -> None:
-    async def ok(env: Envelope) -> int:
-        return 1
-
-    await _host(host_bus, ok=("t.ok2", ok))
-    for _ in range(3):
-        await bus.request("t.ok2", ListProjects())
-    [ping] = [json.loads(m.data) for m in await gather(bus.nc, subjects.srv("PING", "engine"))]
-    assert ping["name"] == "jidocode-engine" and ping["metadata"]["instance"] == host_bus.source
-    [info] = [json.loads(m.data) for m in await gather(bus.nc, subjects.srv("INFO", "engine"))]
-    assert (
-        info["endpoints"][0]["subject"] == "t.ok2"
-        and info["endpoints"][0]["queue_group"] == "jidocode-engine"
-    )
-    [stats] = [json.loads(m.data) for m in await gather(bus.nc, subjects.srv("STATS", "engine"))]
-    assert stats["endpoints"][0]["num_requests"] == 3
+async def test_emit_refuses_commands_and_conversation_events_without_ids(bus: Bus) -> None:
+    sub = await bus.nc.subscribe("jido.>")
+    with pytest.raises(ValueError, match="travels as a request or reply"):
+        await bus.emit(StartProject(root_path="/r"))
+    with pytest.raises(ValueError, match="travels as a request or reply"):
+        await bus.emit(ProjectList())
+    with pytest.raises(ValueError, match="needs a project and conversation id"):
+        await bus.emit(UserMessage(text="hi"), project_id="P1")
+    with pytest.raises(ValueError, match="needs a project and conversation id"):
+        await bus.emit(UserMessage(text="hi"))
+    # nothing left the client: the next message seen is this marker
+    await bus.nc.publish("jido.t.marker", b"")
+    assert (await sub.next_msg(timeout=2)).subject == "jido.t.marker"
 
 
 async def test_jetstream_publish_dedupes_on_the_event_id(bus: Bus) -> None:
@@ -152,76 +200,11 @@ async def test_subscribe_rejects_garbage_with_an_error_reply(bus: Bus) -> None:
     assert env.nats_subject == "t.sub" and env.event() == WhereisProject(project_id="P")
 
 
-async def test_close_drains_an_in_flight_request(bus: Bus, config: Config) -> None:
-    service_bus = await Bus.connect(config, "engine")
-    started = asyncio.Event()
-    release = asyncio.Event()
-
-    async def slow(env: Envelope) -> str:
-        started.set()
-        await release.wait()
-        return "done"
-
-    await _host(service_bus, slow=("t.drain", slow))
-    pending = asyncio.create_task(bus.request("t.drain", ListProjects(), timeout=5))
-    await asyncio.wait_for(started.wait(), 5)
-    closing = asyncio.create_task(service_bus.close())
-    release.set()
-    assert await pending == "done"
-    await asyncio.wait_for(closing, 10)
-    assert service_bus.nc.is_closed
-
-
 async def test_connect_to_nothing_says_how_to_start() -> None:
     from jidocode.shared.natsserver import free_port
 
     with pytest.raises(ServiceUnavailable, match="jidocode up"):
         await Bus.connect(Config(nats_url=f"nats://127.0.0.1:{free_port()}"), "x", wait=False)
-
-
-async def test_requests_are_served_concurrently_and_bounded(bus: Bus, config: Config) -> None:
-    service_bus = await Bus.connect(config, "engine")
-    release = asyncio.Event()
-    entered = 0
-
-    async def slow(env: Envelope) -> str:
-        nonlocal entered
-        entered += 1
-        await release.wait()
-        return "slow"
-
-    async def fast(env: Envelope) -> str:
-        return "fast"
-
-    host = ServiceHost(service_bus, name="engine", max_concurrent=2)
-    host.add_endpoint("slow", subject="t.c.slow", handler=slow)
-    host.add_endpoint("fast", subject="t.c.fast", handler=fast)
-    await host.start()
-    try:
-        first = asyncio.create_task(bus.request("t.c.slow", ListProjects(), timeout=10))
-        # a slow request does not hold up another one
-        assert await bus.request("t.c.fast", ListProjects(), timeout=5) == "fast"
-        second = asyncio.create_task(bus.request("t.c.slow", ListProjects(), timeout=10))
-        # the bound: with two slow requests in flight, a third waits for a slot
-        third = asyncio.create_task(bus.request("t.c.fast", ListProjects(), timeout=10))
-        done, _ = await asyncio.wait({third}, timeout=0.5)
-        assert not done and host.inflight == 2 and entered == 2
-        release.set()
-        assert await asyncio.gather(first, second, third) == ["slow", "slow", "fast"]
-    finally:
-        release.set()
-        await host.stop()
-        await service_bus.close()
-
-
-def test_host_limits_are_validated_before_any_io() -> None:
-    class _NoBus:
-        source = "x/1"
-
-    with pytest.raises(ValueError, match="max_concurrent"):
-        ServiceHost(_NoBus(), name="engine", max_concurrent=0)  # type: ignore[arg-type]
-    with pytest.raises(ValueError, match="unknown service"):
-        ServiceHost(_NoBus(), name="nope")  # type: ignore[arg-type]
 
 
 async def test_jetstream_publish_rides_out_a_missing_stream_then_gives_up_clearly(bus: Bus) -> None:

@@ -128,4 +128,8 @@ _quoted_text = st.text(
 def test_single_quoted_text_never_splits_the_command(text: str) -> None:
     p = Policy.build(_HYP_ROOT, allow=["Bash(echo:*)"])
     decision = authorize(p, "bash", {"command": f"echo '{text}'"})
-    assert decision.effect is Effect.ALLOW, (text, decision.reason)
+    if decision.details.get("sandbox") in ("sensitive", "protected"):
+        # a quoted name the sandbox guards (``.jks``) is asked about, as one word: still not split
+        assert decision.effect is Effect.ASK and f"file {text!r}" in decision.reason, decision.reason
+    else:
+        assert decision.effect is Effect.ALLOW, (text, decision.reason)

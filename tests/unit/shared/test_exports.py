@@ -6,7 +6,17 @@ import importlib
 
 import pytest
 
-MODULES = ["bus", "config", "envelope", "errors", "events", "service", "subjects"]
+MODULES = [
+    "bus",
+    "clients",
+    "config",
+    "endpoints",
+    "envelope",
+    "errors",
+    "events",
+    "service",
+    "subjects",
+]
 
 
 @pytest.mark.parametrize("name", MODULES)
@@ -18,7 +28,34 @@ def test_all_exists_without_duplicates(name: str) -> None:
         assert hasattr(module, symbol), f"{name}.{symbol}"
 
 
-def test_bus_surface() -> None:
-    from jidocode.shared import bus
+SURFACES = {
+    "bus": {"Bus", "EnvelopeHandler", "connect_nats", "error_payload", "gather", "subject_of"},
+    "clients": {"AssetsClient", "ConversationsClient", "EngineClient", "ProjectClient", "ToolsClient"},
+    "endpoints": {"ENDPOINTS", "Endpoint", "Scope", "endpoint", "endpoints_of"},
+    "events": {
+        "ALL_EVENTS",
+        "COMMANDS",
+        "ERROR_TYPE",
+        "EVENT_TYPES",
+        "AnyEvent",
+        "Command",
+        "EventModel",
+        "R",
+        "event_class",
+        "parse_event",
+    },
+    "service": {"Handler", "ServiceHost", "expect", "scoped_project_id", "to_jsonable"},
+}
 
-    assert set(bus.__all__) == {"Bus", "EnvelopeHandler", "connect_nats", "error_payload", "gather"}
+
+@pytest.mark.parametrize("name", sorted(SURFACES))
+def test_surface(name: str) -> None:
+    module = importlib.import_module(f"jidocode.shared.{name}")
+    assert set(module.__all__) == SURFACES[name]
+
+
+def test_the_generic_reply_is_gone() -> None:
+    from jidocode.shared import bus, events, service
+
+    assert not hasattr(events, "Reply") and not hasattr(service, "REPLY_TYPE")
+    assert not hasattr(bus.Bus, "request") and not hasattr(service.ServiceHost, "add_endpoint")

@@ -12,7 +12,7 @@ P, C = "01PROJ", "01CONV"
 
 TABLE = [
     (s.engine("start_project"), "jido.engine.start_project"),
-    (s.project(P, "start_conversation"), "jido.project.01PROJ.start_conversation"),
+    (s.project(P, "info"), "jido.project.01PROJ.info"),
     (s.conversations(P, "start"), "jido.conversations.01PROJ.start"),
     (s.tools(P, "run"), "jido.tools.01PROJ.run"),
     (s.assets(P, "list"), "jido.assets.01PROJ.list"),
