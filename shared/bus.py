@@ -30,10 +30,19 @@ from nats.aio.subscription import Subscription
 from nats.js import JetStreamContext
 from nats.js.api import KeyValueConfig, StreamConfig
 from nats.js.kv import KeyValue
+from pydantic import ValidationError
 
 from jidocode.shared import subjects
 from jidocode.shared.config import Config
-from jidocode.shared.envelope import Envelope, decode, encode, error_envelope
+from jidocode.shared.envelope import (
+    EXTENSIONS,
+    Envelope,
+    decode,
+    decode_reply,
+    encode,
+    encode_event,
+    error_envelope,
+)
 from jidocode.shared.errors import (
     ErrorInfo,
     InvalidEnvelope,
@@ -205,10 +214,17 @@ class Bus:
         self, subject: str, event: EventModel, *, timeout: float = 5.0, **ext: Any
     ) -> Envelope:
         """Send a request; return the reply envelope or raise the error it carries."""
-        env = self.envelope(event, **ext)
-        payload, _ = encode(env)
+        msg = await self._send(subject, event, timeout, ext)
+        reply = decode(msg.data, msg.headers)
+        if reply.type == ERROR_TYPE:
+            raise from_info(ErrorInfo.model_validate(reply.data or {}))
+        return reply
+
+    async def _send(self, subject: str, event: EventModel, timeout: float, ext: dict[str, Any]) -> Msg:
+        extensions = {EXTENSIONS[k]: v for k, v in ext.items() if v is not None}
+        payload = encode_event(event, source=self.source, extensions=extensions)[1]
         try:
-            msg = await self._request_raw(subject, payload, timeout)
+            return await self._request_raw(subject, payload, timeout)
         except nats.errors.NoRespondersError:
             raise ServiceUnavailable(
                 f"no service answers on {subject}: {START_HINT}", details={"subject": subject}
@@ -218,10 +234,6 @@ class Bus:
                 f"no answer on {subject} within {timeout:g} s",
                 details={"subject": subject, "timeout": timeout},
             ) from None
-        reply = decode(msg.data, msg.headers)
-        if reply.type == ERROR_TYPE:
-            raise from_info(ErrorInfo.model_validate(reply.data or {}))
-        return reply
 
     async def _request_raw(self, subject: str, payload: bytes, timeout: float) -> Msg:
         """``nc.request``, asking twice more (within 100 ms) when the server reports no responder.
@@ -244,15 +256,26 @@ class Bus:
         when nobody serves ``subject``, :class:`RequestTimeout`, or
         :class:`InvalidEnvelope` when the reply is not the declared type.
         """
-        reply = await self.request_envelope(subject, command, timeout=timeout, **ext)
+        msg = await self._send(subject, command, timeout, ext)
+        reply = decode_reply(msg.data)
+        reply_type = reply["type"]
+        data = reply["data"]
+        if reply_type == ERROR_TYPE:
+            raise from_info(ErrorInfo.model_validate(data if isinstance(data, dict) else {}))
         cls = type(command).reply
         expected = cls.model_fields["type"].default
-        if reply.type != expected or not isinstance(reply.data, dict):
+        if reply_type != expected or not isinstance(data, dict):
             raise InvalidEnvelope(
-                f"{subject} answered {command.type!r} with {reply.type!r}; the contract says {expected!r}",
-                details={"subject": subject, "type": reply.type, "expected": expected},
+                f"{subject} answered {command.type!r} with {reply_type!r}; the contract says {expected!r}",
+                details={"subject": subject, "type": reply_type, "expected": expected},
             )
-        return cast(R, cls.model_validate({**reply.data, "type": reply.type}))
+        try:
+            return cast(R, cls.model_validate({**data, "type": reply_type}))
+        except ValidationError as exc:
+            raise InvalidEnvelope(
+                f"{subject} answered with an invalid {reply_type!r}: {exc.errors()[0]['msg']}",
+                details={"subject": subject, "type": reply_type},
+            ) from None
 
     # -- subscriptions --------------------------------------------------------
 

@@ -25,9 +25,10 @@ import re
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any, Final
 
+import orjson
 from cloudevents.core.exceptions import BaseCloudEventException
 from cloudevents.core.v1.event import CloudEvent as SdkCloudEvent
 
@@ -41,8 +42,10 @@ __all__ = [
     "MSG_ID_HEADER",
     "Envelope",
     "decode",
+    "decode_reply",
     "encode",
     "encode_binary",
+    "encode_event",
     "error_envelope",
     "new_id",
     "now_iso",
@@ -69,28 +72,52 @@ _CONTEXT_ATTRS: Final = frozenset(
     {"id", "source", "type", "specversion", "time", "subject", "datacontenttype", "dataschema"}
 )
 _EXT_NAME = re.compile(r"^[a-z0-9]{1,20}$")
+_KNOWN_EXT: Final = frozenset(EXTENSIONS.values())
+_TYPE_ONLY: Final = frozenset({"type"})
 _CE_PREFIX: Final = "ce-"
 
 
 _CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
 _PAIRS = [a + b for a in _CROCKFORD for b in _CROCKFORD]
+# The time parts change at most once a millisecond (ids) or second (timestamps): keep the last.
+_last_ms: list[Any] = [-1, ""]
+_last_sec: list[Any] = [-1, ""]
 
 
 def new_id() -> str:
     """A new event id: a ULID (48-bit milliseconds + 80 random bits), sortable by creation time.
 
-    Written out here because it is on every message's path: about 4x faster
-    than building a ``ulid.ULID`` and formatting it, and the same text.
+    Written out here because it is on every message's path: the 80 random bits
+    are 8 pairs of Crockford characters, and the 10 time characters are reused
+    within a millisecond. The same text as ``str(ulid.ULID())``.
     """
-    value = (time.time_ns() // 1_000_000) << 80 | int.from_bytes(os.urandom(10), "big")
-    # 26 Crockford characters = 2 bits of padding + 128 bits; 13 pairs of 10 bits each.
-    pairs = _PAIRS
-    out = [pairs[(value >> shift) & 0x3FF] for shift in range(120, -10, -10)]
-    return "".join(out)
+    ms = time.time_ns() // 1_000_000
+    if ms != _last_ms[0]:
+        # 10 Crockford characters = 2 bits of padding + 48 bits: 5 pairs of 10 bits each.
+        _last_ms[1] = "".join(_PAIRS[(ms >> shift) & 0x3FF] for shift in (40, 30, 20, 10, 0))
+        _last_ms[0] = ms
+    p = _PAIRS
+    r = int.from_bytes(os.urandom(10), "big")
+    return (
+        _last_ms[1]
+        + p[r >> 70]
+        + p[(r >> 60) & 0x3FF]
+        + p[(r >> 50) & 0x3FF]
+        + p[(r >> 40) & 0x3FF]
+        + p[(r >> 30) & 0x3FF]
+        + p[(r >> 20) & 0x3FF]
+        + p[(r >> 10) & 0x3FF]
+        + p[r & 0x3FF]
+    )
 
 
 def now_iso() -> str:
-    return datetime.now(UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")
+    """Now in UTC, ISO 8601 with microseconds and ``Z`` (``2026-11-24T06:46:22.123456Z``)."""
+    sec, ns = divmod(time.time_ns(), 1_000_000_000)
+    if sec != _last_sec[0]:
+        _last_sec[1] = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(sec))
+        _last_sec[0] = sec
+    return f"{_last_sec[1]}.{ns // 1000:06d}Z"
 
 
 @dataclass(frozen=True, slots=True)
@@ -223,8 +250,42 @@ def error_envelope(source: str, error: JidoError, **ext: str | None) -> Envelope
 
 def encode(envelope: Envelope, *, jetstream: bool = False) -> tuple[bytes, dict[str, str] | None]:
     """Structured mode: the payload and the headers to publish with it."""
-    payload = json.dumps(envelope.to_dict(), separators=(",", ":"), ensure_ascii=False).encode()
+    payload = _dumps(envelope.to_dict())
     return payload, ({MSG_ID_HEADER: envelope.id} if jetstream else None)
+
+
+def _dumps(value: Any) -> bytes:
+    """Compact UTF-8 JSON. orjson, because this runs for every message: the standard
+    library's encoder cost a request/reply about a quarter of its latency here."""
+    try:
+        return orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS)
+    except orjson.JSONEncodeError:
+        # what orjson refuses but json takes (integers over 64 bits): same text, slower
+        return json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def encode_event(
+    event: EventModel, *, source: str, extensions: Mapping[str, str] | None = None, id: str | None = None
+) -> tuple[str, bytes]:
+    """Structured mode straight from a catalogue event: ``(event id, payload)``.
+
+    The same bytes as ``encode(Envelope.new(event, …))`` without building the
+    envelope: this is every request's and every reply's path.
+    """
+    event_id = id or new_id()
+    out: dict[str, Any] = {
+        "specversion": SPECVERSION,
+        "id": event_id,
+        "source": source,
+        "type": event.type,
+        "time": now_iso(),
+        "datacontenttype": CONTENT_TYPE_JSON,
+    }
+    if extensions:
+        out.update(extensions)
+    # The data straight from pydantic's serializer into the envelope's bytes: no Python dict.
+    head = _dumps(out)
+    return event_id, b"".join((head[:-1], b',"data":', event.__pydantic_serializer__.to_json(event, exclude=_TYPE_ONLY), b"}"))
 
 
 def encode_binary(envelope: Envelope) -> tuple[bytes, dict[str, str]]:
@@ -238,7 +299,7 @@ def encode_binary(envelope: Envelope) -> tuple[bytes, dict[str, str]]:
     elif isinstance(envelope.data, str) and not ctype.endswith("json"):
         body = envelope.data.encode()
     else:
-        body = json.dumps(envelope.data, separators=(",", ":"), ensure_ascii=False).encode()
+        body = _dumps(envelope.data)
     return body, headers
 
 
@@ -265,10 +326,34 @@ def decode(
     return _decode_structured(payload, nats_subject)
 
 
+def decode_reply(payload: bytes, *, max_bytes: int = DEFAULT_MAX_BYTES) -> dict[str, Any]:
+    """A structured-mode reply as its raw JSON object, checked for the required attributes
+    and ``data`` (the caller validates ``data`` as the reply model it expects).
+
+    The request path's counterpart of :func:`decode`, without building an
+    :class:`Envelope`: services always reply in structured mode.
+    """
+    if len(payload) > max_bytes:
+        raise PayloadTooLarge(
+            f"reply of {len(payload)} bytes is over the limit of {max_bytes} bytes",
+            details={"size": len(payload), "limit": max_bytes},
+        )
+    try:
+        raw = orjson.loads(payload)
+    except orjson.JSONDecodeError as exc:
+        raise InvalidEnvelope(f"reply is not a JSON CloudEvent: {exc}") from None
+    if not isinstance(raw, dict):
+        raise InvalidEnvelope(f"reply is not a JSON CloudEvent: top level is {type(raw).__name__}")
+    _check_required(raw)
+    if "data" not in raw:
+        raise MissingDataEnvelope(f"reply {raw['type']!r} has no 'data'", details={"type": raw["type"]})
+    return raw
+
+
 def _decode_structured(payload: bytes, nats_subject: str | None = None) -> Envelope:
     try:
-        raw = json.loads(payload)
-    except (UnicodeDecodeError, ValueError) as exc:
+        raw = orjson.loads(payload)
+    except orjson.JSONDecodeError as exc:
         raise InvalidEnvelope(f"message is not a JSON CloudEvent: {exc}") from None
     if not isinstance(raw, dict):
         raise InvalidEnvelope(
@@ -287,7 +372,7 @@ def _decode_structured(payload: bytes, nats_subject: str | None = None) -> Envel
     for key, value in raw.items():
         if key in _CONTEXT_ATTRS or key == "data":
             continue
-        if not _EXT_NAME.fullmatch(key):
+        if key not in _KNOWN_EXT and not _EXT_NAME.fullmatch(key):
             raise InvalidEnvelope(
                 f"invalid attribute name {key!r}: CloudEvents attributes are lowercase a-z0-9, at most 20 characters",
                 details={"attribute": key},
@@ -333,8 +418,8 @@ def _decode_binary(payload: bytes, headers: Mapping[str, str], nats_subject: str
         raise InvalidEnvelope(f"invalid binary-mode CloudEvent: {exc}") from None
     if ctype.split(";")[0].strip().endswith("json"):
         try:
-            data: Any = json.loads(payload) if payload else None
-        except (UnicodeDecodeError, ValueError) as exc:
+            data: Any = orjson.loads(payload) if payload else None
+        except orjson.JSONDecodeError as exc:
             raise InvalidEnvelope(f"data is declared {ctype} but is not JSON: {exc}") from None
     elif ctype.startswith("text/"):
         data = payload.decode("utf-8", errors="replace")

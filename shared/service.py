@@ -39,9 +39,8 @@ from jidocode.shared.envelope import (
     Envelope,
     decode,
     encode,
+    encode_event,
     error_envelope,
-    new_id,
-    now_iso,
 )
 from jidocode.shared.errors import InvalidInput, JidoError
 from jidocode.shared.events import Command, EventModel
@@ -69,7 +68,8 @@ def expect(env: Envelope, cls: type[E]) -> E:
             details={"expected": expected, "type": env.type},
         )
     event = env.event()
-    assert isinstance(event, cls)
+    if not isinstance(event, cls):  # a command served on another's endpoint: same type, other class
+        raise InvalidInput(f"expected a {cls.__name__}, got {type(event).__name__}")
     return event
 
 
@@ -198,7 +198,7 @@ class ServiceHost:
                 )
                 await _reply_error(request, source, err, env)
                 return
-            await request.respond(encode(_reply(source, env, result))[0])
+            await request.respond(_reply(source, env, result))
 
         async def _spawn(request: Request) -> None:
             await self._slots.acquire()
@@ -255,16 +255,18 @@ class ServiceHost:
         return self._service
 
 
-def _reply(source: str, request: Envelope, result: EventModel) -> Envelope:
-    """The reply event answering ``request`` (built directly: this is every request's path)."""
+_ECHOED = ("correlationid", "projectid", "conversationid")
+
+
+def _reply(source: str, request: Envelope, result: EventModel) -> bytes:
+    """The encoded reply event answering ``request``: its ``causationid`` is the
+    request's id, and it echoes the request's correlation, project and conversation."""
     ext = {"causationid": request.id}
-    for key in ("correlationid", "projectid", "conversationid"):
+    for key in _ECHOED:
         value = request.extensions.get(key)
         if value is not None:
             ext[key] = value
-    return Envelope(
-        id=new_id(), source=source, type=result.type, data=result.to_data(), time=now_iso(), extensions=ext
-    )
+    return encode_event(result, source=source, extensions=ext)[1]
 
 
 async def _reply_error(request: Request, source: str, error: JidoError, env: Envelope | None) -> None:
