@@ -17,15 +17,20 @@ when it does not answer.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final
 
+import nats.errors
+from nats.aio.subscription import Subscription
 from pydantic import BaseModel, ConfigDict, Field
 
+from jidocode.shared import subjects
 from jidocode.shared.bus import Bus
 from jidocode.shared.clients import AssetsClient, ProjectClient
+from jidocode.shared.envelope import Envelope
 from jidocode.shared.errors import JidoError
 from jidocode.shared.settings import global_home, load_settings
 
@@ -220,39 +225,81 @@ def parse_asset_index(result: Any) -> tuple[AssetEntry, ...]:
 # --- the shell: gather the inputs over the bus and from disk -------------------------
 
 
+#: Signals after which a project's system prompt is rebuilt: its assets (the
+#: layers with settings.json, JIDO.md, skills and commands) were reloaded.
+PROMPT_STALE: Final = frozenset({"project.assets_reloaded", "skill/registry/updated", "project.stopped"})
+
+
 class SystemPrompts:
-    """Builds (and briefly caches) the system prompt of each project.
+    """Builds and caches the system prompt of each project, per asset generation.
 
     The project's root comes from the project service (``info``); the
     instructions and the ``permissions`` from disk; the skill/command index
     from the asset loader (``list``). Each part degrades on its own: a missing
     asset loader gives a prompt without the index (and a note), an unknown
     project gives no system prompt at all (``None``) rather than a failed call.
+
+    A prompt is reused until the asset loader says the project's assets
+    changed (:data:`PROMPT_STALE`, which covers the data dir and the global
+    layer it watches), so a turn makes no request for it. ``ttl_s`` bounds how
+    long a change the watcher cannot see (``AGENTS.md`` or ``CLAUDE.md`` in the
+    project root) goes unnoticed; a prompt built while the asset loader did not
+    answer is kept only ``retry_s``.
     """
 
     def __init__(
-        self, bus: Bus, *, jido_home: Path | None = None, ttl_s: float = 5.0, timeout_s: float = 3.0
+        self,
+        bus: Bus,
+        *,
+        jido_home: Path | None = None,
+        ttl_s: float = 60.0,
+        retry_s: float = 5.0,
+        timeout_s: float = 3.0,
     ) -> None:
         self._bus = bus
         self._jido_home = jido_home
         self._ttl_s = ttl_s
+        self._retry_s = retry_s
         self._timeout_s = timeout_s
+        #: project id -> (monotonic time it expires, the prompt)
         self._cache: dict[str, tuple[float, str | None]] = {}
+        self._subs: list[Subscription] = []
 
     async def for_project(self, project_id: str) -> str | None:
+        if not self._subs:
+            await self._follow_reloads()
         now = time.monotonic()
         cached = self._cache.get(project_id)
-        if cached is not None and now - cached[0] < self._ttl_s:
+        if cached is not None and now < cached[0]:
             return cached[1]
-        prompt = await self._build(project_id)
-        self._cache[project_id] = (now, prompt)
+        prompt, complete = await self._build(project_id)
+        self._cache[project_id] = (now + (self._ttl_s if complete else self._retry_s), prompt)
         return prompt
 
-    async def _build(self, project_id: str) -> str | None:
+    def forget(self, project_id: str) -> None:
+        """Drop the project's prompt: the next turn rebuilds it."""
+        self._cache.pop(project_id, None)
+
+    async def _follow_reloads(self) -> None:
+        async def _stale(env: Envelope) -> None:
+            if env.project_id:
+                self.forget(env.project_id)
+
+        for event_type in sorted(PROMPT_STALE):
+            self._subs.append(await self._bus.subscribe(subjects.signal(event_type), _stale))
+
+    async def close(self) -> None:
+        for sub in self._subs:
+            with contextlib.suppress(nats.errors.Error):
+                await sub.unsubscribe()
+        self._subs.clear()
+
+    async def _build(self, project_id: str) -> tuple[str | None, bool]:
+        """The prompt, and whether every part of it was there (else it is retried sooner)."""
         try:
             info = await ProjectClient(self._bus, project_id, timeout=self._timeout_s).info()
         except JidoError:
-            return None
+            return None, False
         root = Path(info.root_path)
         data_dir = info.data_dir or ".jido"
         home = global_home(self._jido_home)
@@ -272,7 +319,7 @@ class SystemPrompts:
             assets = parse_asset_index(listed.items)
         except JidoError as exc:
             note = f"(the skill and command index is unavailable right now: {exc.type})"
-        return build_system_prompt(
+        prompt = build_system_prompt(
             PromptInputs(
                 root=str(root),
                 instructions=instructions,
@@ -281,3 +328,4 @@ class SystemPrompts:
                 assets_note=note,
             )
         )
+        return prompt, note is None
