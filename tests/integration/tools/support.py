@@ -9,11 +9,10 @@ from pathlib import Path
 from typing import Any
 
 from jidocode.services.tool_runner.service import ToolRunner
-from jidocode.shared import subjects
 from jidocode.shared.bus import Bus
+from jidocode.shared.clients import EngineClient, ToolsClient
 from jidocode.shared.envelope import Envelope
-from jidocode.shared.events.engine import StartProject
-from jidocode.shared.events.tools import RunTool, ToolCallMeta
+from jidocode.shared.events.tools import ToolCallMeta, ToolResult, ToolResultError
 
 RunnerFactory = Callable[..., Awaitable[ToolRunner]]
 
@@ -27,8 +26,8 @@ def write_settings(root: Path, settings: dict[str, Any]) -> None:
 async def start_project(bus: Bus, root: Path, settings: dict[str, Any] | None = None) -> str:
     if settings is not None:
         write_settings(root, settings)
-    info = await bus.request(subjects.engine("start_project"), StartProject(root_path=str(root)), timeout=10)
-    return str(info["project_id"])
+    info = await EngineClient(bus).start_project(str(root), timeout=10)
+    return info.project_id
 
 
 async def run_tool(
@@ -40,15 +39,15 @@ async def run_tool(
     request_id: str,
     conversation_id: str | None = None,
     timeout: float = 30.0,
-) -> dict[str, Any]:
-    call = RunTool(
-        name=name, args=args, meta=ToolCallMeta(request_id=request_id, conversation_id=conversation_id)
-    )
-    result = await bus.request(
-        subjects.tools(project_id, "run"), call, timeout=timeout, project_id=project_id
-    )
-    assert isinstance(result, dict)
-    return result
+) -> ToolResult:
+    meta = ToolCallMeta(request_id=request_id, conversation_id=conversation_id)
+    return await ToolsClient(bus, project_id).run(name, args, meta=meta, timeout=timeout)
+
+
+def failure(result: ToolResult) -> ToolResultError:
+    """The error of a failed result (and a test failure when the call succeeded)."""
+    assert not result.ok and result.error is not None, result
+    return result.error
 
 
 class Signals:

@@ -9,12 +9,11 @@ from pathlib import Path
 import pytest
 
 from jidocode.services.registry import serve_many
-from jidocode.shared import subjects
 from jidocode.shared.bus import Bus
+from jidocode.shared.clients import ProjectClient
 from jidocode.shared.config import Config
-from jidocode.shared.events.tools import ListTools
 from tests.helpers import wait_for_services
-from tests.integration.tools.support import run_tool, start_project
+from tests.integration.tools.support import failure, run_tool, start_project
 
 COMMAND = """---
 description: Say hello
@@ -44,17 +43,16 @@ async def test_asset_tool_listed_authorized_and_forwarded(system: Config, bus: B
         bus, tmp_path, {"permissions": {"allow": ["run_command"], "deny": ["invoke_skill"]}}
     )
 
-    specs = await bus.request(subjects.project(pid, "list_tools"), ListTools(), project_id=pid)
-    names = {s["name"] for s in specs}
+    names = {s.name for s in (await ProjectClient(bus, pid).list_tools()).tools}
     assert "run_command" in names and "invoke_skill" not in names and "bash" not in names
 
     result = await run_tool(
         bus, pid, "run_command", {"name": "hello", "arguments": {"who": "Ada"}}, request_id="c1"
     )
-    assert result["ok"], result
-    assert "Hello Ada" in str(result["data"])
+    assert result.ok, result
+    assert "Hello Ada" in str(result.data)
 
     denied = await run_tool(bus, pid, "invoke_skill", {"skill": "x", "route": "y"}, request_id="d1")
-    assert denied["error"]["type"] == "permission_denied"
+    assert failure(denied).type == "permission_denied"
     unlisted = await run_tool(bus, pid, "not_an_asset_tool", {}, request_id="d2")
-    assert unlisted["error"]["type"] == "not_found"
+    assert failure(unlisted).type == "not_found"

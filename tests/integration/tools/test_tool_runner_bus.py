@@ -9,13 +9,14 @@ from pathlib import Path
 
 import pytest
 
+from jidocode.services.tool_runner.idempotency import ledger_key
 from jidocode.shared import subjects
 from jidocode.shared.bus import Bus
+from jidocode.shared.clients import ProjectClient, ToolsClient
 from jidocode.shared.envelope import Envelope
 from jidocode.shared.errors import InvalidInput
 from jidocode.shared.events.conversation import ApprovalResponse
-from jidocode.shared.events.tools import CancelTool, GetPolicy, ListTools
-from tests.integration.tools.support import RunnerFactory, Signals, run_tool, start_project
+from tests.integration.tools.support import RunnerFactory, Signals, failure, run_tool, start_project
 
 
 def _procs_with(marker: str) -> list[int]:
@@ -59,8 +60,8 @@ async def test_read_file_allowed_and_signalled(
     result = await run_tool(
         bus, pid, "read_file", {"path": "a.txt", "offset": 2, "limit": 1}, request_id="r1"
     )
-    assert result["ok"] is True
-    assert result["data"]["content"] == "two\n"
+    assert result.ok is True
+    assert result.data["content"] == "two\n"
     await signals.wait(lambda e: e.type == "tool.started" and e.data["request_id"] == "r1")
     done = await signals.wait(lambda e: e.type == "tool.completed" and e.data["request_id"] == "r1")
     assert done.project_id == pid
@@ -72,8 +73,7 @@ async def test_denied_call_is_a_failed_result_and_signal(
     await runners()
     pid = await start_project(bus, tmp_path, {"permissions": {"allow": ["Read"]}})
     result = await run_tool(bus, pid, "write_file", {"path": "x.txt", "content": "x"}, request_id="w1")
-    assert result["ok"] is False
-    assert result["error"]["type"] == "permission_denied"
+    assert failure(result).type == "permission_denied"
     assert not (tmp_path / "x.txt").exists()
     failed = await signals.wait(lambda e: e.type == "tool.failed" and e.data["request_id"] == "w1")
     assert failed.data["error"]["type"] == "permission_denied"
@@ -125,23 +125,23 @@ async def test_ask_approved_once_then_session(bus: Bus, runners: RunnerFactory, 
         run_tool(bus, pid, "bash", {"command": "echo hi"}, request_id="a1", conversation_id="c1")
     )
     await answer("approve_once")
-    assert (await call)["data"]["output"] == "hi\n"
+    assert (await call).data["output"] == "hi\n"
 
     call = asyncio.create_task(
         run_tool(bus, pid, "bash", {"command": "echo hi"}, request_id="a2", conversation_id="c1")
     )
     await answer("deny")
     denied = await call
-    assert denied["ok"] is False and denied["error"]["type"] == "permission_denied"
+    assert failure(denied).type == "permission_denied"
 
     call = asyncio.create_task(
         run_tool(bus, pid, "bash", {"command": "echo hi"}, request_id="a3", conversation_id="c1")
     )
     await answer("approve_session")
-    assert (await call)["ok"] is True
+    assert (await call).ok is True
     # remembered for this conversation: no question this time
     again = await run_tool(bus, pid, "bash", {"command": "echo hi"}, request_id="a4", conversation_id="c1")
-    assert again["ok"] is True
+    assert again.ok is True
     assert asked.empty()
 
 
@@ -151,9 +151,8 @@ async def test_ask_without_answer_is_denied(bus: Bus, runners: RunnerFactory, tm
         bus, tmp_path, {"permissions": {"ask": ["Bash(echo:*)"]}, "tools": {"approval_timeout_s": 0.2}}
     )
     result = await run_tool(bus, pid, "bash", {"command": "echo hi"}, request_id="t1", conversation_id="c9")
-    assert result["ok"] is False
-    assert result["error"]["type"] == "permission_denied"
-    assert "no approval" in result["error"]["message"]
+    assert failure(result).type == "permission_denied"
+    assert "no approval" in failure(result).message
 
 
 async def test_ask_without_conversation_is_denied_clearly(
@@ -162,8 +161,7 @@ async def test_ask_without_conversation_is_denied_clearly(
     await runners()
     pid = await start_project(bus, tmp_path, {"permissions": {"ask": ["Bash(echo:*)"]}})
     result = await run_tool(bus, pid, "bash", {"command": "echo hi"}, request_id="n1")
-    assert result["ok"] is False
-    assert "no conversation to ask" in result["error"]["message"]
+    assert "no conversation to ask" in failure(result).message
 
 
 @pytest.mark.parametrize("replicas", [1, 2])
@@ -176,19 +174,19 @@ async def test_cancel_kills_the_running_call_on_whichever_replica(
     pid = await start_project(bus, tmp_path, {"permissions": {"allow": ["Bash(sleep:*)"]}})
     call = asyncio.create_task(run_tool(bus, pid, "bash", {"command": f"sleep {marker}"}, request_id="long"))
     await signals.wait(lambda e: e.type == "tool.started" and e.data["request_id"] == "long")
-    reply = await bus.request(subjects.tools(pid, "cancel"), CancelTool(request_id="long"), project_id=pid)
-    assert reply["cancel_requested"] is True
+    reply = await ToolsClient(bus, pid).cancel("long")
+    assert reply.cancel_requested is True and reply.request_id == "long"
     result = await asyncio.wait_for(call, 20)
-    assert result["error"]["type"] == "cancelled"
+    assert failure(result).type == "cancelled"
     assert await _gone(f"sleep {marker}")
 
 
 async def test_cancel_before_start_means_never_run(bus: Bus, runners: RunnerFactory, tmp_path: Path) -> None:
     await runners()
     pid = await start_project(bus, tmp_path, {"permissions": {"allow": ["Bash(echo:*)"]}})
-    await bus.request(subjects.tools(pid, "cancel"), CancelTool(request_id="early"), project_id=pid)
+    await ToolsClient(bus, pid).cancel("early")
     result = await run_tool(bus, pid, "bash", {"command": "echo x > ran.txt"}, request_id="early")
-    assert result["error"]["type"] == "cancelled"
+    assert failure(result).type == "cancelled"
     assert not (tmp_path / "ran.txt").exists()
 
 
@@ -209,12 +207,12 @@ async def test_conversation_quota_refuses_when_full(
     )
     await signals.wait(lambda e: e.type == "tool.started" and e.data["request_id"] == "q1")
     second = await run_tool(bus, pid, "list_dir", {}, request_id="q2", conversation_id="cq")
-    assert second["error"]["type"] == "quota_exceeded"
+    assert failure(second).type == "quota_exceeded"
     # another conversation is not affected
     other = await run_tool(bus, pid, "list_dir", {}, request_id="q3", conversation_id="other")
-    assert other["ok"] is True
-    await bus.request(subjects.tools(pid, "cancel"), CancelTool(request_id="q1"), project_id=pid)
-    assert (await asyncio.wait_for(first, 20))["error"]["type"] == "cancelled"
+    assert other.ok is True
+    await ToolsClient(bus, pid).cancel("q1")
+    assert failure(await asyncio.wait_for(first, 20)).type == "cancelled"
 
 
 async def test_quota_waits_for_a_free_slot(
@@ -229,8 +227,8 @@ async def test_quota_waits_for_a_free_slot(
     first = asyncio.create_task(run_tool(bus, pid, "bash", {"command": "sleep 63"}, request_id="w1"))
     await signals.wait(lambda e: e.type == "tool.started" and e.data["request_id"] == "w1")
     second = asyncio.create_task(run_tool(bus, pid, "list_dir", {}, request_id="w2"))
-    await bus.request(subjects.tools(pid, "cancel"), CancelTool(request_id="w1"), project_id=pid)
-    assert (await asyncio.wait_for(second, 20))["ok"] is True
+    await ToolsClient(bus, pid).cancel("w1")
+    assert (await asyncio.wait_for(second, 20)).ok is True
     await first
 
 
@@ -238,50 +236,47 @@ async def test_bad_permission_rule_is_a_clear_error(bus: Bus, runners: RunnerFac
     await runners()
     pid = await start_project(bus, tmp_path, {"permissions": {"allow": ["Bash(git:*"]}})
     result = await run_tool(bus, pid, "read_file", {"path": "x"}, request_id="b1")
-    assert result["error"]["type"] == "invalid_input"
-    assert "unbalanced parentheses" in result["error"]["message"]
+    assert failure(result).type == "invalid_input"
+    assert "unbalanced parentheses" in failure(result).message
     with pytest.raises(InvalidInput, match="unbalanced parentheses"):
-        await bus.request(subjects.project(pid, "list_tools"), ListTools(), project_id=pid)
+        await ProjectClient(bus, pid).list_tools()
 
 
 async def test_unknown_tool_and_oversize_args(bus: Bus, runners: RunnerFactory, tmp_path: Path) -> None:
     await runners()
     pid = await start_project(bus, tmp_path, {"permissions": {"allow": ["Read", "Edit"]}})
     unknown = await run_tool(bus, pid, "no_such_tool", {}, request_id="u1")
-    assert unknown["error"]["type"] == "not_found"
+    assert failure(unknown).type == "not_found"
     big = await run_tool(bus, pid, "write_file", {"path": "b.txt", "content": "x" * 600_000}, request_id="u2")
-    assert big["error"]["type"] == "payload_too_large"
+    assert failure(big).type == "payload_too_large"
     assert not (tmp_path / "b.txt").exists()
 
 
 async def test_catalog_is_policy_filtered(bus: Bus, runners: RunnerFactory, tmp_path: Path) -> None:
     pid = await start_project(bus, tmp_path, {"permissions": {"allow": ["Read"], "deny": ["Grep"]}})
-    specs = await bus.request(subjects.project(pid, "list_tools"), ListTools(), project_id=pid)
-    names = {s["name"] for s in specs}
+    project = ProjectClient(bus, pid)
+    specs = (await project.list_tools()).tools
+    names = {s.name for s in specs}
     assert names == {"read_file", "list_dir", "glob"}
-    assert all("input_schema" in s and s["description"] for s in specs)
-    every = await bus.request(
-        subjects.project(pid, "list_tools"), ListTools(include_hidden=True), project_id=pid
-    )
-    assert {"bash", "write_file", "edit_file", "grep"} <= {s["name"] for s in every}
-    summary = await bus.request(subjects.project(pid, "policy"), GetPolicy(), project_id=pid)
-    assert summary["allow"] == ["Read"] and summary["default"] == "deny"
-    assert summary["root"] == os.path.realpath(tmp_path)
-    assert summary["limits"]["timeout_s"] == 30.0
+    assert all(s.input_schema and s.description for s in specs)
+    every = (await project.list_tools(include_hidden=True)).tools
+    assert {"bash", "write_file", "edit_file", "grep"} <= {s.name for s in every}
+    summary = await project.policy()
+    assert summary.allow == ["Read"] and summary.default == "deny"
+    assert summary.root == os.path.realpath(tmp_path)
+    assert summary.limits["timeout_s"] == 30.0
 
 
 async def test_claim_of_a_dead_replica_is_reported_not_rerun(
     bus: Bus, runners: RunnerFactory, tmp_path: Path
 ) -> None:
-    from jidocode.services.tool_runner.service import _call_key
-
     await runners()
     pid = await start_project(bus, tmp_path, {"permissions": {"allow": ["Bash(echo:*)"]}})
     kv = await bus.kv(subjects.BUCKET_TOOL_CALLS)
     stale = {"state": "running", "instance": "tool_runner/dead", "name": "bash", "at": 0.0}
-    await kv.put(_call_key(pid, "crashed"), json.dumps(stale).encode())
+    await kv.put(ledger_key(pid, "crashed"), json.dumps(stale).encode())
     result = await run_tool(bus, pid, "bash", {"command": "echo x > ran.txt"}, request_id="crashed")
-    assert result["error"]["type"] == "outcome_unknown"
+    assert failure(result).type == "outcome_unknown"
     assert not (tmp_path / "ran.txt").exists()
     again = await run_tool(bus, pid, "bash", {"command": "echo x > ran.txt"}, request_id="crashed")
     assert again == result
@@ -303,9 +298,9 @@ async def test_cancel_while_waiting_for_approval(bus: Bus, runners: RunnerFactor
         run_tool(bus, pid, "bash", {"command": "echo x > ran.txt"}, request_id="ca", conversation_id="cc")
     )
     await asyncio.wait_for(asked.get(), 10)
-    await bus.request(subjects.tools(pid, "cancel"), CancelTool(request_id="ca"), project_id=pid)
+    await ToolsClient(bus, pid).cancel("ca")
     result = await asyncio.wait_for(call, 20)
-    assert result["error"]["type"] == "cancelled"
+    assert failure(result).type == "cancelled"
     assert not (tmp_path / "ran.txt").exists()
 
 
@@ -326,12 +321,13 @@ async def test_cancel_while_waiting_for_a_slot(
     second = asyncio.create_task(run_tool(bus, pid, "bash", {"command": "echo x > ran.txt"}, request_id="s2"))
 
     async def queued() -> None:
-        while not runner._quotas._waiting:  # noqa: ASYNC110  # white-box: the call reached the queue
+        assert runner.pipeline is not None
+        while not runner.pipeline.quotas.queued:  # noqa: ASYNC110  # white-box: the call reached the queue
             await asyncio.sleep(0.01)
 
     await asyncio.wait_for(queued(), 10)
-    await bus.request(subjects.tools(pid, "cancel"), CancelTool(request_id="s2"), project_id=pid)
-    assert (await asyncio.wait_for(second, 20))["error"]["type"] == "cancelled"
+    await ToolsClient(bus, pid).cancel("s2")
+    assert failure(await asyncio.wait_for(second, 20)).type == "cancelled"
     assert not (tmp_path / "ran.txt").exists()
-    await bus.request(subjects.tools(pid, "cancel"), CancelTool(request_id="s1"), project_id=pid)
-    assert (await asyncio.wait_for(first, 20))["error"]["type"] == "cancelled"
+    await ToolsClient(bus, pid).cancel("s1")
+    assert failure(await asyncio.wait_for(first, 20)).type == "cancelled"

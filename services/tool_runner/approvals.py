@@ -1,0 +1,223 @@
+"""The approval gate: a call the policy answers with ``ask`` runs only once a human approves it.
+
+The gate publishes ``conversation.approval.requested`` on the conversation's
+output and waits (``approval_timeout_s``) for a ``conversation.approval.response``
+with the call's request id on the conversation's input. ``approve_once`` lets
+this call through; ``approve_session`` also lets through every later call of
+the same :func:`approval_key` in that conversation (remembered per replica,
+bounded); ``deny``, no answer in time, or no conversation to ask refuse the
+call; a cancel stops the wait.
+
+The rules (:func:`refuse_denied`, :func:`conversation_to_ask`, :func:`approval_key`,
+:func:`judge`, :class:`SessionApprovals`) are pure; :class:`ApprovalGate` does the I/O.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+from collections import OrderedDict
+from typing import Any, Final
+
+import nats.errors
+from nats.aio.subscription import Subscription
+
+from jidocode.shared import subjects
+from jidocode.shared.bus import Bus
+from jidocode.shared.envelope import Envelope
+from jidocode.shared.errors import PermissionDenied
+from jidocode.shared.events.conversation import ApprovalRequested, ApprovalResponse
+from jidocode.shared.policy import Decision, Effect
+
+from .call import Call, CallKey
+from .errors import CallCancelled
+
+__all__ = [
+    "MAX_APPROVAL_CONVERSATIONS",
+    "MAX_SESSION_APPROVALS",
+    "ApprovalGate",
+    "SessionApprovals",
+    "approval_key",
+    "conversation_to_ask",
+    "judge",
+    "refuse_denied",
+]
+
+log = logging.getLogger("jidocode.tool_runner")
+
+#: ``approve_session`` memory bounds (a forgotten approval is simply asked again).
+MAX_SESSION_APPROVALS: Final = 256
+MAX_APPROVAL_CONVERSATIONS: Final = 4096
+
+#: Answers of the wait besides the human's :data:`ApprovalDecision`.
+TIMEOUT: Final = "timeout"
+CANCELLED: Final = "cancelled"
+
+_RESPONSE: Final = str(ApprovalResponse.model_fields["type"].default)
+
+
+def _details(decision: Decision) -> dict[str, Any]:
+    return {"decision": decision.effect.value, "rule": decision.rule, **decision.details}
+
+
+def refuse_denied(decision: Decision) -> Decision:
+    """``decision`` unless the policy denies the call (then :class:`PermissionDenied`)."""
+    if decision.effect is Effect.DENY:
+        raise PermissionDenied(decision.reason, details=_details(decision))
+    return decision
+
+
+def conversation_to_ask(decision: Decision, conversation_id: str | None) -> str | None:
+    """The conversation to ask about an ``ask`` call; ``None`` when the call is allowed outright.
+
+    A denied call, or an ``ask`` without a conversation, is :class:`PermissionDenied`.
+    """
+    if refuse_denied(decision).effect is Effect.ALLOW:
+        return None
+    if conversation_id is None:
+        raise PermissionDenied(
+            f"needs approval, but the call has no conversation to ask: {decision.reason}",
+            details=_details(decision),
+        )
+    return conversation_id
+
+
+def approval_key(name: str, args: dict[str, Any], decision: Decision) -> str:
+    """What ``approve_session`` remembers: the exact command, the resolved path, or the tool."""
+    if name == "bash":
+        return f"bash\0{args.get('command')}"
+    if decision.path is not None:
+        return f"{name}\0{decision.path}"
+    return f"{name}\0{json.dumps(args, sort_keys=True, default=str)}"
+
+
+def judge(answer: str, decision: Decision, timeout_s: float) -> bool:
+    """Whether ``answer`` approves for the whole session (``True``) or this call only (``False``).
+
+    Any other answer refuses the call: :class:`CallCancelled` for a cancel,
+    :class:`PermissionDenied` for a denial or no answer in time.
+    """
+    if answer == CANCELLED:
+        raise CallCancelled("the call was cancelled while waiting for approval")
+    if answer in ("approve_once", "approve_session"):
+        return answer == "approve_session"
+    raise PermissionDenied(
+        "the user denied the call" if answer == "deny" else f"no approval within {timeout_s:g} s",
+        details={**_details(decision), "approval": answer},
+    )
+
+
+class SessionApprovals:
+    """``approve_session`` answers per conversation, bounded: the oldest are forgotten."""
+
+    def __init__(
+        self,
+        *,
+        per_conversation: int = MAX_SESSION_APPROVALS,
+        conversations: int = MAX_APPROVAL_CONVERSATIONS,
+    ) -> None:
+        self.per_conversation = per_conversation
+        self.conversations = conversations
+        self._keys: OrderedDict[tuple[str, str], set[str]] = OrderedDict()
+
+    def grants(self, project_id: str, conversation_id: str, key: str) -> bool:
+        return key in self._keys.get((project_id, conversation_id), ())
+
+    def remember(self, project_id: str, conversation_id: str, key: str) -> None:
+        keys = self._keys.setdefault((project_id, conversation_id), set())
+        self._keys.move_to_end((project_id, conversation_id))
+        if len(keys) < self.per_conversation:
+            keys.add(key)
+        while len(self._keys) > self.conversations:
+            self._keys.popitem(last=False)
+
+
+class ApprovalGate:
+    """The ``ask`` step of the pipeline, and the conversation inputs it listens to."""
+
+    def __init__(self, bus: Bus) -> None:
+        self.bus = bus
+        self.session = SessionApprovals()
+        self._pending: dict[tuple[str, str, str], asyncio.Future[str]] = {}
+        self._watches: dict[tuple[str, str], tuple[Subscription, int]] = {}
+
+    async def admit(self, call: Call, decision: Decision, timeout_s: float) -> None:
+        """Let ``call`` through when allowed, approved earlier in its session, or approved now."""
+        cid = conversation_to_ask(decision, call.conversation_id)
+        if cid is None:
+            return
+        key = approval_key(call.name, call.args, decision)
+        if self.session.grants(call.project_id, cid, key):
+            return
+        answer = await self._ask(call, cid, decision, timeout_s)
+        if judge(answer, decision, timeout_s):
+            self.session.remember(call.project_id, cid, key)
+
+    def cancel(self, call: CallKey) -> None:
+        """A call waiting for approval stops waiting (its answer is ``cancelled``)."""
+        for (p, _c, r), fut in list(self._pending.items()):
+            if (p, r) == call and not fut.done():
+                fut.set_result(CANCELLED)
+
+    async def close(self) -> None:
+        for sub, _ in list(self._watches.values()):
+            with contextlib.suppress(nats.errors.Error):
+                await sub.unsubscribe()
+        self._watches.clear()
+
+    async def _ask(self, call: Call, cid: str, decision: Decision, timeout_s: float) -> str:
+        pending_key = (call.project_id, cid, call.request_id)
+        fut: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+        self._pending[pending_key] = fut
+        await self._watch(call.project_id, cid)
+        try:
+            question = ApprovalRequested(
+                request_id=call.request_id, tool=call.name, args=call.args, reason=decision.reason
+            )
+            await self.bus.emit(question, **call.ext)
+            try:
+                return await asyncio.wait_for(fut, timeout_s)
+            except TimeoutError:
+                return TIMEOUT
+        finally:
+            self._pending.pop(pending_key, None)
+            await self._unwatch(call.project_id, cid)
+
+    async def _watch(self, project_id: str, cid: str) -> None:
+        """Listen to the conversation's input (one subscription however many calls ask)."""
+        key = (project_id, cid)
+        current = self._watches.get(key)
+        if current is not None:
+            self._watches[key] = (current[0], current[1] + 1)
+            return
+
+        async def on_input(env: Envelope) -> None:
+            if env.type != _RESPONSE:
+                return
+            try:
+                answer = ApprovalResponse.model_validate({**(env.data or {}), "type": env.type})
+            except ValueError:
+                log.warning("malformed approval response on %s", env.nats_subject)
+                return
+            fut = self._pending.get((project_id, cid, answer.request_id))
+            if fut is not None and not fut.done():
+                fut.set_result(answer.decision)
+
+        sub = await self.bus.subscribe(subjects.conversation_in(project_id, cid), on_input)
+        await self.bus.nc.flush()
+        self._watches[key] = (sub, 1)
+
+    async def _unwatch(self, project_id: str, cid: str) -> None:
+        key = (project_id, cid)
+        current = self._watches.get(key)
+        if current is None:
+            return
+        sub, count = current
+        if count > 1:
+            self._watches[key] = (sub, count - 1)
+            return
+        del self._watches[key]
+        with contextlib.suppress(nats.errors.Error):
+            await sub.unsubscribe()

@@ -1,0 +1,131 @@
+"""Quotas: how many calls of a project, and of a conversation, run at once on this replica.
+
+Each quota is a counting slot per key with a bounded wait: a call waits at
+most ``wait_s`` for a free slot, then is refused with :class:`QuotaExceeded`.
+A freed slot wakes the oldest waiter. A cancel interrupts its call's wait
+(:meth:`Quotas.interrupt`). Quotas are per replica process.
+
+:func:`slots_for` (which quotas a call takes) is pure.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass, field
+
+from jidocode.shared.errors import JidoError
+from jidocode.shared.settings import ToolSettings
+
+from .call import Call, CallKey
+from .errors import QuotaExceeded
+
+__all__ = ["Quotas", "Slot", "slots_for"]
+
+
+@dataclass(frozen=True, slots=True)
+class Slot:
+    """One quota a call takes: its key, its limit and what it limits ("project", "conversation")."""
+
+    key: str
+    limit: int
+    scope: str
+
+
+def slots_for(call: Call, tools: ToolSettings) -> tuple[Slot, ...]:
+    """The quotas of ``call``, in the order they are taken: its project's, then its conversation's."""
+    project = Slot(f"p:{call.project_id}", tools.max_concurrent_per_project, "project")
+    if call.conversation_id is None:
+        return (project,)
+    conversation = Slot(
+        f"c:{call.project_id}:{call.conversation_id}", tools.max_concurrent_per_conversation, "conversation"
+    )
+    return (project, conversation)
+
+
+@dataclass
+class _Quota:
+    limit: int
+    running: int = 0
+    waiters: list[asyncio.Future[None]] = field(default_factory=list)
+
+
+class Quotas:
+    """Counting slots per key, with a bounded wait."""
+
+    def __init__(self) -> None:
+        self._q: dict[str, _Quota] = {}
+        self._waiting: dict[CallKey, asyncio.Future[None]] = {}
+
+    @property
+    def queued(self) -> int:
+        """How many calls wait for a slot now."""
+        return len(self._waiting)
+
+    def running(self, key: str) -> int:
+        """How many calls hold a slot of ``key``."""
+        q = self._q.get(key)
+        return 0 if q is None else q.running
+
+    def interrupt(self, owner: CallKey, error: JidoError) -> None:
+        """Stop ``owner``'s wait for a slot with ``error`` (a cancelled call)."""
+        fut = self._waiting.get(owner)
+        if fut is not None and not fut.done():
+            fut.set_exception(error)
+
+    @contextlib.asynccontextmanager
+    async def hold(self, slots: Sequence[Slot], wait_s: float, *, owner: CallKey) -> AsyncIterator[None]:
+        """Take every slot of ``slots`` in turn (each waiting at most ``wait_s``); free them on exit."""
+        async with contextlib.AsyncExitStack() as stack:
+            for s in slots:
+                await stack.enter_async_context(self.slot(s, wait_s, owner=owner))
+            yield
+
+    @contextlib.asynccontextmanager
+    async def slot(self, slot: Slot, wait_s: float, *, owner: CallKey | None = None) -> AsyncIterator[None]:
+        """Hold one slot of ``slot.key``; :class:`QuotaExceeded` when none frees up within ``wait_s``."""
+        q = self._q.setdefault(slot.key, _Quota(slot.limit))
+        q.limit = slot.limit
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + wait_s
+        while q.running >= q.limit:
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                raise QuotaExceeded(slot.scope, slot.limit)
+            await self._wait(q, remaining, slot, owner)
+        q.running += 1
+        try:
+            yield
+        finally:
+            q.running -= 1
+            self._wake(q)
+            if q.running == 0 and not q.waiters:
+                self._q.pop(slot.key, None)
+
+    async def _wait(self, q: _Quota, remaining: float, slot: Slot, owner: CallKey | None) -> None:
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        q.waiters.append(fut)
+        if owner is not None:
+            self._waiting[owner] = fut
+        try:
+            await asyncio.wait_for(fut, remaining)
+        except TimeoutError:
+            raise QuotaExceeded(slot.scope, slot.limit) from None
+        except asyncio.CancelledError:
+            if fut.done() and not fut.cancelled():
+                self._wake(q)  # pass the wake-up on: this waiter will not take the slot
+            raise
+        finally:
+            if fut in q.waiters:
+                q.waiters.remove(fut)
+            if owner is not None and self._waiting.get(owner) is fut:
+                del self._waiting[owner]
+
+    @staticmethod
+    def _wake(q: _Quota) -> None:
+        while q.waiters:
+            w = q.waiters.pop(0)
+            if not w.done():
+                w.set_result(None)
+                return
