@@ -10,13 +10,15 @@
     await client.reset_session()                  # a fresh conversation in the same project
     await client.close()
 
-What it talks to: the engine (``jido.engine.start_project``: same root,
-same project id), the project service (``jido.project.<p>.<verb>``:
-``start_conversation``, ``send_event``, ``get_projection``,
-``stop_conversation``) and the conversation's output
-(``jido.evt.<p>.<c>.>``) for deltas, timeline entries and approval requests.
-Approval requests reach the ``approve`` callback; its answer goes back as a
-``conversation.approval.response`` on the conversation's input.
+What it talks to, through the typed clients of ``shared.clients``: the
+engine (``EngineClient.start_project``: same root, same project id), the
+conversation service directly (``ConversationsClient``: ``start``,
+``send_event``, ``get_projection``, ``stop`` on ``jido.conversations.<p>.<verb>``,
+one hop) and the conversation's output (``jido.evt.<p>.<c>.>``) for deltas,
+timeline entries and approval requests. Approval requests reach the
+``approve`` callback; its answer goes back as an
+:class:`~jidocode.shared.events.conversation.ApprovalResponse` on the
+conversation's input.
 """
 
 from __future__ import annotations
@@ -36,20 +38,21 @@ from pydantic import BaseModel, ConfigDict
 
 from jidocode.shared import subjects
 from jidocode.shared.bus import Bus
+from jidocode.shared.clients import ConversationsClient, EngineClient
 from jidocode.shared.config import Config
 from jidocode.shared.envelope import Envelope, new_id
-from jidocode.shared.errors import InvalidInput, JidoError, RequestTimeout
+from jidocode.shared.errors import JidoError, RequestTimeout
+from jidocode.shared.events import EventModel, parse_event
 from jidocode.shared.events.conversation import (
+    ApprovalRequested,
     ApprovalResponse,
+    AssistantDelta,
     Cancel,
-    GetProjection,
+    LlmCompleted,
     Resume,
-    SendEvent,
-    StartConversation,
-    StopConversation,
     UserMessage,
 )
-from jidocode.shared.events.engine import StartProject
+from jidocode.shared.events.engine import ProjectInfo
 from jidocode.shared.events.llm import UsageTotals
 
 from ._turn import TurnOutcome, TurnTracker
@@ -70,8 +73,17 @@ Decision = Literal["approve_once", "approve_session", "deny"]
 DeltaCallback = Callable[[str], Awaitable[None] | None]
 EventCallback = Callable[[Envelope], Awaitable[None] | None]
 
-#: Seconds a request to the engine or the project service may take.
+#: Seconds a request to the engine or the conversation service may take.
 REQUEST_TIMEOUT = 15.0
+
+
+def _type_of(model: type[EventModel]) -> str:
+    return str(model.model_fields["type"].default)
+
+
+_APPROVAL_REQUESTED = _type_of(ApprovalRequested)
+_ASSISTANT_DELTA = _type_of(AssistantDelta)
+_LLM_COMPLETED = _type_of(LlmCompleted)
 
 
 class ApprovalRequest(BaseModel):
@@ -135,13 +147,12 @@ def _decision(value: Any) -> Decision:
 class JidoClient:
     """One project, one conversation at a time. Make one with :meth:`connect`."""
 
-    def __init__(
-        self, bus: Bus, project: dict[str, Any], *, owns_bus: bool, settings: dict[str, Any]
-    ) -> None:
+    def __init__(self, bus: Bus, project: ProjectInfo, *, owns_bus: bool, settings: dict[str, Any]) -> None:
         self.bus = bus
         self.project = project
-        self.project_id: str = str(project["project_id"])
-        self.root_path: str = str(project.get("root_path", ""))
+        self.project_id: str = project.project_id
+        self.root_path: str = project.root_path
+        self.conversations = ConversationsClient(bus, project.project_id, timeout=REQUEST_TIMEOUT)
         self.conversation_id: str | None = None
         self._owns_bus = owns_bus
         self._settings = dict(settings)
@@ -182,11 +193,7 @@ class JidoClient:
             bus = await Bus.connect(cfg, name="client", wait=wait)
         try:
             root = str(Path(project_dir).expanduser().resolve())
-            info = await bus.request(
-                subjects.engine("start_project"), StartProject(root_path=root), timeout=REQUEST_TIMEOUT
-            )
-            if not isinstance(info, dict) or "project_id" not in info:
-                raise InvalidInput(f"the engine answered start_project with {info!r}")
+            info = await EngineClient(bus, timeout=REQUEST_TIMEOUT).start_project(root)
             merged = dict(settings or {})
             if model:
                 merged["model"] = model
@@ -228,7 +235,7 @@ class JidoClient:
 
         ``expose`` (only these) and ``unexpose`` (all but these) travel as the
         conversation's ``tools`` settings: sent at once to a running conversation
-        (``start_conversation`` merges settings) and with every later one.
+        (``start`` merges settings) and with every later one.
         ``approve`` applies at once.
         """
         changed = expose is not None or unexpose is not None
@@ -239,12 +246,7 @@ class JidoClient:
         if approve is not None:
             self._approve = approve
         if changed and self.conversation_id is not None:
-            await self._request(
-                "start_conversation",
-                StartConversation(
-                    conversation_id=self.conversation_id, settings=self._conversation_settings()
-                ),
-            )
+            await self.conversations.start(self.conversation_id, settings=self._conversation_settings())
 
     def on_event(self, callback: EventCallback) -> None:
         """Call ``callback`` with every output event of the conversation (the CLI's ``--json``)."""
@@ -257,11 +259,6 @@ class JidoClient:
         settings["tools"] = {"expose": list(self._expose), "unexpose": list(self._unexpose)}
         return settings
 
-    async def _request(self, verb: str, body: Any, timeout: float = REQUEST_TIMEOUT) -> Any:
-        return await self.bus.request(
-            subjects.project(self.project_id, verb), body, timeout=timeout, project_id=self.project_id
-        )
-
     async def start_conversation(self, conversation_id: str | None = None) -> str:
         """Start (or reopen) a conversation and follow its output. Returns its id."""
         if conversation_id is None:
@@ -269,17 +266,13 @@ class JidoClient:
         subjects.validate_token(conversation_id, "conversation id")
         await self._follow(conversation_id)
         try:
-            result = await self._request(
-                "start_conversation",
-                StartConversation(conversation_id=conversation_id, settings=self._conversation_settings()),
-            )
+            info = await self.conversations.start(conversation_id, settings=self._conversation_settings())
         except BaseException:
             await self._unfollow()
             raise
-        started = result.get("conversation_id") if isinstance(result, dict) else result
-        if isinstance(started, str) and started and started != conversation_id:
-            await self._follow(started)
-            conversation_id = started
+        if info.conversation_id and info.conversation_id != conversation_id:
+            await self._follow(info.conversation_id)
+            conversation_id = info.conversation_id
         self.conversation_id = conversation_id
         return conversation_id
 
@@ -308,7 +301,7 @@ class JidoClient:
                 await _call(hook, env)
             except Exception:
                 log.exception("event callback failed on %s", env.type)
-        if env.type == "conversation.approval.requested":
+        if env.type == _APPROVAL_REQUESTED:
             self._spawn(self._answer_approval(env))
         for listener in list(self._listeners):
             await listener(env)
@@ -321,12 +314,18 @@ class JidoClient:
     async def _answer_approval(self, env: Envelope) -> None:
         if self._approve is None:
             return  # another client may answer; no answer in time is a denial
-        data = env.data if isinstance(env.data, dict) else {}
+        try:
+            asked = env.event()
+        except JidoError:
+            log.warning("malformed approval request %s: not answered", env.id)
+            return
+        if not isinstance(asked, ApprovalRequested):
+            return
         request = ApprovalRequest(
-            request_id=str(data.get("request_id", "")),
-            tool=str(data.get("tool", "")),
-            args=dict(data.get("args") or {}),
-            reason=str(data.get("reason", "")),
+            request_id=asked.request_id,
+            tool=asked.tool,
+            args=dict(asked.args),
+            reason=asked.reason,
             conversation_id=env.conversation_id or self.conversation_id or "",
         )
         try:
@@ -340,24 +339,19 @@ class JidoClient:
         )
 
     async def send_event(
-        self, event: Any, *, id: str | None = None, correlation_id: str | None = None
+        self, event: EventModel, *, id: str | None = None, correlation_id: str | None = None
     ) -> str:
         """Send one external event (user message, cancel, resume, approval answer); returns its id."""
         conversation_id = await self._ensure_conversation()
         event_id = id or new_id()
-        result = await self._request(
-            "send_event",
-            SendEvent(
-                conversation_id=conversation_id,
-                event_type=event.type,
-                data=event.to_data(),
-                id=event_id,
-                correlation_id=correlation_id or event_id,
-            ),
+        accepted = await self.conversations.send_event(
+            conversation_id,
+            event.type,
+            event.to_data(),
+            event_id=event_id,
+            correlation_id=correlation_id or event_id,
         )
-        if isinstance(result, dict) and isinstance(result.get("id"), str):
-            return str(result["id"])
-        return result if isinstance(result, str) else event_id
+        return accepted.id or event_id
 
     async def send_message(
         self,
@@ -379,7 +373,7 @@ class JidoClient:
 
         async def listen(env: Envelope) -> None:
             data = env.data if isinstance(env.data, dict) else {}
-            if tracker.started and env.type == "conversation.assistant.delta" and on_delta is not None:
+            if tracker.started and env.type == _ASSISTANT_DELTA and on_delta is not None:
                 try:
                     await _call(on_delta, str(data.get("text", "")))
                 except Exception:
@@ -417,10 +411,9 @@ class JidoClient:
         await self.send_event(Resume())
 
     async def get_projection(self, name: str) -> Any:
+        """The value of the conversation's projection ``name`` (``timeline``, ``llm_context``, ``usage`` …)."""
         conversation_id = await self._ensure_conversation()
-        return await self._request(
-            "get_projection", GetProjection(conversation_id=conversation_id, name=name)
-        )
+        return (await self.conversations.get_projection(conversation_id, name)).value
 
     async def get_history(self) -> list[dict[str, Any]]:
         """The conversation as OpenAI-style messages (the ``llm_context`` projection)."""
@@ -476,11 +469,15 @@ class JidoClient:
         from jidocode.services.conversation.llm.adapter import context_window
 
         for entry in reversed(await self.get_timeline()):
-            if entry.get("type") != "conversation.llm.completed":
+            if entry.get("type") != _LLM_COMPLETED:
                 continue
-            data = entry.get("data") or {}
-            used = data.get("usage") or {}
-            model = str(data.get("model") or "") or None
+            try:
+                completed = parse_event(_LLM_COMPLETED, entry.get("data") or {})
+            except JidoError:
+                continue
+            assert isinstance(completed, LlmCompleted)
+            used = completed.usage
+            model = completed.model or None
             tokens = int(used.get("prompt_tokens") or 0) + int(used.get("completion_tokens") or 0)
             window = await asyncio.to_thread(context_window, model) if model else 0
             return model, tokens, window
@@ -497,9 +494,7 @@ class JidoClient:
         if self.conversation_id is not None:
             old = self.conversation_id
             with contextlib.suppress(JidoError):
-                await self._request(
-                    "stop_conversation", StopConversation(conversation_id=old, reason="reset")
-                )
+                await self.conversations.stop(old, reason="reset")
             await self._unfollow()
             self.conversation_id = None
         return await self.start_conversation()
@@ -507,9 +502,7 @@ class JidoClient:
     async def stop(self) -> None:
         """Stop the conversation (its journal stays; ``connect(conversation_id=…)`` reopens it)."""
         if self.conversation_id is not None:
-            await self._request(
-                "stop_conversation", StopConversation(conversation_id=self.conversation_id, reason="client")
-            )
+            await self.conversations.stop(self.conversation_id, reason="client")
 
 
 async def connect(
