@@ -1,24 +1,23 @@
 """`jidocode assets list|show|reload|search|diagnostics` over the running asset loader.
 
 Each command finds (or starts) the project of ``<project-dir>`` through the
-engine, then asks ``jido.assets.<p>.<verb>``. Diagnostics (files that could
+engine, then asks the asset loader (``AssetsClient``). Diagnostics (files that could
 not be loaded, and why) are printed after the listing, on stderr; ``--json``
 prints one JSON document on stdout instead.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import typer
 from rich.table import Table
 
-from jidocode.shared import subjects
 from jidocode.shared.bus import Bus
-from jidocode.shared.events import EventModel
-from jidocode.shared.events.assets import GetAsset, GetDiagnostics, ListAssets, ReloadAssets, SearchAssets
+from jidocode.shared.clients import AssetsClient
+from jidocode.shared.events.assets import AssetReport, AssetType
 
-from .common import cli_bus, console, err_console, print_json, resolve_project, run
+from .common import cli_bus, console, err_console, fields, print_json, resolve_project, run
 
 __all__ = ["app"]
 
@@ -29,16 +28,16 @@ DATA_DIR = typer.Option(".jido", "--data-dir", help="the project's data dir, rel
 _TYPES = ("skill", "command", "workflow")
 
 
-def _check_type(kind: str | None) -> str | None:
+def _check_type(kind: str | None, param_hint: str = "--type") -> AssetType | None:
     if kind is not None and kind not in _TYPES:
-        raise typer.BadParameter(f"expected one of {', '.join(_TYPES)}", param_hint="--type")
-    return kind
+        raise typer.BadParameter(f"expected one of {', '.join(_TYPES)}", param_hint=param_hint)
+    return cast(AssetType | None, kind)
 
 
-async def _ask(bus: Bus, project_dir: str, data_dir: str, verb: str, body: EventModel) -> tuple[str, Any]:
+async def _assets(bus: Bus, project_dir: str, data_dir: str) -> AssetsClient:
+    """The asset loader's client for the project of ``project_dir`` (a reload may take a while)."""
     info = await resolve_project(bus, project_dir, data_dir=data_dir)
-    pid = str(info["project_id"])
-    return pid, await bus.request(subjects.assets(pid, verb), body, timeout=30.0)
+    return AssetsClient(bus, info.project_id, timeout=30.0)
 
 
 def _print_diagnostics(diagnostics: list[dict[str, Any]]) -> None:
@@ -71,20 +70,19 @@ def list_(
     json_out: bool = JSON,
 ) -> None:
     """List the assets of a project (project layer over the global one)."""
-    _check_type(kind)
+    asset_type = _check_type(kind)
 
-    async def main() -> tuple[Any, Any]:
+    async def main() -> tuple[list[dict[str, Any]], AssetReport]:
         async with cli_bus() as bus:
-            pid, items = await _ask(bus, project_dir, data_dir, "list", ListAssets(kind=kind))  # type: ignore[arg-type]
-            diags = await bus.request(subjects.assets(pid, "diagnostics"), GetDiagnostics())
-            return items, diags
+            assets = await _assets(bus, project_dir, data_dir)
+            return (await assets.list(asset_type)).items, await assets.diagnostics()
 
     items, diags = run(main)
     if json_out:
-        print_json({"assets": items, "diagnostics": diags["diagnostics"]})
+        print_json({"assets": items, "diagnostics": diags.diagnostics})
         return
     _table(items)
-    _print_diagnostics(diags["diagnostics"])
+    _print_diagnostics(diags.diagnostics)
 
 
 @app.command()
@@ -96,12 +94,12 @@ def show(
     json_out: bool = JSON,
 ) -> None:
     """Show one asset: its metadata and body."""
-    if kind not in _TYPES:
-        raise typer.BadParameter(f"expected one of {', '.join(_TYPES)}", param_hint="type")
+    asset_type = _check_type(kind, "type")
+    assert asset_type is not None
 
-    async def main() -> Any:
+    async def main() -> dict[str, Any]:
         async with cli_bus() as bus:
-            return (await _ask(bus, project_dir, data_dir, "get", GetAsset(kind=kind, name=name)))[1]  # type: ignore[arg-type]
+            return (await (await _assets(bus, project_dir, data_dir)).get(asset_type, name)).asset
 
     asset = run(main)
     if json_out:
@@ -133,17 +131,18 @@ def reload(
 ) -> None:
     """Reload a project's assets now; print the counts and diagnostics."""
 
-    async def main() -> Any:
+    async def main() -> AssetReport:
         async with cli_bus() as bus:
-            return (await _ask(bus, project_dir, data_dir, "reload", ReloadAssets()))[1]
+            return await (await _assets(bus, project_dir, data_dir)).reload()
 
     report = run(main)
     if json_out:
-        print_json(report)
+        # {generation, loaded_at, root, counts, diagnostics}: the settings files come with `diagnostics`
+        print_json(fields(report, exclude=frozenset({"settings_files"})))
         return
-    counts = ", ".join(f"{n} {k}(s)" for k, n in report["counts"].items())
-    console.print(f"generation {report['generation']}: {counts}")
-    _print_diagnostics(report["diagnostics"])
+    counts = ", ".join(f"{n} {k}(s)" for k, n in report.counts.items())
+    console.print(f"generation {report.generation}: {counts}")
+    _print_diagnostics(report.diagnostics)
 
 
 @app.command()
@@ -156,12 +155,12 @@ def search(
     json_out: bool = JSON,
 ) -> None:
     """Fuzzy search over names and descriptions."""
-    _check_type(kind)
+    asset_type = _check_type(kind)
 
-    async def main() -> Any:
+    async def main() -> list[dict[str, Any]]:
         async with cli_bus() as bus:
-            body = SearchAssets(query=query, kind=kind, limit=limit)  # type: ignore[arg-type]
-            return (await _ask(bus, project_dir, data_dir, "search", body))[1]
+            assets = await _assets(bus, project_dir, data_dir)
+            return (await assets.search(query, kind=asset_type, limit=limit)).items
 
     hits = run(main)
     if json_out:
@@ -178,14 +177,14 @@ def diagnostics(
 ) -> None:
     """Only the diagnostics of the current generation."""
 
-    async def main() -> Any:
+    async def main() -> AssetReport:
         async with cli_bus() as bus:
-            return (await _ask(bus, project_dir, data_dir, "diagnostics", GetDiagnostics()))[1]
+            return await (await _assets(bus, project_dir, data_dir)).diagnostics()
 
     report = run(main)
     if json_out:
-        print_json(report)
+        print_json(fields(report))
         return
-    if not report["diagnostics"]:
+    if not report.diagnostics:
         console.print("no diagnostics")
-    _print_diagnostics(report["diagnostics"])
+    _print_diagnostics(report.diagnostics)

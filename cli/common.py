@@ -13,14 +13,15 @@ from typing import Any, TypeVar
 import typer
 from rich.console import Console
 
-from jidocode.shared import subjects
 from jidocode.shared.bus import Bus
+from jidocode.shared.clients import EngineClient
 from jidocode.shared.config import Config
 from jidocode.shared.errors import InvalidInput, JidoError, NotFound
-from jidocode.shared.events.engine import StartProject
+from jidocode.shared.events import EventModel
+from jidocode.shared.events.engine import ProjectInfo
 from jidocode.shared.service import to_jsonable
 
-__all__ = ["cli_bus", "console", "err_console", "print_json", "resolve_project", "run"]
+__all__ = ["cli_bus", "console", "err_console", "fields", "print_json", "resolve_project", "run"]
 
 T = TypeVar("T")
 
@@ -50,17 +51,18 @@ async def cli_bus(name: str = "cli") -> AsyncIterator[Bus]:
         await bus.close()
 
 
-async def resolve_project(bus: Bus, project_dir: str, *, data_dir: str = ".jido") -> dict[str, Any]:
+async def resolve_project(bus: Bus, project_dir: str, *, data_dir: str = ".jido") -> ProjectInfo:
     """The project on ``project_dir`` (started if needed: the engine returns the same one for a root)."""
     root = os.path.abspath(os.path.expanduser(project_dir))
-    result = await bus.request(
-        subjects.engine("start_project"), StartProject(root_path=root, data_dir=data_dir)
-    )
-    if not isinstance(result, dict):
-        raise JidoError(f"unexpected reply from the engine: {result!r}")
-    return result
+    return await EngineClient(bus).start_project(root, data_dir=data_dir)
+
+
+def fields(reply: EventModel, *, exclude: frozenset[str] = frozenset()) -> dict[str, Any]:
+    """A reply's fields as JSON values, without its CloudEvent ``type`` (what ``--json`` prints)."""
+    return reply.model_dump(mode="json", exclude={"type", *exclude})
 
 
 def print_json(value: Any) -> None:
+    """``value`` as indented JSON on stdout (models as ``to_jsonable`` dumps them)."""
     sys.stdout.write(json.dumps(to_jsonable(value), indent=2, ensure_ascii=False) + "\n")
     sys.stdout.flush()

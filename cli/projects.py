@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import typer
 from rich.table import Table
 
-from jidocode.shared import subjects
-from jidocode.shared.events.engine import ListProjects, StopProject, WhereisProject
+from jidocode.shared.clients import EngineClient
+from jidocode.shared.events.engine import ProjectInfo, ProjectList, ProjectLocation
 
-from .common import cli_bus, console, print_json, resolve_project, run
+from .common import cli_bus, console, fields, print_json, resolve_project, run
 
 app = typer.Typer(help="Start, stop and list projects.", no_args_is_help=True)
 
@@ -25,7 +23,7 @@ def start(
 ) -> None:
     """Start a project (the same directory always gives the same project id)."""
 
-    async def main() -> dict[str, Any]:
+    async def main() -> ProjectInfo:
         async with cli_bus() as bus:
             return await resolve_project(bus, project_dir, data_dir=data_dir)
 
@@ -33,39 +31,39 @@ def start(
     if json_out:
         print_json(info)
     else:
-        console.print(f"{info['project_id']}  {info['root_path']}")
+        console.print(f"{info.project_id}  {info.root_path}")
 
 
 @app.command()
 def stop(project_id: str = typer.Argument(...), json_out: bool = JSON) -> None:
     """Stop a project."""
 
-    async def main() -> Any:
+    async def main() -> ProjectInfo:
         async with cli_bus() as bus:
-            return await bus.request(subjects.engine("stop_project"), StopProject(project_id=project_id))
+            return await EngineClient(bus).stop_project(project_id)
 
     info = run(main)
     if json_out:
         print_json(info)
     else:
-        console.print(f"stopped {info['project_id']}  {info['root_path']}")
+        console.print(f"stopped {info.project_id}  {info.root_path}")
 
 
 @app.command("list")
 def list_(json_out: bool = JSON) -> None:
     """List running projects."""
 
-    async def main() -> Any:
+    async def main() -> ProjectList:
         async with cli_bus() as bus:
-            return await bus.request(subjects.engine("list_projects"), ListProjects())
+            return await EngineClient(bus).list_projects()
 
-    projects = run(main)
+    projects = run(main).projects
     if json_out:
-        print_json(projects)
+        print_json(projects)  # a list of project records, as before the reply was a model
         return
     table = Table("project id", "root", "data dir", "started at")
     for p in projects:
-        table.add_row(p["project_id"], p["root_path"], p["data_dir"], p["started_at"])
+        table.add_row(p.project_id, p.root_path, p.data_dir, p.started_at)
     console.print(table)
 
 
@@ -73,16 +71,12 @@ def list_(json_out: bool = JSON) -> None:
 def whereis(project_id: str = typer.Argument(...), json_out: bool = JSON) -> None:
     """Show a project's record and the project-service instances serving it."""
 
-    async def main() -> Any:
+    async def main() -> ProjectLocation:
         async with cli_bus() as bus:
-            return await bus.request(
-                subjects.engine("whereis_project"), WhereisProject(project_id=project_id)
-            )
+            return await EngineClient(bus).whereis_project(project_id)
 
     found = run(main)
     if json_out:
-        print_json(found)
+        print_json(fields(found))  # {project, hosts}
     else:
-        console.print(
-            f"{project_id}  {found['project']['root_path']}  served by: {', '.join(found['hosts']) or '-'}"
-        )
+        console.print(f"{project_id}  {found.project.root_path}  served by: {', '.join(found.hosts) or '-'}")

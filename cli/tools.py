@@ -1,7 +1,8 @@
 """`jidocode tools list|run|policy <project-dir>`: the project's tools through the real services.
 
 Each command starts (or finds) the project through the engine, then asks the
-project service (catalog, policy) or the tool runner (run). A run from the
+project service (catalog, policy) or the tool runner (run) through their typed
+clients. A run from the
 CLI has no conversation, so a call the policy would *ask* about is refused
 with a message saying so; allow it in settings.json to run it here.
 """
@@ -14,11 +15,11 @@ from typing import Any
 
 import typer
 
-from jidocode.shared import subjects
+from jidocode.shared.clients import ProjectClient, ToolsClient
 from jidocode.shared.errors import InvalidInput
-from jidocode.shared.events.tools import GetPolicy, ListTools, RunTool, ToolCallMeta
+from jidocode.shared.events.tools import ToolCallMeta, ToolCatalog, ToolPolicy, ToolResult
 
-from .common import cli_bus, print_json, resolve_project, run
+from .common import cli_bus, fields, print_json, resolve_project, run
 
 app = typer.Typer(help="List and run a project's tools under its policy.", no_args_is_help=True)
 
@@ -43,15 +44,12 @@ def list_(
 ) -> None:
     """Print the tool specs the project exposes (policy-filtered) as JSON."""
 
-    async def main() -> Any:
+    async def main() -> ToolCatalog:
         async with cli_bus() as bus:
             info = await resolve_project(bus, project_dir, data_dir=data_dir)
-            pid = info["project_id"]
-            return await bus.request(
-                subjects.project(pid, "list_tools"), ListTools(include_hidden=all_tools), project_id=pid
-            )
+            return await ProjectClient(bus, info.project_id).list_tools(include_hidden=all_tools)
 
-    print_json(run(main))
+    print_json(run(main).tools)  # a list of specs
 
 
 @app.command("policy")
@@ -60,13 +58,12 @@ def policy(
 ) -> None:
     """Print the project's effective policy (rules, default, protected files, limits) as JSON."""
 
-    async def main() -> Any:
+    async def main() -> ToolPolicy:
         async with cli_bus() as bus:
             info = await resolve_project(bus, project_dir, data_dir=data_dir)
-            pid = info["project_id"]
-            return await bus.request(subjects.project(pid, "policy"), GetPolicy(), project_id=pid)
+            return await ProjectClient(bus, info.project_id).policy()
 
-    print_json(run(main))
+    print_json(fields(run(main)))
 
 
 @app.command("run")
@@ -83,17 +80,14 @@ def run_(
     Exit code 0 when the result is ok, 1 when the tool failed or was refused.
     """
 
-    async def main() -> Any:
+    async def main() -> ToolResult:
         call_args = _parse_args(args)
         async with cli_bus() as bus:
             info = await resolve_project(bus, project_dir, data_dir=data_dir)
-            pid = info["project_id"]
-            call = RunTool(
-                name=tool, args=call_args, meta=ToolCallMeta(request_id=request_id or f"cli-{uuid.uuid4()}")
-            )
-            return await bus.request(subjects.tools(pid, "run"), call, timeout=timeout, project_id=pid)
+            meta = ToolCallMeta(request_id=request_id or f"cli-{uuid.uuid4()}")
+            return await ToolsClient(bus, info.project_id).run(tool, call_args, meta=meta, timeout=timeout)
 
     result = run(main)
-    print_json(result)
-    if not (isinstance(result, dict) and result.get("ok")):
+    print_json(fields(result))  # the seed's {ok, data, artifacts, logs, error}
+    if not result.ok:
         raise typer.Exit(1)
