@@ -23,9 +23,11 @@ from pathlib import Path
 from jidocode.services.asset_loader.generation import clear_parse_cache, load_generation
 from jidocode.shared import subjects
 from jidocode.shared.bus import Bus
+from jidocode.shared.clients import AssetsClient, EngineClient
 from jidocode.shared.config import Config
 from jidocode.shared.envelope import Envelope
-from jidocode.shared.events.engine import StartProject
+from jidocode.shared.errors import JidoError
+from jidocode.shared.events.engine import ProjectInfo
 from jidocode.shared.natsserver import NatsServer
 
 SKILL = """---
@@ -130,16 +132,16 @@ async def reload_latency(tmp: Path, writes: int, background: int) -> list[float]
                     waiters[name].set()
 
         await bus.subscribe(subjects.signal("skill/registry/updated"), on_update)
+        info: ProjectInfo | None = None
         for _ in range(200):  # the services start in this process; wait until the engine answers
             try:
-                info = await bus.request(subjects.engine("start_project"), StartProject(root_path=str(root)))
+                info = await EngineClient(bus).start_project(str(root))
                 break
-            except Exception:
+            except JidoError:
                 await asyncio.sleep(0.05)
+        assert info is not None, "the engine did not answer"
         # The first request loads the project and arms its watcher.
-        from jidocode.shared.events.assets import ListAssets
-
-        await bus.request(subjects.assets(info["project_id"], "list"), ListAssets(kind="skill"), timeout=30)
+        await AssetsClient(bus, info.project_id, timeout=30).list("skill")
         latencies = []
         for i in range(writes):
             name = f"fresh-{i:05d}"

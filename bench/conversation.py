@@ -3,8 +3,9 @@
     python bench/conversation.py [--latency 500] [--burst 2000] [--conversations 200] [--per-conv 20]
                                  [--journal 10000] [--sync default|always]
 
-Measures, with the conversation service running in this process (an instant
-LLM double, so the figures are the runtime's own cost):
+Measures, with the conversation service (and the engine, which registers the
+bench's project) running in this process (an instant LLM double, so the
+figures are the runtime's own cost):
 
 * ingest-to-projection latency: publish one external event to the input
   stream, wait until its timeline entry is journaled and published (median, p99);
@@ -40,13 +41,16 @@ from jidocode.services.conversation.journal import Journal
 from jidocode.services.conversation.ports import LlmRequest, LlmResult, LlmUsage
 from jidocode.services.conversation.service import serve
 from jidocode.services.conversation.settings import RuntimeSettings
+from jidocode.services.registry import load_serve
 from jidocode.shared import subjects
 from jidocode.shared.bus import Bus
+from jidocode.shared.clients import ConversationsClient, EngineClient
 from jidocode.shared.config import Config
 from jidocode.shared.envelope import Envelope, decode, encode, new_id
-from jidocode.shared.events.conversation import StartConversation
+from jidocode.shared.errors import ServiceUnavailable
 from jidocode.shared.natsserver import NatsServer
 
+#: Project of the synthetic journal: the rebuild reads the journal directly, no registry needed.
 P = "bench"
 
 
@@ -101,29 +105,36 @@ class Waiter:
             self.all_done.set()
 
 
-async def start(bus: Bus, cid: str) -> None:
-    await bus.request(subjects.conversations(P, "start"), StartConversation(conversation_id=cid), timeout=30)
+async def open_project(bus: Bus, root: Path) -> str:
+    """The id of the project on ``root``, started through the engine (which may still be starting)."""
+    engine = EngineClient(bus, timeout=30)
+    for _ in range(200):
+        try:
+            return (await engine.start_project(str(root))).project_id
+        except ServiceUnavailable:
+            await asyncio.sleep(0.05)
+    raise ServiceUnavailable("the engine started by the bench does not answer")
 
 
-async def wait_owned(bus: Bus, cid: str) -> None:
+async def start(bus: Bus, pid: str, cid: str) -> None:
+    await ConversationsClient(bus, pid, timeout=30).start(cid)
+
+
+async def wait_owned(bus: Bus, pid: str, cid: str) -> None:
     """The conversation answers a projection from its live owner (it was started by this process)."""
-    from jidocode.shared.events.conversation import GetProjection
-
-    await bus.request(
-        subjects.conversations(P, "get_projection"), GetProjection(conversation_id=cid, name="diagnostics")
-    )
+    await ConversationsClient(bus, pid).get_projection(cid, "diagnostics")
 
 
-async def bench_latency(bus: Bus, n: int) -> list[float]:
-    await start(bus, "lat")
+async def bench_latency(bus: Bus, pid: str, n: int) -> list[float]:
+    await start(bus, pid, "lat")
     waiter = Waiter()
-    await bus.nc.subscribe(subjects.conversation_out_filter(P, "lat"), cb=waiter.on_msg)
+    await bus.nc.subscribe(subjects.conversation_out_filter(pid, "lat"), cb=waiter.on_msg)
     out: list[float] = []
     for i in range(n):
         env = approval(i)
         fut = waiter.expect(env.id)
         t0 = time.perf_counter()
-        await bus.js_publish(subjects.conversation_in(P, "lat"), env)
+        await bus.js_publish(subjects.conversation_in(pid, "lat"), env)
         t1 = await asyncio.wait_for(fut, 10)
         out.append((t1 - t0) * 1000)
     return out
@@ -137,19 +148,19 @@ async def publish_many(bus: Bus, items: list[tuple[str, Envelope]]) -> None:
     await asyncio.gather(*futures)
 
 
-async def bench_burst(bus: Bus, conversations: list[str], per_conv: int) -> float:
+async def bench_burst(bus: Bus, pid: str, conversations: list[str], per_conv: int) -> float:
     for cid in conversations:
-        await start(bus, cid)
+        await start(bus, pid, cid)
     waiter = Waiter()
     waiter.target = len(conversations) * per_conv
     subs = [
-        await bus.nc.subscribe(subjects.conversation_out_filter(P, cid), cb=waiter.on_msg)
+        await bus.nc.subscribe(subjects.conversation_out_filter(pid, cid), cb=waiter.on_msg)
         for cid in conversations
     ]
     for cid in conversations:
-        await wait_owned(bus, cid)
+        await wait_owned(bus, pid, cid)
     items = [
-        (subjects.conversation_in(P, cid), approval(i)) for i in range(per_conv) for cid in conversations
+        (subjects.conversation_in(pid, cid), approval(i)) for i in range(per_conv) for cid in conversations
     ]
     t0 = time.perf_counter()
     await publish_many(bus, items)
@@ -284,24 +295,28 @@ async def main(args: argparse.Namespace) -> None:
                     started=started,
                 )
             )
+            engine = asyncio.create_task(load_serve("engine")(config, stop))
             await asyncio.wait_for(started.wait(), 30)
             bus = await Bus.connect(config, "bench")
             try:
+                root = Path(tmp) / "project"
+                root.mkdir()
+                pid = await open_project(bus, root)
                 read_s, replay_s, ctx_s, count = await bench_rebuild(bus, entries)
                 print(
                     f"rebuild from a {count:,}-entry journal: {read_s + replay_s:.3f} s "
                     f"(read {read_s:.3f} s + replay {replay_s:.3f} s; goal <= 0.5 s); "
                     f"llm_context projection {ctx_s * 1000:.1f} ms"
                 )
-                lat = await bench_latency(bus, args.latency)
+                lat = await bench_latency(bus, pid, args.latency)
                 print(
                     f"ingest-to-projection latency ({len(lat)} events): median {statistics.median(lat):.2f} ms, "
                     f"p99 {pct(lat, 0.99):.2f} ms"
                 )
-                rate1 = await bench_burst(bus, ["one"], args.burst)
+                rate1 = await bench_burst(bus, pid, ["one"], args.burst)
                 print(f"one conversation: {rate1:,.0f} signals/s applied ({args.burst} signals)")
                 convs = [f"c{i}" for i in range(args.conversations)]
-                rate_n = await bench_burst(bus, convs, args.per_conv)
+                rate_n = await bench_burst(bus, pid, convs, args.per_conv)
                 print(
                     f"{args.conversations} conversations at once: {rate_n:,.0f} signals/s applied "
                     f"({args.conversations * args.per_conv} signals)"
@@ -309,7 +324,7 @@ async def main(args: argparse.Namespace) -> None:
             finally:
                 await bus.close()
                 stop.set()
-                await asyncio.wait_for(task, 60)
+                await asyncio.wait_for(asyncio.gather(task, engine), 60)
         finally:
             server.stop()
 
