@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from . import assets, chat, dev, projects, tools
+from . import assets, chat, contract, dev, projects, tools
 from .serve import run_service
 from .status import probe, status
 from .up import up
@@ -25,6 +25,7 @@ app.command()(chat.chat)
 app.add_typer(projects.app, name="projects")
 app.add_typer(tools.app, name="tools")
 app.add_typer(assets.app, name="assets")
+app.add_typer(contract.app, name="contract")
 app.add_typer(dev.app, name="dev")
 
 try:  # the deploy commands (issue 7) land separately
