@@ -88,6 +88,9 @@ async def test_up_runs_nats_and_five_services_supervises_and_stops_cleanly(tmp_p
         started = json.loads(await _cli(url, "projects", "start", str(project_dir), "--json"))
         listed = json.loads(await _cli(url, "projects", "list", "--json"))
         assert [p["project_id"] for p in listed] == [started["project_id"]]
+        found = json.loads(await _cli(url, "projects", "whereis", started["project_id"], "--json"))
+        assert set(found) == {"project", "hosts"}
+        assert found["project"]["root_path"] == started["root_path"] and found["hosts"]
 
         # every service's log lines come prefixed with its name
         await up.wait_line(r"^\s*engine \| .*engine ready")
