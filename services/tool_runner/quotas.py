@@ -85,11 +85,14 @@ class Quotas:
     @contextlib.asynccontextmanager
     async def slot(self, slot: Slot, wait_s: float, *, owner: CallKey | None = None) -> AsyncIterator[None]:
         """Hold one slot of ``slot.key``; :class:`QuotaExceeded` when none frees up within ``wait_s``."""
-        q = self._q.setdefault(slot.key, _Quota(slot.limit))
-        q.limit = slot.limit
         loop = asyncio.get_running_loop()
         deadline = loop.time() + wait_s
-        while q.running >= q.limit:
+        while True:
+            # looked up again after each wait: the last release may have dropped an idle record
+            q = self._q.setdefault(slot.key, _Quota(slot.limit))
+            q.limit = slot.limit
+            if q.running < q.limit:
+                break
             remaining = deadline - loop.time()
             if remaining <= 0:
                 raise QuotaExceeded(slot.scope, slot.limit)
