@@ -4,10 +4,11 @@
 
 1. **In-process**: ``executor.execute(policy, "read_file", …)`` — validation,
    authorization (realpath, rules), the dir-fd ``O_NOFOLLOW`` open, the result.
-2. **Through the bus**: a ``RunTool`` request on ``jido.tools.<p>.run`` to the
-   tool-runner service (with the engine) on its own nats-server — adds the
-   CloudEvent codec, NATS round trip, the project lookup in KV and the
-   tool.* signals (read_file is read-only: no idempotency claim in KV).
+2. **Through the bus**: ``ToolsClient.run`` (a ``RunTool`` request on
+   ``jido.tools.<p>.run``) to the tool-runner service (with the engine) on
+   its own nats-server — adds the CloudEvent codec, NATS round trip, the
+   project lookup in KV and the tool.* signals (read_file is read-only: no
+   idempotency claim in KV).
 
 Prints the median and p95 latency of each, calls per second, and the ratio.
 """
@@ -25,12 +26,12 @@ from pathlib import Path
 from jidocode.services.engine.service import serve as serve_engine
 from jidocode.services.tool_runner.executor import execute
 from jidocode.services.tool_runner.service import ToolRunner
-from jidocode.shared import subjects
 from jidocode.shared.bus import Bus
+from jidocode.shared.clients import EngineClient, ToolsClient
 from jidocode.shared.config import Config
 from jidocode.shared.errors import JidoError
-from jidocode.shared.events.engine import StartProject
-from jidocode.shared.events.tools import RunTool, ToolCallMeta
+from jidocode.shared.events.engine import ProjectInfo
+from jidocode.shared.events.tools import ToolCallMeta
 from jidocode.shared.natsserver import NatsServer
 from jidocode.shared.policy import Policy
 
@@ -72,24 +73,22 @@ async def bench(calls: int, size: int) -> None:
             runner_bus = await Bus.connect(config, "tool_runner")
             runner = ToolRunner(runner_bus, config)
             await runner.start()
-            info = None
+            info: ProjectInfo | None = None
             for _ in range(200):
                 try:
-                    info = await bus.request(
-                        subjects.engine("start_project"), StartProject(root_path=str(root))
-                    )
+                    info = await EngineClient(bus).start_project(str(root))
                     break
                 except JidoError:  # the engine may not be up yet
                     await asyncio.sleep(0.05)
             assert info is not None
-            pid = info["project_id"]
+            tools = ToolsClient(bus, info.project_id, timeout=10)
 
             async def one(i: int) -> float:
-                call = RunTool(name="read_file", args=args, meta=ToolCallMeta(request_id=f"bench-{i}"))
+                meta = ToolCallMeta(request_id=f"bench-{i}")
                 t = time.perf_counter()
-                result = await bus.request(subjects.tools(pid, "run"), call, timeout=10, project_id=pid)
+                result = await tools.run("read_file", args, meta=meta)
                 elapsed = time.perf_counter() - t
-                assert result["ok"], result
+                assert result.ok, result
                 return elapsed
 
             for i in range(20):
