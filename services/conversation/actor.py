@@ -29,7 +29,16 @@ from nats.js.api import DeliverPolicy
 from jidocode.shared import subjects
 from jidocode.shared.envelope import decode, now_iso
 from jidocode.shared.errors import JidoError
-from jidocode.shared.events.conversation import AssistantDelta, EventIngested
+from jidocode.shared.events import EventModel
+from jidocode.shared.events.conversation import (
+    AssistantDelta,
+    ConversationError,
+    EventIngested,
+    LlmCompleted,
+    LlmFailed,
+    ToolCallCompleted,
+    ToolCallFailed,
+)
 from jidocode.shared.events.tools import ToolCallMeta
 
 from .codec import to_payload
@@ -139,11 +148,10 @@ class ConversationActor:
         details = {**exc.details, "input_sequence": seq}
         if raw.get("id"):
             details["rejected_id"] = raw["id"]
-        return Signal(
+        return Signal.of(
+            ConversationError(error_type=exc.type, message=exc.message, details=details),
             id=rid,
-            type="conversation.error",
             source=INGEST_SOURCE,
-            data={"error_type": exc.type, "message": exc.message, "details": details},
             correlation_id=str(corr),
             causation_id=str(raw["id"]) if raw.get("id") else None,
             time=now_iso(),
@@ -204,8 +212,7 @@ class ConversationActor:
         payload, headers = to_payload(entry, p, c)
         await self.rt.bus.nc.publish(subjects.conversation_out(p, c, entry.type), payload, headers=headers)
         if entry.source != CORE_SOURCE:
-            await self.rt.bus.publish(
-                subjects.signal("conversation.event_ingested"),
+            await self.rt.bus.emit(
                 EventIngested(project_id=p, conversation_id=c, event_id=entry.id, event_type=entry.type),
                 project_id=p,
                 conversation_id=c,
@@ -231,14 +238,12 @@ class ConversationActor:
 
     # -- directives ----------------------------------------------------------------
 
-    def _result(
-        self, type_: str, data: dict[str, Any], request_id: str, correlation_id: str, source: str
-    ) -> Signal:
-        return Signal(
+    def _result(self, event: EventModel, request_id: str, correlation_id: str, source: str) -> Signal:
+        """The signal of a directive's result; its id derives from the request's (see the module docstring)."""
+        return Signal.of(
+            event,
             id=f"{request_id}:result",
-            type=type_,
             source=source,
-            data=data,
             correlation_id=correlation_id,
             causation_id=request_id,
             time=now_iso(),
@@ -249,15 +254,14 @@ class ConversationActor:
             return await self.rt.tool_specs(self.project_id)
         except JidoError as exc:
             await self.deliver(
-                Signal(
+                Signal.of(
+                    ConversationError(
+                        error_type="tools_unavailable",
+                        message=f"no tool list for the model, calling it without tools: {exc.message}",
+                        details={"cause": exc.type},
+                    ),
                     id=f"{intent.request_id}:no_tools",
-                    type="conversation.error",
                     source=LLM_SOURCE,
-                    data={
-                        "error_type": "tools_unavailable",
-                        "message": f"no tool list for the model, calling it without tools: {exc.message}",
-                        "details": {"cause": exc.type},
-                    },
                     correlation_id=intent.correlation_id,
                     causation_id=intent.request_id,
                     time=now_iso(),
@@ -282,8 +286,7 @@ class ConversationActor:
         )
 
         async def on_delta(text: str) -> None:
-            await self.rt.bus.publish(
-                subjects.conversation_out(p, c, "conversation.assistant.delta"),
+            await self.rt.bus.emit(
                 AssistantDelta(text=text, request_id=intent.request_id),
                 project_id=p,
                 conversation_id=c,
@@ -293,20 +296,15 @@ class ConversationActor:
 
         try:
             result = await self.rt.llm.complete(request, on_delta)
-            signal = self._result(
-                "conversation.llm.completed",
-                {
-                    "request_id": intent.request_id,
-                    "content": result.content,
-                    "tool_calls": [call.model_dump(mode="json") for call in result.tool_calls],
-                    "usage": result.usage.model_dump(mode="json"),
-                    "model": result.model,
-                    "finish_reason": result.finish_reason,
-                },
-                intent.request_id,
-                intent.correlation_id,
-                LLM_SOURCE,
+            completed = LlmCompleted(
+                request_id=intent.request_id,
+                content=result.content,
+                tool_calls=[call.model_dump(mode="json") for call in result.tool_calls],
+                usage=result.usage.model_dump(mode="json"),
+                model=result.model,
+                finish_reason=result.finish_reason,
             )
+            signal = self._result(completed, intent.request_id, intent.correlation_id, LLM_SOURCE)
         except JidoError as exc:
             signal = self._failed_llm(intent, exc.type, exc.message, exc.retryable)
         except Exception as exc:  # the port broke its contract: still an answer, never a hang
@@ -315,15 +313,10 @@ class ConversationActor:
         await self.deliver(signal)
 
     def _failed_llm(self, intent: RunLlm, error_type: str, message: str, retryable: bool) -> Signal:
-        data = {
-            "request_id": intent.request_id,
-            "error_type": error_type,
-            "message": message,
-            "retryable": retryable,
-        }
-        return self._result(
-            "conversation.llm.failed", data, intent.request_id, intent.correlation_id, LLM_SOURCE
+        failed = LlmFailed(
+            request_id=intent.request_id, error_type=error_type, message=message, retryable=retryable
         )
+        return self._result(failed, intent.request_id, intent.correlation_id, LLM_SOURCE)
 
     async def _run_tool(self, intent: RunTool) -> None:
         meta = ToolCallMeta(
@@ -332,35 +325,40 @@ class ConversationActor:
             correlation_id=intent.correlation_id,
             causation_id=intent.request_id,
         )
-        base = {"request_id": intent.request_id, "call_id": intent.call_id, "name": intent.name}
+        rid, call_id, name = intent.request_id, intent.call_id, intent.name
+        outcome: ToolCallCompleted | ToolCallFailed
         try:
             result = await self.rt.tools.run(self.project_id, intent.name, intent.args, meta)
         except JidoError as exc:
-            data: dict[str, Any] = {
-                **base,
-                "error_type": exc.type,
-                "message": exc.message,
-                "details": exc.details,
-            }
-            await self.deliver(
-                self._result(
-                    "conversation.tool.failed", data, intent.request_id, intent.correlation_id, TOOLS_SOURCE
-                )
+            outcome = ToolCallFailed(
+                request_id=rid,
+                call_id=call_id,
+                name=name,
+                error_type=exc.type,
+                message=exc.message,
+                details=exc.details,
             )
-            return
-        if result.ok:
-            data = {**base, "data": result.data, "artifacts": result.artifacts, "logs": result.logs}
-            type_ = "conversation.tool.completed"
         else:
-            err = result.error
-            data = {
-                **base,
-                "error_type": err.type if err else "tool_error",
-                "message": err.message if err else "the tool failed",
-                "details": err.details if err else {},
-            }
-            type_ = "conversation.tool.failed"
-        await self.deliver(self._result(type_, data, intent.request_id, intent.correlation_id, TOOLS_SOURCE))
+            if result.ok:
+                outcome = ToolCallCompleted(
+                    request_id=rid,
+                    call_id=call_id,
+                    name=name,
+                    data=result.data,
+                    artifacts=result.artifacts,
+                    logs=result.logs,
+                )
+            else:
+                err = result.error
+                outcome = ToolCallFailed(
+                    request_id=rid,
+                    call_id=call_id,
+                    name=name,
+                    error_type=err.type if err else "tool_error",
+                    message=err.message if err else "the tool failed",
+                    details=err.details if err else {},
+                )
+        await self.deliver(self._result(outcome, intent.request_id, intent.correlation_id, TOOLS_SOURCE))
 
     # -- reads -------------------------------------------------------------------------
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, SkipValidation
 
 from jidocode.shared.events.tools import ToolCallMeta, ToolResult
 
@@ -63,7 +63,10 @@ class LlmRequest(BaseModel):
     conversation_id: str
     correlation_id: str
     #: OpenAI-style chat messages (``role``, ``content``, ``tool_calls``, ``tool_call_id``).
-    messages: list[dict[str, Any]]
+    #: Not validated: the shell builds them from the ``llm_context`` projection, and checking
+    #: thousands of messages would make each call cost more the longer the conversation.
+    #: Shared with the projection: an adapter must not change them in place.
+    messages: SkipValidation[list[dict[str, Any]]]
     tools: list[ToolSpec] = Field(default_factory=list)
     #: Model settings (``model``, ``api_base``, ``api_key_env``, ``temperature``, ``timeout`` …).
     settings: dict[str, Any] = Field(default_factory=dict)

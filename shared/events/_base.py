@@ -35,6 +35,16 @@ class EventModel(BaseModel):
     #: Where the event is published: "signal" (jido.sig.*), "conversation"
     #: (jido.evt.*), "command" (a request body), "reply" or "hook".
     channel: ClassVar[str] = "signal"
+    #: The model's CloudEvent type, read from its ``Literal`` default (the one place
+    #: the name is written): code matches ``env.type == UserMessage.TYPE``, never a string.
+    TYPE: ClassVar[str]
+
+    @classmethod
+    def __pydantic_init_subclass__(cls, **kwargs: Any) -> None:
+        super().__pydantic_init_subclass__(**kwargs)
+        default = cls.model_fields["type"].default
+        if isinstance(default, str):
+            cls.TYPE = default
 
     def to_data(self) -> dict[str, Any]:
         """The CloudEvent ``data`` of this event (everything but ``type``)."""

@@ -106,12 +106,7 @@ class ApprovalResponse(_Output):
 
 #: The only types accepted from outside on ``jido.conv.<p>.<c>.in``.
 EXTERNAL_TYPES: Final[frozenset[str]] = frozenset(
-    {
-        "conversation.user.message",
-        "conversation.cancel",
-        "conversation.resume",
-        "conversation.approval.response",
-    }
+    model.TYPE for model in (UserMessage, Cancel, Resume, ApprovalResponse)
 )
 
 

@@ -24,6 +24,7 @@ from .state import (
     initial_state,
     next_status,
 )
+from .timeline import Timeline
 
 __all__ = [
     "CORE_SOURCE",
@@ -43,6 +44,7 @@ __all__ = [
     "Signal",
     "Status",
     "SubagentInfo",
+    "Timeline",
     "Trigger",
     "drain",
     "ingest",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, SkipValidation
 
 from .signal import Signal
 
@@ -28,8 +28,9 @@ class RunLlm(_Intent):
     kind: Literal["run_llm"] = "run_llm"
     request_id: str
     correlation_id: str
-    #: OpenAI-style messages as of the request (the ``llm_context`` projection).
-    messages: tuple[dict[str, Any], ...]
+    #: OpenAI-style messages as of the request (the ``llm_context`` projection). Built by
+    #: the core, so not validated again: that would cost more the longer the conversation.
+    messages: SkipValidation[tuple[dict[str, Any], ...]]
     turn: int
 
 

@@ -13,7 +13,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from jidocode.shared.errors import InvalidInput, JidoError, MissingDataEnvelope, PayloadTooLarge
-from jidocode.shared.events import parse_event
+from jidocode.shared.events import EventModel, parse_event
 from jidocode.shared.events.conversation import EXTERNAL_TYPES
 
 __all__ = ["Signal", "normalize"]
@@ -77,6 +77,28 @@ class Signal(BaseModel):
         object.__setattr__(obj, "__pydantic_extra__", None)
         object.__setattr__(obj, "__pydantic_private__", None)
         return obj
+
+    @classmethod
+    def of(
+        cls,
+        event: EventModel,
+        *,
+        id: str,
+        source: str,
+        correlation_id: str,
+        causation_id: str | None = None,
+        time: str | None = None,
+    ) -> Signal:
+        """The signal carrying the catalogue event ``event`` (its type and its data)."""
+        return cls(
+            id=id,
+            type=event.type,
+            source=source,
+            data=event.to_data(),
+            correlation_id=correlation_id,
+            causation_id=causation_id,
+            time=time,
+        )
 
     def key(self) -> tuple[str, str]:
         """The dedup key: ``(id, correlation_id)``."""

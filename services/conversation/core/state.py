@@ -9,6 +9,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from .signal import Signal
+from .timeline import Timeline
 
 __all__ = [
     "TRANSITIONS",
@@ -102,10 +103,11 @@ class SubagentInfo(BaseModel):
 class ConversationState(BaseModel):
     """Everything the reducer knows about one conversation. Never mutated: each step returns a new one.
 
-    ``correlation_index`` maps a correlation id to the ids of every accepted
-    signal (queued or applied) with it: it is the dedup index of
-    ``(signal.id, correlation_id)`` and the lookup of a turn's signals.
-    ``version`` is the timeline length, the key of projection caches.
+    The timeline is shared with the states before it (see ``timeline.py``):
+    a step appends without copying it. An accepted signal is either queued or
+    applied, so the dedup index of ``(signal.id, correlation_id)`` is the
+    timeline's key index plus the (bounded) queue. ``version`` is the timeline
+    length, the key of projection caches.
     """
 
     model_config = ConfigDict(frozen=True)
@@ -114,10 +116,9 @@ class ConversationState(BaseModel):
     conversation_id: str
     limits: Limits = Field(default_factory=Limits)
     status: Status = Status.IDLE
-    timeline: tuple[Signal, ...] = ()
+    timeline: Timeline = Field(default_factory=Timeline)
     event_queue: tuple[Signal, ...] = ()
     queue_size: int = 0
-    correlation_index: Mapping[str, frozenset[str]] = Field(default_factory=dict)
     pending_llm: str | None = None
     pending_tool_calls: tuple[PendingToolCall, ...] = ()
     pending_subagents: tuple[str, ...] = ()
@@ -134,7 +135,10 @@ class ConversationState(BaseModel):
         return len(self.timeline)
 
     def is_seen(self, signal: Signal) -> bool:
-        return signal.id in self.correlation_index.get(signal.correlation_id, frozenset())
+        """Whether a signal with ``signal``'s ``(id, correlation_id)`` was accepted (applied or queued)."""
+        if self.timeline.has((signal.id, signal.correlation_id)):
+            return True
+        return any(q.id == signal.id and q.correlation_id == signal.correlation_id for q in self.event_queue)
 
 
 def initial_state(project_id: str, conversation_id: str, limits: Limits | None = None) -> ConversationState:

@@ -226,6 +226,16 @@ def map_error(exc: BaseException, model: str) -> JidoError:
     return err("llm_error", f"the call to {model} failed: {type(exc).__name__}: {message}")
 
 
+def _own_copy(value: Any) -> Any:
+    """A copy of JSON-shaped ``value``: the messages are shared with the conversation's
+    projection, and the provider SDK is free to change what it is given."""
+    if isinstance(value, dict):
+        return {k: _own_copy(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_own_copy(v) for v in value]
+    return value
+
+
 def _tools_param(request: LlmRequest, options: LlmOptions) -> list[dict[str, Any]]:
     return [
         {
@@ -465,7 +475,7 @@ class LitellmPort:
         lib = load_litellm()
         kwargs: dict[str, Any] = {
             "model": options.model,
-            "messages": request.messages,
+            "messages": _own_copy(request.messages),
             "stream": True,
             "stream_options": {"include_usage": True},
             "timeout": options.timeout_s,

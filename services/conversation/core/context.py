@@ -1,0 +1,203 @@
+"""The ``llm_context`` projection, built incrementally: OpenAI-style messages of a timeline.
+
+The messages: a user message per :class:`UserMessage`; per LLM answer, at the
+place of its request, one assistant message (its text and the tool calls the
+reducer requested) followed by one ``tool`` message per call, in call order,
+wherever in the timeline the results arrived. A call without a result
+(cancelled, lost) gets a placeholder so the context stays a valid chat
+transcript.
+
+:class:`ContextBuilder` is a timeline fold (see ``timeline.py``): it takes one
+entry at a time and keeps the messages up to date, so the context of each LLM
+request costs what the new entries cost, not what the conversation holds.
+Where an answer's messages go is fixed by the first entry that names its
+request (the request itself, in the reducer's timelines); they are inserted
+there when the answer arrives, before any user message that came meanwhile.
+A placed message is never changed in place, only replaced, so the messages
+handed out earlier stay as they were.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from typing import Any
+
+from jidocode.shared.events.conversation import (
+    AssistantMessage,
+    LlmRequested,
+    ToolCallCompleted,
+    ToolCallFailed,
+    ToolCallRequested,
+    UserMessage,
+)
+
+from .signal import Signal
+from .timeline import Timeline
+
+__all__ = ["NO_RESULT", "ContextBuilder", "llm_context"]
+
+NO_RESULT = "[no result: the tool call was cancelled or lost]"
+
+_USER = UserMessage.TYPE
+_LLM_REQUESTED = LlmRequested.TYPE
+_ASSISTANT = AssistantMessage.TYPE
+_TOOL_REQUESTED = ToolCallRequested.TYPE
+_TOOL_FAILED = ToolCallFailed.TYPE
+_TOOL_RESULTS = frozenset({ToolCallCompleted.TYPE, _TOOL_FAILED})
+
+
+def _tool_content(result: Signal | None) -> str:
+    if result is None:
+        return NO_RESULT
+    if result.type == _TOOL_FAILED:
+        return f"error ({result.data.get('error_type')}): {result.data.get('message')}"
+    data = result.data.get("data")
+    if isinstance(data, str):
+        return data
+    return json.dumps(data, sort_keys=True, ensure_ascii=False, default=str)
+
+
+class _Run:
+    """Consecutive messages placed together: a user message, or one answer and its tool messages."""
+
+    __slots__ = ("anchor", "size", "start")
+
+    def __init__(self, anchor: int, start: int, size: int) -> None:
+        #: Position in the timeline of the entry that fixes where the run goes.
+        self.anchor = anchor
+        #: Index of the run's first message, and how many it has.
+        self.start = start
+        self.size = size
+
+
+class _Answer:
+    """What the timeline says so far about one LLM request's answer."""
+
+    __slots__ = ("anchor", "calls", "run", "text", "tool_calls")
+
+    def __init__(self, anchor: int) -> None:
+        self.anchor = anchor
+        self.text: str | None = None
+        self.calls: list[Signal] = []
+        self.tool_calls: list[dict[str, Any]] = []
+        self.run: _Run | None = None
+
+
+class ContextBuilder:
+    """The ``llm_context`` of the entries added so far (a timeline fold)."""
+
+    def __init__(self) -> None:
+        self._messages: list[dict[str, Any]] = []
+        #: The placed runs, in the order of their anchors (which is the order of the messages).
+        self._runs: list[_Run] = []
+        self._answers: dict[str, _Answer] = {}
+        #: tool request id -> its first result, wherever it came
+        self._results: dict[str, Signal] = {}
+        #: tool request id -> (answer, index of the call in it) of every call with that id
+        self._calls: dict[str, list[tuple[_Answer, int]]] = {}
+        self._position = 0
+
+    def messages(self) -> list[dict[str, Any]]:
+        """A copy of the message list (the messages themselves are shared: never change them)."""
+        return list(self._messages)
+
+    def add(self, entry: Signal) -> None:
+        position = self._position
+        self._position += 1
+        t = entry.type
+        if t == _USER:
+            self._messages.append({"role": "user", "content": entry.data["text"]})
+            self._runs.append(_Run(position, len(self._messages) - 1, 1))
+        elif t in _TOOL_RESULTS:
+            request_id = str(entry.data["request_id"])
+            if request_id not in self._results:
+                self._results[request_id] = entry
+                for answer, index in self._calls.get(request_id, ()):
+                    assert answer.run is not None
+                    self._messages[answer.run.start + 1 + index] = self._tool_message(answer.calls[index])
+        elif t == _LLM_REQUESTED:
+            self._answer(entry.id, position)
+        elif t == _ASSISTANT:
+            answer = self._answer(str(entry.data["request_id"]), position)
+            if answer.text is None:
+                answer.text = str(entry.data["text"])
+                if answer.run is None:
+                    self._place(answer, [self._assistant_message(answer)])
+                else:
+                    self._messages[answer.run.start] = self._assistant_message(answer)
+        elif t == _TOOL_REQUESTED:
+            answer = self._answer(str(entry.data["llm_request_id"]), position)
+            answer.calls.append(entry)
+            self._calls.setdefault(entry.id, []).append((answer, len(answer.calls) - 1))
+            answer.tool_calls = [
+                *answer.tool_calls,
+                {
+                    "id": entry.data["call_id"],
+                    "type": "function",
+                    "function": {
+                        "name": entry.data["name"],
+                        "arguments": json.dumps(entry.data.get("args", {}), sort_keys=True),
+                    },
+                },
+            ]
+            if answer.run is None:
+                self._place(answer, [self._assistant_message(answer), self._tool_message(entry)])
+            else:
+                self._messages[answer.run.start] = self._assistant_message(answer)
+                self._insert(answer.run, [self._tool_message(entry)])
+
+    def _answer(self, request_id: str, position: int) -> _Answer:
+        answer = self._answers.get(request_id)
+        if answer is None:
+            answer = self._answers[request_id] = _Answer(position)
+        return answer
+
+    def _assistant_message(self, answer: _Answer) -> dict[str, Any]:
+        message: dict[str, Any] = {"role": "assistant", "content": answer.text}
+        if answer.tool_calls:
+            message["tool_calls"] = answer.tool_calls
+        return message
+
+    def _tool_message(self, call: Signal) -> dict[str, Any]:
+        return {
+            "role": "tool",
+            "tool_call_id": call.data["call_id"],
+            "name": call.data["name"],
+            "content": _tool_content(self._results.get(call.id)),
+        }
+
+    def _place(self, answer: _Answer, messages: list[dict[str, Any]]) -> None:
+        """Insert a new run at its anchor: after every run anchored before it (usually the last)."""
+        index = len(self._runs)
+        while index > 0 and self._runs[index - 1].anchor > answer.anchor:
+            index -= 1
+        start = self._runs[index].start if index < len(self._runs) else len(self._messages)
+        run = _Run(answer.anchor, start, 0)
+        self._runs.insert(index, run)
+        answer.run = run
+        self._insert(run, messages)
+
+    def _insert(self, run: _Run, messages: list[dict[str, Any]]) -> None:
+        """Append ``messages`` to ``run``, moving the runs after it (usually none)."""
+        at = run.start + run.size
+        self._messages[at:at] = messages
+        run.size += len(messages)
+        for later in reversed(self._runs):
+            if later is run:
+                break
+            later.start += len(messages)
+
+
+def llm_context(entries: Iterable[Signal]) -> list[dict[str, Any]]:
+    """OpenAI-style messages of ``entries`` (a timeline or a prefix of one).
+
+    A :class:`Timeline` keeps its builder, so asking again after more entries
+    were appended costs only the new entries (and a copy of the list).
+    """
+    if isinstance(entries, Timeline):
+        return entries.fold(ContextBuilder).messages()
+    builder = ContextBuilder()
+    for entry in entries:
+        builder.add(entry)
+    return builder.messages()
