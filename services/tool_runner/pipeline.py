@@ -56,8 +56,8 @@ class Pipeline:
         self.assets = AssetTools(bus)
 
     async def run(self, call: Call) -> ToolResult:
-        """The call's result: always a result, also for a refusal."""
-        if not needs_claim(call.name):
+        """The call's result: always a result, also for a refusal (claim, then :meth:`_attempt`)."""
+        if not needs_claim(call.name):  # read-only: a redelivered read simply reads again
             return await self._attempt(call)
         key = ledger_key(call.project_id, call.request_id)
         earlier = await self.ledger.claim(key, call.name, partial(self._claim_lifetime, call.project_id))
@@ -84,6 +84,7 @@ class Pipeline:
         return result
 
     async def _steps(self, call: Call) -> ToolResult:
+        """authorize → ask → quota → execute; any refusal raises."""
         project = await self.projects.get(call.project_id)
         limits = project.limits
         args = check_args(call.name, call.args, limits)
