@@ -55,8 +55,6 @@ MAX_APPROVAL_CONVERSATIONS: Final = 4096
 TIMEOUT: Final = "timeout"
 CANCELLED: Final = "cancelled"
 
-_RESPONSE: Final = str(ApprovalResponse.model_fields["type"].default)
-
 
 def _details(decision: Decision) -> dict[str, Any]:
     return {"decision": decision.effect.value, "rule": decision.rule, **decision.details}
@@ -194,7 +192,7 @@ class ApprovalGate:
             return
 
         async def on_input(env: Envelope) -> None:
-            if env.type != _RESPONSE:
+            if env.type != ApprovalResponse.TYPE:
                 return
             try:
                 answer = ApprovalResponse.model_validate({**(env.data or {}), "type": env.type})

@@ -54,8 +54,6 @@ log = logging.getLogger("jidocode.tool_runner")
 #: Default bound of the wait for a free quota slot before ``quota_exceeded``.
 DEFAULT_QUOTA_WAIT_S: Final = 30.0
 
-_CANCEL_REQUESTED: Final = str(ToolCancelRequested.model_fields["type"].default)
-
 
 class ToolRunner:
     """One replica: the endpoints, the cancel broadcast, and the pipeline behind them."""
@@ -76,7 +74,7 @@ class ToolRunner:
             quota_wait_s=self.quota_wait_s,
         )
         self._subs.append(
-            await self.bus.subscribe(subjects.signal(_CANCEL_REQUESTED), self._on_cancel_signal)
+            await self.bus.subscribe(subjects.signal(ToolCancelRequested.TYPE), self._on_cancel_signal)
         )
         # ServiceHost handles each request in a task of its own, so long calls run side by side
         host = ServiceHost(self.bus, name="tool_runner", description="JidoCode tool runner")
@@ -115,7 +113,7 @@ class ToolRunner:
         return ToolCancelAccepted(request_id=cancel.request_id, cancel_requested=True)
 
     async def _on_cancel_signal(self, env: Envelope) -> None:
-        if env.type != _CANCEL_REQUESTED or self.pipeline is None:
+        if env.type != ToolCancelRequested.TYPE or self.pipeline is None:
             return
         try:
             sig = ToolCancelRequested.model_validate({**(env.data or {}), "type": env.type})
