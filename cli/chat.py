@@ -29,6 +29,12 @@ from jidocode.client import ApprovalRequest, Decision, JidoClient, TurnFailed
 from jidocode.shared.config import Config
 from jidocode.shared.envelope import Envelope
 from jidocode.shared.errors import JidoError
+from jidocode.shared.events.conversation import (
+    ConversationError,
+    ToolCallCompleted,
+    ToolCallFailed,
+    ToolCallRequested,
+)
 
 from .common import run
 
@@ -51,8 +57,8 @@ def _preview(args: dict[str, Any]) -> str:
     return ", ".join(parts)
 
 
-def _outcome(data: dict[str, Any]) -> str:
-    value = data.get("data")
+def _outcome(value: Any) -> str:
+    """One short line about a tool's result data."""
     if isinstance(value, dict):
         if "exit_code" in value:
             return f"exit {value['exit_code']}"
@@ -120,22 +126,22 @@ class _Screen:
             sys.stdout.write(envelope_json(env) + "\n")
             sys.stdout.flush()
             return
-        data = env.data if isinstance(env.data, dict) else {}
-        if env.type == "conversation.tool.requested":
+        try:
+            event = env.event()
+        except JidoError:
+            return  # a type or shape this version does not know: nothing to show
+        if isinstance(event, ToolCallRequested):
             self._newline()
+            out.print(f"[cyan]⏺ {escape(event.name)}[/]({escape(_preview(event.args))})")
+        elif isinstance(event, ToolCallCompleted):
+            out.print(f"  [green]✓[/] {escape(event.name)}: {escape(_outcome(event.data))}")
+        elif isinstance(event, ToolCallFailed):
             out.print(
-                f"[cyan]⏺ {escape(str(data.get('name')))}[/]({escape(_preview(data.get('args') or {}))})"
+                f"  [red]✗[/] {escape(event.name)}: {escape(event.error_type)}: {escape(event.message[:200])}"
             )
-        elif env.type == "conversation.tool.completed":
-            out.print(f"  [green]✓[/] {escape(str(data.get('name')))}: {escape(_outcome(data))}")
-        elif env.type == "conversation.tool.failed":
-            out.print(
-                f"  [red]✗[/] {escape(str(data.get('name')))}: {escape(str(data.get('error_type')))}: "
-                f"{escape(str(data.get('message'))[:200])}"
-            )
-        elif env.type == "conversation.error":
+        elif isinstance(event, ConversationError):
             self._newline()
-            err.print(f"[yellow]! {escape(str(data.get('message')))}[/]")
+            err.print(f"[yellow]! {escape(event.message)}[/]")
 
     async def ask(self, request: ApprovalRequest) -> Decision:
         if self.approve == "yes":

@@ -4,13 +4,15 @@ A turn starts with the user's message and ends with exactly one outcome:
 
 ==============  ===========================================================
 ``answered``    the model answered without tool calls: the final text
-``failed``      ``conversation.llm.failed`` (e.g. ``llm_auth``, ``llm_budget_exceeded``)
-``stopped``     ``conversation.loop.stopped`` (the turn limit)
-``cancelled``   ``conversation.cancel`` was applied
+``failed``      :class:`LlmFailed` (e.g. ``llm_auth``, ``llm_budget_exceeded``)
+``stopped``     :class:`LoopStopped` (the turn limit)
+``cancelled``   :class:`Cancel` was applied
 ==============  ===========================================================
 
 Events before the echo of the user's own message are ignored, so a client
 that joins a busy conversation does not take an earlier answer for its own.
+Fields are read leniently (a missing one takes a neutral value): the tracker
+must come to an outcome even from events of a neighbouring version.
 """
 
 from __future__ import annotations
@@ -19,6 +21,15 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
+
+from jidocode.shared.events.conversation import (
+    AssistantMessage,
+    Cancel,
+    LlmCompleted,
+    LlmFailed,
+    LoopStopped,
+    UserMessage,
+)
 
 __all__ = ["TurnOutcome", "TurnTracker"]
 
@@ -35,7 +46,7 @@ class TurnOutcome(BaseModel):
 
 @dataclass
 class TurnTracker:
-    #: Id of the ``conversation.user.message`` that opened the turn.
+    #: Id of the :class:`UserMessage` that opened the turn.
     message_id: str
     correlation_id: str | None = None
     started: bool = False
@@ -50,37 +61,38 @@ class TurnTracker:
         if self.outcome is not None:
             return self.outcome
         if not self.started:
-            if event_type == "conversation.user.message" and (
+            if event_type == UserMessage.TYPE and (
                 event_id == self.message_id
                 or (correlation_id is not None and correlation_id == self.correlation_id)
             ):
                 self.started = True
             return None
-        if event_type == "conversation.llm.completed":
-            if not data.get("tool_calls"):
+        match event_type:
+            case LlmCompleted.TYPE:
+                if not data.get("tool_calls"):
+                    request_id = str(data.get("request_id"))
+                    self.final_requests.add(request_id)
+                    if request_id in self.texts:
+                        self.outcome = TurnOutcome(status="answered", text=self.texts[request_id])
+            case AssistantMessage.TYPE:
                 request_id = str(data.get("request_id"))
-                self.final_requests.add(request_id)
-                if request_id in self.texts:
+                self.texts[request_id] = str(data.get("text") or "")
+                if request_id in self.final_requests:
                     self.outcome = TurnOutcome(status="answered", text=self.texts[request_id])
-        elif event_type == "conversation.assistant.message":
-            request_id = str(data.get("request_id"))
-            self.texts[request_id] = str(data.get("text") or "")
-            if request_id in self.final_requests:
-                self.outcome = TurnOutcome(status="answered", text=self.texts[request_id])
-        elif event_type == "conversation.llm.failed":
-            self.outcome = TurnOutcome(
-                status="failed",
-                error_type=str(data.get("error_type") or "llm_error"),
-                message=str(data.get("message") or ""),
-                retryable=bool(data.get("retryable")),
-            )
-        elif event_type == "conversation.loop.stopped":
-            self.outcome = TurnOutcome(
-                status="stopped",
-                error_type=str(data.get("reason") or "stopped"),
-                message=f"the loop stopped ({data.get('reason')}) after {data.get('turns')} of "
-                f"{data.get('max_turns')} turns",
-            )
-        elif event_type == "conversation.cancel":
-            self.outcome = TurnOutcome(status="cancelled", message=str(data.get("reason") or "cancelled"))
+            case LlmFailed.TYPE:
+                self.outcome = TurnOutcome(
+                    status="failed",
+                    error_type=str(data.get("error_type") or "llm_error"),
+                    message=str(data.get("message") or ""),
+                    retryable=bool(data.get("retryable")),
+                )
+            case LoopStopped.TYPE:
+                self.outcome = TurnOutcome(
+                    status="stopped",
+                    error_type=str(data.get("reason") or "stopped"),
+                    message=f"the loop stopped ({data.get('reason')}) after {data.get('turns')} of "
+                    f"{data.get('max_turns')} turns",
+                )
+            case Cancel.TYPE:
+                self.outcome = TurnOutcome(status="cancelled", message=str(data.get("reason") or "cancelled"))
         return self.outcome

@@ -35,11 +35,15 @@ from jidocode.shared import subjects
 from jidocode.shared.bus import Bus
 from jidocode.shared.envelope import MSG_ID_HEADER, Envelope, encode, error_envelope, new_id, now_iso
 from jidocode.shared.errors import Conflict, InvalidInput, JidoError, NotFound
+from jidocode.shared.events.assets import AssetsReloaded, SkillRegistryUpdated
 from jidocode.shared.events.conversation import (
     EXTERNAL_TYPES,
     PROJECTIONS,
+    ConversationError,
+    ConversationInfo,
     ConversationStarted,
     ConversationStopped,
+    EventAccepted,
     GetProjection,
     ReplayInfo,
     SendEvent,
@@ -47,6 +51,7 @@ from jidocode.shared.events.conversation import (
     StopConversation,
     Subscribe,
 )
+from jidocode.shared.events.engine import ProjectStopped
 
 from .actor import ConversationActor
 from .codec import journal_msg_id
@@ -62,7 +67,7 @@ log = logging.getLogger("jidocode.conversation")
 
 #: Signals after which a project's cached tool list is stale.
 _SPECS_STALE: frozenset[str] = frozenset(
-    {"project.assets_reloaded", "project.stopped", "skill/registry/updated"}
+    model.TYPE for model in (AssetsReloaded, ProjectStopped, SkillRegistryUpdated)
 )
 
 
@@ -206,7 +211,7 @@ class Runtime:
         assert entry.value is not None
         return ConversationRecord.model_validate_json(entry.value)
 
-    async def start_conversation(self, project_id: str, cmd: StartConversation) -> dict[str, Any]:
+    async def start_conversation(self, project_id: str, cmd: StartConversation) -> ConversationInfo:
         conversation_id = cmd.conversation_id or new_id()
         try:
             key = record_key(project_id, conversation_id)
@@ -228,8 +233,7 @@ class Runtime:
         )
         await self.records.put(key, record.model_dump_json().encode())
         self.known[key] = record
-        await self.bus.publish(
-            subjects.signal("conversation.started"),
+        await self.bus.emit(
             ConversationStarted(
                 project_id=project_id, conversation_id=conversation_id, instance=self.bus.source
             ),
@@ -237,9 +241,9 @@ class Runtime:
             conversation_id=conversation_id,
         )
         await self._try_acquire(key, record)
-        return {**record.model_dump(mode="json"), "reopened": existing is not None}
+        return ConversationInfo(**record.model_dump(), reopened=existing is not None)
 
-    async def stop_conversation(self, project_id: str, cmd: StopConversation) -> dict[str, Any]:
+    async def stop_conversation(self, project_id: str, cmd: StopConversation) -> ConversationInfo:
         record = await self.record(project_id, cmd.conversation_id)
         key = record_key(project_id, cmd.conversation_id)
         stopped = record.model_copy(update={"status": "stopped", "updated_at": now_iso()})
@@ -247,15 +251,14 @@ class Runtime:
         self.known[key] = stopped
         if key in self.owned:
             await self._release(key)
-        await self.bus.publish(
-            subjects.signal("conversation.stopped"),
+        await self.bus.emit(
             ConversationStopped(
                 project_id=project_id, conversation_id=cmd.conversation_id, reason=cmd.reason
             ),
             project_id=project_id,
             conversation_id=cmd.conversation_id,
         )
-        return stopped.model_dump(mode="json")
+        return ConversationInfo(**stopped.model_dump())
 
     # -- ownership ---------------------------------------------------------------
 
@@ -361,12 +364,12 @@ class Runtime:
             error_envelope(self.bus.source, err, project_id=project_id, conversation_id=conversation_id)
         )[0]
         await self.bus.nc.publish(
-            subjects.conversation_out(project_id, conversation_id, "conversation.error"), payload
+            subjects.conversation_out(project_id, conversation_id, ConversationError.TYPE), payload
         )
 
     # -- endpoint logic -------------------------------------------------------------
 
-    async def send_event(self, project_id: str, cmd: SendEvent, request: Envelope) -> dict[str, Any]:
+    async def send_event(self, project_id: str, cmd: SendEvent, request: Envelope) -> EventAccepted:
         record = await self.record(project_id, cmd.conversation_id)
         if record.status != "active":
             raise Conflict(
@@ -409,7 +412,7 @@ class Runtime:
             payload,
             {MSG_ID_HEADER: journal_msg_id(project_id, cmd.conversation_id, signal.id)},
         )
-        return {"id": signal.id, "correlation_id": signal.correlation_id, "sequence": seq}
+        return EventAccepted(id=signal.id, correlation_id=signal.correlation_id, sequence=seq)
 
     async def get_projection(self, project_id: str, cmd: GetProjection) -> Any:
         if cmd.name not in PROJECTIONS:

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import json
 
-from jidocode.cli.chat import _outcome, _preview, envelope_json
+import pytest
+
+from jidocode.cli.chat import _outcome, _preview, _Screen, envelope_json
 from jidocode.client._client import _decision
 from jidocode.shared.envelope import Envelope
+from jidocode.shared.events.conversation import ToolCallCompleted, ToolCallFailed, ToolCallRequested
 
 
 def test_preview_is_one_short_line() -> None:
@@ -17,12 +20,12 @@ def test_preview_is_one_short_line() -> None:
 
 
 def test_outcomes() -> None:
-    assert _outcome({"data": {"exit_code": 0, "stdout": ""}}) == "exit 0"
-    assert _outcome({"data": {"start_line": 1, "end_line": 9, "total_lines": 9}}) == "lines 1-9 of 9"
-    assert _outcome({"data": {"bytes": 5, "created": True}}) == "5 bytes written (new file)"
-    assert _outcome({"data": {"entries": [1, 2], "truncated": True}}) == "2+ entries"
-    assert _outcome({"data": "a\nb"}) == "2 lines"
-    assert _outcome({}) == "ok"
+    assert _outcome({"exit_code": 0, "stdout": ""}) == "exit 0"
+    assert _outcome({"start_line": 1, "end_line": 9, "total_lines": 9}) == "lines 1-9 of 9"
+    assert _outcome({"bytes": 5, "created": True}) == "5 bytes written (new file)"
+    assert _outcome({"entries": [1, 2], "truncated": True}) == "2+ entries"
+    assert _outcome("a\nb") == "2 lines"
+    assert _outcome(None) == "ok"
 
 
 def test_envelope_json_line() -> None:
@@ -37,3 +40,22 @@ def test_approval_answers() -> None:
     assert _decision(False) == "deny"
     assert _decision(None) == "deny"
     assert _decision("yes please") == "deny"
+
+
+async def test_screen_shows_tool_calls_from_catalogue_events(capsys: pytest.CaptureFixture[str]) -> None:
+    screen = _Screen(as_json=False, approve="ask", interactive=False)
+    events = [
+        ToolCallRequested(call_id="c", name="read_file", args={"path": "a.py"}, llm_request_id="r"),
+        ToolCallCompleted(request_id="t", call_id="c", name="read_file", data={"bytes": 3, "created": False}),
+        ToolCallFailed(request_id="t", call_id="c", name="bash", error_type="denied", message="not allowed"),
+    ]
+    for event in events:
+        await screen.event(Envelope.new(event, source="test"))
+    # an event of a type this version does not know shows nothing (and does not fail)
+    await screen.event(Envelope(id="x", source="s", type="conversation.from_the_future", data={}))
+    lines = capsys.readouterr().out.splitlines()
+    assert lines == [
+        "⏺ read_file(path=a.py)",
+        "  ✓ read_file: 3 bytes written",
+        "  ✗ bash: denied: not allowed",
+    ]
