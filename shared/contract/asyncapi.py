@@ -284,8 +284,9 @@ def _channels_and_operations() -> tuple[dict[str, Any], dict[str, Any]]:
         conv,
         title="Conversation input",
         description="External input of one conversation, stored in the "
-        f"`{subjects.STREAM_CONV_IN}` stream. Clients do not publish here: the conversation "
-        "service's `send_event` validates an event and writes it here (with `Nats-Msg-Id`).",
+        f"`{subjects.STREAM_CONV_IN}` stream. The conversation service's `send_event` validates "
+        "an event and writes it here (with `Nats-Msg-Id`); a client may also publish here "
+        "directly, and then what the conversation rejects becomes a `conversation.error` entry.",
         extra={"x-jidocode-stream": subjects.STREAM_CONV_IN},
     )
     for event_type in sorted(EXTERNAL_TYPES):
@@ -310,7 +311,7 @@ def _channels_and_operations() -> tuple[dict[str, Any], dict[str, Any]]:
                 "`error` event (`not_found`)."
             )
         if event_type in NOT_JOURNALED:
-            description += " Published live only: never journaled, never replayed."
+            description += " Never journaled (not part of the timeline projection), but kept by the stream."
         channels[channel_id] = _channel(
             _address(subjects.conversation_out_filter(), conv, subjects.type_tokens(event_type)),
             messages,
