@@ -41,7 +41,7 @@ class ClientBase:
     ) -> R:
         ep = self._endpoint(verb)
         if project_id is not None:
-            ext.setdefault("project_id", project_id)
+            ext["project_id"] = project_id  # the subject's project: a projectid naming another is refused
         return await self.bus.call(ep.subject(project_id), command, timeout=timeout or self.timeout, **ext)
 
 

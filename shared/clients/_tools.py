@@ -27,8 +27,9 @@ class ToolsClient(ProjectScoped):
     ) -> ToolResult:
         """Run one call under the project's policy; ``meta.request_id`` makes it idempotent.
 
-        A tool that ran and failed is a result with ``ok: false``; a refused or
-        malformed call raises the typed error.
+        A tool that failed or was refused by the policy is a result with
+        ``ok: false`` and its ``error``; a request the runner cannot take at all
+        (unknown project, bad envelope, nobody serving) raises the typed error.
         """
         return await self.run_call(RunTool(name=name, args=args or {}, meta=meta), timeout=timeout, **ext)
 
