@@ -73,7 +73,7 @@ _CONTEXT_ATTRS: Final = frozenset(
 )
 _EXT_NAME = re.compile(r"^[a-z0-9]{1,20}$")
 _KNOWN_EXT: Final = frozenset(EXTENSIONS.values())
-_TYPE_ONLY: Final = frozenset({"type"})
+_TYPE_ONLY: Final = {"type"}
 _CE_PREFIX: Final = "ce-"
 
 
@@ -98,8 +98,9 @@ def new_id() -> str:
         _last_ms[0] = ms
     p = _PAIRS
     r = int.from_bytes(os.urandom(10), "big")
+    prefix: str = _last_ms[1]
     return (
-        _last_ms[1]
+        prefix
         + p[r >> 70]
         + p[(r >> 60) & 0x3FF]
         + p[(r >> 50) & 0x3FF]
