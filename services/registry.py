@@ -8,14 +8,12 @@ from __future__ import annotations
 
 import asyncio
 import importlib
-from collections.abc import Callable, Coroutine
-from typing import Any, cast
+from typing import cast
 
 from jidocode.shared.config import Config
+from jidocode.shared.runner import Serve
 
 __all__ = ["SERVICES", "Serve", "load_serve", "serve_many"]
-
-Serve = Callable[[Config, asyncio.Event], Coroutine[Any, Any, None]]
 
 #: Start order: the engine first (it owns the project registry), then the rest.
 SERVICES: tuple[str, ...] = ("engine", "project", "asset_loader", "tool_runner", "conversation")

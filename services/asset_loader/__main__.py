@@ -1,3 +1,4 @@
-from jidocode.cli.serve import run_service
+from jidocode.services.asset_loader.service import serve
+from jidocode.shared.runner import run_service
 
-run_service("asset_loader")
+run_service("asset_loader", serve)

@@ -1,3 +1,4 @@
-from jidocode.cli.serve import run_service
+from jidocode.services.engine.service import serve
+from jidocode.shared.runner import run_service
 
-run_service("engine")
+run_service("engine", serve)

@@ -1,3 +1,4 @@
-from jidocode.cli.serve import run_service
+from jidocode.services.project.service import serve
+from jidocode.shared.runner import run_service
 
-run_service("project")
+run_service("project", serve)

@@ -1,3 +1,4 @@
-from jidocode.cli.serve import run_service
+from jidocode.services.tool_runner.service import serve
+from jidocode.shared.runner import run_service
 
-run_service("tool_runner")
+run_service("tool_runner", serve)

@@ -1,0 +1,78 @@
+"""Run one service in this process until SIGTERM/SIGINT.
+
+Each service's ``__main__`` (``python -m jidocode.services.<name>``) and
+``jidocode serve <name>`` end here. SIGTERM or SIGINT sets the stop event:
+the service stops taking requests, drains its NATS connection and exits 0.
+When started by ``jidocode up`` (``JIDO_SUPERVISOR_PID`` set) the service
+also stops if its parent dies, so no orphan outlives the supervisor.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal
+import sys
+from collections.abc import Callable, Coroutine
+from typing import Any
+
+from jidocode.shared.config import Config
+from jidocode.shared.errors import JidoError
+
+__all__ = ["Serve", "configure_logging", "run_service"]
+
+#: A service's entry point: ``async def serve(config, stop)`` (its ``service.py``).
+Serve = Callable[[Config, asyncio.Event], Coroutine[Any, Any, None]]
+
+
+def configure_logging(level: str | None = None) -> None:
+    logging.basicConfig(
+        level=(level or os.environ.get("JIDO_LOG_LEVEL", "INFO")).upper(),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    for noisy in ("LiteLLM", "litellm", "httpx", "watchfiles"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+
+
+async def _watch_parent(stop: asyncio.Event, parent: int) -> None:
+    while not stop.is_set():
+        if os.getppid() != parent:
+            logging.getLogger("jidocode").warning("supervisor %d is gone: stopping", parent)
+            stop.set()
+            return
+        try:
+            await asyncio.wait_for(stop.wait(), 1.0)
+        except TimeoutError:
+            continue
+
+
+async def _main(serve: Serve) -> None:
+    config = Config.from_env()
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    watchers = []
+    parent = os.environ.get("JIDO_SUPERVISOR_PID")
+    if parent and parent.isdigit():
+        watchers.append(asyncio.create_task(_watch_parent(stop, int(parent))))
+    try:
+        await serve(config, stop)
+    finally:
+        stop.set()
+        for task in watchers:
+            await task
+
+
+def run_service(name: str, serve: Serve) -> None:
+    """Run ``serve`` (the service ``name``) until a signal; a ``JidoError`` exits 1."""
+    configure_logging()
+    try:
+        asyncio.run(_main(serve))
+    except JidoError as exc:
+        logging.getLogger("jidocode").error("%s: %s", name, exc.message)
+        raise SystemExit(1) from None
+    except KeyboardInterrupt:
+        pass
