@@ -26,8 +26,9 @@ user           may
 =============  =============================================================
 engine         serve ``jido.engine.*``; KV projects read/write; publish signals;
                request the project service (and ping it)
-project        serve ``jido.project.*.*``; request conversations, tools, assets;
-               KV projects read; publish signals
+project        serve ``jido.project.*.*``; request tools, assets (the asset tools
+               of its catalogue); KV projects read; publish signals. Never requests
+               conversations: clients reach the conversation service directly
 conversation   serve ``jido.conversations.*.*``; own the streams JIDO_CONV_IN,
                JIDO_JOURNAL, JIDO_EVENTS; publish conversation input (re-ingest),
                output, journal, signals; KV conversations, owners and the LLM
@@ -41,9 +42,10 @@ tool_runner    serve ``jido.tools.*.*``; KV tool_calls read/write, projects read
                conversation input, never deletes or purges a stream.
 asset_loader   serve ``jido.assets.*.*``; KV projects read; request tool runs;
                publish signals and hooks; follow project.started/stopped
-client         request engine, project, conversations, tools, assets; publish
-               conversation input; observe ``jido.>``; read the journal and
-               event streams; discover services (``$SRV.>``)
+client         request engine, project, conversations (directly: no service
+               forwards them), tools, assets; publish conversation input;
+               observe ``jido.>``; read the journal and event streams;
+               discover services (``$SRV.>``)
 =============  =============================================================
 """
 
@@ -280,7 +282,6 @@ def _engine() -> Permissions:
 def _project() -> Permissions:
     pub, sub = _base("project", serves=[project_requests()], micro="project")
     pub += [
-        conversations_requests(),
         tools_requests(),
         assets_requests(),
         *_kv_read(subjects.BUCKET_PROJECTS),

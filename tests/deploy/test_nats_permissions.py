@@ -18,6 +18,13 @@ from nats.micro.service import EndpointConfig, ServiceConfig
 
 from jidocode.shared import nats_permissions as perms
 from jidocode.shared import subjects
+from jidocode.shared.bus import Bus
+from jidocode.shared.clients import ConversationsClient
+from jidocode.shared.config import Config
+from jidocode.shared.endpoints import endpoint
+from jidocode.shared.envelope import Envelope
+from jidocode.shared.events.conversation import ConversationInfo, StartConversation
+from jidocode.shared.service import ServiceHost, scoped_project_id
 
 from .conftest import SecuredNats
 from .natsutil import connect_as, first_request
@@ -115,12 +122,13 @@ async def test_service_cannot_publish_into_an_inbox_unprompted(secured_nats: Sec
         assert "permissions violation for publish" in await engine.next_error()
 
 
+#: One real endpoint of each service, from the endpoint table.
 _ENDPOINTS = {
-    "engine": subjects.engine("list_projects"),
-    "project": subjects.project(P, "status"),
-    "conversation": subjects.conversations(P, "start"),
-    "tool_runner": subjects.tools(P, "run"),
-    "asset_loader": subjects.assets(P, "list"),
+    "engine": endpoint("engine", "list_projects").subject(),
+    "project": endpoint("project", "info").subject(P),
+    "conversation": endpoint("conversation", "start").subject(P),
+    "tool_runner": endpoint("tool_runner", "run").subject(P),
+    "asset_loader": endpoint("asset_loader", "list").subject(P),
 }
 
 
@@ -282,17 +290,9 @@ async def test_bus_library_works_under_the_generated_users(
     secured_nats: SecuredNats, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The services' own Bus (credentials and inbox prefix from the environment) creates streams and KV."""
-    from jidocode.shared.bus import Bus
-    from jidocode.shared.config import Config
 
     def config_for(user: str) -> Config:
-        monkeypatch.setenv(perms.INBOX_ENV_VAR, perms.inbox_prefix(user))
-        return Config(
-            nats_url=secured_nats.url,
-            nats_user=user,
-            nats_password=secured_nats.passwords[user],
-            instance="t",
-        )
+        return _config_for(secured_nats, user, monkeypatch)
 
     conv = await Bus.connect(config_for("conversation"), "conversation")
     try:
@@ -314,3 +314,44 @@ async def test_bus_library_works_under_the_generated_users(
         assert (await calls.get("call-1")).value == b"done"
     finally:
         await runner.close()
+
+
+def _config_for(secured_nats: SecuredNats, user: str, monkeypatch: pytest.MonkeyPatch) -> Config:
+    """A config connecting as ``user``; its inbox prefix is read from the environment at connect time."""
+    monkeypatch.setenv(perms.INBOX_ENV_VAR, perms.inbox_prefix(user))
+    return Config(
+        nats_url=secured_nats.url,
+        nats_user=user,
+        nats_password=secured_nats.passwords[user],
+        instance="t",
+    )
+
+
+async def test_clients_reach_the_conversation_service_directly_and_no_service_forwards(
+    secured_nats: SecuredNats, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The typed client, as the client user, calls ``jido.conversations.<p>.start`` on a host running
+    as the conversation user; the project service's user may no longer request it."""
+    conv = await Bus.connect(_config_for(secured_nats, "conversation", monkeypatch), "conversation")
+    client = await Bus.connect(_config_for(secured_nats, "client", monkeypatch), "client")
+    host = ServiceHost(conv, name="conversation")
+
+    async def start(cmd: StartConversation, env: Envelope) -> ConversationInfo:
+        return ConversationInfo(
+            project_id=scoped_project_id(env), conversation_id=cmd.conversation_id or "new"
+        )
+
+    host.serve(endpoint("conversation", "start"), start)
+    await host.start()
+    try:
+        info = await ConversationsClient(client, P).start(C)
+        assert (info.project_id, info.conversation_id) == (P, C)
+        async with connect_as(secured_nats.url, "project", secured_nats.passwords) as project:
+            await project.nc.publish(endpoint("conversation", "start").subject(P), b"forwarded")
+            error = await project.next_error()
+            assert "permissions violation for publish" in error
+            assert endpoint("conversation", "start").subject(P).lower() in error
+    finally:
+        await host.stop()
+        await client.close()
+        await conv.close()

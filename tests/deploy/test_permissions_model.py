@@ -115,7 +115,8 @@ def test_request_routes(project: str, verb: str) -> None:
     assert servers(subjects.conversations(project, verb)) == {"conversation"}
     assert servers(subjects.tools(project, verb)) == {"tool_runner"}
     assert servers(subjects.assets(project, verb)) == {"asset_loader"}
-    assert senders(subjects.conversations(project, verb)) == {"client", "project"}
+    # Clients reach the conversation service directly: no service forwards to it.
+    assert senders(subjects.conversations(project, verb)) == {"client"}
     assert senders(subjects.assets(project, verb)) == {"client", "project", "conversation", "tool_runner"}
     assert {"client", "project", "conversation"} <= senders(subjects.tools(project, "run"))
     assert "asset_loader" in senders(subjects.tools(project, "run"))
