@@ -77,15 +77,6 @@ EventCallback = Callable[[Envelope], Awaitable[None] | None]
 REQUEST_TIMEOUT = 15.0
 
 
-def _type_of(model: type[EventModel]) -> str:
-    return str(model.model_fields["type"].default)
-
-
-_APPROVAL_REQUESTED = _type_of(ApprovalRequested)
-_ASSISTANT_DELTA = _type_of(AssistantDelta)
-_LLM_COMPLETED = _type_of(LlmCompleted)
-
-
 class ApprovalRequest(BaseModel):
     """An ``ask`` rule matched: the tool runner waits for an answer."""
 
@@ -301,7 +292,7 @@ class JidoClient:
                 await _call(hook, env)
             except Exception:
                 log.exception("event callback failed on %s", env.type)
-        if env.type == _APPROVAL_REQUESTED:
+        if env.type == ApprovalRequested.TYPE:
             self._spawn(self._answer_approval(env))
         for listener in list(self._listeners):
             await listener(env)
@@ -373,7 +364,7 @@ class JidoClient:
 
         async def listen(env: Envelope) -> None:
             data = env.data if isinstance(env.data, dict) else {}
-            if tracker.started and env.type == _ASSISTANT_DELTA and on_delta is not None:
+            if tracker.started and env.type == AssistantDelta.TYPE and on_delta is not None:
                 try:
                     await _call(on_delta, str(data.get("text", "")))
                 except Exception:
@@ -469,10 +460,10 @@ class JidoClient:
         from jidocode.services.conversation.llm.adapter import context_window
 
         for entry in reversed(await self.get_timeline()):
-            if entry.get("type") != _LLM_COMPLETED:
+            if entry.get("type") != LlmCompleted.TYPE:
                 continue
             try:
-                completed = parse_event(_LLM_COMPLETED, entry.get("data") or {})
+                completed = parse_event(LlmCompleted.TYPE, entry.get("data") or {})
             except JidoError:
                 continue
             assert isinstance(completed, LlmCompleted)
