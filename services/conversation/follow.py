@@ -1,6 +1,6 @@
 """Following a conversation from outside: live output plus replay from an event id.
 
-``subscribe``/``replay`` endpoints answer a :class:`ReplayInfo`;
+The ``replay`` endpoint answers a :class:`ReplayInfo`;
 :func:`follow` turns it into an ordered JetStream consumer on
 ``STREAM_EVENTS`` that delivers every stored event after ``after_id`` and then
 the live ones, in order. :func:`replay_events` reads what is stored now.
@@ -9,8 +9,7 @@ the live ones, in order. :func:`replay_events` reads what is stored now.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Mapping
-from typing import Any
+from collections.abc import Awaitable, Callable
 
 from nats.aio.msg import Msg
 from nats.js.api import ConsumerConfig, DeliverPolicy
@@ -19,21 +18,22 @@ from nats.js.client import JetStreamContext
 from jidocode.shared.bus import Bus
 from jidocode.shared.envelope import Envelope, decode
 from jidocode.shared.errors import JidoError
+from jidocode.shared.events.conversation import ReplayInfo
 
 __all__ = ["follow", "replay_events"]
 
 
-def _config(info: Mapping[str, Any]) -> ConsumerConfig:
-    start = int(info.get("start_sequence") or 1)
+def _config(info: ReplayInfo) -> ConsumerConfig:
+    start = info.start_sequence
     if start <= 1:
         return ConsumerConfig(deliver_policy=DeliverPolicy.ALL)
     return ConsumerConfig(deliver_policy=DeliverPolicy.BY_START_SEQUENCE, opt_start_seq=start)
 
 
 async def follow(
-    bus: Bus, info: Mapping[str, Any], handler: Callable[[Envelope], Awaitable[None]]
+    bus: Bus, info: ReplayInfo, handler: Callable[[Envelope], Awaitable[None]]
 ) -> JetStreamContext.PushSubscription:
-    """Deliver the conversation's stored events from ``info['start_sequence']``, then live ones."""
+    """Deliver the conversation's stored events from ``info.start_sequence``, then live ones."""
 
     async def _cb(msg: Msg) -> None:
         try:
@@ -43,13 +43,13 @@ async def follow(
         await handler(env)
 
     sub: JetStreamContext.PushSubscription = await bus.js.subscribe(
-        str(info["subject"]), stream=str(info["stream"]), cb=_cb, ordered_consumer=True, config=_config(info)
+        info.subject, stream=info.stream, cb=_cb, ordered_consumer=True, config=_config(info)
     )
     return sub
 
 
-async def replay_events(bus: Bus, info: Mapping[str, Any], timeout: float = 10.0) -> list[Envelope]:
-    """The events stored now from ``info['start_sequence']`` on (no live ones)."""
+async def replay_events(bus: Bus, info: ReplayInfo, timeout: float = 10.0) -> list[Envelope]:
+    """The events stored now from ``info.start_sequence`` on (no live ones)."""
     out: list[Envelope] = []
     done = asyncio.Event()
 
@@ -62,7 +62,7 @@ async def replay_events(bus: Bus, info: Mapping[str, Any], timeout: float = 10.0
             done.set()
 
     sub = await bus.js.subscribe(
-        str(info["subject"]), stream=str(info["stream"]), cb=_cb, ordered_consumer=True, config=_config(info)
+        info.subject, stream=info.stream, cb=_cb, ordered_consumer=True, config=_config(info)
     )
     try:
         consumer = await sub.consumer_info()

@@ -6,6 +6,7 @@ import asyncio
 import json
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
 
 from jidocode.services.conversation.ports import LlmRequest, LlmResult, LlmToolCall, LlmUsage, ToolSpec
@@ -13,10 +14,13 @@ from jidocode.services.conversation.service import serve
 from jidocode.services.conversation.settings import RuntimeSettings
 from jidocode.shared import subjects
 from jidocode.shared.bus import Bus
+from jidocode.shared.clients import ConversationsClient
 from jidocode.shared.config import Config
-from jidocode.shared.envelope import Envelope
+from jidocode.shared.envelope import Envelope, encode
 from jidocode.shared.errors import JidoError
-from jidocode.shared.events.tools import ToolCallMeta, ToolResult
+from jidocode.shared.events.conversation import AssistantDelta
+from jidocode.shared.events.engine import ProjectInfo
+from jidocode.shared.events.tools import ToolCallMeta, ToolCatalog, ToolResult
 
 P = "proj1"
 
@@ -84,10 +88,31 @@ class ToolsDouble:
         await self.cancelled.put(request_id)
 
 
+async def register_project(config: Config, project_id: str = P, root: Path | None = None) -> Path:
+    """Put ``project_id`` in the project registry as the engine would (the conversation
+    service's ``start`` looks the project up there); returns its root."""
+    root = root or config.jido_home.parent / f"root-{project_id}"
+    root.mkdir(parents=True, exist_ok=True)
+    info = ProjectInfo(project_id=project_id, root_path=str(root), started_at="2026-01-01T00:00:00Z")
+    bus = await Bus.connect(config, "engine")
+    try:
+        registry = await bus.kv(subjects.BUCKET_PROJECTS, history=1)
+        await registry.put(project_id, info.model_dump_json().encode())
+    finally:
+        await bus.close()
+    return root
+
+
+def conversations(bus: Bus, project_id: str = P) -> ConversationsClient:
+    return ConversationsClient(bus, project_id, timeout=10)
+
+
 @asynccontextmanager
 async def running_service(
     config: Config, llm: Any, tools: Any, settings: RuntimeSettings | None = None
 ) -> AsyncIterator[None]:
+    """The conversation service in this process, with project ``P`` registered."""
+    await register_project(config)
     stop = asyncio.Event()
     started = asyncio.Event()
     task = asyncio.create_task(
@@ -138,7 +163,7 @@ class Outputs:
         return await self.wait_for(lambda e: e.type == type_, count, timeout)
 
     def types(self) -> list[str]:
-        return [e.type for e in self.events if e.type != "conversation.assistant.delta"]
+        return [e.type for e in self.events if e.type != AssistantDelta.TYPE]
 
 
 async def follow(bus: Bus, conversation_id: str, project_id: str = P) -> Outputs:
@@ -166,12 +191,10 @@ def _drop_times(value: Any) -> Any:
 
 async def answer_list_tools(bus: Bus, specs: list[ToolSpec], project_id: str = P) -> Any:
     """Answer the project's ``list_tools`` like the project service would."""
-    from jidocode.shared.envelope import encode
-    from jidocode.shared.events import Reply
 
     async def _cb(msg: Any) -> None:
-        env = Envelope.new(Reply(result=[s.model_dump() for s in specs]), source="test/project")
-        await msg.respond(encode(env)[0])
+        catalog = ToolCatalog.model_validate({"tools": [s.model_dump() for s in specs]})
+        await msg.respond(encode(Envelope.new(catalog, source="test/project"))[0])
 
     sub = await bus.nc.subscribe(subjects.project(project_id, "list_tools"), cb=_cb)
     await bus.nc.flush()

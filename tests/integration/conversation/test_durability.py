@@ -25,12 +25,11 @@ from jidocode.shared import subjects
 from jidocode.shared.bus import Bus
 from jidocode.shared.config import Config
 from jidocode.shared.envelope import Envelope, encode
-from jidocode.shared.events import Reply as BusReply
-from jidocode.shared.events.conversation import GetProjection, StartConversation, UserMessage
+from jidocode.shared.events.conversation import UserMessage
 from jidocode.shared.events.tools import RunTool, ToolResult
 from tests.helpers import ping_services
 
-from ._support import Outputs, P, follow, normalized
+from ._support import Outputs, P, conversations, follow, normalized, register_project
 
 pytestmark = pytest.mark.slow
 
@@ -94,6 +93,7 @@ class Proc:
 
 @pytest.fixture
 async def procs(config: Config, tmp_path: Path) -> AsyncIterator[list[Proc]]:
+    await register_project(config)
     started: list[Proc] = []
     yield started
     for proc in started:
@@ -123,8 +123,7 @@ class ToolResponder:
     async def answer(self, request_id: str) -> None:
         msg, run = self.pending.pop(request_id)
         result = ToolResult(ok=True, data=f"{run.name}: {json.dumps(run.args, sort_keys=True)}")
-        env = Envelope.new(BusReply(result=result.model_dump(mode="json")), source="test/tools")
-        await msg.respond(encode(env)[0])
+        await msg.respond(encode(Envelope.new(result, source="test/tools"))[0])
 
 
 def _script(llm: ScriptedLlm, tag: str) -> None:
@@ -147,11 +146,7 @@ async def _conversation(
     between: Any = None,
 ) -> list[str]:
     """One scripted conversation; ``between`` runs once both tool calls were requested."""
-    await bus.request(
-        subjects.conversations(P, "start"),
-        StartConversation(conversation_id=cid, settings=settings),
-        timeout=10,
-    )
+    await conversations(bus).start(cid, settings=settings)
     await bus.js_publish(
         subjects.conversation_in(P, cid), bus.envelope(UserMessage(text="read two files"), id=f"{cid}-m1")
     )
@@ -176,14 +171,7 @@ async def _conversation(
 
 async def _projections(bus: Bus, cid: str) -> dict[str, Any]:
     names = ("timeline", "llm_context", "pending_tool_calls", "usage", "canonical_timeline")
-    return {
-        n: await bus.request(
-            subjects.conversations(P, "get_projection"),
-            GetProjection(conversation_id=cid, name=n),
-            timeout=10,
-        )
-        for n in names
-    }
+    return {n: (await conversations(bus).get_projection(cid, n)).value for n in names}
 
 
 async def test_sigkill_mid_conversation_then_restart_continues_exactly(
@@ -247,11 +235,7 @@ async def test_two_replicas_one_owner_and_failover(
         subjects.BUCKET_OWNERS, ttl=RuntimeSettings(lease_ttl_s=float(LEASE_TTL)).lease_ttl_s
     )
     out = await follow(bus, "fo")
-    await bus.request(
-        subjects.conversations(P, "start"),
-        StartConversation(conversation_id="fo", settings=scripted_llm_settings),
-        timeout=10,
-    )
+    await conversations(bus).start("fo", settings=scripted_llm_settings)
     scripted_llm.script(Reply.answer("first"), Reply.answer("second"))
     await bus.js_publish(subjects.conversation_in(P, "fo"), bus.envelope(UserMessage(text="one"), id="fo-1"))
     await out.wait_type("conversation.assistant.message", timeout=30)
@@ -265,7 +249,5 @@ async def test_two_replicas_one_owner_and_failover(
     assert [a.data["text"] for a in answers] == ["first", "second"]
     entry = await owners.get(record_key(P, "fo"))
     assert f"conversation/{survivor.name}/" in json.loads(entry.value or b"{}")["owner"]
-    timeline = await bus.request(
-        subjects.conversations(P, "get_projection"), GetProjection(conversation_id="fo", name="timeline")
-    )
+    timeline = (await conversations(bus).get_projection("fo", "timeline")).value
     assert [e["type"] for e in timeline].count("conversation.user.message") == 2

@@ -14,12 +14,7 @@ from jidocode.shared.bus import Bus
 from jidocode.shared.config import Config
 from jidocode.shared.envelope import Envelope, encode, new_id
 from jidocode.shared.errors import InvalidInput, NotFound, PayloadTooLarge
-from jidocode.shared.events.conversation import (
-    GetProjection,
-    SendEvent,
-    StartConversation,
-    Subscribe,
-)
+from jidocode.shared.events.conversation import ConversationInfo, EventAccepted
 
 from ._support import (
     P,
@@ -27,33 +22,25 @@ from ._support import (
     ToolsDouble,
     answer,
     answer_list_tools,
+    conversations,
     follow,
     running_service,
     tool_calls,
 )
 
 
-async def _start(bus: Bus, cid: str, **settings: object) -> dict[str, object]:
-    result = await bus.request(
-        subjects.conversations(P, "start"), StartConversation(conversation_id=cid, settings=dict(settings))
-    )
-    assert isinstance(result, dict)
-    return result
+async def _start(bus: Bus, cid: str, **settings: object) -> ConversationInfo:
+    return await conversations(bus).start(cid, settings=dict(settings))
 
 
-async def _send(bus: Bus, cid: str, type_: str, data: dict[str, object], **kw: object) -> dict[str, object]:
-    result = await bus.request(
-        subjects.conversations(P, "send_event"),
-        SendEvent(conversation_id=cid, event_type=type_, data=data, **kw),  # type: ignore[arg-type]
-    )
-    assert isinstance(result, dict)
-    return result
+async def _send(bus: Bus, cid: str, type_: str, data: dict[str, object]) -> EventAccepted:
+    return await conversations(bus).send_event(cid, type_, data)
 
 
 async def _projection(bus: Bus, cid: str, name: str) -> object:
-    return await bus.request(
-        subjects.conversations(P, "get_projection"), GetProjection(conversation_id=cid, name=name)
-    )
+    projection = await conversations(bus).get_projection(cid, name)
+    assert projection.conversation_id == cid and projection.name == name
+    return projection.value
 
 
 async def test_full_loop_with_parallel_tool_calls(bus: Bus, config: Config) -> None:
@@ -63,12 +50,12 @@ async def test_full_loop_with_parallel_tool_calls(bus: Bus, config: Config) -> N
     async with running_service(config, llm, tools):
         out = await follow(bus, "c1")
         started = await _start(bus, "c1")
-        assert started["status"] == "active"
+        assert started.status == "active" and started.conversation_id == "c1" and not started.reopened
         sent = await _send(bus, "c1", "conversation.user.message", {"text": "look around"})
         await out.wait_type("conversation.assistant.message")
         # both tool calls of the turn ran, with the conversation's correlation id
         assert sorted(name for name, _, _ in tools.runs) == ["grep", "read_file"]
-        assert {meta.correlation_id for _, _, meta in tools.runs} == {sent["correlation_id"]}
+        assert {meta.correlation_id for _, _, meta in tools.runs} == {sent.correlation_id}
         assert [t.name for t in llm.requests[0].tools] == ["read_file", "grep"]
         second = llm.requests[1].messages
         assert [m["role"] for m in second] == ["user", "assistant", "tool", "tool"]
@@ -81,7 +68,7 @@ async def test_full_loop_with_parallel_tool_calls(bus: Bus, config: Config) -> N
         assert types[0] == "conversation.user.message" and types[-1] == "conversation.assistant.message"
         assert types.count("conversation.tool.completed") == 2
         # one correlation id everywhere, and every cause is in the timeline
-        assert {e["correlation_id"] for e in timeline} == {sent["correlation_id"]}
+        assert {e["correlation_id"] for e in timeline} == {sent.correlation_id}
         ids = {e["id"] for e in timeline}
         assert all(e["causation_id"] in ids for e in timeline[1:])
         # output events carry the same ids as the timeline entries, in order
@@ -217,17 +204,13 @@ async def test_late_subscriber_replays_from_an_event_id(bus: Bus, config: Config
         await out.wait_type("conversation.assistant.message")
         await _send(bus, "c6", "conversation.user.message", {"text": "2"})
         await out.wait_type("conversation.assistant.message", 2)
-        info = await bus.request(
-            subjects.conversations(P, "replay"), Subscribe(conversation_id="c6", after_id=str(first["id"]))
-        )
-        assert isinstance(info, dict) and info["stream"] == subjects.STREAM_EVENTS
+        info = await conversations(bus).replay("c6", after_id=first.id)
+        assert info.stream == subjects.STREAM_EVENTS and info.after_sequence is not None
         from jidocode.services.conversation.follow import replay_events
 
         replayed = await replay_events(bus, info)
         live_after = [e.id for e in out.events]
-        live_after = live_after[live_after.index(str(first["id"])) + 1 :]
+        live_after = live_after[live_after.index(first.id) + 1 :]
         assert [e.id for e in replayed] == live_after
         with pytest.raises(NotFound):
-            await bus.request(
-                subjects.conversations(P, "replay"), Subscribe(conversation_id="c6", after_id="zzz")
-            )
+            await conversations(bus).replay("c6", after_id="zzz")

@@ -10,8 +10,7 @@ from jidocode.shared import subjects
 from jidocode.shared.bus import Bus
 from jidocode.shared.envelope import Envelope, encode
 from jidocode.shared.errors import ServiceUnavailable
-from jidocode.shared.events import Reply
-from jidocode.shared.events.tools import ToolCallMeta
+from jidocode.shared.events.tools import ToolCallMeta, ToolCancelAccepted, ToolCatalog, ToolResult, ToolSpec
 
 from ._support import P
 
@@ -24,12 +23,14 @@ async def test_run_and_cancel_round_trip(bus: Bus) -> None:
     async def _run(msg: Any) -> None:
         body = json.loads(msg.data)
         seen.append(body)
-        result = {"ok": True, "data": {"echo": body["data"]["args"]}}
-        await msg.respond(encode(Envelope.new(Reply(result=result), source="test/tools"))[0])
+        result = ToolResult(ok=True, data={"echo": body["data"]["args"]})
+        await msg.respond(encode(Envelope.new(result, source="test/tools"))[0])
 
     async def _cancel(msg: Any) -> None:
-        seen.append(json.loads(msg.data))
-        await msg.respond(encode(Envelope.new(Reply(result={"cancelled": True}), source="test/tools"))[0])
+        body = json.loads(msg.data)
+        seen.append(body)
+        accepted = ToolCancelAccepted(request_id=body["data"]["request_id"])
+        await msg.respond(encode(Envelope.new(accepted, source="test/tools"))[0])
 
     await bus.nc.subscribe(subjects.tools(P, "run"), cb=_run)
     await bus.nc.subscribe(subjects.tools(P, "cancel"), cb=_cancel)
@@ -52,8 +53,10 @@ async def test_no_tool_runner_is_a_failed_result_not_an_exception(bus: Bus) -> N
 
 async def test_list_tool_specs(bus: Bus) -> None:
     async def _list(msg: Any) -> None:
-        specs = [{"name": "grep", "description": "search", "input_schema": {"type": "object"}}]
-        await msg.respond(encode(Envelope.new(Reply(result=specs), source="test/project"))[0])
+        catalog = ToolCatalog(
+            tools=[ToolSpec(name="grep", description="search", input_schema={"type": "object"})]
+        )
+        await msg.respond(encode(Envelope.new(catalog, source="test/project"))[0])
 
     await bus.nc.subscribe(subjects.project(P, "list_tools"), cb=_list)
     [spec] = await list_tool_specs(bus, P)

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
 from jidocode.services.conversation.llm.prompt import SystemPrompts
-from jidocode.shared import subjects
 from jidocode.shared.bus import Bus
+from jidocode.shared.endpoints import endpoint
 from jidocode.shared.envelope import Envelope
+from jidocode.shared.events.engine import GetProject, ProjectInfo
 from jidocode.shared.service import ServiceHost
 
 
@@ -24,11 +24,12 @@ async def test_without_asset_loader_the_prompt_says_so(bus: Bus, tmp_path: Path,
     (root / "CLAUDE.md").write_text("Prefer small diffs.")
     (jido_home / "JIDO.md").write_text("Be brief.")
 
-    async def info(env: Envelope) -> dict[str, Any]:
-        return {"project_id": "p1", "root_path": str(root), "data_dir": ".jido", "started_at": "now"}
+    async def info(cmd: GetProject, env: Envelope) -> ProjectInfo:
+        assert env.project_id == "p1"
+        return ProjectInfo(project_id="p1", root_path=str(root), data_dir=".jido", started_at="now")
 
     host = ServiceHost(bus, name="project")
-    host.add_endpoint("info", subject=subjects.project("p1", "info"), handler=info)
+    host.serve(endpoint("project", "info"), info)
     await host.start()
     try:
         prompts = SystemPrompts(bus, jido_home=jido_home, timeout_s=1.0)
