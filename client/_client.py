@@ -42,18 +42,18 @@ from jidocode.shared.clients import ConversationsClient, EngineClient
 from jidocode.shared.config import Config
 from jidocode.shared.envelope import Envelope, new_id
 from jidocode.shared.errors import JidoError, RequestTimeout
-from jidocode.shared.events import EventModel, parse_event
+from jidocode.shared.events import EventModel
 from jidocode.shared.events.conversation import (
     ApprovalRequested,
     ApprovalResponse,
     AssistantDelta,
     Cancel,
-    LlmCompleted,
     Resume,
     UserMessage,
 )
 from jidocode.shared.events.engine import ProjectInfo
 from jidocode.shared.events.llm import UsageTotals
+from jidocode.shared.ledger import LedgerReader
 
 from ._turn import TurnOutcome, TurnTracker
 
@@ -427,22 +427,18 @@ class JidoClient:
         """Tokens in the model's context now vs its context window, with the conversation's totals.
 
         Totals come from the conversation's ``usage`` projection; the context
-        fill (the last call's prompt + completion) and the window from the token ledger.
+        fill (the last call's prompt + completion) and the window from the token ledger,
+        else (a conversation service without a ledger) from the ``usage`` projection too,
+        where the conversation service reports the last model's window.
         """
-        from jidocode.services.conversation.llm.ledger import KvLedger
-
         totals = await self.get_usage()
         assert self.conversation_id is not None
         try:
-            ledger = await KvLedger(self.bus).conversation(self.project_id, self.conversation_id)
+            ledger = await LedgerReader(self.bus).conversation(self.project_id, self.conversation_id)
         except (JidoError, nats.errors.Error, TimeoutError):  # no ledger, or not ours to read
             ledger = UsageTotals()
-        window = ledger.context_window
-        used = ledger.context_tokens
-        model = ledger.model
-        if ledger.calls == 0 and totals.calls > 0:
-            # No ledger entry (a conversation service without one): read the last call from the timeline.
-            model, used, window = await self._last_call_from_timeline()
+        last = totals if ledger.calls == 0 and totals.calls > 0 else ledger
+        model, used, window = last.model, last.context_tokens, last.context_window
         return ContextUsage(
             model=model,
             tokens_used=used,
@@ -456,29 +452,9 @@ class JidoClient:
             cost_usd=totals.cost_usd,
         )
 
-    async def _last_call_from_timeline(self) -> tuple[str | None, int, int]:
-        from jidocode.services.conversation.llm.adapter import context_window
-
-        for entry in reversed(await self.get_timeline()):
-            if entry.get("type") != LlmCompleted.TYPE:
-                continue
-            try:
-                completed = parse_event(LlmCompleted.TYPE, entry.get("data") or {})
-            except JidoError:
-                continue
-            assert isinstance(completed, LlmCompleted)
-            used = completed.usage
-            model = completed.model or None
-            tokens = int(used.get("prompt_tokens") or 0) + int(used.get("completion_tokens") or 0)
-            window = await asyncio.to_thread(context_window, model) if model else 0
-            return model, tokens, window
-        return None, 0, 0
-
     async def get_project_usage(self) -> UsageTotals:
         """The token ledger's totals over every conversation of the project."""
-        from jidocode.services.conversation.llm.ledger import KvLedger
-
-        return await KvLedger(self.bus).project(self.project_id)
+        return await LedgerReader(self.bus).project(self.project_id)
 
     async def reset_session(self) -> str:
         """Stop the current conversation and start a fresh one (history starts empty)."""

@@ -9,13 +9,14 @@ shipped service never fakes answers.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field, SkipValidation
 
 from jidocode.shared.events.tools import ToolCallMeta, ToolResult
 
 __all__ = [
+    "ContextWindows",
     "LlmPort",
     "LlmRequest",
     "LlmResult",
@@ -89,6 +90,19 @@ class LlmPort(Protocol):
         Raises a ``JidoError`` (e.g. type ``llm_error``, ``llm_not_configured``)
         that the shell turns into a ``conversation.llm.failed`` signal.
         """
+        ...
+
+
+@runtime_checkable
+class ContextWindows(Protocol):
+    """What an :class:`LlmPort` may also offer: a model's context window in tokens.
+
+    The shell reports it in the ``usage`` projection; a port without it
+    (test doubles) leaves the window unknown (0).
+    """
+
+    def context_window(self, model: str) -> int:
+        """The input window of ``model``; may block (a model map lookup): call it off the loop."""
         ...
 
 

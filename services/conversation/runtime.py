@@ -57,11 +57,11 @@ from .actor import ConversationActor
 from .codec import journal_msg_id
 from .core import llm_context, normalize, project, replay
 from .journal import Journal, LostOwnership, ensure_streams, publish_with_retry
-from .ports import LlmPort, ToolPort, ToolSpec
+from .ports import ContextWindows, LlmPort, ToolPort, ToolSpec
 from .settings import RuntimeSettings
 from .tools_bridge import list_tool_specs
 
-__all__ = ["ConversationRecord", "Runtime", "record_key"]
+__all__ = ["ConversationRecord", "Runtime", "record_key", "with_context_window"]
 
 log = logging.getLogger("jidocode.conversation")
 
@@ -73,6 +73,18 @@ _SPECS_STALE: frozenset[str] = frozenset(
 
 def record_key(project_id: str, conversation_id: str) -> str:
     return f"{subjects.validate_token(project_id, 'project id')}.{subjects.validate_token(conversation_id, 'conversation id')}"
+
+
+async def with_context_window(usage: Any, llm: LlmPort) -> Any:
+    """The ``usage`` projection with its model's context window, when the LLM port knows it.
+
+    The core cannot know a model's window (litellm's model map does); the
+    client reads it here instead of asking litellm itself.
+    """
+    if not isinstance(usage, dict) or not usage.get("model") or not isinstance(llm, ContextWindows):
+        return usage
+    window = await asyncio.to_thread(llm.context_window, str(usage["model"]))
+    return {**usage, "context_window": window}
 
 
 class ConversationRecord(BaseModel):
@@ -415,6 +427,12 @@ class Runtime:
         return EventAccepted(id=signal.id, correlation_id=signal.correlation_id, sequence=seq)
 
     async def get_projection(self, project_id: str, cmd: GetProjection) -> Any:
+        value = await self._projection(project_id, cmd)
+        if cmd.name == "usage":
+            return await with_context_window(value, self.llm)
+        return value
+
+    async def _projection(self, project_id: str, cmd: GetProjection) -> Any:
         if cmd.name not in PROJECTIONS:
             raise InvalidInput(
                 f"unknown projection {cmd.name!r}; known: {', '.join(PROJECTIONS)}",

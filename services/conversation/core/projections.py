@@ -66,7 +66,12 @@ def pending_tool_calls(state: ConversationState) -> list[dict[str, Any]]:
 
 
 def usage(state: ConversationState) -> dict[str, Any]:
-    """Sum of the usage of every :class:`LlmCompleted` entry."""
+    """Sum of the usage of every :class:`LlmCompleted` entry, and the last call's context fill.
+
+    ``model`` and ``context_tokens`` (prompt + completion) are the last call's;
+    ``context_window`` stays 0 here: the model's window is known to the LLM
+    adapter, not the journal, and the conversation shell fills it in.
+    """
     totals: dict[str, Any] = {
         "calls": 0,
         "prompt_tokens": 0,
@@ -74,6 +79,9 @@ def usage(state: ConversationState) -> dict[str, Any]:
         "cached_tokens": 0,
         "total_tokens": 0,
         "cost_usd": 0.0,
+        "model": None,
+        "context_tokens": 0,
+        "context_window": 0,
     }
     for entry in state.timeline:
         if entry.type != LlmCompleted.TYPE:
@@ -83,6 +91,10 @@ def usage(state: ConversationState) -> dict[str, Any]:
         for key in ("prompt_tokens", "completion_tokens", "cached_tokens", "total_tokens"):
             totals[key] += int(used.get(key) or 0)
         totals["cost_usd"] += float(used.get("cost_usd") or 0.0)
+        totals["model"] = str(entry.data.get("model") or "") or None
+        totals["context_tokens"] = int(used.get("prompt_tokens") or 0) + int(
+            used.get("completion_tokens") or 0
+        )
     totals["cost_usd"] = round(totals["cost_usd"], 10)
     return totals
 

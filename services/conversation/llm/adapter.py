@@ -288,6 +288,10 @@ class LitellmPort:
     def options(self, request: LlmRequest) -> LlmOptions:
         return resolve_options(request.settings, self.env)
 
+    def context_window(self, model: str) -> int:
+        """``ContextWindows``: the model's window from litellm's local model map (blocking)."""
+        return context_window(model)
+
     async def _emit(self, event: EventModel) -> None:
         if self._sink is None:
             return

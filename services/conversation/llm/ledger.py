@@ -1,16 +1,17 @@
 """The token ledger (seed 003 ``TokenLedger``): usage totals per conversation and per project.
 
 Pure core: :func:`accumulate` folds one ``llm.usage`` event into
-:class:`~jidocode.shared.events.llm.UsageTotals`; :func:`combine` sums the
-totals of several conversations; :func:`check_budget` says whether a
-conversation has used up its token or cost budget.
+:class:`~jidocode.shared.events.llm.UsageTotals`; ``combine``
+(:mod:`jidocode.shared.ledger`) sums the totals of several conversations;
+:func:`check_budget` says whether a conversation has used up its token or cost
+budget.
 
 Stores (the :class:`UsageStore` protocol): :class:`MemoryLedger` (one
 process, the default of the port) and :class:`KvLedger` (JetStream KV bucket
-:data:`BUCKET_LEDGER`, key ``<project_id>.<conversation_id>``; one writer per
-conversation — its owning replica — so updates rarely conflict, and a
-compare-and-set loop handles it when they do). A project's totals are the sum
-over its keys.
+``jido_llm_ledger``; one writer per conversation — its owning replica — so
+updates rarely conflict, and a compare-and-set loop handles it when they do).
+The key scheme and the reads are :class:`~jidocode.shared.ledger.LedgerReader`,
+which the client SDK uses too; this module adds the writes.
 
 :func:`bus_sink` publishes every llm.* event on ``jido.sig.<type>``. The
 port records each call's usage in its store before it publishes ``llm.usage``
@@ -19,23 +20,21 @@ and checks the budget against it before each call.
 
 from __future__ import annotations
 
-import json
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable
 from typing import Final, Protocol
 
 import nats.js.errors
-from nats.js.kv import KeyValue
 
 from jidocode.shared import subjects
 from jidocode.shared.bus import Bus
 from jidocode.shared.events._base import EventModel
 from jidocode.shared.events.llm import LlmBudgetExceeded, LlmUsage, UsageTotals
+from jidocode.shared.ledger import LedgerReader, combine, ledger_key
 
 #: Publishes one llm.* event (the port adds no transport of its own).
 EventSink = Callable[[EventModel], Awaitable[None]]
 
 __all__ = [
-    "BUCKET_LEDGER",
     "EventSink",
     "KvLedger",
     "MemoryLedger",
@@ -43,11 +42,7 @@ __all__ = [
     "accumulate",
     "bus_sink",
     "check_budget",
-    "combine",
 ]
-
-#: KV bucket of the ledger. (Belongs in ``jidocode.shared.subjects`` with the other bucket names.)
-BUCKET_LEDGER: Final = subjects.BUCKET_LEDGER
 
 _CAS_ATTEMPTS: Final = 10
 _MAX_CACHED: Final = 10_000
@@ -71,24 +66,6 @@ def accumulate(totals: UsageTotals, event: LlmUsage) -> UsageTotals:
             "context_window": event.context_window,
         }
     )
-
-
-def combine(project_id: str, parts: Iterable[UsageTotals]) -> UsageTotals:
-    """Sum of several conversations' totals: the project's totals (pure)."""
-    out = UsageTotals(project_id=project_id)
-    for t in parts:
-        out = out.model_copy(
-            update={
-                "calls": out.calls + t.calls,
-                "prompt_tokens": out.prompt_tokens + t.prompt_tokens,
-                "completion_tokens": out.completion_tokens + t.completion_tokens,
-                "cached_tokens": out.cached_tokens + t.cached_tokens,
-                "total_tokens": out.total_tokens + t.total_tokens,
-                "cost_usd": round(out.cost_usd + t.cost_usd, 10),
-                "unpriced_calls": out.unpriced_calls + t.unpriced_calls,
-            }
-        )
-    return out
 
 
 def check_budget(
@@ -137,28 +114,18 @@ class MemoryLedger:
         return combine(project_id, (t for (p, _), t in self._totals.items() if p == project_id))
 
 
-class KvLedger:
-    """Totals in the JetStream KV bucket :data:`BUCKET_LEDGER`."""
+class KvLedger(LedgerReader):
+    """Totals in the JetStream KV bucket ``jido_llm_ledger``: the shared reader plus :meth:`record`."""
 
     def __init__(self, bus: Bus) -> None:
-        self._bus = bus
-        self._kv: KeyValue | None = None
+        super().__init__(bus)
         #: Last known (totals, revision) per key: a conversation has one writer, so the
         #: compare-and-set usually succeeds without reading first.
         self._last: dict[str, tuple[UsageTotals, int]] = {}
 
-    async def _bucket(self) -> KeyValue:
-        if self._kv is None:
-            self._kv = await self._bus.kv(BUCKET_LEDGER, history=1)
-        return self._kv
-
-    @staticmethod
-    def _key(project_id: str, conversation_id: str) -> str:
-        return f"{subjects.validate_token(project_id, 'project id')}.{subjects.validate_token(conversation_id, 'conversation id')}"
-
     async def record(self, event: LlmUsage) -> UsageTotals:
         kv = await self._bucket()
-        key = self._key(event.project_id, event.conversation_id)
+        key = ledger_key(event.project_id, event.conversation_id)
         cached = self._last.get(key)
         if cached is not None:
             totals = accumulate(cached[0], event)
@@ -193,29 +160,6 @@ class KvLedger:
         if len(self._last) >= _MAX_CACHED and key not in self._last:
             self._last.pop(next(iter(self._last)))
         self._last[key] = (totals, revision)
-
-    async def conversation(self, project_id: str, conversation_id: str) -> UsageTotals:
-        kv = await self._bucket()
-        try:
-            entry = await kv.get(self._key(project_id, conversation_id))
-        except nats.js.errors.KeyNotFoundError:
-            return UsageTotals(project_id=project_id, conversation_id=conversation_id)
-        return UsageTotals.model_validate_json(entry.value or b"{}")
-
-    async def project(self, project_id: str) -> UsageTotals:
-        kv = await self._bucket()
-        prefix = subjects.validate_token(project_id, "project id")
-        watcher = await kv.watch(f"{prefix}.*", meta_only=False, ignore_deletes=True)
-        parts: list[UsageTotals] = []
-        try:
-            async for entry in watcher:
-                if entry is None:
-                    break
-                if entry.value:
-                    parts.append(UsageTotals.model_validate(json.loads(entry.value)))
-        finally:
-            await watcher.stop()  # type: ignore[no-untyped-call]
-        return combine(project_id, parts)
 
 
 def bus_sink(bus: Bus) -> EventSink:

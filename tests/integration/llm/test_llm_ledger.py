@@ -17,6 +17,7 @@ from jidocode.shared.config import Config
 from jidocode.shared.envelope import Envelope
 from jidocode.shared.errors import JidoError
 from jidocode.shared.events.llm import LlmUsage
+from jidocode.shared.ledger import LedgerReader
 
 
 def _request(settings: dict[str, Any], conversation_id: str = "c1") -> LlmRequest:
@@ -65,6 +66,10 @@ async def test_usage_is_published_and_summed_per_conversation_and_project(
     project = await ledger.project("p1")
     assert (project.calls, project.total_tokens) == (3, 77)
     assert (await ledger.project("nobody")).calls == 0
+    # what the client reads: the shared reader sees the same totals
+    reader = LedgerReader(bus)
+    assert await reader.conversation("p1", "c1") == c1
+    assert await reader.project("p1") == project
 
 
 async def test_budget_stops_the_conversation_with_an_event(

@@ -7,7 +7,7 @@ from pathlib import Path
 from hypothesis import given
 from hypothesis import strategies as st
 
-from jidocode.services.conversation.llm.ledger import MemoryLedger, accumulate, check_budget, combine
+from jidocode.services.conversation.llm.ledger import MemoryLedger, accumulate, check_budget
 from jidocode.services.conversation.llm.prompt import (
     MAX_FILE_CHARS,
     MAX_INDEX_ENTRIES,
@@ -19,6 +19,7 @@ from jidocode.services.conversation.llm.prompt import (
     read_instructions,
 )
 from jidocode.shared.events.llm import LlmUsage, UsageTotals
+from jidocode.shared.ledger import combine
 
 
 def _usage(p: str = "p", c: str = "c", tokens: int = 10, cost: float | None = 0.5) -> LlmUsage:

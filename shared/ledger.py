@@ -1,0 +1,89 @@
+"""Reading the token ledger: usage totals per conversation, in the KV bucket ``jido_llm_ledger``.
+
+Key scheme: ``<project_id>.<conversation_id>`` (:func:`ledger_key`); value: the
+conversation's :class:`~jidocode.shared.events.llm.UsageTotals` as JSON. A
+project's totals are the sum over its keys (:func:`combine`).
+
+The conversation service's LLM port writes the bucket
+(``services/conversation/llm/ledger.py``, ``KvLedger`` builds on
+:class:`LedgerReader`); the client SDK reads it through :class:`LedgerReader`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from typing import Final
+
+import nats.js.errors
+from nats.js.kv import KeyValue
+
+from jidocode.shared import subjects
+from jidocode.shared.bus import Bus
+from jidocode.shared.events.llm import UsageTotals
+
+__all__ = ["BUCKET_LEDGER", "LedgerReader", "combine", "ledger_key"]
+
+#: KV bucket of the ledger.
+BUCKET_LEDGER: Final = subjects.BUCKET_LEDGER
+
+
+def ledger_key(project_id: str, conversation_id: str) -> str:
+    """The key of one conversation's totals; ``ValueError`` for an id that is not a token."""
+    return f"{subjects.validate_token(project_id, 'project id')}.{subjects.validate_token(conversation_id, 'conversation id')}"
+
+
+def combine(project_id: str, parts: Iterable[UsageTotals]) -> UsageTotals:
+    """Sum of several conversations' totals: the project's totals (pure)."""
+    out = UsageTotals(project_id=project_id)
+    for t in parts:
+        out = out.model_copy(
+            update={
+                "calls": out.calls + t.calls,
+                "prompt_tokens": out.prompt_tokens + t.prompt_tokens,
+                "completion_tokens": out.completion_tokens + t.completion_tokens,
+                "cached_tokens": out.cached_tokens + t.cached_tokens,
+                "total_tokens": out.total_tokens + t.total_tokens,
+                "cost_usd": round(out.cost_usd + t.cost_usd, 10),
+                "unpriced_calls": out.unpriced_calls + t.unpriced_calls,
+            }
+        )
+    return out
+
+
+class LedgerReader:
+    """Totals read from the bucket :data:`BUCKET_LEDGER` (opened on first use)."""
+
+    def __init__(self, bus: Bus) -> None:
+        self._bus = bus
+        self._kv: KeyValue | None = None
+
+    async def _bucket(self) -> KeyValue:
+        if self._kv is None:
+            self._kv = await self._bus.kv(BUCKET_LEDGER, history=1)
+        return self._kv
+
+    async def conversation(self, project_id: str, conversation_id: str) -> UsageTotals:
+        """One conversation's totals; zeros when it has made no call yet."""
+        kv = await self._bucket()
+        try:
+            entry = await kv.get(ledger_key(project_id, conversation_id))
+        except nats.js.errors.KeyNotFoundError:
+            return UsageTotals(project_id=project_id, conversation_id=conversation_id)
+        return UsageTotals.model_validate_json(entry.value or b"{}")
+
+    async def project(self, project_id: str) -> UsageTotals:
+        """The sum over every conversation of the project."""
+        kv = await self._bucket()
+        prefix = subjects.validate_token(project_id, "project id")
+        watcher = await kv.watch(f"{prefix}.*", meta_only=False, ignore_deletes=True)
+        parts: list[UsageTotals] = []
+        try:
+            async for entry in watcher:
+                if entry is None:
+                    break
+                if entry.value:
+                    parts.append(UsageTotals.model_validate(json.loads(entry.value)))
+        finally:
+            await watcher.stop()  # type: ignore[no-untyped-call]
+        return combine(project_id, parts)
