@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Coroutine
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
@@ -61,10 +61,9 @@ from .core import (
     recover,
     replay,
 )
+from .host import ActorHost
 from .ports import LlmRequest, ToolSpec
-
-if TYPE_CHECKING:
-    from .runtime import ConversationRecord, Runtime
+from .record import ConversationRecord
 
 __all__ = ["LLM_SOURCE", "TOOLS_SOURCE", "ConversationActor"]
 
@@ -77,7 +76,7 @@ INGEST_SOURCE = "conversation/ingest"
 
 
 class ConversationActor:
-    def __init__(self, runtime: Runtime, record: ConversationRecord, limits: Limits) -> None:
+    def __init__(self, runtime: ActorHost, record: ConversationRecord, limits: Limits) -> None:
         self.rt = runtime
         self.record = record
         self.project_id = record.project_id

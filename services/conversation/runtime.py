@@ -29,7 +29,7 @@ import nats.js.errors
 from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
 from nats.js.kv import KeyValue
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import ValidationError
 
 from jidocode.shared import subjects
 from jidocode.shared.bus import Bus
@@ -58,6 +58,7 @@ from .codec import journal_msg_id
 from .core import llm_context, normalize, project, replay
 from .journal import Journal, LostOwnership, ensure_streams, publish_with_retry
 from .ports import ContextWindows, LlmPort, ToolPort, ToolSpec
+from .record import ConversationRecord, record_key
 from .settings import RuntimeSettings
 from .tools_bridge import list_tool_specs
 
@@ -71,10 +72,6 @@ _SPECS_STALE: frozenset[str] = frozenset(
 )
 
 
-def record_key(project_id: str, conversation_id: str) -> str:
-    return f"{subjects.validate_token(project_id, 'project id')}.{subjects.validate_token(conversation_id, 'conversation id')}"
-
-
 async def with_context_window(usage: Any, llm: LlmPort) -> Any:
     """The ``usage`` projection with its model's context window, when the LLM port knows it.
 
@@ -85,17 +82,6 @@ async def with_context_window(usage: Any, llm: LlmPort) -> Any:
         return usage
     window = await asyncio.to_thread(llm.context_window, str(usage["model"]))
     return {**usage, "context_window": window}
-
-
-class ConversationRecord(BaseModel):
-    model_config = ConfigDict(frozen=True)
-
-    project_id: str
-    conversation_id: str
-    status: str = "active"
-    settings: dict[str, Any] = Field(default_factory=dict)
-    created_at: str = ""
-    updated_at: str = ""
 
 
 class _Owned:

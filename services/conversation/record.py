@@ -1,0 +1,31 @@
+"""A conversation's record: its entry in the ``jido_conversations`` KV bucket.
+
+Key ``<project_id>.<conversation_id>`` (:func:`record_key`); value a
+:class:`ConversationRecord` (status ``active`` or ``stopped``, settings).
+The runtime writes and watches the records; an actor reads its own.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from jidocode.shared import subjects
+
+__all__ = ["ConversationRecord", "record_key"]
+
+
+def record_key(project_id: str, conversation_id: str) -> str:
+    return f"{subjects.validate_token(project_id, 'project id')}.{subjects.validate_token(conversation_id, 'conversation id')}"
+
+
+class ConversationRecord(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    project_id: str
+    conversation_id: str
+    status: str = "active"
+    settings: dict[str, Any] = Field(default_factory=dict)
+    created_at: str = ""
+    updated_at: str = ""
