@@ -10,7 +10,7 @@ Conversations are not forwarded through here: clients call the conversation
 service directly (``jido.conversations.<p>.<verb>``), which reads the same
 registry, so a message takes one hop.
 
-Stateless: any replica serves any project (see ``directory.py``).
+Stateless: any replica serves any project (it reads the registry through ``jidocode.shared.registry``).
 """
 
 from __future__ import annotations
