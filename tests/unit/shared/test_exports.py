@@ -14,8 +14,13 @@ MODULES = [
     "envelope",
     "errors",
     "events",
+    "ledger",
+    "policy",
+    "registry",
+    "runner",
     "service",
     "subjects",
+    "tools",
 ]
 
 
@@ -44,7 +49,23 @@ SURFACES = {
         "event_class",
         "parse_event",
     },
+    "ledger": {"BUCKET_LEDGER", "LedgerReader", "combine", "ledger_key"},
+    "registry": {"ROOT_PREFIX", "ProjectDirectory", "root_key"},
+    "runner": {"Serve", "configure_logging", "run_service"},
     "service": {"Handler", "ServiceHost", "expect", "scoped_project_id", "to_jsonable"},
+    "tools": {
+        "BUILTIN_SPECS",
+        "BashInput",
+        "BuiltinSpec",
+        "EditFileInput",
+        "GlobInput",
+        "GrepInput",
+        "ListDirInput",
+        "ReadFileInput",
+        "ToolInput",
+        "WriteFileInput",
+        "builtin_specs",
+    },
 }
 
 
