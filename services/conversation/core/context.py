@@ -35,7 +35,7 @@ from jidocode.shared.events.conversation import (
 from .signal import Signal
 from .timeline import Timeline
 
-__all__ = ["NO_RESULT", "ContextBuilder", "llm_context"]
+__all__ = ["NO_RESULT", "ContextBuilder", "context_messages", "llm_context"]
 
 NO_RESULT = "[no result: the tool call was cancelled or lost]"
 
@@ -98,9 +98,9 @@ class ContextBuilder:
         self._calls: dict[str, list[tuple[_Answer, int]]] = {}
         self._position = 0
 
-    def messages(self) -> list[dict[str, Any]]:
-        """A copy of the message list (the messages themselves are shared: never change them)."""
-        return list(self._messages)
+    def messages(self) -> tuple[dict[str, Any], ...]:
+        """The messages now (a copy of the list; the messages themselves are shared: never change them)."""
+        return tuple(self._messages)
 
     def add(self, entry: Signal) -> None:
         position = self._position
@@ -189,11 +189,11 @@ class ContextBuilder:
             later.start += len(messages)
 
 
-def llm_context(entries: Iterable[Signal]) -> list[dict[str, Any]]:
+def context_messages(entries: Iterable[Signal]) -> tuple[dict[str, Any], ...]:
     """OpenAI-style messages of ``entries`` (a timeline or a prefix of one).
 
     A :class:`Timeline` keeps its builder, so asking again after more entries
-    were appended costs only the new entries (and a copy of the list).
+    were appended costs only the new entries (and one copy of the list).
     """
     if isinstance(entries, Timeline):
         return entries.fold(ContextBuilder).messages()
@@ -201,3 +201,8 @@ def llm_context(entries: Iterable[Signal]) -> list[dict[str, Any]]:
     for entry in entries:
         builder.add(entry)
     return builder.messages()
+
+
+def llm_context(entries: Iterable[Signal]) -> list[dict[str, Any]]:
+    """The ``llm_context`` projection of ``entries`` (see :func:`context_messages`)."""
+    return list(context_messages(entries))

@@ -36,7 +36,7 @@ from jidocode.shared.events.conversation import (
     UserMessage,
 )
 
-from .context import llm_context
+from .context import context_messages
 from .intents import (
     CancelLlm,
     CancelPendingSubagents,
@@ -246,7 +246,7 @@ def _apply(w: _Work, s: Signal) -> None:
                 RunLlm(
                     request_id=s.id,
                     correlation_id=s.correlation_id,
-                    messages=tuple(llm_context(w.timeline)),
+                    messages=context_messages(w.timeline),
                     turn=int(d["turn"]),
                 )
             )
@@ -364,7 +364,7 @@ def recover(state: ConversationState) -> Intents:
                     RunLlm(
                         request_id=entry.id,
                         correlation_id=entry.correlation_id,
-                        messages=tuple(llm_context(state.timeline.prefix(index + 1))),
+                        messages=context_messages(state.timeline.prefix(index + 1)),
                         turn=int(entry.data["turn"]),
                     )
                 )

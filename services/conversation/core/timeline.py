@@ -106,8 +106,9 @@ class Timeline(Sequence[Signal]):
             fold, fed = kept
         else:
             fold, fed = make(), 0
-        for entry in islice(store.entries, fed, n):
-            fold.add(entry)
+        entries = store.entries
+        for index in range(fed, n):  # (islice would step over the first ``fed`` entries one by one)
+            fold.add(entries[index])
         if kept is None or kept[1] <= n:
             store.folds[make] = (fold, n)
         return fold  # type: ignore[no-any-return]
