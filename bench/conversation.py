@@ -1,7 +1,7 @@
 """Conversation runtime benchmark on a real nats-server (loopback, temporary store).
 
     python bench/conversation.py [--latency 500] [--burst 2000] [--conversations 200] [--per-conv 20]
-                                 [--journal 10000] [--sync default|always]
+                                 [--journal 10000] [--long 5000] [--turns 40] [--sync default|always]
 
 Measures, with the conversation service (and the engine, which registers the
 bench's project) running in this process (an instant LLM double, so the
@@ -12,10 +12,18 @@ figures are the runtime's own cost):
 * signals applied per second for one conversation (a burst on its input);
 * signals applied per second over 200 conversations at once;
 * rebuild time of a conversation from a 10,000-entry journal (read + replay;
-  goal ≤ 0.5 s), and the pure replay alone.
+  goal ≤ 0.5 s), and the pure replay alone;
+* ``llm_context`` of that 10,000-entry conversation: the first one after the
+  rebuild (every entry read once) and the one of each later LLM request (only
+  the new entries);
+* flat in conversation length: the system's time per one-tool turn (two LLM
+  calls, one tool call, instant doubles) in a conversation that already holds
+  5,000 entries, divided by the time in a fresh one (goal ≤ 1.2); the same
+  ratio for the pure reducer alone.
 
-Generating the synthetic 10,000-entry journal takes a few minutes: it is made
-by the real reducer, which builds the LLM context of each of its 2,500 calls.
+The synthetic journals are made by the real reducer (a realistic mix of
+turns); that takes a second, not minutes, now that a step costs the same at
+any length.
 """
 
 from __future__ import annotations
@@ -33,12 +41,12 @@ from jidocode.services.conversation.codec import to_payload
 from jidocode.services.conversation.core import (
     Signal,
     initial_state,
-    project,
+    llm_context,
     replay,
     run_to_idle,
 )
 from jidocode.services.conversation.journal import Journal
-from jidocode.services.conversation.ports import LlmRequest, LlmResult, LlmUsage
+from jidocode.services.conversation.ports import LlmRequest, LlmResult, LlmToolCall, LlmUsage
 from jidocode.services.conversation.service import serve
 from jidocode.services.conversation.settings import RuntimeSettings
 from jidocode.services.registry import load_serve
@@ -48,20 +56,30 @@ from jidocode.shared.clients import ConversationsClient, EngineClient
 from jidocode.shared.config import Config
 from jidocode.shared.envelope import Envelope, decode, encode, new_id
 from jidocode.shared.errors import ServiceUnavailable
+from jidocode.shared.events.conversation import AssistantMessage, LlmRequested, UserMessage
+from jidocode.shared.events.tools import ToolCatalog, ToolResult, ToolSpec
 from jidocode.shared.natsserver import NatsServer
 
 #: Project of the synthetic journal: the rebuild reads the journal directly, no registry needed.
 P = "bench"
+#: LLM requests timed for the llm_context figure.
+CONTEXT_REQUESTS = 200
 
 
 class InstantLlm:
+    """Asks for one tool call after a user message, answers after the tool's result."""
+
     async def complete(self, request: LlmRequest, on_delta: Callable[[str], Awaitable[None]]) -> LlmResult:
-        return LlmResult(content="ok", usage=LlmUsage(prompt_tokens=1, completion_tokens=1))
+        usage = LlmUsage(prompt_tokens=1, completion_tokens=1)
+        if request.messages[-1]["role"] == "user":
+            call = LlmToolCall(id="c", name="read_file", arguments={"path": "a"})
+            return LlmResult(tool_calls=[call], usage=usage)
+        return LlmResult(content="ok", usage=usage)
 
 
-class NoTools:
-    async def run(self, *a: Any, **k: Any) -> Any:
-        raise AssertionError("no tools in the bench")
+class InstantTools:
+    async def run(self, *a: Any, **k: Any) -> ToolResult:
+        return ToolResult(ok=True, data="x" * 200)
 
     async def cancel(self, *a: Any, **k: Any) -> None:
         return None
@@ -171,9 +189,9 @@ async def bench_burst(bus: Bus, pid: str, conversations: list[str], per_conv: in
     return waiter.target / elapsed
 
 
-def synthetic_journal(cid: str, n: int) -> list[Signal]:
+def synthetic_journal(cid: str, n: int, pid: str = P) -> list[Signal]:
     """A realistic mix: user message, LLM call with a tool call, tool result, final answer."""
-    state = initial_state(P, cid)
+    state = initial_state(pid, cid)
     i = 0
     while len(state.timeline) < n:
         i += 1
@@ -250,15 +268,19 @@ def synthetic_journal(cid: str, n: int) -> list[Signal]:
     return list(state.timeline[:n])
 
 
-async def bench_rebuild(bus: Bus, entries: list[Signal]) -> tuple[float, float, float, int]:
-    cid = "rebuild"
-    n = len(entries)
+async def store_journal(bus: Bus, pid: str, cid: str, entries: list[Signal]) -> None:
     items = []
     for entry in entries:
-        payload, headers = to_payload(entry, P, cid)
-        items.append(bus.js.publish_async(subjects.journal(P, cid), payload, headers=headers))
+        payload, headers = to_payload(entry, pid, cid)
+        items.append(bus.js.publish_async(subjects.journal(pid, cid), payload, headers=headers))
     acks = [await f for f in items]
     await asyncio.gather(*acks)
+
+
+async def bench_rebuild(bus: Bus, entries: list[Signal]) -> tuple[float, float, int]:
+    cid = "rebuild"
+    n = len(entries)
+    await store_journal(bus, P, cid, entries)
     journal = Journal(bus)
     runs = []
     for _ in range(3):  # best of three: the machine may be busy
@@ -269,10 +291,140 @@ async def bench_rebuild(bus: Bus, entries: list[Signal]) -> tuple[float, float, 
         t2 = time.perf_counter()
         runs.append((t2 - t0, t0, t1, t2))
     _, t0, t1, t2 = min(runs)
-    project(state, "llm_context")
-    t3 = time.perf_counter()
     assert len(state.timeline) == n, len(state.timeline)
-    return t1 - t0, t2 - t1, t3 - t2, len(read)
+    return t1 - t0, t2 - t1, len(read)
+
+
+def bench_llm_context(entries: list[Signal], n: int) -> tuple[float, float, float]:
+    """Seconds of ``llm_context`` of a rebuilt ``n``-entry conversation: the first one, the one
+    of each later LLM request (the entries after ``n`` applied one by one), and the same
+    request's context built from scratch (what every request cost before)."""
+    timeline = replay(P, "ctx", entries[:n]).timeline
+    t0 = time.perf_counter()
+    llm_context(timeline)
+    cold = time.perf_counter() - t0
+    later: list[float] = []
+    scratch: list[float] = []
+    for entry in entries[n:]:
+        timeline = timeline.append(entry)
+        if entry.type != LlmRequested.TYPE:
+            continue
+        t0 = time.perf_counter()
+        incremental = llm_context(timeline)
+        later.append(time.perf_counter() - t0)
+        if len(scratch) < 10:
+            t0 = time.perf_counter()
+            assert llm_context(list(timeline)) == incremental
+            scratch.append(time.perf_counter() - t0)
+    return cold, statistics.median(later), statistics.median(scratch)
+
+
+def _user(mid: str) -> Signal:
+    return Signal(
+        id=mid,
+        type=UserMessage.TYPE,
+        source="b",
+        data={"text": mid},
+        correlation_id=mid,
+        time="2026-01-01T00:00:00Z",
+    )
+
+
+def _finish_turn(state: Any) -> Any:
+    """The rest of a one-tool turn whose user message was just applied."""
+    for step in range(3):
+        if step == 1:
+            call = state.pending_tool_calls[0]
+            data: dict[str, Any] = {"request_id": call.request_id, "call_id": "c", "name": "read_file"}
+            signal = Signal(
+                id=f"{call.request_id}:result",
+                type="conversation.tool.completed",
+                source="conversation/tools",
+                data={**data, "data": "x" * 200},
+                correlation_id=call.correlation_id,
+                causation_id=call.request_id,
+            )
+        else:
+            req = state.pending_llm
+            calls = [{"id": "c", "name": "read_file", "arguments": {"path": "a"}}] if step == 0 else []
+            signal = Signal(
+                id=f"{req}:result",
+                type="conversation.llm.completed",
+                source="conversation/llm",
+                data={"request_id": req, "content": "" if calls else "ok", "tool_calls": calls, "usage": {}},
+                correlation_id=next(e.correlation_id for e in reversed(state.timeline) if e.id == req),
+                causation_id=req,
+            )
+        state, _ = run_to_idle(state, [signal])
+    return state
+
+
+def bench_reducer_turns(entries: list[Signal], turns: int) -> tuple[float, float]:
+    """Median seconds of one one-tool turn through the pure reducer: fresh, and after ``entries``."""
+
+    def turn_times(state: Any) -> list[float]:
+        out = []
+        for i in range(turns):
+            t0 = time.perf_counter()
+            state, _ = run_to_idle(state, [_user(f"r{i}")])
+            state = _finish_turn(state)
+            out.append(time.perf_counter() - t0)
+        return out
+
+    fresh = turn_times(initial_state(P, "fresh"))
+    long = turn_times(replay(P, "long", entries))
+    return statistics.median(fresh), statistics.median(long)
+
+
+async def bench_long_conversation(
+    bus: Bus, pid: str, entries: list[Signal], turns: int
+) -> tuple[float, float]:
+    """Median seconds of one one-tool turn, through the whole service: fresh, and after ``entries``.
+
+    The turn is timed from sending the user message (``send_event``) to its
+    answer on the output subject; the two conversations take turns, so a
+    busy moment of the machine weighs on both alike.
+    """
+    client = ConversationsClient(bus, pid, timeout=30)
+    await store_journal(bus, pid, "long", entries)
+    answers: dict[str, asyncio.Future[float]] = {}
+
+    async def on_msg(msg: Any) -> None:
+        env = decode(msg.data, msg.headers)
+        fut = answers.pop(env.correlation_id or "", None) if env.type == AssistantMessage.TYPE else None
+        if fut is not None and not fut.done():
+            fut.set_result(time.perf_counter())
+
+    times: dict[str, list[float]] = {"fresh": [], "long": []}
+    for cid in times:
+        await client.start(cid)
+        await bus.nc.subscribe(subjects.conversation_out_filter(pid, cid), cb=on_msg)
+        await wait_owned(bus, pid, cid)
+    for i in range(turns + 2):
+        order = ["fresh", "long"] if i % 2 else ["long", "fresh"]
+        for cid in order:
+            mid = f"{cid}-{i}"
+            fut = answers[mid] = asyncio.get_running_loop().create_future()
+            t0 = time.perf_counter()
+            await client.send_event(cid, UserMessage.TYPE, {"text": mid}, event_id=mid, correlation_id=mid)
+            t1 = await asyncio.wait_for(fut, 30)
+            if i >= 2:  # the first turns warm up (a rebuilt conversation reads its context once)
+                times[cid].append(t1 - t0)
+    timeline = (await client.get_projection("long", "diagnostics")).value
+    assert timeline["timeline_length"] >= len(entries) + 8 * turns, timeline
+    return statistics.median(times["fresh"]), statistics.median(times["long"])
+
+
+async def serve_tool_list(bus: Bus, pid: str) -> None:
+    """Answer ``list_tools`` as the project service would (the bench runs no project service)."""
+    catalog = ToolCatalog(tools=[ToolSpec(name="read_file")])
+    reply = encode(Envelope.new(catalog, source="bench/project"))[0]
+
+    async def _cb(msg: Any) -> None:
+        await msg.respond(reply)
+
+    await bus.nc.subscribe(subjects.project(pid, "list_tools"), cb=_cb)
+    await bus.nc.flush()
 
 
 async def main(args: argparse.Namespace) -> None:
@@ -282,7 +434,8 @@ async def main(args: argparse.Namespace) -> None:
             config = Config(nats_url=server.url, jido_home=Path(tmp) / "home", instance="bench")
             # The 10,000-entry journal is generated and stored before the service runs,
             # so the rebuild is measured on a quiet process.
-            entries = synthetic_journal("rebuild", args.journal)
+            # (and goes on for the LLM requests of the llm_context figure)
+            entries = synthetic_journal("rebuild", args.journal + 8 * CONTEXT_REQUESTS)
             stop = asyncio.Event()
             started = asyncio.Event()
             task = asyncio.create_task(
@@ -290,7 +443,7 @@ async def main(args: argparse.Namespace) -> None:
                     config,
                     stop,
                     llm=InstantLlm(),
-                    tools=NoTools(),
+                    tools=InstantTools(),
                     settings=RuntimeSettings(),
                     started=started,
                 )
@@ -302,11 +455,28 @@ async def main(args: argparse.Namespace) -> None:
                 root = Path(tmp) / "project"
                 root.mkdir()
                 pid = await open_project(bus, root)
-                read_s, replay_s, ctx_s, count = await bench_rebuild(bus, entries)
+                read_s, replay_s, count = await bench_rebuild(bus, entries[: args.journal])
                 print(
                     f"rebuild from a {count:,}-entry journal: {read_s + replay_s:.3f} s "
-                    f"(read {read_s:.3f} s + replay {replay_s:.3f} s; goal <= 0.5 s); "
-                    f"llm_context projection {ctx_s * 1000:.1f} ms"
+                    f"(read {read_s:.3f} s + replay {replay_s:.3f} s; goal <= 0.5 s)"
+                )
+                cold, warm, scratch = bench_llm_context(entries, args.journal)
+                print(
+                    f"llm_context of the {count:,}-entry conversation: {cold * 1000:.1f} ms the first time "
+                    f"after a rebuild, then {warm * 1e6:.0f} µs per LLM request "
+                    f"({scratch * 1000:.1f} ms if built from scratch)"
+                )
+                await serve_tool_list(bus, pid)
+                long_entries = synthetic_journal("long", args.long, pid)
+                fresh_s, long_s = await bench_long_conversation(bus, pid, long_entries, args.turns)
+                print(
+                    f"one-tool turn, whole system: {fresh_s * 1000:.2f} ms fresh, {long_s * 1000:.2f} ms "
+                    f"after {len(long_entries):,} entries: ratio {long_s / fresh_s:.2f} (goal <= 1.2)"
+                )
+                fresh_r, long_r = bench_reducer_turns(synthetic_journal("long", args.long), args.turns * 5)
+                print(
+                    f"one-tool turn, pure reducer: {fresh_r * 1e6:.0f} µs fresh, {long_r * 1e6:.0f} µs "
+                    f"after {args.long:,} entries: ratio {long_r / fresh_r:.2f}"
                 )
                 lat = await bench_latency(bus, pid, args.latency)
                 print(
@@ -338,5 +508,7 @@ if __name__ == "__main__":
     parser.add_argument("--conversations", type=int, default=200)
     parser.add_argument("--per-conv", type=int, default=20)
     parser.add_argument("--journal", type=int, default=10_000)
+    parser.add_argument("--long", type=int, default=5_000, help="entries already in the long conversation")
+    parser.add_argument("--turns", type=int, default=40, help="timed turns per conversation")
     parser.add_argument("--sync", choices=("default", "always"), default="default")
     asyncio.run(main(parser.parse_args()))
