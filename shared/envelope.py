@@ -286,7 +286,9 @@ def encode_event(
         out.update(extensions)
     # The data straight from pydantic's serializer into the envelope's bytes: no Python dict.
     head = _dumps(out)
-    return event_id, b"".join((head[:-1], b',"data":', event.__pydantic_serializer__.to_json(event, exclude=_TYPE_ONLY), b"}"))
+    return event_id, b"".join(
+        (head[:-1], b',"data":', event.__pydantic_serializer__.to_json(event, exclude=_TYPE_ONLY), b"}")
+    )
 
 
 def encode_binary(envelope: Envelope) -> tuple[bytes, dict[str, str]]:

@@ -71,7 +71,7 @@ class AssetReport(EventModel):
     type: Literal["assets.report"] = "assets.report"
     generation: int
     loaded_at: str = ""
-    root: str = ""
+    root: str | None = None
     counts: dict[str, int] = Field(default_factory=dict)
     diagnostics: list[dict[str, Any]] = Field(default_factory=list)
     #: The settings files read (``diagnostics`` only).
