@@ -1,6 +1,6 @@
 """Request/reply through our envelope and bus client vs raw nats-py, in the same run.
 
-    python bench/bus.py [--rounds 10] [--per-round 300]
+    python bench/bus.py [--rounds 10] [--per-round 300] [--loop asyncio|uvloop|both]
 
 Starts its own nats-server (loopback, temporary store). Our side is a typed
 call (``Bus.call`` with a ``StartProject`` command, answered by a
@@ -9,7 +9,8 @@ declares). The raw baseline sends exactly the bytes our client sends and
 answers with exactly the bytes our service answers, so the difference is what
 our codec, validation, nats.micro host and typed-error handling cost. Rounds
 alternate between the two to share the machine's noise. Prints medians, p99s
-and the ratio (goal: ≤ 1.3).
+and the ratio (goal: ≤ 1.3). ``--loop`` runs both sides on the standard
+asyncio loop, on uvloop, or both one after the other (the default).
 """
 
 from __future__ import annotations
@@ -118,5 +119,13 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=10)
     parser.add_argument("--per-round", type=int, default=300)
+    parser.add_argument("--loop", choices=("asyncio", "uvloop", "both"), default="both")
     args = parser.parse_args()
-    asyncio.run(main(args.rounds, args.per_round))
+    for loop in ("asyncio", "uvloop") if args.loop == "both" else (args.loop,):
+        print(f"--- event loop: {loop}")
+        if loop == "uvloop":
+            import uvloop
+
+            uvloop.run(main(args.rounds, args.per_round))
+        else:
+            asyncio.run(main(args.rounds, args.per_round))

@@ -5,6 +5,10 @@ Each service's ``__main__`` (``python -m jidocode.services.<name>``) and
 the service stops taking requests, drains its NATS connection and exits 0.
 When started by ``jidocode up`` (``JIDO_SUPERVISOR_PID`` set) the service
 also stops if its parent dies, so no orphan outlives the supervisor.
+
+The event loop is uvloop where it is installed (``JIDO_EVENT_LOOP=asyncio``
+chooses the standard loop): ``bench/bus.py`` measures a request/reply about a
+quarter faster on it.
 """
 
 from __future__ import annotations
@@ -66,11 +70,24 @@ async def _main(serve: Serve) -> None:
             await task
 
 
+def _run(main: Coroutine[Any, Any, None]) -> None:
+    """``asyncio.run`` on uvloop unless ``JIDO_EVENT_LOOP=asyncio`` (or uvloop is missing)."""
+    if os.environ.get("JIDO_EVENT_LOOP", "uvloop") == "uvloop":
+        try:
+            import uvloop
+        except ImportError:
+            pass
+        else:
+            uvloop.run(main)
+            return
+    asyncio.run(main)
+
+
 def run_service(name: str, serve: Serve) -> None:
     """Run ``serve`` (the service ``name``) until a signal; a ``JidoError`` exits 1."""
     configure_logging()
     try:
-        asyncio.run(_main(serve))
+        _run(_main(serve))
     except JidoError as exc:
         logging.getLogger("jidocode").error("%s: %s", name, exc.message)
         raise SystemExit(1) from None
