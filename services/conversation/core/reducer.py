@@ -7,9 +7,14 @@ their correlation id that of their cause and their causation id the cause's
 id — so the same input sequence always yields the same state, ids included.
 
 Event sourcing inside: :func:`_evolve` is the only place the state changes
-and depends on the entry alone; :func:`_react` decides what follows an
-applied entry (new entries and intents). Live processing runs both, replay of
-a journal runs only ``_evolve``, so ``replay(journal) == live state``.
+and depends on the entry alone; :func:`_apply` also decides what follows an
+applied entry (new entries, built from the catalogue's models, and intents).
+Live processing runs both, replay of a journal runs only ``_evolve``, so
+``replay(journal) == live state``.
+
+A step costs what it changes, not what the conversation holds: the timeline
+is appended to, never copied (``timeline.py``), and the context of an LLM
+request is built from the entries added since the previous one (``context.py``).
 """
 
 from __future__ import annotations
