@@ -8,11 +8,18 @@ The engine writes the bucket (``services/engine/registry.py`` builds on this
 reader); every other service reads it through :class:`ProjectDirectory`:
 project services are stateless, any replica serves any project by looking up
 its record (root realpath, data dir) here.
+
+:class:`WatchedDirectory` keeps the records in memory from a KV watch, so a
+lookup on a hot path (every tool call, every conversation start) costs no
+request; a record it has not seen yet is read from the bucket as before.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import hashlib
+import logging
 from typing import Final, Self
 
 import nats.js.errors
@@ -23,7 +30,9 @@ from jidocode.shared.bus import Bus
 from jidocode.shared.errors import InvalidInput, NotFound
 from jidocode.shared.events.engine import ProjectInfo
 
-__all__ = ["ROOT_PREFIX", "ProjectDirectory", "root_key"]
+__all__ = ["ROOT_PREFIX", "ProjectDirectory", "WatchedDirectory", "root_key"]
+
+log = logging.getLogger("jidocode.registry")
 
 #: Prefix of the keys that index a project by its root (they are not projects).
 ROOT_PREFIX: Final = "root."
@@ -94,3 +103,70 @@ class ProjectDirectory:
             if info is not None:
                 out.append(info)
         return sorted(out, key=lambda p: p.started_at)
+
+
+class WatchedDirectory(ProjectDirectory):
+    """A :class:`ProjectDirectory` whose records live in memory, kept current by a KV watch.
+
+    A started project is seen as soon as the watch delivers it (a miss falls
+    back to reading the bucket), a stopped one is dropped when its delete
+    arrives. If the watch ends (the connection closed), every lookup reads
+    the bucket again.
+    """
+
+    def __init__(self, kv: KeyValue) -> None:
+        super().__init__(kv)
+        #: Set (and cleared by whoever waits) after each change the watch applies.
+        self.changed = asyncio.Event()
+        self._records: dict[str, ProjectInfo] = {}
+        self._live = False
+        self._task: asyncio.Task[None] | None = None
+
+    @classmethod
+    async def open(cls, bus: Bus) -> Self:
+        directory = await super().open(bus)
+        await directory.start()
+        return directory
+
+    async def start(self, *, timeout: float = 30.0) -> None:
+        ready = asyncio.Event()
+        self._task = asyncio.create_task(self._follow(ready), name="registry-watch")
+        await asyncio.wait_for(ready.wait(), timeout)
+
+    async def close(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+
+    async def _follow(self, ready: asyncio.Event) -> None:
+        try:
+            watcher = await self.kv.watchall()
+            async for entry in watcher:
+                if entry is None:  # the current values are in
+                    self._live = True
+                    ready.set()
+                    continue
+                if entry.key.startswith(ROOT_PREFIX):
+                    continue
+                if entry.operation in ("DEL", "PURGE") or not entry.value:
+                    self._records.pop(entry.key, None)
+                else:
+                    try:
+                        self._records[entry.key] = ProjectInfo.model_validate_json(entry.value)
+                    except ValueError:
+                        log.warning("unreadable project record %s", entry.key)
+                        self._records.pop(entry.key, None)
+                self.changed.set()
+        finally:
+            self._live = False
+            self._records.clear()
+            ready.set()
+
+    async def lookup(self, project_id: str) -> ProjectInfo | None:
+        if self._live:
+            cached = self._records.get(project_id)
+            if cached is not None:
+                return cached
+        return await super().lookup(project_id)

@@ -31,7 +31,7 @@ from jidocode.shared.events.conversation import (
     Subscribe,
 )
 from jidocode.shared.events.engine import ProjectInfo
-from jidocode.shared.registry import ProjectDirectory
+from jidocode.shared.registry import WatchedDirectory
 from jidocode.shared.service import ServiceHost, scoped_project_id
 from jidocode.shared.settings import load_settings
 
@@ -75,7 +75,7 @@ async def serve(
             bus, llm=llm, tools=tools or NatsToolPort(bus, timeout=settings.tool_timeout_s), settings=settings
         )
         await runtime.start()
-        directory = await ProjectDirectory.open(bus)
+        directory = await WatchedDirectory.open(bus)
         host = ServiceHost(
             bus,
             name="conversation",
@@ -122,5 +122,6 @@ async def serve(
         finally:
             await host.stop()
             await runtime.close()
+            await directory.close()
     finally:
         await bus.close()

@@ -23,7 +23,7 @@ from jidocode.shared.config import Config
 from jidocode.shared.endpoints import endpoint
 from jidocode.shared.envelope import Envelope
 from jidocode.shared.events.engine import GetProject, ProjectInfo
-from jidocode.shared.registry import ProjectDirectory
+from jidocode.shared.registry import WatchedDirectory
 from jidocode.shared.service import ServiceHost, scoped_project_id
 
 from . import tooling
@@ -39,7 +39,7 @@ _PARTS = (tooling,)
 async def serve(config: Config, stop: asyncio.Event) -> None:
     bus = await Bus.connect(config, "project")
     try:
-        directory = await ProjectDirectory.open(bus)
+        directory = await WatchedDirectory.open(bus)
         host = ServiceHost(bus, name="project", description="JidoCode project control plane")
 
         async def info(request: GetProject, env: Envelope) -> ProjectInfo:
@@ -52,5 +52,6 @@ async def serve(config: Config, stop: asyncio.Event) -> None:
         log.info("project service ready")
         await stop.wait()
         await host.stop()
+        await directory.close()
     finally:
         await bus.close()

@@ -16,7 +16,7 @@ from jidocode.shared.errors import JidoError
 from jidocode.shared.events.engine import ProjectInfo
 from jidocode.shared.policy import Policy
 from jidocode.shared.policy.loader import PolicyCache
-from jidocode.shared.registry import ProjectDirectory
+from jidocode.shared.registry import ProjectDirectory, WatchedDirectory
 from jidocode.shared.settings import ToolSettings
 
 from .executor import Limits
@@ -47,13 +47,17 @@ class Projects:
 
     @classmethod
     async def open(cls, bus: Bus, jido_home: Path | None) -> Projects:
-        return cls(await ProjectDirectory.open(bus), PolicyCache(jido_home))
+        return cls(await WatchedDirectory.open(bus), PolicyCache(jido_home))
 
     async def get(self, project_id: str) -> Project:
         """The project's record and current policy (``NotFound``; ``InvalidInput`` on bad permissions)."""
         info = await self.directory.get(project_id)
         policy, tools = self.policies.get(project_id, info.root_path, info.data_dir)
         return Project(info=info, policy=policy, tools=tools)
+
+    async def close(self) -> None:
+        if isinstance(self.directory, WatchedDirectory):
+            await self.directory.close()
 
     async def tools_or_none(self, project_id: str) -> ToolSettings | None:
         """The project's tool settings; ``None`` when the project or its settings cannot be read."""

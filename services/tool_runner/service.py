@@ -93,6 +93,7 @@ class ToolRunner:
                 await sub.unsubscribe()
         if self.pipeline is not None:
             await self.pipeline.gate.close()
+            await self.pipeline.projects.close()
 
     def _pipeline(self) -> Pipeline:
         if self.pipeline is None:

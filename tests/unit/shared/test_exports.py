@@ -50,7 +50,7 @@ SURFACES = {
         "parse_event",
     },
     "ledger": {"BUCKET_LEDGER", "LedgerReader", "combine", "ledger_key"},
-    "registry": {"ROOT_PREFIX", "ProjectDirectory", "root_key"},
+    "registry": {"ROOT_PREFIX", "ProjectDirectory", "WatchedDirectory", "root_key"},
     "runner": {"Serve", "configure_logging", "run_service"},
     "service": {"Handler", "ServiceHost", "expect", "scoped_project_id", "to_jsonable"},
     "tools": {
