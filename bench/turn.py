@@ -1,6 +1,6 @@
 """One tool-using turn through the whole system vs a minimal single-process loop, in the same run.
 
-    python bench/turn.py [--rounds 6] [--per-round 20] [--concurrent 200]
+    python bench/turn.py [--rounds 6] [--per-round 20] [--concurrent 200] [--services processes|inline]
 
 Both sides talk to the same scripted OpenAI-compatible server (zero latency,
 stateless one-tool script: user message -> ``read_file(README.md)``, tool
@@ -9,7 +9,10 @@ result -> answer), both through real litellm with streaming.
 * **system**: the client SDK -> conversation service (one hop; reducer,
   journal in JetStream, projections) -> litellm -> tool runner over
   NATS (policy, quotas, idempotency KV) -> litellm -> answer back to the client,
-  every service in this process on a local nats-server.
+  on a local nats-server. ``--services processes`` (the default) runs each
+  service as a process of its own, as ``jidocode up`` and every deployment do;
+  ``--services inline`` runs them all in this process, on the benchmark's own
+  event loop (so the client, the scripted model and five services share one core).
 * **minimal**: ``litellm.acompletion`` + the tool runner's own
   ``executor.execute`` (the same policy check and tool function) called directly.
 
@@ -115,7 +118,26 @@ class Minimal:
                 messages.append({"role": "tool", "tool_call_id": c["id"], "content": content})
 
 
-async def main(rounds: int, per_round: int, concurrent: int, turn_timeout: float = 120.0) -> None:
+async def start_processes(config: Config) -> list[asyncio.subprocess.Process]:
+    """Every service as its own process (``python -m jidocode.services.<name>``), like ``jidocode up``."""
+    env = {**os.environ, "NATS_URL": config.nats_url, "JIDO_CODE_HOME": str(config.jido_home)}
+    env["JIDO_LOG_LEVEL"] = "WARNING"
+    procs = []
+    for name in SERVICES:
+        procs.append(
+            await asyncio.create_subprocess_exec(
+                sys.executable,
+                "-m",
+                f"jidocode.services.{name}",
+                env={**env, "JIDO_INSTANCE": f"bench-{name}"},
+            )
+        )
+    return procs
+
+
+async def main(
+    rounds: int, per_round: int, concurrent: int, turn_timeout: float = 120.0, services: str = "processes"
+) -> None:
     logging.basicConfig(level=logging.CRITICAL)
     with tempfile.TemporaryDirectory() as tmp:
         base = Path(tmp)
@@ -133,10 +155,16 @@ async def main(rounds: int, per_round: int, concurrent: int, turn_timeout: float
         from jidocode.services.conversation.service import serve as serve_conversation
 
         others = tuple(n for n in SERVICES if n != "conversation")
-        tasks = [
-            asyncio.create_task(serve_many(config, stop, others)),
-            asyncio.create_task(serve_conversation(config, stop, llm=make_llm_port(config, bus=llm_bus))),
-        ]
+        tasks: list[asyncio.Task[Any]] = []
+        procs: list[asyncio.subprocess.Process] = []
+        if services == "inline":
+            tasks = [
+                asyncio.create_task(serve_many(config, stop, others)),
+                asyncio.create_task(serve_conversation(config, stop, llm=make_llm_port(config, bus=llm_bus))),
+            ]
+        else:
+            procs = await start_processes(config)
+        print(f"services: {services}")
         bus = await Bus.connect(config, "bench")
         try:
             sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -210,6 +238,10 @@ async def main(rounds: int, per_round: int, concurrent: int, turn_timeout: float
         finally:
             stop.set()
             await asyncio.wait_for(asyncio.gather(*tasks, return_exceptions=True), 60)
+            for proc in procs:
+                proc.terminate()
+            for proc in procs:
+                await asyncio.wait_for(proc.wait(), 30)
             await bus.close()
             await llm_bus.close()
             await llm.stop()
@@ -226,5 +258,6 @@ if __name__ == "__main__":
     parser.add_argument(
         "--turn-timeout", type=float, default=120.0, help="seconds one concurrent turn may take"
     )
+    parser.add_argument("--services", choices=("processes", "inline"), default="processes")
     args = parser.parse_args()
-    asyncio.run(main(args.rounds, args.per_round, args.concurrent, args.turn_timeout))
+    asyncio.run(main(args.rounds, args.per_round, args.concurrent, args.turn_timeout, args.services))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from jidocode.services.conversation.core import Signal
-from jidocode.services.conversation.journal import Journal, LostOwnership, ensure_streams
+from jidocode.services.conversation.journal import SMALL_BATCH, Journal, LostOwnership, ensure_streams
 from jidocode.shared.bus import Bus
 
 from ._support import P
@@ -42,3 +42,18 @@ async def test_append_read_and_fence(bus: Bus, atomic: bool) -> None:
     read, _ = await journal.read(P, "j")
     assert len(read) == 704 and not any(e.id.startswith("late") for e in read)
     assert await journal.read(P, "empty") == ([], 0)
+
+
+async def test_a_small_batch_is_appended_entry_by_entry_still_fenced(bus: Bus) -> None:
+    assert await ensure_streams(bus, events_max_age_s=60) is True
+    journal = Journal(bus, atomic=True)
+    small = _entries(SMALL_BATCH, "s")
+    last = await journal.append_many(P, "small", small, expected_last=0)
+    read, seq = await journal.read(P, "small")
+    assert seq == last and [e.id for e in read] == [e.id for e in small]
+    # a stale owner's small batch is refused at its first entry: nothing of it is stored
+    await journal.append(P, "small", _entries(1, "other")[0], expected_last=last)
+    with pytest.raises(LostOwnership):
+        await journal.append_many(P, "small", _entries(2, "late"), expected_last=last)
+    read, _ = await journal.read(P, "small")
+    assert len(read) == SMALL_BATCH + 1 and not any(e.id.startswith("late") for e in read)
