@@ -36,6 +36,7 @@ __all__ = [
     "LlmSettings",
     "LoadedSettings",
     "PermissionsSettings",
+    "SandboxSettings",
     "Settings",
     "ToolSettings",
     "deep_merge",
@@ -119,6 +120,19 @@ class ToolSettings(BaseModel):
     approval_timeout_s: float = Field(default=60.0, gt=0.0, le=86400.0)
 
 
+class SandboxSettings(BaseModel):
+    """``sandbox``: the OS sandbox of every process a tool starts (see :mod:`jidocode.shared.sandbox`).
+
+    ``mode: "off"`` is honoured only in the user's global layer; a project
+    layer can never turn the sandbox off, and can only forbid the network.
+    """
+
+    model_config = _FROZEN
+
+    mode: Literal["auto", "bubblewrap", "landlock", "off"] = "auto"
+    network: bool = False
+
+
 class Settings(BaseModel):
     """The effective settings of one project (or of the global layer alone)."""
 
@@ -130,6 +144,7 @@ class Settings(BaseModel):
     hooks: HooksSettings = Field(default_factory=HooksSettings)
     llm: LlmSettings = Field(default_factory=LlmSettings)
     tools: ToolSettings = Field(default_factory=ToolSettings)
+    sandbox: SandboxSettings = Field(default_factory=SandboxSettings)
     data_dir: str = ".jido"
 
 
@@ -176,6 +191,7 @@ _SECTIONS: Final[dict[str, type[BaseModel]]] = {
     "permissions": PermissionsSettings,
     "llm": LlmSettings,
     "tools": ToolSettings,
+    "sandbox": SandboxSettings,
 }
 _HOOK_NAMES: Final = ("pre", "post")
 _HOOK_KEYS: Final = {"enabled", "signal_type", "bus", "data", "data_template"}
