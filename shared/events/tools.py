@@ -99,6 +99,11 @@ class ToolStarted(EventModel):
     name: str
     request_id: str
     conversation_id: str | None = None
+    #: Whether the processes of this call run in an OS sandbox: ``None`` for a tool that starts none.
+    sandboxed: bool | None = None
+    #: Which sandbox: ``bubblewrap``, ``landlock``, ``off`` (the user's global settings turned it off),
+    #: ``unavailable`` (none works here: the call is refused); empty for a tool that starts no process.
+    sandbox: str = ""
 
 
 class ToolCompleted(EventModel):
