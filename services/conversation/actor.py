@@ -175,27 +175,22 @@ class ConversationActor:
 
     async def _execute(self, intents: tuple[Intent, ...]) -> None:
         """Carry out intents in order; consecutive entries are journaled together, and
-        before any directive that follows them takes effect: a tool call starts only
-        after, a model call starts at once but shows nothing until they are stored."""
+        always before any directive that follows them.
+
+        (A model call started alongside the journal write gains nothing: litellm
+        spends milliseconds of CPU before its first await, which held back the
+        journal write on the same loop; measured with bench/turn.py.)"""
         entries: list[Signal] = []
         for intent in intents:
             if isinstance(intent, Emit):
                 entries.append(intent.entry)
                 continue
-            if isinstance(intent, RunLlm):
-                # A model call has no side effect: it starts while its entries are being
-                # journaled, and shows nothing (deltas, result) until they are.
-                journaled = asyncio.Event()
-                self._spawn(intent.request_id, self._run_llm(intent, journaled))
-                if entries:
-                    await self._emit(entries)
-                    entries = []
-                journaled.set()
-                continue
             if entries:
                 await self._emit(entries)
                 entries = []
-            if isinstance(intent, RunTool):
+            if isinstance(intent, RunLlm):
+                self._spawn(intent.request_id, self._run_llm(intent))
+            elif isinstance(intent, RunTool):
                 self._spawn(intent.request_id, self._run_tool(intent))
             elif isinstance(intent, CancelLlm):
                 self._cancel(intent.request_id)
@@ -277,7 +272,7 @@ class ConversationActor:
             )
             return []
 
-    async def _run_llm(self, intent: RunLlm, journaled: asyncio.Event) -> None:
+    async def _run_llm(self, intent: RunLlm) -> None:
         p, c = self.project_id, self.conversation_id
         tools = await self._tool_specs(intent)
         messages = list(intent.messages)
@@ -294,7 +289,6 @@ class ConversationActor:
         )
 
         async def on_delta(text: str) -> None:
-            await journaled.wait()
             await self.rt.bus.emit(
                 AssistantDelta(text=text, request_id=intent.request_id),
                 project_id=p,
@@ -319,7 +313,6 @@ class ConversationActor:
         except Exception as exc:  # the port broke its contract: still an answer, never a hang
             log.exception("LLM port raised")
             signal = self._failed_llm(intent, "internal", f"{type(exc).__name__}: {exc}", False)
-        await journaled.wait()
         await self.deliver(signal)
 
     def _failed_llm(self, intent: RunLlm, error_type: str, message: str, retryable: bool) -> Signal:
