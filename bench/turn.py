@@ -47,6 +47,7 @@ from jidocode.shared.bus import Bus
 from jidocode.shared.config import Config
 from jidocode.shared.natsserver import NatsServer
 from jidocode.shared.policy.loader import load_policy
+from jidocode.shared.runner import tune_gc
 from jidocode.shared.tools import builtin_specs
 
 MODEL = "openai/scripted"
@@ -179,6 +180,8 @@ async def main(
                 await client.send_message("read the readme", timeout=60)
                 await minimal.turn("read the readme")
 
+            if services == "inline":
+                tune_gc()  # this process hosts the services: tuned as jidocode's runner tunes each
             ours: list[float] = []
             base_times: list[float] = []
             for _ in range(rounds):

@@ -20,7 +20,7 @@ whose content is not inside ``data`` is rejected with ``missing_data_envelope``.
 from __future__ import annotations
 
 import json
-import os
+import random
 import re
 import time
 from collections.abc import Mapping
@@ -97,7 +97,9 @@ def new_id() -> str:
         _last_ms[1] = "".join(_PAIRS[(ms >> shift) & 0x3FF] for shift in (40, 30, 20, 10, 0))
         _last_ms[0] = ms
     p = _PAIRS
-    r = int.from_bytes(os.urandom(10), "big")
+    # Not os.urandom: a syscall per id showed in profiles. Ids are unique, not secret
+    # (anything that must be unguessable uses ``secrets``); ``random`` reseeds after fork.
+    r = random.getrandbits(80)
     prefix: str = _last_ms[1]
     return (
         prefix

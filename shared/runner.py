@@ -6,6 +6,11 @@ the service stops taking requests, drains its NATS connection and exits 0.
 When started by ``jidocode up`` (``JIDO_SUPERVISOR_PID`` set) the service
 also stops if its parent dies, so no orphan outlives the supervisor.
 
+The collector is tuned for a long-lived service (:func:`tune_gc`): a larger
+first generation and, once the service has started, everything that exists is
+frozen out of collections, so a full collection no longer walks litellm's and
+pydantic's module state.
+
 The event loop is uvloop where it is installed (``JIDO_EVENT_LOOP=asyncio``
 chooses the standard loop): ``bench/bus.py`` measures a request/reply about a
 quarter faster on it.
@@ -14,6 +19,7 @@ quarter faster on it.
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import os
 import signal
@@ -24,7 +30,7 @@ from typing import Any
 from jidocode.shared.config import Config
 from jidocode.shared.errors import JidoError
 
-__all__ = ["Serve", "configure_logging", "run_service"]
+__all__ = ["Serve", "configure_logging", "run_service", "tune_gc"]
 
 #: A service's entry point: ``async def serve(config, stop)`` (its ``service.py``).
 Serve = Callable[[Config, asyncio.Event], Coroutine[Any, Any, None]]
@@ -38,6 +44,33 @@ def configure_logging(level: str | None = None) -> None:
     )
     for noisy in ("LiteLLM", "litellm", "httpx", "watchfiles"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
+
+
+#: Allocations between two young-generation collections (CPython's default is 700).
+GC_THRESHOLD: tuple[int, int, int] = (10_000, 20, 20)
+#: Seconds after start when what exists is frozen (imports and start-up are done by then).
+GC_FREEZE_AFTER_S = 10.0
+
+
+def tune_gc(*, freeze: bool = True) -> None:
+    """Fewer collections for a process that serves: a larger young generation and,
+    with ``freeze``, what exists now moved out of the collector's reach.
+
+    Full collections walking litellm's and the conversations' long-lived objects
+    showed up as a tenth of a busy conversation service's time (``bench/turn.py
+    --concurrent``; figures in docs/benchmarks.md).
+    """
+    gc.set_threshold(*GC_THRESHOLD)
+    if freeze:
+        gc.collect()
+        gc.freeze()
+
+
+async def _freeze_later(stop: asyncio.Event) -> None:
+    try:
+        await asyncio.wait_for(stop.wait(), GC_FREEZE_AFTER_S)
+    except TimeoutError:
+        tune_gc()
 
 
 async def _watch_parent(stop: asyncio.Event, parent: int) -> None:
@@ -58,7 +91,8 @@ async def _main(serve: Serve) -> None:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    watchers = []
+    tune_gc(freeze=False)
+    watchers = [asyncio.create_task(_freeze_later(stop))]
     parent = os.environ.get("JIDO_SUPERVISOR_PID")
     if parent and parent.isdigit():
         watchers.append(asyncio.create_task(_watch_parent(stop, int(parent))))
