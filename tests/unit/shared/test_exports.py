@@ -51,7 +51,7 @@ SURFACES = {
     },
     "ledger": {"BUCKET_LEDGER", "LedgerReader", "combine", "ledger_key"},
     "registry": {"ROOT_PREFIX", "ProjectDirectory", "WatchedDirectory", "root_key"},
-    "runner": {"Serve", "configure_logging", "run_service"},
+    "runner": {"Serve", "configure_logging", "run_service", "tune_gc"},
     "service": {"Handler", "ServiceHost", "expect", "scoped_project_id", "to_jsonable"},
     "tools": {
         "BUILTIN_SPECS",
