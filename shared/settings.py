@@ -6,8 +6,19 @@ Layers, lowest first (a later layer wins, key by key)::
     <root>/.jido_code/settings.json      project, seed 001 spelling
     <root>/<data_dir>/settings.json      project data dir (default .jido), seed 000 spelling
 
-Objects merge recursively by key; lists and scalars are replaced. The
-environment has the last word for ``JIDO_LLM_MODEL`` and ``JIDO_LLM_API_BASE``.
+Objects merge recursively by key; scalars and lists are replaced, except
+``permissions.deny`` and ``permissions.ask``, which add up: a lower layer
+never removes a higher layer's rule. The environment (the user's layer) has
+the last word for ``JIDO_LLM_MODEL`` and ``JIDO_LLM_API_BASE``.
+
+Trust (``shared/trust.py``): the project layers count in full only when the
+user trusts the root. Untrusted, they can only restrict
+(:func:`restrict_project_layer`): whatever would widen the policy, raise a
+limit, pick the model, its endpoint or its key, or define a hook is ignored
+with a warning naming the file, the key and why. Trusted or not, a project
+never turns the sandbox off or gives tools network access, and the key named
+by ``llm.api_key_env`` is only sent to an ``llm.api_base`` set in the same
+layer (user: the global file and the environment; project: its files).
 
 Nothing here raises on bad input: a file that cannot be read or decoded, or a
 key whose value is invalid, becomes a :class:`Diagnostic` naming the file, the
@@ -18,6 +29,7 @@ keys inside a known section are ignored with a warning.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from collections.abc import Mapping
@@ -27,9 +39,12 @@ from typing import Annotated, Any, Final, Literal
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator
 
 from jidocode.shared.subjects import type_tokens
+from jidocode.shared.trust import trust_state
 
 __all__ = [
     "MAX_SETTINGS_BYTES",
+    "MERGED_LISTS",
+    "UNTRUSTED_IGNORED",
     "Diagnostic",
     "HookSettings",
     "HooksSettings",
@@ -44,6 +59,7 @@ __all__ = [
     "load_settings",
     "merge_layers",
     "parse_settings_bytes",
+    "restrict_project_layer",
     "settings_files",
 ]
 
@@ -167,6 +183,8 @@ class LoadedSettings(BaseModel):
     settings: Settings
     diagnostics: list[Diagnostic] = Field(default_factory=list)
     files: list[str] = Field(default_factory=list)
+    #: Whether the project layer counted in full (``None``: no project, the global layer only).
+    trusted: bool | None = None
 
 
 # --- merge -----------------------------------------------------------------
@@ -391,41 +409,339 @@ def _origins(layer: Mapping[str, Any], file: str, origin: dict[str, str]) -> Non
             origin[f"hooks.{name}"] = file
 
 
-def merge_layers(layers: list[tuple[str, Mapping[str, Any]]]) -> tuple[Settings, list[Diagnostic]]:
-    """Pure core: clean each ``(file, raw dict)`` layer, merge lowest first, validate."""
+def _union(low: list[Any], high: list[Any]) -> list[Any]:
+    out = list(low)
+    out.extend(item for item in high if item not in out)
+    return out
+
+
+def _merge_layer(merged: dict[str, Any], clean: Mapping[str, Any]) -> dict[str, Any]:
+    """:func:`deep_merge`, except that ``deny`` and ``ask`` lists add up across layers."""
+    old, new = merged.get("permissions"), clean.get("permissions")
+    if isinstance(old, Mapping) and isinstance(new, Mapping):
+        joined = dict(new)
+        for key in MERGED_LISTS:
+            if isinstance(old.get(key), list) and isinstance(new.get(key), list):
+                joined[key] = _union(old[key], new[key])
+        clean = {**clean, "permissions": joined}
+    return deep_merge(merged, clean)
+
+
+def merge_layers(
+    layers: list[tuple[str, Mapping[str, Any]]],
+    *,
+    project: list[tuple[str, Mapping[str, Any]]] | None = None,
+    trusted: bool = True,
+    env: Mapping[str, str] | None = None,
+    root: str | None = None,
+) -> tuple[Settings, list[Diagnostic]]:
+    """Pure core: clean each ``(file, raw dict)`` layer, merge lowest first, validate.
+
+    ``layers`` are the user's (the global home), ``project`` the project's,
+    merged after them under the trust rules (:func:`restrict_project_layer`);
+    ``env`` (the user's layer too) has the last word on ``JIDO_LLM_MODEL`` and
+    ``JIDO_LLM_API_BASE``. Then the key rule: ``llm.api_key_env`` is dropped
+    when ``llm.api_base`` comes from another layer.
+    """
     diags: list[Diagnostic] = []
     merged: dict[str, Any] = {}
     origin: dict[str, str] = {}
-    for file, raw in layers:
+    key_origin: dict[str, tuple[str, str]] = {}
+    scoped = [(file, raw, "user") for file, raw in layers]
+    scoped += [(file, raw, "project") for file, raw in project or []]
+    for file, raw, scope in scoped:
         clean = _clean_layer(raw, file, diags)
+        if scope == "project":
+            clean, ignored = restrict_project_layer(clean, merged, file=file, trusted=trusted, root=root)
+            diags.extend(ignored)
         _origins(clean, file, origin)
-        merged = deep_merge(merged, clean)
-    return _finish(merged, origin, diags), diags
+        llm = clean.get("llm")
+        if isinstance(llm, Mapping):
+            for key in ("api_base", "api_key_env"):
+                if key in llm:
+                    key_origin[key] = (scope, file)
+        merged = _merge_layer(merged, clean)
+    settings = _finish(merged, origin, diags)
+    settings = _env_overrides(settings, env or {}, key_origin)
+    return _pair_key_with_base(settings, key_origin, diags), diags
 
 
-def _env_overrides(settings: Settings, env: Mapping[str, str]) -> Settings:
+def _env_overrides(
+    settings: Settings, env: Mapping[str, str], key_origin: dict[str, tuple[str, str]]
+) -> Settings:
     updates: dict[str, Any] = {}
     if env.get("JIDO_LLM_MODEL"):
         updates["model"] = env["JIDO_LLM_MODEL"]
     if env.get("JIDO_LLM_API_BASE"):
         updates["api_base"] = env["JIDO_LLM_API_BASE"]
+        key_origin["api_base"] = ("user", "JIDO_LLM_API_BASE")
     if not updates:
         return settings
     return settings.model_copy(update={"llm": settings.llm.model_copy(update=updates)})
 
 
+def _pair_key_with_base(
+    settings: Settings, key_origin: dict[str, tuple[str, str]], diags: list[Diagnostic]
+) -> Settings:
+    """The key is only ever sent to an ``api_base`` set by the same layer (user or project)."""
+    llm = settings.llm
+    if not (llm.api_key_env and llm.api_base):
+        return settings
+    key_scope, key_file = key_origin.get("api_key_env", ("user", "<defaults>"))
+    base_scope, base_file = key_origin.get("api_base", ("user", "<defaults>"))
+    if key_scope == base_scope:
+        return settings
+    diags.append(
+        Diagnostic(
+            file=key_file,
+            key="llm.api_key_env",
+            problem=(
+                f"not used: llm.api_base comes from {base_file}, another layer; the key is only "
+                "sent to an api_base set in the same layer (set both there)"
+            ),
+            severity="warning",
+        )
+    )
+    return settings.model_copy(update={"llm": llm.model_copy(update={"api_key_env": None})})
+
+
+# --- trust ----------------------------------------------------------------------
+
+#: How every diagnostic about something an untrusted project asked for begins.
+UNTRUSTED_IGNORED: Final = "ignored: the project is not trusted"
+#: Permission lists that add up across layers: a lower layer never removes a higher layer's rule.
+MERGED_LISTS: Final = ("deny", "ask")
+#: Limits an untrusted project may lower, never raise (``None`` below: no limit yet).
+_LOWER_ONLY: Final = frozenset(
+    {("tools", name) for name in ToolSettings.model_fields}
+    | {("llm", name) for name in ("max_turns", "timeout_s", "max_retries", "budget_tokens", "budget_usd")}
+)
+#: Keys with no bearing on what runs, where, or with which key.
+_NEUTRAL: Final = frozenset({("llm", "temperature")})
+_USER_ONLY_WHY: Final = {
+    "model": "the model is chosen by the user",
+    "api_base": "where the model is called (and the key is sent) is chosen by the user",
+    "api_key_env": "which secret is sent as the API key is chosen by the user",
+}
+#: Sandbox modes from weakest to strictest (``auto`` falls back to Landlock; ``bubblewrap`` never does).
+_SANDBOX_STRENGTH: Final = {"off": 0, "landlock": 1, "auto": 2, "bubblewrap": 3}
+_OFF_VALUES: Final = (None, False, "", "off", "none", "deny", "denied", "disabled")
+
+
+def _lower(merged: Mapping[str, Any], section: str, key: str) -> Any:
+    """The value of ``section.key`` after the lower layers (the model's default when unset)."""
+    value = merged.get(section)
+    if isinstance(value, Mapping) and key in value:
+        return value[key]
+    model = _SECTIONS.get(section)
+    if model is None or key not in model.model_fields:
+        return None
+    return model.model_fields[key].get_default(call_default_factory=True)
+
+
+def _rule_parts(rule: str) -> tuple[str, str | None]:
+    name, paren, rest = rule.partition("(")
+    if not paren or not rest.endswith(")"):
+        return rule.strip(), None
+    return name.strip(), rest[:-1].strip()
+
+
+def _within(ask: str, allow: str) -> bool:
+    """Every call ``ask`` matches is also matched by ``allow`` (conservative: False when unsure)."""
+    if ask == allow:
+        return True
+    ask_name, ask_pat = _rule_parts(ask)
+    allow_name, allow_pat = _rule_parts(allow)
+    if ask_name != allow_name:
+        return False
+    if allow_pat is None:
+        return True
+    if ask_pat is None:
+        return False
+    if allow_pat.endswith(":*"):
+        prefix = allow_pat[:-2].split()
+        return ask_pat.removesuffix(":*").split()[: len(prefix)] == prefix
+    if allow_pat.endswith("/**") and ".." not in ask_pat.split("/"):
+        return ask_pat.startswith(allow_pat[:-2])
+    return False
+
+
+def _network_enabled(value: Any) -> bool:
+    if isinstance(value, Mapping):
+        return bool(value.get("enabled", bool(value)))
+    if isinstance(value, list | tuple):
+        return bool(value)
+    return value not in _OFF_VALUES
+
+
+def restrict_project_layer(
+    clean: Mapping[str, Any],
+    lower: Mapping[str, Any],
+    *,
+    file: str,
+    trusted: bool,
+    root: str | None = None,
+) -> tuple[dict[str, Any], list[Diagnostic]]:
+    """Keep what a project layer may set; a diagnostic for each key it may not (pure).
+
+    ``clean`` is the project layer after per-key validation, ``lower`` what the
+    layers under it merged to. Trusted or not, the project's ``sandbox`` may
+    only get stricter: ``mode: "off"`` and network access are the user's call.
+    Untrusted, the layer can only restrict: ``deny`` rules, ``ask`` rules that
+    narrow an allow, a ``deny`` default, lower limits, ``allow`` lists and
+    ``additional_directories`` that only drop entries, hooks switched off; the
+    rest is ignored — ``llm.model``, ``llm.api_base``, ``llm.api_key_env``,
+    allows, directories, raised limits, hook definitions, and any section this
+    version cannot judge.
+    """
+    diags: list[Diagnostic] = []
+    where = root or "<root>"
+
+    def ignore(key: str, why: str) -> None:
+        problem = (
+            f"ignored: {why}"
+            if trusted
+            else f"{UNTRUSTED_IGNORED}, so its settings can only restrict ({why}); "
+            f"run `jidocode projects trust {where}`"
+        )
+        diags.append(Diagnostic(file=file, key=key, problem=problem, severity="warning"))
+
+    out: dict[str, Any] = {}
+    for top, value in clean.items():
+        if top == "sandbox" and isinstance(value, Mapping):
+            out[top] = _restrict_sandbox(value, lower, trusted=trusted, ignore=ignore)
+        elif trusted or top == "version":
+            out[top] = value
+        elif top == "permissions" and isinstance(value, Mapping):
+            out[top] = _restrict_permissions(value, lower, ignore)
+        elif top in ("tools", "llm") and isinstance(value, Mapping):
+            out[top] = _restrict_limits(top, value, lower, ignore)
+        elif top == "hooks" and isinstance(value, Mapping):
+            out[top] = _restrict_hooks(value, ignore)
+        else:
+            ignore(top, "this section cannot be checked to only restrict")
+    return out, diags
+
+
+def _restrict_sandbox(
+    value: Mapping[str, Any], lower: Mapping[str, Any], *, trusted: bool, ignore: Any
+) -> dict[str, Any]:
+    kept: dict[str, Any] = {}
+    for key, sub in value.items():
+        path = f"sandbox.{key}"
+        if key == "mode":
+            below = _lower(lower, "sandbox", "mode")
+            if sub == "off":
+                ignore(path, "only the user's global settings can turn the sandbox off")
+            elif _SANDBOX_STRENGTH.get(sub, -1) < _SANDBOX_STRENGTH.get(below, 0):
+                ignore(
+                    path, f"{sub!r} is weaker than {below!r}; a project can only make the sandbox stricter"
+                )
+            else:
+                kept[key] = sub
+        elif key == "network" and _network_enabled(sub):
+            ignore(path, "only the user's global settings can give tools network access")
+        elif trusted or key == "network":
+            kept[key] = sub
+        else:
+            ignore(path, "this key cannot be checked to only restrict")
+    return kept
+
+
+def _restrict_permissions(value: Mapping[str, Any], lower: Mapping[str, Any], ignore: Any) -> dict[str, Any]:
+    kept: dict[str, Any] = {}
+    for key, sub in value.items():
+        path = f"permissions.{key}"
+        if key == "deny":
+            kept[key] = sub
+        elif key == "default":
+            if sub == "deny" or _lower(lower, "permissions", "default") == sub:
+                kept[key] = sub
+            else:
+                ignore(path, f"{sub!r} is looser than {_lower(lower, 'permissions', 'default')!r}")
+        elif key in ("allow", "additional_directories"):
+            below = _lower(lower, "permissions", key) or []
+            added = [item for item in sub if item not in below]
+            if added:
+                ignore(path, f"adds {', '.join(map(str, added))}")
+            else:
+                kept[key] = sub
+        elif key == "ask":
+            if _lower(lower, "permissions", "default") == "ask":
+                kept[key] = sub
+                continue
+            allows = _lower(lower, "permissions", "allow") or []
+            narrowing = [rule for rule in sub if any(_within(rule, allow) for allow in allows)]
+            dropped = [rule for rule in sub if rule not in narrowing]
+            if dropped:
+                ignore(
+                    path,
+                    f"{', '.join(dropped)} would turn calls the default denies into questions",
+                )
+            kept[key] = narrowing
+        else:
+            ignore(path, "this key cannot be checked to only restrict")
+    return kept
+
+
+def _restrict_limits(
+    section: str, value: Mapping[str, Any], lower: Mapping[str, Any], ignore: Any
+) -> dict[str, Any]:
+    kept: dict[str, Any] = {}
+    for key, sub in value.items():
+        path = f"{section}.{key}"
+        if (section, key) in _NEUTRAL:
+            kept[key] = sub
+        elif (section, key) in _LOWER_ONLY:
+            below = _lower(lower, section, key)
+            if below is None or (sub is not None and sub <= below):
+                kept[key] = sub
+            else:
+                ignore(path, f"raises the limit from {below} to {sub}")
+        elif section == "llm" and key in _USER_ONLY_WHY:
+            ignore(path, _USER_ONLY_WHY[key])
+        else:
+            ignore(path, "this key cannot be checked to only restrict")
+    return kept
+
+
+def _restrict_hooks(value: Mapping[str, Any], ignore: Any) -> dict[str, Any]:
+    kept: dict[str, Any] = {}
+    for name, hook in value.items():
+        if hook is None or hook == {"enabled": False}:
+            kept[name] = hook  # switching a hook off only restricts
+        else:
+            ignore(f"hooks.{name}", "hook definitions run on the user's behalf")
+    return kept
+
+
 def load_settings(
-    root: Path | None, *, jido_home: Path | None = None, data_dir: str = ".jido"
+    root: Path | None,
+    *,
+    jido_home: Path | None = None,
+    data_dir: str = ".jido",
+    trusted: bool | None = None,
 ) -> LoadedSettings:
     """Read and merge every layer of ``root`` (``None``: the global layer only).
 
-    Never raises for bad content: problems are in ``diagnostics``; ``files``
-    lists the files that exist and were read.
+    ``trusted`` ``None`` reads the user's trust store (``shared/trust.py``) in
+    the global home. Untrusted, the project layer can only restrict, and a
+    ``.mcp.json`` in the root is reported as not started. Never raises for bad
+    content: problems are in ``diagnostics``; ``files`` lists the files that
+    exist and were read.
     """
     diags: list[Diagnostic] = []
     layers: list[tuple[str, Mapping[str, Any]]] = []
+    project: list[tuple[str, Mapping[str, Any]]] = []
     files: list[str] = []
-    for path in settings_files(root, jido_home=jido_home, data_dir=data_dir):
+    home = global_home(jido_home)
+    paths = settings_files(root, jido_home=home, data_dir=data_dir)
+    if root is not None and trusted is None:
+        state = trust_state(root, home=home)
+        trusted = state.trusted
+        if state.problem:
+            diags.append(Diagnostic(file=state.store, problem=f"{state.problem}; no project is trusted"))
+    for index, path in enumerate(paths):
         file = str(path)
         try:
             if not path.is_file():
@@ -444,8 +760,25 @@ def load_settings(
         value, file_diags = parse_settings_bytes(raw, file)
         diags.extend(file_diags)
         if value is not None:
-            layers.append((file, value))
-    settings, merge_diags = merge_layers(layers)
+            (layers if index == 0 else project).append((file, value))
+    real_root = os.path.realpath(root) if root is not None else None
+    settings, merge_diags = merge_layers(
+        layers, project=project, trusted=bool(trusted), env=os.environ, root=real_root
+    )
     diags.extend(merge_diags)
-    settings = _env_overrides(settings, os.environ)
-    return LoadedSettings(settings=settings, diagnostics=diags, files=files)
+    if root is not None and not trusted:
+        mcp = root / ".mcp.json"
+        with contextlib.suppress(OSError):
+            if mcp.is_file():
+                diags.append(
+                    Diagnostic(
+                        file=str(mcp),
+                        key="mcpServers",
+                        problem=f"{UNTRUSTED_IGNORED}, so its MCP servers are not started; "
+                        f"run `jidocode projects trust {real_root}`",
+                        severity="warning",
+                    )
+                )
+    return LoadedSettings(
+        settings=settings, diagnostics=diags, files=files, trusted=None if root is None else bool(trusted)
+    )

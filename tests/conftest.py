@@ -17,6 +17,7 @@ import pytest
 from jidocode.shared.bus import Bus
 from jidocode.shared.config import Config
 from jidocode.shared.natsserver import NatsServer
+from jidocode.shared.trust import trust_project
 from tests.llm_fixtures import scripted_llm, scripted_llm_settings  # noqa: F401  (fixtures)
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
@@ -56,10 +57,15 @@ def nats_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 @pytest.fixture
 def jido_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """An empty global layer, so the user's ~/.jido_code never leaks into a test."""
+    """An empty global layer, so the user's ~/.jido_code never leaks into a test.
+
+    It trusts the test's ``tmp_path``, so the project settings a test writes under it
+    apply as they do once the user ran ``jidocode projects trust`` (trust tests untrust it).
+    """
     home = tmp_path / "jido_home"
     home.mkdir()
     monkeypatch.setenv("JIDO_CODE_HOME", str(home))
+    trust_project(tmp_path, home=home)
     return home
 
 

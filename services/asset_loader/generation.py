@@ -4,6 +4,12 @@
 applies layer precedence (a later layer replaces an earlier asset of the same
 name), links workflows (unknown targets are warnings, sub-workflow cycles are
 errors that drop the workflows involved) and builds the skill-graph snapshot.
+
+Trust: the settings come from ``load_settings``, which reads the user's trust
+store; when the project is not trusted, the hooks a project skill declares in
+its frontmatter (``jido.hooks``) are dropped with a warning, like the hooks
+of the project's settings.json (switching a hook off is kept: it only
+restricts).
 """
 
 from __future__ import annotations
@@ -15,7 +21,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from jidocode.shared.settings import Diagnostic, LoadedSettings, Settings
+from jidocode.shared.settings import UNTRUSTED_IGNORED, Diagnostic, LoadedSettings, Settings
 
 from .discover import SourceFile, read_layers
 from .layout import layers as layer_list
@@ -23,7 +29,7 @@ from .loaders.command import parse_command
 from .loaders.graph import GraphSnapshot, build_graph, parse_graph_node
 from .loaders.skill import parse_skill
 from .loaders.workflow import find_cycles, parse_workflow
-from .models import Command, GraphNode, Skill, Workflow
+from .models import Command, GraphNode, Skill, SkillHooks, Workflow
 from .text import decode_text
 
 __all__ = ["Generation", "clear_parse_cache", "compile_generation", "load_generation"]
@@ -78,6 +84,8 @@ class Generation(BaseModel):
     memory: list[tuple[str, str]] = Field(default_factory=list)
     settings: Settings = Field(default_factory=Settings)
     settings_files: list[str] = Field(default_factory=list)
+    #: Whether the project's own settings, hooks and MCP servers count (``None``: no project).
+    trusted: bool | None = None
     diagnostics: list[Diagnostic] = Field(default_factory=list)
 
     @property
@@ -150,6 +158,8 @@ def compile_generation(
         else:
             memory.append((src.path, value))
     skills = {k.split(":", 1)[1]: v for k, v in skills.items()}
+    if loaded.trusted is False:
+        skills = {name: _untrusted_hooks(skill, root, diags) for name, skill in skills.items()}
     commands = {k.split(":", 1)[1]: v for k, v in commands.items()}
     workflows = {k.split(":", 1)[1]: v for k, v in workflows.items()}
     workflows = _link(workflows, skills, commands, diags)
@@ -164,8 +174,35 @@ def compile_generation(
         memory=memory,
         settings=loaded.settings,
         settings_files=list(loaded.files),
+        trusted=loaded.trusted,
         diagnostics=diags,
     )
+
+
+def _untrusted_hooks(skill: Skill, root: str | None, diags: list[Diagnostic]) -> Skill:
+    """A project skill of an untrusted project keeps only the hooks it switches off."""
+    if skill.layer != "project":
+        return skill
+    kept: dict[str, Any] = {}
+    for phase in ("pre", "post"):
+        hook = getattr(skill.hooks, phase)
+        if hook is None:
+            continue
+        if not hook.enabled:
+            kept[phase] = hook
+            continue
+        diags.append(
+            Diagnostic(
+                file=skill.path,
+                key=f"jido.hooks.{phase}",
+                problem=f"{UNTRUSTED_IGNORED}, so its hook definitions do not run "
+                f"(run `jidocode projects trust {root or '<root>'}`)",
+                severity="warning",
+            )
+        )
+    if len(kept) == sum(getattr(skill.hooks, p) is not None for p in ("pre", "post")):
+        return skill
+    return skill.model_copy(update={"hooks": SkillHooks(**kept)})
 
 
 def _link(

@@ -24,7 +24,8 @@ log = logging.getLogger("jidocode.asset_loader.watcher")
 
 #: How long a burst of changes must be quiet before one reload.
 DEFAULT_DEBOUNCE_MS: Final = 50
-_FILES: Final = {"settings.json", "JIDO.md"}
+#: ``trusted_projects.json`` (the global home's trust store): trusting a project reloads its settings.
+_FILES: Final = {"settings.json", "JIDO.md", "trusted_projects.json"}
 
 
 class AssetFilter(DefaultFilter):

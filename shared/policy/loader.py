@@ -1,5 +1,10 @@
 """The policy of a project from its settings.json layers (global, then project).
 
+The project layer counts in full only when the user trusts the root
+(``shared/trust.py``); untrusted, :func:`~jidocode.shared.settings.load_settings`
+keeps only what restricts. The cache's stamp covers the trust store, so
+``jidocode projects trust``/``untrust`` takes effect on the next call.
+
 A permission rule that does not parse, or a ``permissions`` key that the
 settings loader had to drop, is a startup error (:class:`InvalidInput` naming
 the file and the rule), never a rule that silently matches nothing.
@@ -11,6 +16,7 @@ from pathlib import Path
 
 from jidocode.shared.errors import InvalidInput
 from jidocode.shared.settings import LoadedSettings, ToolSettings, global_home, load_settings, settings_files
+from jidocode.shared.trust import trust_store_path
 
 from .decision import Policy
 from .rules import InvalidRule
@@ -77,7 +83,9 @@ class PolicyCache:
 
     def _stamp(self, root: str, data_dir: str) -> tuple[object, ...]:
         out: list[object] = [root, data_dir]
-        for f in settings_files(Path(root), jido_home=self.jido_home, data_dir=data_dir):
+        watched = [*settings_files(Path(root), jido_home=self.jido_home, data_dir=data_dir)]
+        watched.append(trust_store_path(self.jido_home))
+        for f in watched:
             try:
                 st = f.stat()
                 out.append((str(f), st.st_mtime_ns, st.st_size, st.st_ino))

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from jidocode.shared.policy.loader import load_policy
 from jidocode.shared.settings import load_settings
+from jidocode.shared.trust import trust_project
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 
@@ -28,6 +29,7 @@ def test_settings_example_loads_without_diagnostics(tmp_path: Path) -> None:
     [example] = _blocks("json")
     (tmp_path / ".jido").mkdir()
     (tmp_path / ".jido" / "settings.json").write_text(example)
+    trust_project(tmp_path, home=tmp_path / "home")  # as after `jidocode projects trust`
     loaded = load_settings(tmp_path, jido_home=tmp_path / "home")
     assert loaded.diagnostics == []
     assert loaded.settings.permissions.allow == ["Read", "Edit(src/**)", "Bash(git status)"]

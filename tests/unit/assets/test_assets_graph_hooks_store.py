@@ -18,6 +18,7 @@ from jidocode.services.asset_loader.models import Skill
 from jidocode.services.asset_loader.store import AssetStore
 from jidocode.shared.errors import InvalidInput, NotFound
 from jidocode.shared.settings import HookSettings, HooksSettings
+from jidocode.shared.trust import trust_project
 
 
 def _node(node_id: str, text: str):  # type: ignore[no-untyped-def]
@@ -172,6 +173,7 @@ def _project(tmp_path: Path) -> tuple[Path, Path]:
     _write(root / ".jido" / "skill_graph" / "sub" / "y.md", "# Why")
     _write(root / ".jido" / "JIDO.md", "project memory")
     _write(root / ".jido" / "settings.json", '{"llm": {"model": "m"}}')
+    trust_project(root, home=home)
     return home, root
 
 

@@ -89,7 +89,7 @@ def test_project_overrides_global_by_key(tmp_path: Path) -> None:
         root / ".jido_code" / "settings.json", {"llm": {"max_turns": 7}, "permissions": {"allow": ["Edit"]}}
     )
     _write(root / ".jido" / "settings.json", {"llm": {"temperature": 0.5}})
-    loaded = load_settings(root, jido_home=home)
+    loaded = load_settings(root, jido_home=home, trusted=True)
     assert loaded.diagnostics == []
     assert loaded.settings.llm.model == "openai/a"
     assert loaded.settings.llm.max_turns == 7
@@ -102,7 +102,7 @@ def test_data_dir_layer_wins_over_jido_code(tmp_path: Path) -> None:
     root = tmp_path / "proj"
     _write(root / ".jido_code" / "settings.json", {"llm": {"model": "a"}})
     _write(root / "data" / "settings.json", {"llm": {"model": "b"}})
-    loaded = load_settings(root, jido_home=tmp_path / "home", data_dir="data")
+    loaded = load_settings(root, jido_home=tmp_path / "home", data_dir="data", trusted=True)
     assert loaded.settings.llm.model == "b"
 
 

@@ -11,6 +11,7 @@ import pytest
 from jidocode.shared.errors import InvalidInput
 from jidocode.shared.policy import Effect, authorize
 from jidocode.shared.policy.loader import PolicyCache, load_policy
+from jidocode.shared.trust import trust_project
 
 
 def _write(path: Path, value: object) -> None:
@@ -23,6 +24,7 @@ def layout(tmp_path: Path) -> tuple[Path, Path]:
     root, home = tmp_path / "proj", tmp_path / "home"
     root.mkdir()
     home.mkdir()
+    trust_project(root, home=home)  # these tests are about the project layer in full
     return root, home
 
 
