@@ -8,8 +8,21 @@ Grammar (anything else is an :class:`InvalidRule`, raised at project start)::
                  mcp__github to mean every tool of that MCP server)
     pattern  := for Bash: "<words>" (the exact command) or "<words>:*" (the
                 command starts with these words); for path tools: a glob where
-                "**" spans directories and "*" stays within one, relative to the
-                project root, "/abs/…" or "~/…"
+                "**" spans directories and "*" stays within one, anchored as
+                below
+
+Path pattern anchors (each matches what it says; ``..`` and ``.`` are collapsed):
+
+==============  ==============================================
+``x``, ``./x``  relative to the project root
+``/abs``        an absolute path
+``//abs``       an absolute path too (the form other tools use)
+``~/x``, ``~``  relative to the user's home directory
+==============  ==============================================
+
+A **deny** or **ask** rule naming a directory also covers everything below it
+(``deny: Read(secrets)`` is ``Read(secrets/**)``); an allow rule matches only
+what its glob matches.
 
 Which tools a rule name covers:
 
@@ -25,6 +38,7 @@ other       the tool of that exact name (``mcp__srv`` covers ``mcp__srv__*``)
 from __future__ import annotations
 
 import os
+import posixpath
 import re
 from typing import Final, Literal
 
@@ -34,6 +48,7 @@ __all__ = [
     "PATH_TOOLS",
     "InvalidRule",
     "PermissionRule",
+    "anchor_pattern",
     "glob_to_regex",
     "parse_rule",
     "parse_rules",
@@ -122,13 +137,46 @@ class PermissionRule(BaseModel):
             return argv[:n] == self.words
         return argv == self.words
 
-    def matches_path(self, path: str, *, root: str, home: str) -> bool:
-        """Path tools: whether the resolved absolute ``path`` matches the pattern."""
+    def matches_path(self, path: str, *, root: str, home: str, below: bool = False) -> bool:
+        """Path tools: whether the absolute ``path`` matches the pattern.
+
+        ``below`` (deny and ask rules): a path below a matching directory
+        matches too, so ``Read(secrets)`` covers ``secrets/k``.
+        """
         if self.kind != "path":
             return False
         if self.pattern is None:
             return True
-        return _compiled_path_regex(self.pattern, root, home).match(path) is not None
+        rx = _compiled_path_regex(self.pattern, root, home)
+        if rx.match(path) is not None:
+            return True
+        if below:
+            parent = posixpath.dirname(path)
+            while parent != path:
+                if rx.match(parent) is not None:
+                    return True
+                path, parent = parent, posixpath.dirname(parent)
+        return False
+
+    def may_match_under(self, directory: str, *, root: str, home: str) -> bool:
+        """Whether the pattern could match ``directory``, a directory above it or anything below it.
+
+        Conservative (a recursive read of ``directory`` is judged by it): a
+        pattern whose literal leading components lie under ``directory`` may
+        match there; so may one whose literal part contains ``directory``.
+        """
+        if self.kind != "path":
+            return False
+        if self.pattern is None:
+            return True
+        anchored = anchor_pattern(self.pattern, root, home)
+        fixed: list[str] = []
+        for part in anchored.split("/"):
+            if any(c in part for c in "*?"):
+                break
+            fixed.append(part)
+        literal = "/".join(fixed) or "/"
+        return _within(literal, directory) or _within(directory, literal)
 
 
 def glob_to_regex(pattern: str) -> str:
@@ -158,19 +206,33 @@ def glob_to_regex(pattern: str) -> str:
 _REGEX_CACHE: dict[tuple[str, str, str], re.Pattern[str]] = {}
 
 
-def _anchor(pattern: str, root: str, home: str) -> str:
-    if pattern == "~" or pattern.startswith("~/"):
-        return home.rstrip("/") + pattern[1:]
-    if pattern.startswith("/"):
-        return pattern
-    return root.rstrip("/") + "/" + pattern
+def _within(path: str, base: str) -> bool:
+    base = base.rstrip("/") or "/"
+    return path == base or path.startswith(base if base == "/" else base + "/")
+
+
+def anchor_pattern(pattern: str, root: str, home: str) -> str:
+    """The absolute form of a path pattern (see the anchors in the module doc); a trailing ``/`` is kept."""
+    if pattern.startswith("//"):
+        anchored = "/" + pattern.lstrip("/")
+    elif pattern == "~" or pattern.startswith("~/"):
+        anchored = home.rstrip("/") + pattern[1:]
+    elif pattern.startswith("/"):
+        anchored = pattern
+    else:
+        anchored = root.rstrip("/") + "/" + pattern
+    trailing = anchored.endswith("/") and anchored != "/"
+    anchored = posixpath.normpath(anchored)
+    if anchored.startswith("//"):
+        anchored = "/" + anchored.lstrip("/")
+    return anchored + "/" if trailing and anchored != "/" else anchored
 
 
 def _compiled_path_regex(pattern: str, root: str, home: str) -> re.Pattern[str]:
     key = (pattern, root, home)
     rx = _REGEX_CACHE.get(key)
     if rx is None:
-        anchored = _anchor(pattern, root, home)
+        anchored = anchor_pattern(pattern, root, home)
         # "dir/" and "dir/**" both mean everything below dir (and dir itself)
         body = glob_to_regex(anchored.rstrip("/"))
         if anchored.endswith("/"):

@@ -5,14 +5,28 @@ run — after ``;``, ``&&``, ``||``, ``|``, ``&``, newlines, inside ``$(…)``,
 backticks, process substitution, ``if``/``for``/``while`` bodies, subshells
 and brace groups, behind wrappers (``env``, ``xargs``, ``sh -c``/``bash -c``
 (whose string is parsed in turn), ``timeout``, ``nice``, ``nohup``,
-``sudo`` …) — plus its redirections. Each command carries ``flags``: reasons
-why no allow rule may cover it (a program-valued option such as
-``git -c core.fsmonitor=…`` or ``find -exec``, an environment prefix that is
-not on the safe list such as ``LD_PRELOAD=…`` or ``GIT_SSH_COMMAND=…``, an
-expansion in the program name …). What the parser cannot prove safe (parse
-errors, constructs bashlex does not implement, ``eval``, function
-definitions, here-docs with expansions, arithmetic, brace expansion …) lands
-in ``unprovable``: the decision is then *ask* or *deny*, never *allow*.
+``sudo`` …) — plus its redirections. Each command carries:
+
+- ``flags``: reasons why no allow rule may cover it (:mod:`.programs`: a
+  program-valued option such as ``git -c core.fsmonitor=…``, ``find -exec``,
+  ``rg --pre``, a sed or awk program that runs commands; an environment
+  prefix off the safe list such as ``LD_PRELOAD=…``; a builtin that assigns
+  a variable named by its argument such as ``wait -p``);
+- ``words``: for each argument whether bash computes it at run time (``$``,
+  backticks), globs it, or expands a leading ``~`` — the decision resolves
+  ``~`` and globs itself, and asks about the rest;
+- ``cwd``: the directories the shell may be in when it runs (relative to
+  the project root), or ``None`` after a ``cd`` the walk cannot follow (a
+  computed target, ``cd -``, a ``cd`` inside a loop). A ``cd`` that may fail
+  keeps the old directory among the candidates.
+
+What the parser cannot prove safe lands in ``unprovable``: parse errors,
+constructs bashlex does not implement (``[[ ]]``, ``case``, arithmetic),
+``eval``/``source``/``declare`` and their kind, function definitions,
+here-docs with expansions, brace expansion, and any ``${…}`` other than a
+plain name with a literal default, pattern or length (``${x:-$(cmd)}``,
+``${x@P}``, ``${!x}``, ``${a[i]}`` can all run code). The decision is then
+*ask* or *deny* — never *allow*.
 
 This is a best-effort reading of bash; ``docs/security.md`` lists what it
 does not claim. The allow list is the safety net: a program nobody allowed
@@ -31,18 +45,26 @@ import bashlex  # type: ignore[import-untyped]
 import bashlex.errors  # type: ignore[import-untyped]
 from pydantic import BaseModel, ConfigDict
 
+from .programs import OPTION_CHECKED, inert, option_flags
+
 __all__ = [
     "MAX_COMMAND_CHARS",
+    "ROOT_CWD",
     "SAFE_ENV_NAMES",
     "Redirect",
     "ShellAnalysis",
     "ShellCommand",
+    "Word",
     "analyze",
+    "env_flag",
 ]
 
 MAX_COMMAND_CHARS: Final = 64 * 1024
 _MAX_DEPTH: Final = 6
 _MAX_COMMANDS: Final = 512
+_MAX_CWDS: Final = 8
+#: The working directory a command string starts in: the project root.
+ROOT_CWD: Final[tuple[str, ...]] = (".",)
 
 #: Environment variables a command prefix may set and still be covered by an allow rule.
 SAFE_ENV_NAMES: Final[frozenset[str]] = frozenset(
@@ -144,11 +166,8 @@ _UNPROVABLE_BUILTINS: Final[frozenset[str]] = frozenset(
         "su",
         "runuser",
         "script",
+        "compopt",
     }
-)
-#: Commands that run nothing and change nothing outside the shell: no rule needed.
-_NEUTRAL: Final[frozenset[str]] = frozenset(
-    {"true", "false", ":", "cd", "pwd", "exit", "wait", "pushd", "popd"}
 )
 _SHELLS: Final[frozenset[str]] = frozenset({"sh", "bash", "dash", "zsh", "ksh", "mksh", "ash", "yash"})
 _PRIVILEGED: Final[frozenset[str]] = frozenset({"sudo", "doas", "pkexec"})
@@ -156,6 +175,22 @@ _WRITE_OPS: Final[frozenset[str]] = frozenset({">", ">>", ">|", "&>", "&>>", "<>
 _READ_OPS: Final[frozenset[str]] = frozenset({"<", "<&"})
 _DEV_OK: Final[frozenset[str]] = frozenset({"/dev/null", "/dev/stdout", "/dev/stderr", "/dev/tty"})
 _INVISIBLE: Final = frozenset({"Cf", "Co", "Cs", "Zl", "Zp"})
+
+
+class Word(BaseModel):
+    """How bash treats one argument beyond quote removal."""
+
+    model_config = ConfigDict(frozen=True)
+
+    #: Its value comes from an expansion at run time (``$x``, ``$(…)``, backticks, ``$'…'``).
+    dynamic: bool = False
+    #: It holds an unquoted ``*``, ``?`` or ``[`` (bash replaces it by the matching file names).
+    glob: bool = False
+    #: bash expands a ``~`` in it (at its start, or after ``=``/``:`` in an assignment-like word).
+    tilde: bool = False
+
+
+_LITERAL: Final = Word()
 
 
 class ShellCommand(BaseModel):
@@ -172,22 +207,36 @@ class ShellCommand(BaseModel):
     flags: tuple[str, ...] = ()
     #: Needs no rule (``cd``, ``true`` …).
     neutral: bool = False
+    #: One :class:`Word` per ``argv`` entry (empty: every word is literal).
+    words: tuple[Word, ...] = ()
+    #: Where the shell may be when it runs (relative to the root, or absolute); ``None``: unknown.
+    cwd: tuple[str, ...] | None = ROOT_CWD
 
     @property
     def text(self) -> str:
         return " ".join(self.argv)
 
+    def word(self, index: int) -> Word:
+        return self.words[index] if index < len(self.words) else _LITERAL
+
 
 class Redirect(BaseModel):
-    """A redirection to or from a file; ``target`` is ``None`` when it is computed at run time."""
+    """A redirection to or from a file."""
 
     model_config = ConfigDict(frozen=True)
 
     op: str
-    target: str | None
+    target: str
     write: bool
-    #: The target is relative and a ``cd`` may have moved the shell before it.
-    after_cd: bool = False
+    #: bash expands the leading ``~`` of the target.
+    tilde: bool = False
+    #: Where the shell may be when it opens the target (see :class:`ShellCommand`).
+    cwd: tuple[str, ...] | None = ROOT_CWD
+
+    @property
+    def after_cd(self) -> bool:
+        """A relative target whose directory a ``cd`` may have changed."""
+        return not self.target.startswith("/") and self.cwd != ROOT_CWD
 
 
 class ShellAnalysis(BaseModel):
@@ -200,155 +249,6 @@ class ShellAnalysis(BaseModel):
     redirects: tuple[Redirect, ...] = ()
     #: Reasons the string as a whole cannot be proven safe (empty: it can be judged command by command).
     unprovable: tuple[str, ...] = ()
-
-
-# --- program-valued options ----------------------------------------------------
-
-
-def _opt_is(word: str, *names: str) -> bool:
-    for name in names:
-        if word == name or (name.startswith("--") and word.startswith(name + "=")):
-            return True
-        if (
-            not name.startswith("--")
-            and len(name) == 2
-            and word.startswith(name)
-            and not word.startswith("--")
-        ):
-            # -cfoo, -Ifoo: an attached value
-            return True
-    return False
-
-
-def _git_flags(argv: tuple[str, ...]) -> list[str]:
-    out: list[str] = []
-    sub: str | None = None
-    sub_index = 0
-    for i, w in enumerate(argv[1:], start=1):
-        if sub is None:
-            if _opt_is(w, "-c", "--config-env", "--exec-path", "--git-dir", "--work-tree", "--namespace"):
-                out.append(f"git option {w.split('=')[0]} can run programs or redirect the repository")
-            elif w in ("-C",):
-                continue
-            elif not w.startswith("-") and argv[i - 1] != "-C":
-                sub, sub_index = w, i
-        else:
-            if _opt_is(w, "--upload-pack", "--receive-pack", "--exec", "--extcmd", "--template"):
-                out.append(f"git {sub} option {w.split('=')[0]} runs a program")
-            elif sub in ("clone", "fetch", "pull", "ls-remote", "archive", "push") and w == "-u":
-                out.append(f"git {sub} -u names a program to run")
-            elif sub in ("rebase", "difftool") and (w == "-x" or w.startswith("-x")):
-                out.append(f"git {sub} -x runs a command")
-    if sub in ("filter-branch", "filter-repo"):
-        out.append(f"git {sub} runs shell code")
-    rest = argv[sub_index + 1 :] if sub is not None else ()
-    if sub == "submodule" and "foreach" in rest:
-        out.append("git submodule foreach runs shell code")
-    if sub == "bisect" and rest[:1] == ("run",):
-        out.append("git bisect run runs a command")
-    if sub == "config" and not any(
-        w in ("-l", "--list", "--get", "--get-all", "--get-regexp", "--show-origin") for w in rest
-    ):
-        out.append("git config may write the repository configuration (protected)")
-    return out
-
-
-_FIND_ACTIONS: Final = frozenset(
-    {"-exec", "-execdir", "-ok", "-okdir", "-delete", "-fprint", "-fprint0", "-fprintf", "-fls"}
-)
-
-
-def _find_flags(argv: tuple[str, ...]) -> list[str]:
-    return [f"find {w} runs a program or writes files" for w in argv[1:] if w in _FIND_ACTIONS]
-
-
-def _table_flags(options: tuple[str, ...], what: str) -> Callable[[tuple[str, ...]], list[str]]:
-    def check(argv: tuple[str, ...]) -> list[str]:
-        return [f"{what} option {w.split('=')[0]} runs a program" for w in argv[1:] if _opt_is(w, *options)]
-
-    return check
-
-
-def _awk_flags(argv: tuple[str, ...]) -> list[str]:
-    prog = [w for w in argv[1:] if not w.startswith("-")]
-    if any("system" in w or "|" in w or "getline" in w or ">" in w for w in prog[:1]):
-        return ["awk program runs commands or writes files (system, pipes, redirection)"]
-    if any(_opt_is(w, "-f", "--file") for w in argv[1:]):
-        return ["awk -f runs a program file"]
-    return []
-
-
-_SED_EXEC: Final = re.compile(r"(^|[;{}\n])\s*[ewWrR]\b|/[gpiImM0-9]*[ew]\b")
-
-
-def _sed_flags(argv: tuple[str, ...]) -> list[str]:
-    out: list[str] = []
-    for w in argv[1:]:
-        if _opt_is(w, "-f", "--file"):
-            out.append("sed -f runs a script file")
-        elif not w.startswith("-") and _SED_EXEC.search(w):
-            out.append("sed script executes commands or reads/writes files (e, w, r)")
-            break
-    return out
-
-
-def _make_flags(argv: tuple[str, ...]) -> list[str]:
-    return [
-        f"make variable {w.split('=')[0]} names a program"
-        for w in argv[1:]
-        if re.match(r"^\.?SHELL(FLAGS)?=|^MAKE=", w)
-    ]
-
-
-_OPTION_CHECKS: Final[dict[str, Callable[[tuple[str, ...]], list[str]]]] = {
-    "git": _git_flags,
-    "find": _find_flags,
-    "rsync": _table_flags(("-e", "--rsh", "--rsync-path"), "rsync"),
-    "ssh": _table_flags(("-o", "-F"), "ssh"),
-    "scp": _table_flags(("-S", "-o", "-F"), "scp"),
-    "sftp": _table_flags(("-S", "-o", "-F"), "sftp"),
-    "tar": _table_flags(
-        (
-            "--to-command",
-            "--checkpoint-action",
-            "-I",
-            "--use-compress-program",
-            "--info-script",
-            "--new-volume-script",
-            "-F",
-            "--rsh-command",
-            "--rmt-command",
-        ),
-        "tar",
-    ),
-    "zip": _table_flags(("-TT", "--unzip-command"), "zip"),
-    "sort": _table_flags(("--compress-program",), "sort"),
-    "man": _table_flags(("-P", "--pager", "-H", "--html"), "man"),
-    "less": _table_flags(("--lesskey-src", "-k"), "less"),
-    "npm": _table_flags(("--script-shell",), "npm"),
-    "yarn": _table_flags(("--script-shell",), "yarn"),
-    "pnpm": _table_flags(("--script-shell",), "pnpm"),
-    "awk": _awk_flags,
-    "gawk": _awk_flags,
-    "mawk": _awk_flags,
-    "nawk": _awk_flags,
-    "sed": _sed_flags,
-    "gsed": _sed_flags,
-    "make": _make_flags,
-    "gmake": _make_flags,
-}
-
-
-def _builtin_flags(argv: tuple[str, ...]) -> list[str]:
-    name = argv[0]
-    # Array subscripts are evaluated arithmetically, which runs $(…) inside them.
-    if name == "printf" and any(_opt_is(w, "-v") for w in argv[1:]):
-        return ["printf -v assigns a variable (array subscripts run code)"]
-    if name in ("test", "[") and "-v" in argv[1:]:
-        return ["test -v evaluates array subscripts"]
-    if name in ("read", "unset") and any("[" in w for w in argv[1:]):
-        return [f"{name} with an array subscript evaluates code"]
-    return []
 
 
 def env_flag(name: str) -> str | None:
@@ -391,24 +291,62 @@ def _unquoted(raw: str) -> str:
     return "".join(out)
 
 
+_PARAM_NAME: Final = r"(?:[A-Za-z_][A-Za-z0-9_]*(?:\[(?:[0-9]+|@|\*)\])?|[0-9]+|[@*#?$!_-])"
+_PARAM_PLAIN: Final = re.compile(rf"#?{_PARAM_NAME}")
+_PARAM_OP: Final = re.compile(
+    rf"{_PARAM_NAME}(?::?[-+=?]|##?|%%?|//?|/#|/%|\^\^?|,,?)(?P<word>.*)", re.DOTALL
+)
+_PARAM_SUBSTRING: Final = re.compile(rf"{_PARAM_NAME}:[ ]*-?[0-9]+(?::[ ]*-?[0-9]+)?")
+#: Characters that would make the word of ``${x:-word}`` run or expand something.
+_PARAM_WORD_UNSAFE: Final = re.compile(r"[$`\\'\"(){}\[\]<>!]")
+_CD_WORD: Final = re.compile(r"(?<![\w.-])(?:cd|pushd|popd)(?![\w.-])")
+_ASSIGNMENT_LIKE: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\+?=")
+
+
+def _parameter_problem(raw: str) -> str | None:
+    """Why the parameter expansion ``raw`` (``$x``, ``${…}``) may run code; ``None`` when it cannot."""
+    if not raw.startswith("${"):
+        return None  # $x, $1, $@, $'…' (its value is only dynamic)
+    inner = raw[2:-1] if raw.endswith("}") else raw[2:]
+    if _PARAM_PLAIN.fullmatch(inner) or _PARAM_SUBSTRING.fullmatch(inner):
+        return None
+    m = _PARAM_OP.fullmatch(inner)
+    if m is not None and not _PARAM_WORD_UNSAFE.search(m.group("word")):
+        return None
+    return f"parameter expansion {raw[:60]} (operators, subscripts, indirection or nested expansions can run code)"
+
+
+def _tilde(raw: str) -> bool:
+    """Whether bash expands a ``~`` in the word written as ``raw``."""
+    if raw.startswith("~"):
+        return True
+    return _ASSIGNMENT_LIKE.match(raw) is not None and re.search(r"[=:]~", raw) is not None
+
+
 class _Walker:
-    def __init__(self, source: str, depth: int) -> None:
+    def __init__(self, source: str, depth: int, cwd: tuple[str, ...] | None) -> None:
         self.src = source
         self.depth = depth
         self.commands: list[ShellCommand] = []
         self.redirects: list[Redirect] = []
         self.unprovable: list[str] = []
-        self.cd_seen = False
+        self.cwd: tuple[str, ...] | None = cwd
 
     # -- nodes ----------------------------------------------------------------
 
     def node(self, n: Any) -> None:
         kind = n.kind
-        if kind in ("list", "pipeline"):
+        if kind == "list":
             for p in n.parts:
                 if p.kind in ("operator", "pipe", "reservedword"):
                     continue
                 self.node(p)
+        elif kind == "pipeline":
+            # every part of a pipeline runs in a subshell: a cd there does not last
+            for p in n.parts:
+                if p.kind in ("operator", "pipe", "reservedword"):
+                    continue
+                self.isolated(p)
         elif kind == "compound":
             items = [p for p in n.list if p.kind != "reservedword"]
             first = n.list[0] if n.list else None
@@ -421,11 +359,19 @@ class _Walker:
                 and items[0].pos[0] == n.pos[0] + 1
             ):
                 raise _Unprovable("arithmetic command (( … ))")
-            for p in items:
-                self.node(p)
+            # a compound's redirections are opened before its body runs
             for r in getattr(n, "redirects", None) or ():
                 self.redirect(r)
+            subshell = first is not None and first.kind == "reservedword" and first.word == "("
+            for p in items:
+                if subshell:
+                    self.isolated(p)
+                else:
+                    self.node(p)
         elif kind in ("if", "for", "while", "until"):
+            if kind != "if" and _CD_WORD.search(self.raw(n)):
+                # a later iteration runs where an earlier one moved to
+                self.cwd = None
             for p in n.parts:
                 if p.kind == "reservedword":
                     continue
@@ -440,20 +386,35 @@ class _Walker:
         else:
             raise _Unprovable(f"unsupported shell construct {kind!r}")
 
+    def isolated(self, n: Any) -> None:
+        """Walk ``n`` as a subshell: its directory changes do not reach what follows."""
+        saved = self.cwd
+        self.node(n)
+        self.cwd = saved
+
     def word_parts(self, w: Any) -> bool:
         """Recurse into substitutions of a word; return whether its value is computed at run time."""
         dynamic = False
         for p in getattr(w, "parts", None) or ():
             if p.kind in ("commandsubstitution", "processsubstitution"):
                 dynamic = True
-                self.node(p.command)
+                self.isolated(p.command)
             elif p.kind == "parameter":
                 dynamic = True
+                problem = _parameter_problem(self.raw(p))
+                if problem:
+                    raise _Unprovable(problem)
             elif p.kind == "tilde":
                 continue
             else:
                 raise _Unprovable(f"unsupported word part {p.kind!r}")
         return dynamic
+
+    def word(self, w: Any) -> Word:
+        dynamic = self.word_parts(w)
+        raw = self.raw(w)
+        unq = _unquoted(raw)
+        return Word(dynamic=dynamic, glob=any(c in unq for c in "*?["), tilde=_tilde(raw))
 
     def raw(self, n: Any) -> str:
         start, end = n.pos
@@ -477,7 +438,8 @@ class _Walker:
         if op in (">&", "<&") and target.word.isdigit():
             return
         dynamic = self.word_parts(target)
-        unq = _unquoted(self.raw(target))
+        raw = self.raw(target)
+        unq = _unquoted(raw)
         if dynamic or any(c in unq for c in "*?[{"):
             raise _Unprovable(f"redirection {op} to a target computed at run time")
         path = target.word
@@ -487,7 +449,7 @@ class _Walker:
         if path in _DEV_OK or re.fullmatch(r"/dev/fd/\d+", path):
             return
         self.redirects.append(
-            Redirect(op=op, target=path, write=write, after_cd=self.cd_seen and not path.startswith("/"))
+            Redirect(op=op, target=path, write=write, tilde=raw.startswith("~"), cwd=self.cwd)
         )
 
     def command(self, n: Any) -> None:
@@ -495,6 +457,8 @@ class _Walker:
         words: list[Any] = []
         for p in n.parts:
             if p.kind == "assignment":
+                if "[" in p.word.split("=", 1)[0]:
+                    raise _Unprovable("array assignment (subscripts run code)")
                 self.word_parts(p)
                 assignments.append(p.word)
             elif p.kind == "word":
@@ -503,31 +467,31 @@ class _Walker:
                 self.redirect(p)
             else:
                 raise _Unprovable(f"unsupported command part {p.kind!r}")
-        dynamic = [self.word_parts(w) for w in words]
+        infos = [self.word(w) for w in words]
         argv = tuple(w.word for w in words)
         if not argv:
             # bare assignments set shell variables for the rest of the script
             flags = []
             for a in assignments:
-                name = a.split("=", 1)[0].split("[", 1)[0]
-                if "[" in a.split("=", 1)[0]:
-                    raise _Unprovable("array assignment (subscripts run code)")
+                name = a.split("=", 1)[0].rstrip("+")
                 if not re.fullmatch(r"[a-z_][a-z0-9_]*", name):
                     reason = env_flag(name)
                     if reason:
                         flags.append(reason)
             self.commands.append(
-                ShellCommand(argv=(), assignments=tuple(assignments), flags=tuple(flags), neutral=True)
+                ShellCommand(
+                    argv=(), assignments=tuple(assignments), flags=tuple(flags), neutral=True, cwd=self.cwd
+                )
             )
             return
-        self.simple(argv, dynamic, [self.raw(w) for w in words], tuple(assignments))
+        self.simple(argv, infos, [self.raw(w) for w in words], tuple(assignments))
 
     # -- one simple command, wrappers unwrapped -------------------------------------
 
     def simple(
         self,
         argv: tuple[str, ...],
-        dynamic: list[bool],
+        words: list[Word],
         raws: list[str],
         assignments: tuple[str, ...],
         *,
@@ -537,11 +501,11 @@ class _Walker:
             raise _Unprovable("too many commands")
         flags: list[str] = []
         for a in assignments:
-            name = a.split("=", 1)[0]
+            name = a.split("=", 1)[0].rstrip("+")
             reason = env_flag(name)
             if reason:
                 flags.append(reason)
-        if dynamic[0] or any(c in _unquoted(raws[0]) for c in "*?[{"):
+        if words[0].dynamic or any(c in _unquoted(raws[0]) for c in "*?[{"):
             raise _Unprovable("the program name is computed at run time")
         for raw in raws:
             unq = _unquoted(raw)
@@ -552,59 +516,91 @@ class _Walker:
         if base in _UNPROVABLE_BUILTINS or prog in _UNPROVABLE_BUILTINS:
             raise _Unprovable(f"{prog} changes how later commands run; cannot be judged")
         if base in _SHELLS:
-            if self.shell_c(argv, dynamic):
+            if self.shell_c(argv, words):
                 if flags:  # BASH_ENV=… bash -c '…': the prefix reaches the shell itself
-                    self.commands.append(ShellCommand(argv=argv, assignments=assignments, flags=tuple(flags)))
+                    self.commands.append(
+                        ShellCommand(argv=argv, assignments=assignments, flags=tuple(flags), cwd=self.cwd)
+                    )
                 return
         inner = _unwrap(argv)
         if inner is not None:
             start, extra_assign, inner_open = inner
-            if any(dynamic[1:start]):
+            if any(w.dynamic for w in words[1:start]):
                 raise _Unprovable(f"{base} arguments computed at run time")
             if base in _PRIVILEGED:
                 self.commands.append(
-                    ShellCommand(argv=argv, assignments=assignments, flags=tuple(flags), open_args=open_args)
+                    ShellCommand(
+                        argv=argv,
+                        assignments=assignments,
+                        flags=tuple(flags),
+                        open_args=open_args,
+                        words=tuple(words),
+                        cwd=self.cwd,
+                    )
                 )
             if start >= len(argv):
                 # a wrapper without a command (env prints the environment, exec only redirects)
                 if base not in _PRIVILEGED:
-                    self.commands.append(ShellCommand(argv=argv, assignments=assignments, flags=tuple(flags)))
+                    self.commands.append(
+                        ShellCommand(
+                            argv=argv,
+                            assignments=assignments,
+                            flags=tuple(flags),
+                            words=tuple(words),
+                            cwd=self.cwd,
+                        )
+                    )
                 return
             self.simple(
                 argv[start:],
-                dynamic[start:],
+                words[start:],
                 raws[start:],
                 assignments + extra_assign,
                 open_args=open_args or inner_open,
             )
             return
-        if base == "command" and len(argv) > 1 and argv[1] in ("-v", "-V"):
-            self.commands.append(ShellCommand(argv=argv, neutral=True, flags=tuple(flags)))
-            return
-        check = _OPTION_CHECKS.get(base)
-        if check is not None:
-            flags.extend(check(argv))
-            if any(dynamic[1:]):
+        flags.extend(option_flags(argv, base))
+        if base in OPTION_CHECKED:
+            if any(w.dynamic for w in words[1:]):
                 flags.append(f"{base} arguments computed at run time could carry program-valued options")
-            if any(any(c in _unquoted(r) for c in "*?[") for r in raws[1:]):
+            if any(w.glob for w in words[1:]):
                 flags.append(f"{base} arguments expanded from file names could carry options")
             if open_args:
                 flags.append(f"{base} gets extra arguments at run time (xargs)")
-        flags.extend(_builtin_flags(argv))
-        if base in ("cd", "pushd", "popd"):
-            self.cd_seen = True
-        neutral = base in _NEUTRAL and prog == base
-        if base == "set" and all(
-            re.fullmatch(r"[-+][euxvo]+|pipefail|errexit|nounset|xtrace", w) for w in argv[1:]
-        ):
-            neutral = True
+        literal = not any(w.dynamic or w.glob or w.tilde for w in words[1:])
+        neutral = prog == base and not open_args and inert(argv, literal)
         self.commands.append(
             ShellCommand(
-                argv=argv, assignments=assignments, open_args=open_args, flags=tuple(flags), neutral=neutral
+                argv=argv,
+                assignments=assignments,
+                open_args=open_args,
+                flags=tuple(flags),
+                neutral=neutral,
+                words=tuple(words),
+                cwd=self.cwd,
             )
         )
+        if prog == base and base in ("cd", "pushd", "popd"):
+            self.chdir(argv, words)
 
-    def shell_c(self, argv: tuple[str, ...], dynamic: list[bool]) -> bool:
+    def chdir(self, argv: tuple[str, ...], words: list[Word]) -> None:
+        """Follow ``cd``: the candidates become the old ones plus each joined with the target."""
+        args = list(zip(argv[1:], words[1:], strict=True))
+        while args and args[0][0].startswith("-") and args[0][0] != "-":
+            if args.pop(0)[0] == "--":
+                break
+        if argv[0] == "popd" or len(args) != 1 or self.cwd is None:
+            self.cwd = None  # popd, a bare cd (home) or several words: not followed
+            return
+        target, info = args[0]
+        if info.dynamic or info.glob or info.tilde or target == "-" or target.startswith("+"):
+            self.cwd = None
+            return
+        moved = [os.path.normpath(os.path.join(c, target)) for c in self.cwd]
+        candidates = tuple(dict.fromkeys((*self.cwd, *moved)))  # the cd may fail: the old ones stay
+        self.cwd = candidates if len(candidates) <= _MAX_CWDS else None
+
+    def shell_c(self, argv: tuple[str, ...], words: list[Word]) -> bool:
         """``sh -c STRING``: analyse STRING as a script; return whether it was one."""
         i = 1
         while i < len(argv):
@@ -616,13 +612,13 @@ class _Walker:
                 if "c" in w[1:]:
                     if i + 1 >= len(argv):
                         raise _Unprovable(f"{argv[0]} -c without a command string")
-                    if dynamic[i + 1]:
+                    if words[i + 1].dynamic:
                         raise _Unprovable(f"{argv[0]} -c string computed at run time")
                     if self.depth >= _MAX_DEPTH:
                         raise _Unprovable("shell strings nested too deeply")
                     if set(w[1:]) & {"i", "l"}:
                         raise _Unprovable(f"{argv[0]} {w} reads startup files")
-                    inner = analyze(argv[i + 1], _depth=self.depth + 1)
+                    inner = analyze(argv[i + 1], _depth=self.depth + 1, _cwd=self.cwd)
                     self.commands.extend(inner.commands)
                     self.redirects.extend(inner.redirects)
                     self.unprovable.extend(inner.unprovable)
@@ -683,7 +679,9 @@ def _unwrap(argv: tuple[str, ...]) -> tuple[int, tuple[str, ...], bool] | None:
             w = argv[i]
             if w in ("-S", "--split-string") or w.startswith(("-S", "--split-string")):
                 raise _Unprovable("env -S splits a string into a command")
-            if w in ("-u", "--unset", "-C", "--chdir"):
+            if w.startswith(("-C", "--chdir")):
+                raise _Unprovable("env -C runs the command in another directory")
+            if w in ("-u", "--unset"):
                 i += 2
             elif w == "--":
                 i += 1
@@ -748,7 +746,7 @@ def _unwrap(argv: tuple[str, ...]) -> tuple[int, tuple[str, ...], bool] | None:
     return None
 
 
-def analyze(command: str, *, _depth: int = 0) -> ShellAnalysis:
+def analyze(command: str, *, _depth: int = 0, _cwd: tuple[str, ...] | None = ROOT_CWD) -> ShellAnalysis:
     """Every command and redirection of ``command`` as bash would run it (see module doc)."""
     if not isinstance(command, str):
         return ShellAnalysis(source=str(command), unprovable=("command is not a string",))
@@ -772,7 +770,7 @@ def analyze(command: str, *, _depth: int = 0) -> ShellAnalysis:
         return ShellAnalysis(source=command, unprovable=("arithmetic expansion $[ … ]",))
     if not command.strip():
         return ShellAnalysis(source=command, unprovable=("empty command",))
-    walker = _Walker(command, _depth)
+    walker = _Walker(command, _depth, _cwd)
     try:
         trees = bashlex.parse(command)
         for tree in trees:

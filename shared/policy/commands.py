@@ -1,0 +1,444 @@
+"""The bash decision: every command, redirection and named path of one string, judged (pure but for the file system's answers).
+
+``bash_decision(policy, args)``:
+
+1. :func:`~.shell.analyze` finds every simple command and redirection. When
+   it cannot prove the string safe, :func:`~.fallback.fallback_decision`
+   matches deny rules against a crude split of the whole string first, so a
+   parse failure never turns a *deny* into an *ask*; otherwise the string is
+   *asked* (the commands found before the failure are still judged).
+2. Each command: a deny rule matching its words → *deny*; a path it names
+   that must not be touched → *deny* (see below); an ask rule → *ask*; a
+   path that needs a human → *ask*; ``flags`` (program-valued options …) →
+   *ask*; running in a directory the walk could not follow, or outside the
+   project → *ask*; inert builtins need no rule; else allow rules, else the
+   default.
+3. Paths (:mod:`.operands` says which words name files and how), resolved
+   against each directory the shell may be in, ``~`` expanded, globs
+   expanded against the file system (bounded), symlinks resolved:
+
+   - any use: a deny rule of a tool of that kind (``Read(…)`` for reads,
+     ``Edit(…)`` for writes) → *deny*; a recursive read (``grep -r``,
+     ``rg``, ``find``, ``tar c``) is denied when a deny rule *may* match
+     below the directory;
+   - writes to protected files → *deny*; a copy that spreads unknown names
+     (``cp -r payload/. .``) into a directory holding protected files →
+     *deny*;
+   - outside the project, sensitive files, ask rules, a value computed at
+     run time (``cat "$HOME/…"``, ``cat /proc/$PPID/environ``), a ``~user``
+     form, a path that may be a link made earlier in the same call
+     (``ln -s /x l; echo > l``) → *ask*.
+
+4. Redirections: the same path checks; a redirection into a sensitive file
+   is *deny*, as for the file tools.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+from collections.abc import Mapping
+from typing import Any, Final
+
+from .fallback import fallback_decision
+from .model import Decision, Effect, Policy, worst
+from .operands import ALL, NON_FILE, Operands, Transfer, operands
+from .paths import PROTECTED_DIR_NAMES, PROTECTED_FILE_NAMES, is_within
+from .rules import PermissionRule
+from .shell import Redirect, ShellAnalysis, ShellCommand, Word, analyze
+
+__all__ = ["bash_decision"]
+
+_READ_TOOLS: Final = ("read_file", "grep", "glob", "list_dir")
+_WRITE_TOOLS: Final = ("write_file", "edit_file")
+_DEV_OK: Final = frozenset({"/dev/null", "/dev/stdin", "/dev/stdout", "/dev/stderr", "/dev/tty", "/dev/zero"})
+#: Bash matches a glob against the file system; more matches than this are asked.
+MAX_GLOB_MATCHES: Final = 256
+_LITERAL: Final = Word()
+#: Taint entries: (index of the command that may create links there, absolute prefix or ALL).
+_Taint = list[tuple[int, str]]
+
+
+def _covers(rule: PermissionRule, tools: tuple[str, ...]) -> bool:
+    return rule.kind == "path" and any(rule.covers_tool(t) for t in tools)
+
+
+# --- where a word points -------------------------------------------------------------------
+
+
+def _expand(base: str, pattern: str) -> list[str] | None:
+    """bash's expansion of ``pattern`` relative to ``base`` (``None``: too many matches)."""
+    full = pattern if os.path.isabs(pattern) else os.path.join(glob.escape(base), pattern)
+    out: list[str] = []
+    for match in glob.iglob(full):
+        out.append(os.path.normpath(match))
+        if len(out) > MAX_GLOB_MATCHES:
+            return None
+    return sorted(out)
+
+
+def _locate(
+    policy: Policy, text: str, word: Word, whole: bool, cwd: tuple[str, ...] | None
+) -> list[str] | str:
+    """The absolute paths ``text`` may name, or why they cannot be known."""
+    if word.dynamic:
+        return "is computed at run time"
+    if text.startswith("~") and word.tilde:
+        head, sep, tail = text.partition("/")
+        if head == "~":
+            text = policy.home + sep + tail
+        elif head == "~+":
+            text = "." + sep + tail
+        else:
+            return f"uses {head}, which the analysis does not expand"
+    if os.path.isabs(text):
+        bases = [""]
+    elif cwd is None:
+        return "is relative to a directory that a cd changed"
+    else:
+        bases = [os.path.normpath(os.path.join(policy.root, c)) for c in cwd]
+    out: list[str] = []
+    for base in bases:
+        lexical = os.path.normpath(os.path.join(base, text)) if base else os.path.normpath(text)
+        if whole and word.glob:
+            matches = _expand(base, text)
+            if matches is None:
+                return f"matches more than {MAX_GLOB_MATCHES} files"
+            out.extend(matches or [lexical])
+        else:
+            out.append(lexical)
+    return list(dict.fromkeys(out))
+
+
+def _tainted(taint: _Taint, path: str, me: int) -> bool:
+    return any(i != me and (t == ALL or is_within(path, t)) for i, t in taint)
+
+
+# --- one path ------------------------------------------------------------------------------
+
+
+def _judge_path(
+    policy: Policy,
+    lexical: str,
+    kind: str,
+    *,
+    label: str,
+    reader: bool = False,
+    redirect: bool = False,
+) -> Decision | None:
+    """``None`` when ``kind`` of use of ``lexical`` is fine, else the decision it calls for."""
+    if lexical in _DEV_OK or lexical.startswith("/dev/fd/"):
+        return None
+    sandbox = policy.sandbox
+    resolved = os.path.realpath(lexical)
+    candidates = (lexical, resolved)
+    reads = kind in ("read", "read_tree", "mention", "link", "cwd")
+    writes = kind == "write"
+    tree = kind == "read_tree"
+    root, home = policy.root, policy.home
+
+    def hits(rule: PermissionRule) -> bool:
+        if any(rule.matches_path(p, root=root, home=home, below=True) for p in candidates):
+            return True
+        return tree and any(rule.may_match_under(p, root=root, home=home) for p in candidates)
+
+    for r in policy.deny:
+        if ((reads and _covers(r, _READ_TOOLS)) or (writes and _covers(r, _WRITE_TOOLS))) and hits(r):
+            verb = "reads" if reads else "writes"
+            return Decision(
+                effect=Effect.DENY, reason=f"{label} {verb} a path denied by rule {r.raw}", rule=r.raw
+            )
+    protected = sandbox.is_protected(lexical) or sandbox.is_protected(resolved)
+    if writes and protected:
+        return Decision(
+            effect=Effect.DENY,
+            reason=f"{label} would modify a protected file (runtime settings, MCP config or git internals)",
+            details={"sandbox": "protected"},
+        )
+    if kind == "mention" and protected and not reader:
+        return Decision(
+            effect=Effect.ASK,
+            reason=f"{label} names a protected file; not covered by allow rules",
+            details={"sandbox": "protected"},
+        )
+    if sandbox.base_of(resolved) is None and kind != "mention":
+        return Decision(
+            effect=Effect.ASK,
+            reason=f"{label} is outside the project root ({resolved}); not covered by allow rules",
+            details={"sandbox": "outside_root"},
+        )
+    if sandbox.is_sensitive(lexical) or sandbox.is_sensitive(resolved):
+        explicit = reads and any(
+            r.pattern is not None
+            and _covers(r, _READ_TOOLS)
+            and r.matches_path(resolved, root=root, home=home)
+            for r in policy.allow
+        )
+        if not explicit:
+            return Decision(
+                effect=Effect.DENY if redirect else Effect.ASK,
+                reason=f"{label} is a sensitive file (secrets)",
+                details={"sandbox": "sensitive"},
+            )
+    for r in policy.ask:
+        covered = (reads and _covers(r, _READ_TOOLS)) or (writes and _covers(r, _WRITE_TOOLS))
+        if kind == "mention":
+            covered = _covers(r, (*_READ_TOOLS, *_WRITE_TOOLS))
+        if covered and hits(r):
+            return Decision(effect=Effect.ASK, reason=f"{label} needs approval (rule {r.raw})", rule=r.raw)
+    if kind == "mention":
+        for r in policy.deny:
+            if _covers(r, _WRITE_TOOLS) and hits(r):
+                return Decision(
+                    effect=Effect.ASK,
+                    reason=f"{label} names a path denied to edits by rule {r.raw}",
+                    rule=r.raw,
+                )
+    return None
+
+
+# --- one command -----------------------------------------------------------------------------
+
+
+def _holds_protected(policy: Policy, directory: str) -> bool:
+    """Whether unknown names written into ``directory`` could land on protected files."""
+    resolved = os.path.realpath(directory)
+    sandbox = policy.sandbox
+    if sandbox.is_protected(directory) or sandbox.is_protected(resolved):
+        return True
+    if any(is_within(base, resolved) for base in (policy.root, *sandbox.additional_directories)):
+        return True  # the root or above: .git, the data dir, .mcp.json live there
+    names = PROTECTED_DIR_NAMES | PROTECTED_FILE_NAMES | {sandbox.data_dir.split("/")[0]}
+    return any(os.path.lexists(os.path.join(resolved, n)) for n in names)
+
+
+def _spreads(text: str, word: Word, recursive: bool) -> bool:
+    """A source whose *contents* land in the destination under names not in the command."""
+    stripped = text.rstrip("/")
+    return (
+        word.dynamic
+        or word.glob
+        or stripped in ("", ".", "..")
+        or stripped.endswith(("/.", "/.."))
+        or (recursive and text.endswith("/"))
+    )
+
+
+def _transfer_targets(policy: Policy, cmd: ShellCommand, tr: Transfer) -> tuple[list[str], list[str]] | str:
+    """(paths written, directories receiving unknown names), or why they cannot be known."""
+    idx, text = tr.dest
+    dests = _locate(policy, text, cmd.word(idx) if idx else _LITERAL, idx > 0, cmd.cwd)
+    if isinstance(dests, str):
+        return f"its destination {text!r} {dests}"
+    written: list[str] = []
+    spread: list[str] = []
+    for d in dests:
+        into_dir = tr.into_dir if tr.into_dir is not None else os.path.isdir(d)
+        if not into_dir:
+            written.append(d)
+            continue
+        for i, src in tr.sources:
+            if _spreads(src, cmd.word(i), tr.recursive):
+                spread.append(d)
+            else:
+                written.append(os.path.join(d, os.path.basename(src.rstrip("/"))))
+    return written, spread
+
+
+def _path_decisions(
+    policy: Policy, cmd: ShellCommand, ops: Operands, taint: _Taint, me: int
+) -> list[Decision]:
+    out: list[Decision] = []
+    text = cmd.text if len(cmd.text) <= 200 else cmd.text[:200] + "…"
+    reader = not any(u.kind == "mention" for u in ops.uses)
+
+    def judge(path: str, kind: str, label: str) -> None:
+        if kind != "link" and _tainted(taint, path, me):
+            out.append(
+                Decision(
+                    effect=Effect.ASK,
+                    reason=f"{label}: may be a link created earlier in the same command; target unknown",
+                )
+            )
+            return
+        d = _judge_path(policy, path, kind, label=label, reader=reader)
+        if d is not None:
+            out.append(d)
+
+    for use in ops.uses:
+        word = cmd.word(use.index) if use.index > 0 else _LITERAL
+        label = f"{text!r} ({use.text!r})"
+        located = _locate(policy, use.text, word, use.whole, cmd.cwd)
+        if isinstance(located, str):
+            if use.kind != "mention" or word.tilde:
+                out.append(Decision(effect=Effect.ASK, reason=f"{label}: the path {located}"))
+            continue
+        for path in located:
+            judge(path, use.kind, label)
+    tr = ops.transfer
+    if tr is not None:
+        targets = _transfer_targets(policy, cmd, tr)
+        label = f"{text!r}"
+        if isinstance(targets, str):
+            out.append(Decision(effect=Effect.ASK, reason=f"{label}: {targets}"))
+        else:
+            written, spread = targets
+            for path in written:
+                judge(path, "write", f"{label} ({os.path.relpath(path, policy.root)!r})")
+                # a relative symlink target is resolved from the link's directory, not the shell's
+                for i, src in tr.sources:
+                    if ops.uses and any(u.kind == "link" and u.index == i for u in ops.uses):
+                        if not os.path.isabs(src) and not cmd.word(i).dynamic:
+                            target = os.path.normpath(os.path.join(os.path.dirname(path), src))
+                            judge(target, "link", f"{label} (link target {src!r})")
+            for d in spread:
+                if _holds_protected(policy, d):
+                    out.append(
+                        Decision(
+                            effect=Effect.DENY,
+                            reason=f"{label} copies names that are not in the command into {d}, "
+                            "which holds protected files",
+                            details={"sandbox": "protected"},
+                        )
+                    )
+                else:
+                    judge(d, "write", label)
+    return out
+
+
+def _cwd_decision(policy: Policy, cmd: ShellCommand, taint: _Taint, me: int) -> Decision | None:
+    """Where a command runs: a directory the walk lost, outside the project, or through a new link."""
+    if cmd.cwd is None:
+        return Decision(effect=Effect.ASK, reason=f"{cmd.text!r} runs after a cd the analysis cannot follow")
+    for c in cmd.cwd:
+        if c == ".":
+            continue
+        lexical = os.path.normpath(os.path.join(policy.root, c))
+        if policy.sandbox.base_of(os.path.realpath(lexical)) is None:
+            return Decision(effect=Effect.ASK, reason=f"{cmd.text!r} runs in {c}, outside the project")
+        if _tainted(taint, lexical, me):
+            return Decision(effect=Effect.ASK, reason=f"{cmd.text!r} runs in {c}, which may be a new link")
+    return None
+
+
+def _command_decision(policy: Policy, cmd: ShellCommand, ops: Operands, taint: _Taint, me: int) -> Decision:
+    text = cmd.text
+    for r in policy.deny:
+        if r.covers_tool("bash") and r.matches_command(cmd.argv, loose=True):
+            return Decision(effect=Effect.DENY, reason=f"{text!r} denied by rule {r.raw}", rule=r.raw)
+    by_paths = _path_decisions(policy, cmd, ops, taint, me) if cmd.argv else []
+    for d in by_paths:
+        if d.effect is Effect.DENY:
+            return d
+    for r in policy.ask:
+        if r.covers_tool("bash") and r.matches_command(cmd.argv, loose=True):
+            return Decision(effect=Effect.ASK, reason=f"{text!r} needs approval (rule {r.raw})", rule=r.raw)
+    if by_paths:
+        return by_paths[0]
+    if cmd.flags:
+        return Decision(
+            effect=Effect.ASK,
+            reason=f"{text!r} is not covered by allow rules: {'; '.join(cmd.flags)}",
+            details={"flags": list(cmd.flags)},
+        )
+    if cmd.argv and not cmd.neutral and os.path.basename(cmd.argv[0]) not in NON_FILE:
+        where = _cwd_decision(policy, cmd, taint, me)
+        if where is not None:
+            return where
+    if cmd.neutral:
+        return Decision(effect=Effect.ALLOW, reason=f"{text!r} runs nothing")
+    for r in policy.allow:
+        if not r.covers_tool("bash"):
+            continue
+        if cmd.open_args and r.pattern is not None and not r.prefix:
+            continue  # xargs adds arguments: only a prefix rule can cover it
+        if r.matches_command(cmd.argv):
+            return Decision(effect=Effect.ALLOW, reason=f"{text!r} allowed by rule {r.raw}", rule=r.raw)
+    return Decision(
+        effect=policy.default, reason=f"no rule allows {text!r}; default is {policy.default.value}"
+    )
+
+
+def _redirect_decision(policy: Policy, red: Redirect, taint: _Taint) -> Decision:
+    label = f"redirection {red.op} {red.target}"
+    located = _locate(policy, red.target, Word(tilde=red.tilde), False, red.cwd)
+    if isinstance(located, str):
+        return Decision(effect=Effect.ASK, reason=f"{label}: the target {located}")
+    found: list[Decision] = []
+    for path in located:
+        if _tainted(taint, path, -1):
+            found.append(
+                Decision(effect=Effect.ASK, reason=f"{label}: may be a link created in the same command")
+            )
+            continue
+        kinds = ("read", "write") if red.op == "<>" else ("write",) if red.write else ("read",)
+        for kind in kinds:
+            d = _judge_path(policy, path, kind, label=label, redirect=True)
+            if d is not None:
+                found.append(d)
+    return worst(found) if found else Decision(effect=Effect.ALLOW, reason="redirection inside the sandbox")
+
+
+# --- links made during the call ------------------------------------------------------------
+
+
+def _taint(policy: Policy, commands: tuple[ShellCommand, ...], ops: list[Operands]) -> _Taint:
+    out: _Taint = []
+    for me, (cmd, op) in enumerate(zip(commands, ops, strict=True)):
+        for idx, text in op.links:
+            if text == ALL:
+                out.append((me, ALL))
+                continue
+            located = _locate(policy, text, cmd.word(idx) if idx else _LITERAL, idx > 0, cmd.cwd)
+            if isinstance(located, str):
+                out.append((me, ALL))
+            else:
+                out.extend((me, p) for p in located)
+        tr = op.transfer
+        if tr is not None and tr.makes_links:
+            targets = _transfer_targets(policy, cmd, tr)
+            if isinstance(targets, str):
+                out.append((me, ALL))
+            else:
+                out.extend((me, p) for p in (*targets[0], *targets[1]))
+    return out
+
+
+# --- the whole string -------------------------------------------------------------------------
+
+
+def bash_decision(policy: Policy, args: Mapping[str, Any]) -> Decision:
+    """Decide one ``bash`` call (see the module doc)."""
+    command = args.get("command")
+    if not isinstance(command, str):
+        return Decision(effect=Effect.DENY, reason="bash: argument 'command' must be a string")
+    analysis: ShellAnalysis = analyze(command)
+    decisions: list[Decision] = []
+    if analysis.unprovable:
+        denied = fallback_decision(policy, command)
+        if denied is not None:
+            return denied
+        decisions.append(
+            Decision(
+                effect=Effect.ASK,
+                reason=f"cannot prove the command safe: {'; '.join(analysis.unprovable)}",
+                details={"unprovable": list(analysis.unprovable)},
+            )
+        )
+    ops = [operands(c.argv) for c in analysis.commands]
+    taint = _taint(policy, analysis.commands, ops)
+    for me, cmd in enumerate(analysis.commands):
+        decisions.append(_command_decision(policy, cmd, ops[me], taint, me))
+    for red in analysis.redirects:
+        decisions.append(_redirect_decision(policy, red, taint))
+    if not decisions:
+        return Decision(effect=Effect.ASK, reason="no command found")
+    strictest = worst(decisions)
+    if strictest.effect is Effect.ALLOW:
+        rules = sorted({d.rule for d in decisions if d.rule})
+        return Decision(
+            effect=Effect.ALLOW,
+            reason="every command is allowed" + (f" ({', '.join(rules)})" if rules else ""),
+            rule=rules[0] if len(rules) == 1 else None,
+        )
+    return strictest

@@ -1,0 +1,106 @@
+"""The conservative reading of a command string the parser could not follow, for deny rules only.
+
+When :func:`~.shell.analyze` cannot prove a string safe, the call would be
+*asked* — and an approving user would then run whatever the string holds,
+a denied command included. So deny rules are also matched against a
+deliberately crude split of the whole string: on ``;``, ``&&``, ``||``,
+``|``, ``&``, newlines, parentheses and braces, ``$(``, ``<(``, ``>(`` and
+backticks, with every quote and backslash removed from the words, and at
+every word position (``sudo touch x``, ``X=1 touch x`` and ``echo touch x``
+all meet ``Bash(touch:*)``). A path deny rule (``Read(secrets/**)``) meets
+any word naming such a path, and a protected file named after ``>`` or to
+a writing program is denied as it would be in a parsed string.
+
+Over-matching here only turns an *ask* into a *deny*; it never allows.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterator
+from typing import Final
+
+from .model import Decision, Effect, Policy
+
+__all__ = ["fallback_decision", "segments"]
+
+_SPLIT: Final = re.compile(r"\|\||&&|;;|\$\(|<\(|>\(|[;&|\n`(){}]")
+_QUOTES: Final = re.compile(r"[\"'\\]")
+_REDIRECT_TARGET: Final = re.compile(r"[0-9&]?>>?\|?\s*([^\s;&|<>()`]+)")
+_WRITERS: Final = frozenset(
+    {"cp", "mv", "tee", "ln", "install", "touch", "rm", "truncate", "dd", "sed", "rsync", "chmod", "mkdir"}
+)
+_READ_TOOLS: Final = ("read_file", "grep", "glob", "list_dir")
+_WRITE_TOOLS: Final = ("write_file", "edit_file")
+
+
+def _clean(word: str) -> str:
+    return _QUOTES.sub("", word.replace("$'", "'").replace('$"', '"'))
+
+
+def segments(command: str) -> Iterator[tuple[str, ...]]:
+    """The words of each crude segment of ``command`` (quotes and backslashes removed)."""
+    text = command.replace("\\\n", "")
+    for seg in _SPLIT.split(text):
+        words = tuple(w for w in (_clean(w) for w in seg.split()) if w)
+        if words:
+            yield words
+
+
+def _absolute(policy: Policy, token: str) -> str | None:
+    if not token or token.startswith("-") or len(token) > 4096 or "\x00" in token:
+        return None
+    if token == "~" or token.startswith("~/"):
+        token = policy.home + token[1:]
+    return policy.sandbox.lexical(token)
+
+
+def _path_denied(policy: Policy, path: str) -> str | None:
+    for r in policy.deny:
+        if r.kind != "path" or not any(r.covers_tool(t) for t in (*_READ_TOOLS, *_WRITE_TOOLS)):
+            continue
+        if r.matches_path(path, root=policy.root, home=policy.home, below=True):
+            return r.raw
+    return None
+
+
+def fallback_decision(policy: Policy, command: str) -> Decision | None:
+    """*deny* when a deny rule or a protected write shows anywhere in ``command``; else ``None``."""
+    for words in segments(command):
+        for i in range(len(words)):
+            rest = words[i:]
+            for r in policy.deny:
+                if r.covers_tool("bash") and r.matches_command(rest, loose=True):
+                    return Decision(
+                        effect=Effect.DENY,
+                        reason=f"{' '.join(rest)!r} denied by rule {r.raw} (in a command the parser "
+                        "could not follow)",
+                        rule=r.raw,
+                    )
+        writer = any(os.path.basename(w) in _WRITERS for w in words)
+        for w in words:
+            for token in re.split(r"[<>=]", w):
+                path = _absolute(policy, token)
+                if path is None:
+                    continue
+                rule = _path_denied(policy, path)
+                if rule is not None:
+                    return Decision(
+                        effect=Effect.DENY, reason=f"{token!r} is denied by rule {rule}", rule=rule
+                    )
+                if writer and policy.sandbox.is_protected(path):
+                    return Decision(
+                        effect=Effect.DENY,
+                        reason=f"{words[0]} would modify the protected file {token!r}",
+                        details={"sandbox": "protected"},
+                    )
+    for m in _REDIRECT_TARGET.finditer(command):
+        path = _absolute(policy, _clean(m.group(1)))
+        if path is not None and policy.sandbox.is_protected(path):
+            return Decision(
+                effect=Effect.DENY,
+                reason=f"redirection to the protected file {m.group(1)!r}",
+                details={"sandbox": "protected"},
+            )
+    return None
