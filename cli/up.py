@@ -6,6 +6,14 @@ restart is logged); each output line is prefixed with the service's name;
 Ctrl-C (or SIGTERM) asks every service to drain, waits, kills what is left,
 then stops NATS. Children also watch this process and stop if it disappears,
 so no orphan survives the supervisor.
+
+The embedded server always runs with NATS users (decision 0140): one per
+service and a ``client`` user, with the permissions ``jidocode deploy`` gives
+them (:mod:`jidocode.shared.nats_permissions`). The passwords live in
+``<data home>/credentials/<user>.json`` (0700 folder, 0600 files); each service
+gets its own user through its environment (``NATS_USER``, ``NATS_PASSWORD``,
+``NATS_INBOX_PREFIX``), and the CLI and the SDK find the client user's file by
+themselves (:meth:`Config.from_env`). Nothing else can connect.
 """
 
 from __future__ import annotations
@@ -17,16 +25,27 @@ import signal
 import sys
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import typer
 from rich.console import Console
 from rich.markup import escape
 
 from jidocode.services.registry import SERVICES
-from jidocode.shared.config import default_data_home
-from jidocode.shared.natsserver import NatsServer, free_port
+from jidocode.shared import nats_permissions as perms
+from jidocode.shared.config import (
+    CLIENT_USER,
+    credentials_dir,
+    default_data_home,
+    read_credentials,
+    same_server,
+)
+from jidocode.shared.natsserver import NatsServer, ensure_credentials, free_port
 
-__all__ = ["Backoff", "up"]
+__all__ = ["Backoff", "service_env", "up"]
+
+#: Variables naming a NATS identity: a child gets its own, never the supervisor's.
+_IDENTITY_VARS = ("NATS_USER", "NATS_PASSWORD", "NATS_CREDS", "NATS_TOKEN", "NATS_NKEY", "NATS_INBOX_PREFIX")
 
 _COLORS = {
     "engine": "cyan",
@@ -76,6 +95,32 @@ async def _pump(child: Child, stream: asyncio.StreamReader) -> None:
     color = _COLORS.get(child.name, "white")
     while line := await stream.readline():
         say(child.label, line.decode(errors="replace").rstrip(), color)
+
+
+def service_env(base: dict[str, str], name: str, passwords: dict[str, str] | None) -> dict[str, str]:
+    """The environment of service ``name``: ``base`` with its own NATS user (when there are users)."""
+    if passwords is None:
+        return dict(base)
+    env = {
+        k: v for k, v in base.items() if k not in _IDENTITY_VARS and not k.startswith("JIDO_NATS_PASSWORD")
+    }
+    env.update(
+        NATS_USER=name,
+        NATS_PASSWORD=passwords[name],
+        NATS_INBOX_PREFIX=perms.inbox_prefix(name),
+    )
+    return env
+
+
+def _known_passwords(nats_url: str) -> dict[str, str] | None:
+    """The stored passwords of the embedded server at ``nats_url`` (another ``up``'s), if any."""
+    client = read_credentials(CLIENT_USER)
+    if client is None or not same_server(nats_url, client.url):
+        return None
+    found = {user: read_credentials(user) for user in perms.USERS}
+    if any(creds is None for creds in found.values()):
+        return None
+    return {user: creds.password for user, creds in found.items() if creds is not None}
 
 
 async def _supervise(child: Child, env: dict[str, str], stopping: asyncio.Event) -> None:
@@ -130,33 +175,54 @@ async def _run(
     names: tuple[str, ...] = SERVICES,
 ) -> None:
     server: NatsServer | None = None
+    passwords: dict[str, str] | None = None
     env = dict(os.environ)
     env["JIDO_SUPERVISOR_PID"] = str(os.getpid())
     env.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     if nats_url:
-        say("up", f"using NATS at {nats_url}")
+        passwords = _known_passwords(nats_url)
+        users = "its JidoCode users" if passwords else "the NATS_* credentials of this environment"
+        say("up", f"using NATS at {nats_url} as {users}")
     else:
-        store_dir = default_data_home() / "nats" if store is None else __import__("pathlib").Path(store)
+        data_home = default_data_home()
+        store_dir = data_home / "nats" if store is None else Path(store)
+        if store is None:  # journals and tool results: this user's alone
+            store_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+            os.chmod(store_dir, 0o700)
         chosen = port
         if chosen and not _port_free(chosen):
             say("up", f"port {chosen} is busy; choosing a free one")
             chosen = free_port()
+        chosen = chosen or free_port()
+        url = f"nats://127.0.0.1:{chosen}"
+        passwords = await asyncio.to_thread(ensure_credentials, url)
         server = NatsServer(
-            store_dir=store_dir, port=chosen, sync="always", log_file=store_dir / "nats-server.log"
+            store_dir=store_dir,
+            port=chosen,
+            sync="always",
+            log_file=store_dir / "nats-server.log",
+            users=passwords,
         )
         await asyncio.to_thread(server.start)
         nats_url = server.url
         say(
             "up", f"NATS listening on {nats_url} (JetStream store {store_dir}, sync_interval: always)", "bold"
         )
-        say("up", f"other terminals: export NATS_URL={nats_url}", "bold")
+        say(
+            "up",
+            f"NATS users: one per service and `client` (credentials in {credentials_dir()}, this user only); "
+            "other terminals find them: just run `jidocode chat`",
+            "bold",
+        )
     env["NATS_URL"] = nats_url
     stopping = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stopping.set)
     children = [Child(name, replica=i) for name in names for i in range(replicas.get(name, 1))]
-    tasks = [asyncio.create_task(_supervise(c, env, stopping)) for c in children]
+    tasks = [
+        asyncio.create_task(_supervise(c, service_env(env, c.name, passwords), stopping)) for c in children
+    ]
     say("up", f"starting {', '.join(c.label for c in children)} — Ctrl-C to stop", "bold")
     try:
         await stopping.wait()

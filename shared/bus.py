@@ -32,7 +32,7 @@ from nats.js.api import KeyValueConfig, StreamConfig
 from nats.js.kv import KeyValue
 from pydantic import ValidationError
 
-from jidocode.shared import subjects
+from jidocode.shared import nats_permissions, subjects
 from jidocode.shared.config import Config
 from jidocode.shared.envelope import (
     EXTENSIONS,
@@ -108,7 +108,7 @@ async def connect_nats(config: Config, name: str, *, wait: bool = True, **option
     elif config.nats_user:
         opts["user"] = config.nats_user
         opts["password"] = config.nats_password or ""
-    inbox = os.environ.get("NATS_INBOX_PREFIX")
+    inbox = _inbox_prefix(config)
     if inbox:
         opts["inbox_prefix"] = inbox
     opts.update(options)
@@ -116,6 +116,17 @@ async def connect_nats(config: Config, name: str, *, wait: bool = True, **option
     if not wait and "max_reconnect_attempts" not in options:
         nc.options["max_reconnect_attempts"] = -1  # connected: from now on, ride out restarts
     return nc
+
+
+def _inbox_prefix(config: Config) -> str | None:
+    """The user's private inbox prefix: configured, else ``NATS_INBOX_PREFIX``, else derived for a
+    JidoCode user (whose NATS permissions allow only ``_INBOX_<user>.>`` as its inbox)."""
+    inbox = config.nats_inbox_prefix or os.environ.get("NATS_INBOX_PREFIX")
+    if inbox:
+        return inbox
+    if config.nats_user in nats_permissions.USERS:
+        return nats_permissions.inbox_prefix(config.nats_user)
+    return None
 
 
 class Bus:

@@ -41,12 +41,19 @@ tool_runner    serve ``jido.tools.*.*``; KV tool_calls read/write, projects read
                and ``tool.cancel_requested`` signals. Never publishes
                conversation input, never deletes or purges a stream.
 asset_loader   serve ``jido.assets.*.*``; KV projects read; request tool runs;
-               publish signals and hooks; follow project.started/stopped
+               publish signals and hooks; follow project.started/stopped and
+               ``tool.cancel_requested`` (a cancelled call's workflow stops)
 client         request engine, project, conversations (directly: no service
                forwards them), tools, assets; publish conversation input;
-               observe ``jido.>``; read the journal and event streams;
-               discover services (``$SRV.>``)
+               observe ``jido.>``; read the journal and event streams, the
+               projects and the LLM ledger; discover services (``$SRV.>``)
 =============  =============================================================
+
+The tool runner's idempotency bucket (``jido_tool_calls``: stored results of
+tool calls) is readable by the tool runner alone: every other user has its
+JetStream and KV subjects on the deny list too, so no later widening of an
+allow list can expose it. Approval answers travel on conversation input, which
+only ``client`` and ``conversation`` may publish (decision 0140).
 """
 
 from __future__ import annotations
@@ -221,6 +228,17 @@ _JS_DESTRUCTIVE_ANY = (
 )
 
 
+def _private_bucket(bucket: str) -> tuple[str, ...]:
+    """Every JetStream/KV subject that reads or changes ``bucket``: denied to all but its owner."""
+    stream = _kv_stream(bucket)
+    return (*_stream_read(stream), *_stream_create(stream), *_stream_admin(stream), f"{_KV}.{bucket}.>")
+
+
+#: Stored tool results (and their claims) are the tool runner's alone; so is the cancel broadcast
+#: (it stops a running call: only the runner, after checking the canceller owns the call, sends it).
+_TOOL_CALLS_PRIVATE = (*_private_bucket(subjects.BUCKET_TOOL_CALLS), subjects.signal("tool.cancel_requested"))
+
+
 # --- models -----------------------------------------------------------------------------------
 
 
@@ -276,7 +294,7 @@ def _engine() -> Permissions:
     pub, sub = _base("engine", serves=[engine_requests()], micro="engine")
     # It asks whether a project service runs before starting a project.
     pub += [*_kv_write(subjects.BUCKET_PROJECTS), project_requests(), subjects.srv("PING", "project")]
-    return Permissions(publish_allow=tuple(pub), subscribe_allow=tuple(sub))
+    return Permissions(publish_allow=tuple(pub), subscribe_allow=tuple(sub), publish_deny=_TOOL_CALLS_PRIVATE)
 
 
 def _project() -> Permissions:
@@ -286,7 +304,11 @@ def _project() -> Permissions:
         assets_requests(),
         *_kv_read(subjects.BUCKET_PROJECTS),
     ]
-    return Permissions(publish_allow=tuple(pub), subscribe_allow=tuple(sub), publish_deny=_JS_DESTRUCTIVE_ANY)
+    return Permissions(
+        publish_allow=tuple(pub),
+        subscribe_allow=tuple(sub),
+        publish_deny=(*_JS_DESTRUCTIVE_ANY, *_TOOL_CALLS_PRIVATE),
+    )
 
 
 def _conversation() -> Permissions:
@@ -310,7 +332,7 @@ def _conversation() -> Permissions:
     # Signals (assets reloaded, project stopped, skill registry updated) invalidate its cached
     # tool specs; it listens on the whole signal space.
     sub += [subjects.conversation_in_filter(), subjects.signal_filter()]
-    return Permissions(publish_allow=tuple(pub), subscribe_allow=tuple(sub))
+    return Permissions(publish_allow=tuple(pub), subscribe_allow=tuple(sub), publish_deny=_TOOL_CALLS_PRIVATE)
 
 
 def _tool_runner() -> Permissions:
@@ -331,9 +353,18 @@ def _tool_runner() -> Permissions:
 def _asset_loader() -> Permissions:
     pub, sub = _base("asset_loader", serves=[assets_requests()], micro="asset_loader")
     pub += [subjects.hook_filter(), tools_requests("run"), *_kv_read(subjects.BUCKET_PROJECTS)]
-    # It loads and drops a project's assets as projects start and stop.
-    sub += [subjects.signal("project.started"), subjects.signal("project.stopped")]
-    return Permissions(publish_allow=tuple(pub), subscribe_allow=tuple(sub), publish_deny=_JS_DESTRUCTIVE_ANY)
+    # It loads and drops a project's assets as projects start and stop, and stops the
+    # workflows of a cancelled tool call.
+    sub += [
+        subjects.signal("project.started"),
+        subjects.signal("project.stopped"),
+        subjects.signal("tool.cancel_requested"),
+    ]
+    return Permissions(
+        publish_allow=tuple(pub),
+        subscribe_allow=tuple(sub),
+        publish_deny=(*_JS_DESTRUCTIVE_ANY, *_TOOL_CALLS_PRIVATE),
+    )
 
 
 def _client() -> Permissions:
@@ -349,12 +380,13 @@ def _client() -> Permissions:
         *_stream_read(subjects.STREAM_JOURNAL),
         *_stream_read(subjects.STREAM_EVENTS),
         *_kv_read(subjects.BUCKET_PROJECTS),
+        *_kv_read(_BUCKET_LEDGER),  # get_context_usage reads the token ledger
     ]
     sub = [f"{inbox_prefix(CLIENT)}.>", subjects.all_subjects()]
     return Permissions(
         publish_allow=tuple(pub),
         subscribe_allow=tuple(sub),
-        publish_deny=_JS_DESTRUCTIVE_ANY,
+        publish_deny=(*_JS_DESTRUCTIVE_ANY, *_TOOL_CALLS_PRIVATE),
         allow_responses=False,
     )
 

@@ -4,6 +4,14 @@ Used by ``jidocode up`` when no ``NATS_URL`` is given and by the test
 fixtures. The server listens on loopback only, with JetStream and a store
 directory we choose.
 
+Users: with ``users`` (user name → password) the server runs the per-service
+NATS users and permissions of :mod:`jidocode.shared.nats_permissions` — the
+same model as ``jidocode deploy`` — and refuses every other connection.
+``jidocode up`` always does (decision 0140): the passwords come from
+:func:`ensure_credentials`, which keeps one ``<user>.json`` per user in
+``<data home>/credentials`` (folder 0700, files 0600). The server's config
+file holds the passwords, so it is written 0600 too.
+
 Sync policy: by default a single server flushes JetStream to disk only every
 two minutes and can lose acknowledged writes if the machine crashes.
 :class:`NatsServer` writes ``sync_interval: always`` by default (every write is
@@ -24,11 +32,59 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-__all__ = ["NatsServer", "find_nats_server", "free_port"]
+from jidocode.shared import nats_permissions as perms
+from jidocode.shared.config import NatsCredentials, credentials_dir, read_credentials
+
+__all__ = [
+    "NatsServer",
+    "ensure_credentials",
+    "find_nats_server",
+    "free_port",
+    "write_private",
+]
+
+
+def write_private(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` readable by this user only (0600), atomically (no window with
+    looser rights: the file is created 0600 under a temporary name, then renamed)."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    with contextlib.suppress(FileNotFoundError):
+        tmp.unlink()
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        with os.fdopen(fd, "w") as out:
+            out.write(text)
+        os.chmod(tmp, 0o600)  # whatever the umask
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            tmp.unlink()
+        raise
+
+
+def ensure_credentials(
+    url: str, data_home: Path | None = None, users: Iterable[str] = perms.USERS
+) -> dict[str, str]:
+    """The password of every user of the embedded server at ``url`` (user name → password).
+
+    A user's stored password is kept; a missing one is generated. Every file is
+    (re)written with ``url`` (the port may change between runs), 0600, in a 0700 folder.
+    """
+    folder = credentials_dir(data_home)
+    folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+    os.chmod(folder, 0o700)
+    passwords: dict[str, str] = {}
+    for user in users:
+        known = read_credentials(user, data_home)
+        password = known.password if known is not None else perms.generate_password()
+        creds = NatsCredentials(url=url, user=user, password=password, inbox_prefix=perms.inbox_prefix(user))
+        write_private(folder / f"{user}.json", creds.model_dump_json(indent=2) + "\n")
+        passwords[user] = password
+    return passwords
 
 
 def find_nats_server() -> str:
@@ -65,6 +121,8 @@ class NatsServer:
     extra_config: str = ""
     config_file: Path | None = None
     log_file: Path | None = None
+    #: User name → password: run the JidoCode users and permissions; ``None``: no authentication.
+    users: Mapping[str, str] | None = None
     process: subprocess.Popen[bytes] | None = field(default=None, init=False)
     _lines: list[str] = field(default_factory=list, init=False)
 
@@ -91,6 +149,8 @@ class NatsServer:
                 "  routes: [" + ", ".join(f'"{r}"' for r in self.routes) + "]",
                 "}",
             ]
+        if self.users is not None:
+            lines.append(perms.render_accounts(passwords=self.users))
         if self.extra_config:
             lines.append(self.extra_config)
         return "\n".join(lines) + "\n"
@@ -101,7 +161,7 @@ class NatsServer:
         self.store_dir.mkdir(parents=True, exist_ok=True)
         config = self.config_file or self.store_dir / f"{self.server_name}.conf"
         if self.config_file is None:
-            config.write_text(self.render_config())
+            write_private(config, self.render_config())  # it may hold passwords
         ready = threading.Event()
         self.process = subprocess.Popen(
             [find_nats_server(), "-c", str(config)],

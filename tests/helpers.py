@@ -11,7 +11,7 @@ import nats
 
 from jidocode.services.registry import SERVICES
 from jidocode.shared import subjects
-from jidocode.shared.bus import gather
+from jidocode.shared.bus import connect_nats, gather
 from jidocode.shared.config import Config
 
 
@@ -29,7 +29,7 @@ async def wait_for_services(
 ) -> dict[str, list[dict[str, Any]]]:
     """Return once every named service answers ``$SRV.PING``; fail after ``timeout``."""
     wanted = {subjects.SERVICE_NAMES[n] for n in names}
-    nc = await nats.connect(config.nats_url)
+    nc = await connect_nats(config, "tests", wait=False)  # as the config's user, if it has one
     try:
 
         async def _loop() -> dict[str, list[dict[str, Any]]]:

@@ -16,7 +16,8 @@ import pytest
 
 from jidocode.services.registry import SERVICES
 from jidocode.shared import subjects
-from jidocode.shared.config import Config
+from jidocode.shared.bus import connect_nats
+from jidocode.shared.config import CLIENT_USER, Config, read_credentials, same_server
 from jidocode.shared.natsserver import free_port, pid_alive
 from tests.helpers import ping_services, wait_for_services
 
@@ -26,9 +27,10 @@ pytestmark = pytest.mark.slow
 class UpProcess:
     def __init__(self, tmp: Path) -> None:
         env = {k: v for k, v in os.environ.items() if k != "NATS_URL"}
+        self.data_home = str(tmp / "data")
         env.update(
             {
-                "JIDO_DATA_HOME": str(tmp / "data"),
+                "JIDO_DATA_HOME": self.data_home,
                 "JIDO_CODE_HOME": str(tmp / "home"),
                 "PYTHONUNBUFFERED": "1",
             }
@@ -43,6 +45,11 @@ class UpProcess:
         )
         self.lines: list[str] = []
         self._queue: asyncio.Queue[str] = asyncio.Queue()
+
+    def client_config(self, url: str) -> Config:
+        creds = read_credentials(CLIENT_USER, Path(self.data_home))
+        assert creds is not None and same_server(url, creds.url)
+        return Config(nats_url=url, nats_user=creds.user, nats_password=creds.password)
 
     async def start_reader(self) -> None:
         loop = asyncio.get_running_loop()
@@ -75,20 +82,22 @@ async def test_up_runs_nats_and_five_services_supervises_and_stops_cleanly(tmp_p
         m = await up.wait_line(r"NATS listening on (nats://\S+)")
         url = m.group(1)
         assert url.endswith(f":{up.port}")
-        found = await wait_for_services(Config(nats_url=url), SERVICES, timeout=60)
+        # the embedded server runs NATS users; the client's credentials are in the data home
+        client = up.client_config(url)
+        found = await wait_for_services(client, SERVICES, timeout=60)
         assert {subjects.SERVICE_NAMES[n] for n in SERVICES} <= set(found)
         pids = {name: int(infos[0]["metadata"]["pid"]) for name, infos in found.items()}
         # the CLI over the running system: status, projects start/list
-        status = json.loads(await _cli(url, "status", "--json"))
+        status = json.loads(await _cli(up, "status", "--json"))
         assert {s["name"] for s in status} >= {subjects.SERVICE_NAMES[n] for n in SERVICES}
         engine = next(s for s in status if s["name"] == subjects.SERVICE_NAMES["engine"])
         assert {e["name"] for e in engine["endpoints"]} >= {"start_project", "stop_project", "list_projects"}
         project_dir = tmp_path / "proj"
         project_dir.mkdir()
-        started = json.loads(await _cli(url, "projects", "start", str(project_dir), "--json"))
-        listed = json.loads(await _cli(url, "projects", "list", "--json"))
+        started = json.loads(await _cli(up, "projects", "start", str(project_dir), "--json"))
+        listed = json.loads(await _cli(up, "projects", "list", "--json"))
         assert [p["project_id"] for p in listed] == [started["project_id"]]
-        found = json.loads(await _cli(url, "projects", "whereis", started["project_id"], "--json"))
+        found = json.loads(await _cli(up, "projects", "whereis", started["project_id"], "--json"))
         assert set(found) == {"project", "hosts"}
         assert found["project"]["root_path"] == started["root_path"] and found["hosts"]
 
@@ -101,7 +110,7 @@ async def test_up_runs_nats_and_five_services_supervises_and_stops_cleanly(tmp_p
         await up.wait_line(r"engine exited with code -9; restart #1")
 
         async def engine_back() -> int:
-            nc = await nats.connect(url)
+            nc = await connect_nats(client, "tests", wait=False)
             try:
                 while True:
                     infos = (await ping_services(nc)).get(subjects.SERVICE_NAMES["engine"], [])
@@ -126,13 +135,15 @@ async def test_up_runs_nats_and_five_services_supervises_and_stops_cleanly(tmp_p
             up.proc.kill()
 
 
-async def _cli(url: str, *argv: str) -> str:
+async def _cli(up: UpProcess, *argv: str) -> str:
+    """The CLI as another terminal runs it: no NATS_* variable, the client credentials found in the data home."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("NATS_")}
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
         "jidocode.cli.main",
         *argv,
-        env={**os.environ, "NATS_URL": url},
+        env={**env, "JIDO_DATA_HOME": up.data_home},
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
     )
