@@ -17,14 +17,21 @@ would deadlock). Each request gets a task, at most ``max_concurrent`` at once
 per host; past that the subscription waits, which is NATS's own backpressure.
 ``stop()`` stops taking requests, then lets the ones in flight finish for up to
 ``drain_timeout`` seconds before cancelling them.
+
+A handler that waits for something slow and outside the service (a human's
+approval) gives its slot back for the wait: ``async with host.released(): …``
+(the slot is taken again, waiting like a new request, when the block ends).
+The waits are then bounded by the handler's own limit, not by the slots, so
+they cannot starve the other requests of the replica.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, TypeVar, cast
 
 from nats.micro import add_service
@@ -134,6 +141,8 @@ class ServiceHost:
         self._service: Service | None = None
         self._slots = asyncio.Semaphore(max_concurrent)
         self._inflight: set[asyncio.Task[None]] = set()
+        #: The request tasks holding a slot now (a task in :meth:`released` does not).
+        self._holding: set[asyncio.Task[None]] = set()
         self.drain_timeout = drain_timeout
 
     def serve(self, endpoint: Endpoint, handler: Handler[C]) -> None:
@@ -204,13 +213,42 @@ class ServiceHost:
             await self._slots.acquire()
             task = asyncio.create_task(_handle(request), name=f"{self.name}-{endpoint}")
             self._inflight.add(task)
+            self._holding.add(task)
             task.add_done_callback(self._done)
 
         return _spawn
 
     def _done(self, task: asyncio.Task[None]) -> None:
         self._inflight.discard(task)
+        if task in self._holding:
+            self._holding.discard(task)
+            self._slots.release()
+
+    @contextlib.asynccontextmanager
+    async def released(self) -> AsyncIterator[None]:
+        """Give the current request's slot back for the block; take one again when it ends.
+
+        For waits on something outside the service (an approval), which would
+        otherwise hold a slot the whole time. Outside a request of this host
+        (another task, a nested use) it does nothing. If the task is cancelled
+        while it waits to get a slot back, it ends holding none.
+        """
+        task = asyncio.current_task()
+        if task is None or task not in self._holding:
+            yield
+            return
+        self._holding.discard(task)
         self._slots.release()
+        try:
+            yield
+        finally:
+            await self._slots.acquire()
+            self._holding.add(task)
+
+    @property
+    def waiting_released(self) -> int:
+        """Requests in flight that hold no slot now (inside :meth:`released`)."""
+        return len(self._inflight) - len(self._holding)
 
     @property
     def inflight(self) -> int:

@@ -111,6 +111,6 @@ class ToolPort(Protocol):
         """Run one tool call through the tool runner; errors come back inside the result."""
         ...
 
-    async def cancel(self, project_id: str, request_id: str) -> None:
-        """Ask the tool runner to stop a running call."""
+    async def cancel(self, project_id: str, request_id: str, conversation_id: str | None = None) -> None:
+        """Ask the tool runner to stop a running call of ``conversation_id`` (its owner)."""
         ...

@@ -48,9 +48,9 @@ class NatsToolPort:
         except ValueError as exc:  # a reply that is not a ToolResult
             return ToolResult(ok=False, error=ToolResultError(type="invalid_reply", message=str(exc)))
 
-    async def cancel(self, project_id: str, request_id: str) -> None:
+    async def cancel(self, project_id: str, request_id: str, conversation_id: str | None = None) -> None:
         try:
-            await ToolsClient(self.bus, project_id).cancel(request_id)
+            await ToolsClient(self.bus, project_id).cancel(request_id, conversation_id=conversation_id)
         except JidoError as exc:
             log.info("cancel of tool call %s: %s", request_id, exc.message)
 

@@ -8,6 +8,19 @@ the same :func:`approval_key` in that conversation (remembered per replica,
 bounded); ``deny``, no answer in time, or no conversation to ask refuse the
 call; a cancel stops the wait.
 
+**Who may answer.** The answer is read from the conversation's input subject,
+which on a system with NATS users (``jidocode up``, ``jidocode deploy``) only
+the ``client`` user and the conversation service may publish — the tool
+runner, the other services and a tool's process (which holds no credential)
+cannot. So an answer there is the conversation owner's (decision 0140).
+
+**Waiting costs no request slot.** The wait runs inside ``release()`` (the
+service host's :meth:`~jidocode.shared.service.ServiceHost.released`), so calls
+waiting for a human never fill the replica's request slots; what bounds them
+instead is :data:`MAX_PENDING_PER_PROJECT` waits per project
+(``JIDO_MAX_PENDING_APPROVALS``), past which a call is refused with
+``quota_exceeded`` (retryable) before it asks.
+
 The rules (:func:`refuse_denied`, :func:`conversation_to_ask`, :func:`approval_key`,
 :func:`judge`, :class:`SessionApprovals`) are pure; :class:`ApprovalGate` does the I/O.
 """
@@ -18,7 +31,10 @@ import asyncio
 import contextlib
 import json
 import logging
+import os
 from collections import OrderedDict
+from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
 from typing import Any, Final
 
 import nats.errors
@@ -32,10 +48,11 @@ from jidocode.shared.events.conversation import ApprovalRequested, ApprovalRespo
 from jidocode.shared.policy import Decision, Effect
 
 from .call import Call, CallKey
-from .errors import CallCancelled
+from .errors import CallCancelled, QuotaExceeded
 
 __all__ = [
     "MAX_APPROVAL_CONVERSATIONS",
+    "MAX_PENDING_PER_PROJECT",
     "MAX_SESSION_APPROVALS",
     "ApprovalGate",
     "SessionApprovals",
@@ -50,6 +67,8 @@ log = logging.getLogger("jidocode.tool_runner")
 #: ``approve_session`` memory bounds (a forgotten approval is simply asked again).
 MAX_SESSION_APPROVALS: Final = 256
 MAX_APPROVAL_CONVERSATIONS: Final = 4096
+#: Calls of one project waiting for an answer at once, per replica (``JIDO_MAX_PENDING_APPROVALS``).
+MAX_PENDING_PER_PROJECT: Final = 512
 
 #: Answers of the wait besides the human's :data:`ApprovalDecision`.
 TIMEOUT: Final = "timeout"
@@ -132,26 +151,64 @@ class SessionApprovals:
             self._keys.popitem(last=False)
 
 
-class ApprovalGate:
-    """The ``ask`` step of the pipeline, and the conversation inputs it listens to."""
+def pending_limit(environ: dict[str, str] | None = None) -> int:
+    """``JIDO_MAX_PENDING_APPROVALS`` (1 … 100000), else :data:`MAX_PENDING_PER_PROJECT`."""
+    raw = (os.environ if environ is None else environ).get("JIDO_MAX_PENDING_APPROVALS")
+    if not raw:
+        return MAX_PENDING_PER_PROJECT
+    value = int(raw)
+    if not 1 <= value <= 100_000:
+        raise ValueError(f"JIDO_MAX_PENDING_APPROVALS={raw} is outside 1 … 100000")
+    return value
 
-    def __init__(self, bus: Bus) -> None:
+
+def _no_release() -> AbstractAsyncContextManager[None]:
+    return contextlib.nullcontext()
+
+
+class ApprovalGate:
+    """The ``ask`` step of the pipeline, and the conversation inputs it listens to.
+
+    ``release`` gives the request's slot back while a call waits
+    (``ServiceHost.released``); ``max_pending`` bounds the waits per project.
+    """
+
+    def __init__(
+        self,
+        bus: Bus,
+        *,
+        release: Callable[[], AbstractAsyncContextManager[None]] = _no_release,
+        max_pending: int | None = None,
+    ) -> None:
         self.bus = bus
+        self.release = release
+        self.max_pending = pending_limit() if max_pending is None else max_pending
+        if self.max_pending < 1:
+            raise ValueError(f"max_pending must be at least 1, got {self.max_pending}")
         self.session = SessionApprovals()
         self._pending: dict[tuple[str, str, str], asyncio.Future[str]] = {}
+        self._per_project: dict[str, int] = {}
         self._watches: dict[tuple[str, str], tuple[Subscription, int]] = {}
 
-    async def admit(self, call: Call, decision: Decision, timeout_s: float) -> None:
-        """Let ``call`` through when allowed, approved earlier in its session, or approved now."""
+    def waiting(self, project_id: str) -> int:
+        """Calls of ``project_id`` waiting for an answer on this replica."""
+        return self._per_project.get(project_id, 0)
+
+    async def admit(self, call: Call, decision: Decision, timeout_s: float) -> bool:
+        """Let ``call`` through when allowed, approved earlier in its session, or approved now.
+
+        Whether a human was asked (the call waited).
+        """
         cid = conversation_to_ask(decision, call.conversation_id)
         if cid is None:
-            return
+            return False
         key = approval_key(call.name, call.args, decision)
         if self.session.grants(call.project_id, cid, key):
-            return
+            return False
         answer = await self._ask(call, cid, decision, timeout_s)
         if judge(answer, decision, timeout_s):
             self.session.remember(call.project_id, cid, key)
+        return True
 
     def cancel(self, call: CallKey) -> None:
         """A call waiting for approval stops waiting (its answer is ``cancelled``)."""
@@ -166,22 +223,34 @@ class ApprovalGate:
         self._watches.clear()
 
     async def _ask(self, call: Call, cid: str, decision: Decision, timeout_s: float) -> str:
-        pending_key = (call.project_id, cid, call.request_id)
+        project_id = call.project_id
+        if self.waiting(project_id) >= self.max_pending:
+            raise QuotaExceeded("project (calls waiting for approval)", self.max_pending)
+        pending_key = (project_id, cid, call.request_id)
         fut: asyncio.Future[str] = asyncio.get_running_loop().create_future()
         self._pending[pending_key] = fut
-        await self._watch(call.project_id, cid)
+        self._per_project[project_id] = self.waiting(project_id) + 1
         try:
-            question = ApprovalRequested(
-                request_id=call.request_id, tool=call.name, args=call.args, reason=decision.reason
-            )
-            await self.bus.emit(question, **call.ext)
+            await self._watch(project_id, cid)
             try:
-                return await asyncio.wait_for(fut, timeout_s)
-            except TimeoutError:
-                return TIMEOUT
+                question = ApprovalRequested(
+                    request_id=call.request_id, tool=call.name, args=call.args, reason=decision.reason
+                )
+                await self.bus.emit(question, **call.ext)
+                async with self.release():  # a human takes their time: hold no request slot
+                    try:
+                        return await asyncio.wait_for(fut, timeout_s)
+                    except TimeoutError:
+                        return TIMEOUT
+            finally:
+                await self._unwatch(project_id, cid)
         finally:
             self._pending.pop(pending_key, None)
-            await self._unwatch(call.project_id, cid)
+            left = self.waiting(project_id) - 1
+            if left > 0:
+                self._per_project[project_id] = left
+            else:
+                self._per_project.pop(project_id, None)
 
     async def _watch(self, project_id: str, cid: str) -> None:
         """Listen to the conversation's input (one subscription however many calls ask)."""

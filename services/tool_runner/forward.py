@@ -4,11 +4,14 @@ The runner authorizes an asset tool by name like a built-in, then forwards
 the call to the asset loader of the project (``AssetsClient.call_tool``). A
 workflow or a skill route runs its own steps back through this runner, each
 under the per-call timeout, so the composite call gets room for
-:data:`COMPOSITE_STEPS` of them (:func:`forward_timeout`, pure).
+:data:`COMPOSITE_STEPS` of them (:func:`forward_timeout`, pure) — never past the
+caller's deadline, which the forwarded call carries (``meta.deadline``) so the
+asset loader stops its steps when the caller stops waiting.
 """
 
 from __future__ import annotations
 
+import time
 from typing import Final
 
 from jidocode.shared.bus import Bus
@@ -55,4 +58,10 @@ class AssetTools:
         """Run ``call`` on the asset loader (already authorized here)."""
         client = AssetsClient(self.bus, call.project_id)
         ext = {k: v for k, v in call.ext.items() if k != "project_id"}  # the client sets its own
-        return await client.call_tool(call.request, timeout=forward_timeout(call.name, limits), **ext)
+        timeout = forward_timeout(call.name, limits)
+        meta = call.request.meta
+        if meta.deadline is not None:
+            timeout = max(0.001, min(timeout, meta.deadline - time.time()))
+        deadline = time.time() + timeout
+        request = call.request.model_copy(update={"meta": meta.model_copy(update={"deadline": deadline})})
+        return await client.call_tool(request, timeout=timeout, **ext)

@@ -8,6 +8,18 @@ before the call started writes ``cancelled``, so the call never starts. A
 claim older than any call can take belongs to a replica that died: it is
 reported as ``outcome_unknown``, never run again.
 
+**Whose call it is.** Every record carries the call's conversation and a
+digest of its name, arguments and conversation (:func:`call_digest`). A
+request reusing a request id with anything else gets ``conflict`` — never the
+stored result, which is thus returned only to the very same call of the same
+conversation. A cancel names its conversation too: a cancel recorded before
+the call (``cancelled``) stops it only when the conversations match; one by
+anybody else is taken over by the real call's claim (:meth:`Ledger.forbid`,
+:meth:`Ledger.claim`). The bucket is readable by the tool runner's NATS user
+alone (``shared/nats_permissions.py``), and results live :data:`RESULT_TTL_S`
+(15 min, ``JIDO_TOOL_RESULT_TTL_S``): long enough for a redelivery, short
+enough that a leaked secret in an output does not sit on disk for a day.
+
 Read-only built-ins have no side effect to protect and skip the two KV writes
 (a redelivered read simply reads again): see :func:`needs_claim`.
 
@@ -22,8 +34,10 @@ import contextlib
 import hashlib
 import json
 import logging
+import os
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any, Final
 
 import nats.errors
@@ -40,11 +54,15 @@ from .errors import cancelled_result
 __all__ = [
     "READ_ONLY",
     "RESULT_TTL_S",
+    "Claim",
     "Ledger",
+    "call_digest",
     "claim_lifetime",
+    "conflict_result",
     "ledger_key",
     "lost_result",
     "needs_claim",
+    "result_ttl",
     "running_record",
     "settled",
     "time_left",
@@ -54,12 +72,60 @@ log = logging.getLogger("jidocode.tool_runner")
 
 #: Built-ins without side effects: no idempotency claim needed.
 READ_ONLY: frozenset[str] = frozenset({"read_file", "list_dir", "glob", "grep"})
-#: How long a finished call's result is kept for redelivered requests.
-RESULT_TTL_S: Final = 24 * 3600.0
+#: How long a call's record (and its result) is kept for redelivered requests, by default.
+RESULT_TTL_S: Final = 15 * 60.0
+#: The bounds of ``JIDO_TOOL_RESULT_TTL_S``.
+MIN_RESULT_TTL_S: Final = 60.0
+MAX_RESULT_TTL_S: Final = 24 * 3600.0
 #: How long a claim may wait for its result when the project cannot be read.
 DEFAULT_CLAIM_LIFETIME_S: Final = 60.0
 
 Record = dict[str, Any]
+
+
+def result_ttl(environ: dict[str, str] | None = None) -> float:
+    """The records' time to live: ``JIDO_TOOL_RESULT_TTL_S`` (60 s … 24 h), else :data:`RESULT_TTL_S`."""
+    raw = (os.environ if environ is None else environ).get("JIDO_TOOL_RESULT_TTL_S")
+    if not raw:
+        return RESULT_TTL_S
+    try:
+        ttl = float(raw)
+    except ValueError:
+        raise ValueError(f"JIDO_TOOL_RESULT_TTL_S={raw!r} is not a number of seconds") from None
+    if not MIN_RESULT_TTL_S <= ttl <= MAX_RESULT_TTL_S:
+        raise ValueError(
+            f"JIDO_TOOL_RESULT_TTL_S={raw} is outside {MIN_RESULT_TTL_S:g} … {MAX_RESULT_TTL_S:g} seconds"
+        )
+    return ttl
+
+
+def call_digest(name: str, args: dict[str, Any], conversation_id: str | None) -> str:
+    """What a request id stands for: the tool, its arguments and the conversation (a digest)."""
+    canonical = json.dumps([name, args, conversation_id], sort_keys=True, default=str, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+@dataclass(frozen=True, slots=True)
+class Claim:
+    """One call's key in the ledger and what it must match: its digest and conversation."""
+
+    key: str
+    request_id: str
+    name: str
+    digest: str
+    conversation_id: str | None
+
+    @classmethod
+    def of(
+        cls, project_id: str, request_id: str, name: str, args: dict[str, Any], conversation_id: str | None
+    ) -> Claim:
+        return cls(
+            key=ledger_key(project_id, request_id),
+            request_id=request_id,
+            name=name,
+            digest=call_digest(name, args, conversation_id),
+            conversation_id=conversation_id,
+        )
 
 
 def needs_claim(name: str) -> bool:
@@ -83,16 +149,46 @@ def claim_lifetime(tools: ToolSettings | None, quota_wait_s: float) -> float:
     return float(tools.timeout_s + tools.approval_timeout_s) + quota_wait_s + 10.0
 
 
-def running_record(instance: str, name: str, now: float) -> Record:
-    return {"state": "running", "instance": instance, "name": name, "at": now}
+def _owner(claim: Claim | None) -> Record:
+    if claim is None:
+        return {}
+    return {"digest": claim.digest, "conversation": claim.conversation_id}
 
 
-def cancelled_record(now: float) -> Record:
-    return {"state": "cancelled", "at": now}
+def running_record(instance: str, name: str, now: float, claim: Claim | None = None) -> Record:
+    return {"state": "running", "instance": instance, "name": name, "at": now, **_owner(claim)}
 
 
-def done_record(result: ToolResult) -> Record:
-    return {"state": "done", "result": result.model_dump(mode="json")}
+def cancelled_record(now: float, conversation_id: str | None = None) -> Record:
+    return {"state": "cancelled", "at": now, "conversation": conversation_id}
+
+
+def done_record(result: ToolResult, claim: Claim | None = None) -> Record:
+    return {"state": "done", "result": result.model_dump(mode="json"), **_owner(claim)}
+
+
+def same_call(record: Record, claim: Claim) -> bool:
+    """Whether ``record`` was written for ``claim``'s very call (records from before digests: yes)."""
+    digest = record.get("digest")
+    return digest is None or digest == claim.digest
+
+
+def owned_by(record: Record, conversation_id: str | None) -> bool:
+    """Whether a cancel naming ``conversation_id`` is the owner's (the record's conversation)."""
+    return record.get("conversation") == conversation_id
+
+
+def conflict_result(request_id: str) -> ToolResult:
+    """The answer to a request id reused for another call: nothing about the first one."""
+    return ToolResult(
+        ok=False,
+        error=ToolResultError(
+            type="conflict",
+            message=f"request id {request_id!r} was already used for another call (another tool, "
+            "other arguments or another conversation); send a new request id",
+            details={"request_id": request_id},
+        ),
+    )
 
 
 def settled(record: Record) -> ToolResult | None:
@@ -136,36 +232,65 @@ class Ledger:
         self.clock = clock
 
     @classmethod
-    async def open(cls, bus: Bus) -> Ledger:
-        kv = await bus.kv(subjects.BUCKET_TOOL_CALLS, history=1, ttl=RESULT_TTL_S)
+    async def open(cls, bus: Bus, *, ttl: float | None = None) -> Ledger:
+        """Bind the bucket (created with the records' TTL); a bucket made with another TTL is updated."""
+        ttl = result_ttl() if ttl is None else ttl
+        kv = await bus.kv(subjects.BUCKET_TOOL_CALLS, history=1, ttl=ttl)
+        stream = f"KV_{subjects.BUCKET_TOOL_CALLS}"
+        try:
+            info = await bus.js.stream_info(stream)
+            if info.config.max_age is None or abs(info.config.max_age - ttl) > 0.5:
+                info.config.max_age = ttl
+                await bus.js.update_stream(info.config)
+                log.info("tool call records now kept %g s (was %s)", ttl, info.config.max_age)
+        except (nats.errors.Error, nats.js.errors.Error) as exc:
+            log.warning("could not set the TTL of %s to %g s: %s", stream, ttl, exc)
         return cls(kv, instance=bus.source)
 
-    async def claim(self, key: str, name: str, lifetime: Callable[[], Awaitable[float]]) -> ToolResult | None:
-        """Claim ``key``: ``None`` when this call is ours to run, else the answer another claim gives.
+    async def claim(self, claim: Claim, lifetime: Callable[[], Awaitable[float]]) -> ToolResult | None:
+        """Claim ``claim.key``: ``None`` when this call is ours to run, else the answer the key gives.
 
         A claim still running elsewhere is waited for (up to ``lifetime()`` seconds
-        from its start, asked only then), and reported lost past that.
+        from its start, asked only then), and reported lost past that. A record of
+        another call (other digest) is a ``conflict``; a cancel recorded by anybody
+        but the call's conversation is taken over.
         """
-        try:
-            await self.kv.create(key, json.dumps(running_record(self.instance, name, self.clock())).encode())
-            return None
-        except nats.js.errors.KeyWrongLastSequenceError:
-            pass
-        entry = await self.kv.get(key)
-        record: Record = json.loads(entry.value or b"{}")
-        answer = settled(record)
-        if answer is not None:
-            return answer
-        left = time_left(record, self.clock(), await lifetime())
-        if left < 0:
-            return await self._lose(key, record)
-        return await self._await_result(key, record, left)
+        for _ in range(8):  # a racing cancel or claim rewrote the key: look again
+            try:
+                await self.kv.create(claim.key, self._running(claim))
+                return None
+            except nats.js.errors.KeyWrongLastSequenceError:
+                pass
+            try:
+                entry = await self.kv.get(claim.key)
+            except nats.js.errors.KeyNotFoundError:
+                continue  # expired or deleted since: claim it again
+            record: Record = json.loads(entry.value or b"{}")
+            if record.get("state") == "cancelled" and not owned_by(record, claim.conversation_id):
+                try:  # somebody else's cancel never stops this call
+                    await self.kv.update(claim.key, self._running(claim), last=entry.revision)
+                    return None
+                except nats.js.errors.KeyWrongLastSequenceError:
+                    continue
+            if record.get("state") != "cancelled" and not same_call(record, claim):
+                return conflict_result(claim.request_id)
+            answer = settled(record)
+            if answer is not None:
+                return answer
+            left = time_left(record, self.clock(), await lifetime())
+            if left < 0:
+                return await self._lose(claim, record)
+            return await self._await_result(claim, record, left)
+        raise nats.js.errors.KeyWrongLastSequenceError(description=f"the claim of {claim.key} kept changing")
 
-    async def _await_result(self, key: str, record: Record, left: float) -> ToolResult:
-        """Watch ``key`` until its record is done (its result) or ``left`` seconds pass (lost)."""
+    def _running(self, claim: Claim) -> bytes:
+        return json.dumps(running_record(self.instance, claim.name, self.clock(), claim)).encode()
+
+    async def _await_result(self, claim: Claim, record: Record, left: float) -> ToolResult:
+        """Watch the key until its record is done (its result) or ``left`` seconds pass (lost)."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + left
-        watcher = await self.kv.watch(key)
+        watcher = await self.kv.watch(claim.key)
         try:
             while (remaining := deadline - loop.time()) > 0:
                 try:
@@ -180,30 +305,52 @@ class Ledger:
         finally:
             with contextlib.suppress(nats.errors.Error):
                 await watcher.stop()  # type: ignore[no-untyped-call]
-        return await self._lose(key, record)
+        return await self._lose(claim, record)
 
-    async def _lose(self, key: str, record: Record) -> ToolResult:
+    async def _lose(self, claim: Claim, record: Record) -> ToolResult:
         result = lost_result(record)
-        await self._store(key, done_record(result))
+        await self._store(claim.key, done_record(result, claim))
         return result
 
-    async def settle(self, key: str, attempt: Awaitable[ToolResult]) -> ToolResult:
+    async def settle(self, claim: Claim, attempt: Awaitable[ToolResult]) -> ToolResult:
         """Await the claimed call's ``attempt`` and store its result (cancelled or failed if it raises)."""
         try:
             result = await attempt
         except asyncio.CancelledError:
-            await self._store(key, done_record(cancelled_result()))
+            await self._store(claim.key, done_record(cancelled_result(), claim))
             raise
         except BaseException:
-            await self._store(key, done_record(_failed_result()))
+            await self._store(claim.key, done_record(_failed_result(), claim))
             raise
-        await self._store(key, done_record(result))
+        await self._store(claim.key, done_record(result, claim))
         return result
 
-    async def forbid(self, key: str) -> None:
-        """A cancel: a call that has not claimed ``key`` yet must never start."""
-        with contextlib.suppress(nats.js.errors.KeyWrongLastSequenceError):
-            await self.kv.create(key, json.dumps(cancelled_record(self.clock())).encode())
+    async def forbid(self, key: str, conversation_id: str | None) -> bool:
+        """A cancel by ``conversation_id``: a call of that conversation that has not claimed ``key``
+        yet never starts. Whether the cancel is the owner's (``False``: the key holds another
+        conversation's call, which the cancel does not touch)."""
+        try:
+            await self.kv.create(key, json.dumps(cancelled_record(self.clock(), conversation_id)).encode())
+            return True
+        except nats.js.errors.KeyWrongLastSequenceError:
+            pass
+        try:
+            entry = await self.kv.get(key)
+        except nats.js.errors.KeyNotFoundError:
+            return True
+        return owned_by(json.loads(entry.value or b"{}"), conversation_id)
+
+    async def touch(self, claim: Claim) -> None:
+        """Restart the TTL of a running claim (after a long wait, e.g. for an approval)."""
+        await self._store(claim.key, running_record(self.instance, claim.name, self.clock(), claim))
+
+    async def ended(self, key: str) -> bool:
+        """Whether the call of ``key`` has ended (done or cancelled); unknown keys have not."""
+        try:
+            entry = await self.kv.get(key)
+        except (nats.js.errors.KeyNotFoundError, nats.js.errors.KeyDeletedError):
+            return False
+        return json.loads(entry.value or b"{}").get("state") in ("done", "cancelled")
 
     async def _store(self, key: str, record: Record) -> None:
         try:

@@ -1,15 +1,28 @@
 """The pipeline of one tool call: claim → authorize → ask → quota → execute → report.
 
 1. **claim** the call's idempotency key (:mod:`.idempotency`): a redelivered
-   request gets the first one's result, the side effect never runs twice;
-2. **authorize**: the project's policy (:mod:`.projects`) decides on the
-   checked arguments; an asset tool must exist (:mod:`.forward`); deny refuses;
-3. **ask** a human when the policy says ``ask`` (:mod:`.approvals`);
+   request gets the first one's result, the side effect never runs twice; a
+   request id reused for another call is a ``conflict``;
+2. **authorize**: the tool must be in the project's catalogue under its current
+   policy — a built-in the policy does not deny outright, or an asset tool the
+   asset loader lists (:mod:`.forward`) — then the policy decides on the checked
+   arguments (:mod:`.projects`); deny refuses;
+3. **ask** a human when the policy says ``ask`` (:mod:`.approvals`), holding no
+   request slot while it waits;
 4. take the project's and the conversation's **quota** slots (:mod:`.quotas`);
 5. **execute**: a built-in in-process under the limits (:mod:`.executor`), an
    asset tool on the asset loader — in a task a cancel kills (:mod:`.running`);
 6. **report**: ``tool.started`` once the call holds its slots, ``tool.completed``
    or ``tool.failed`` at the end (:mod:`.report`).
+
+**The caller's deadline** (``meta.deadline``, Unix time): a call that arrives
+after it is refused (``timeout``), and the approval wait, the run and a
+forwarded asset tool are bounded by it. A step of a workflow or skill (request
+id ``<root>/wf/…`` or ``<root>/skill/…``) is refused once its root call has
+ended (cancelled, or answered), so a workflow stops when its caller stops.
+
+**Only the owner cancels**: a cancel stops a call only when it names the
+call's conversation (:meth:`Pipeline.cancel`).
 
 Every refusal along the way is a typed error, raised where it is found and
 turned into the call's ``ok: false`` result (and ``tool.failed``) at the end.
@@ -17,22 +30,25 @@ turned into the call's ``ok: false`` result (and ``tool.failed``) at the end.
 
 from __future__ import annotations
 
+import contextlib
 import time
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
+from contextlib import AbstractAsyncContextManager
 from functools import partial
 from typing import Any
 
 from jidocode.shared.bus import Bus
-from jidocode.shared.errors import JidoError
+from jidocode.shared.errors import JidoError, NotFound, PermissionDenied, RequestTimeout
 from jidocode.shared.events.tools import ToolResult
 from jidocode.shared.policy import Decision, authorize
+from jidocode.shared.policy.decision import tool_exposed
 
 from .approvals import ApprovalGate, refuse_denied
 from .call import Call, CallKey
 from .errors import CallCancelled
 from .executor import Limits, check_args, error_result, run_authorized
 from .forward import AssetTools
-from .idempotency import Ledger, claim_lifetime, ledger_key, needs_claim
+from .idempotency import Claim, Ledger, claim_lifetime, ledger_key, needs_claim
 from .projects import Project, Projects
 from .quotas import Quotas, slots_for
 from .report import finished, started
@@ -42,61 +58,112 @@ from .tools import BUILTINS
 __all__ = ["Pipeline"]
 
 
+def _no_release() -> AbstractAsyncContextManager[None]:
+    return contextlib.nullcontext()
+
+
 class Pipeline:
     """Runs the calls of one replica; its parts hold the replica's state."""
 
-    def __init__(self, bus: Bus, *, projects: Projects, ledger: Ledger, quota_wait_s: float) -> None:
+    def __init__(
+        self,
+        bus: Bus,
+        *,
+        projects: Projects,
+        ledger: Ledger,
+        quota_wait_s: float,
+        release: Callable[[], AbstractAsyncContextManager[None]] = _no_release,
+        max_pending_approvals: int | None = None,
+    ) -> None:
         self.bus = bus
         self.projects = projects
         self.ledger = ledger
         self.quota_wait_s = quota_wait_s
-        self.gate = ApprovalGate(bus)
+        self.gate = ApprovalGate(bus, release=release, max_pending=max_pending_approvals)
         self.quotas = Quotas()
         self.running = RunningCalls()
         self.assets = AssetTools(bus)
+        #: The conversation of each call this replica handles: the only one whose cancel counts.
+        self._owners: dict[CallKey, str | None] = {}
 
     async def run(self, call: Call) -> ToolResult:
         """The call's result: always a result, also for a refusal (claim, then :meth:`_attempt`)."""
         if not needs_claim(call.name):  # read-only: a redelivered read simply reads again
-            return await self._attempt(call)
-        key = ledger_key(call.project_id, call.request_id)
-        earlier = await self.ledger.claim(key, call.name, partial(self._claim_lifetime, call.project_id))
+            return await self._attempt(call, None)
+        claim = Claim.of(call.project_id, call.request_id, call.name, call.args, call.conversation_id)
+        earlier = await self.ledger.claim(claim, partial(self._claim_lifetime, call.project_id))
         if earlier is not None:
             return earlier
-        return await self.ledger.settle(key, self._attempt(call))
+        return await self.ledger.settle(claim, self._attempt(call, claim))
 
-    def cancel(self, key: CallKey) -> None:
-        """Stop the call wherever it is on this replica: waiting for approval or a slot, or running."""
+    def cancel(self, key: CallKey, conversation_id: str | None) -> bool:
+        """Stop the call wherever it is on this replica (waiting for approval or a slot, or running),
+        if ``conversation_id`` owns it. Whether it was stopped here."""
+        if key not in self._owners or self._owners[key] != conversation_id:
+            return False  # not here, or not the canceller's call
         if not self.running.cancel(key):
-            return
+            return False
         self.quotas.interrupt(key, CallCancelled())
         self.gate.cancel(key)
+        return True
 
-    async def _attempt(self, call: Call) -> ToolResult:
+    async def _attempt(self, call: Call, claim: Claim | None) -> ToolResult:
         """One run of the pipeline after the claim, reported however it ends."""
         t0 = time.monotonic()
-        with self.running.track(call.key):
-            try:
-                result = await self._steps(call)
-            except (JidoError, OSError, TimeoutError) as exc:
-                result = error_result(exc)
+        self._owners[call.key] = call.conversation_id
+        try:
+            with self.running.track(call.key):
+                try:
+                    result = await self._steps(call, claim)
+                except (JidoError, OSError, TimeoutError) as exc:
+                    result = error_result(exc)
+        finally:
+            self._owners.pop(call.key, None)
         await self.bus.emit(finished(call, result, round((time.monotonic() - t0) * 1000, 1)), **call.ext)
         return result
 
-    async def _steps(self, call: Call) -> ToolResult:
+    async def _steps(self, call: Call, claim: Claim | None) -> ToolResult:
         """authorize → ask → quota → execute; any refusal raises."""
+        _check_deadline(call, "before it started")
+        await self._check_root(call)
         project = await self.projects.get(call.project_id)
-        limits = project.limits
-        args = check_args(call.name, call.args, limits)
+        args = check_args(call.name, call.args, project.limits)
         decision = await self._authorize(call, project, args)
-        await self.gate.admit(call, decision, project.tools.approval_timeout_s)
+        asked = await self.gate.admit(
+            call, decision, _bounded(call, project.tools.approval_timeout_s, "while it waited for approval")
+        )
+        if asked and claim is not None:
+            await self.ledger.touch(claim)  # the wait may have been long: the claim lives on
         async with self.quotas.hold(slots_for(call, project.tools), self.quota_wait_s, owner=call.key):
+            limits = project.limits
+            limits = limits.model_copy(
+                update={"timeout_s": _bounded(call, limits.timeout_s, "before it could run")}
+            )
             await self.bus.emit(started(call), **call.ext)
             return await self.running.execute(call.key, self._tool(call, project, args, decision, limits))
 
+    async def _check_root(self, call: Call) -> None:
+        """A workflow's or skill's step runs only while the call it belongs to has not ended."""
+        root = call.request.meta.root_request_id
+        if root != call.request_id and await self.ledger.ended(ledger_key(call.project_id, root)):
+            raise CallCancelled(f"the call this step belongs to ({root!r}) has ended: not starting it")
+
     async def _authorize(self, call: Call, project: Project, args: dict[str, Any]) -> Decision:
         if call.name not in BUILTINS:
-            await self.assets.spec(call.project_id, call.name)  # NotFound unless the asset loader has it
+            try:  # NotFound unless the asset loader lists it
+                await self.assets.spec(call.project_id, call.name)
+            except NotFound as exc:
+                shown = sorted(n for n in BUILTINS if tool_exposed(project.policy, n))
+                raise NotFound(
+                    f"tool {call.name!r} is not in this project's tool catalogue ({exc.message}); "
+                    f"its built-ins: {', '.join(shown) or 'none'}, plus the asset tools the asset loader lists",
+                    details={"tool": call.name, "reason": "not_in_catalogue", "builtins": shown},
+                ) from None
+        if not tool_exposed(project.policy, call.name):
+            raise PermissionDenied(
+                f"tool {call.name!r} is not in this project's tool catalogue: its policy denies it outright",
+                details={"tool": call.name, "reason": "not_in_catalogue"},
+            )
         return refuse_denied(authorize(project.policy, call.name, args))
 
     def _tool(
@@ -108,3 +175,25 @@ class Pipeline:
 
     async def _claim_lifetime(self, project_id: str) -> float:
         return claim_lifetime(await self.projects.tools_or_none(project_id), self.quota_wait_s)
+
+
+def _time_left(call: Call) -> float | None:
+    deadline = call.request.meta.deadline
+    return None if deadline is None else deadline - time.time()
+
+
+def _check_deadline(call: Call, when: str) -> None:
+    left = _time_left(call)
+    if left is not None and left <= 0:
+        raise RequestTimeout(
+            f"the caller stopped waiting {when} (its deadline passed {-left:.1f} s ago)",
+            details={"deadline": call.request.meta.deadline},
+            retryable=False,
+        )
+
+
+def _bounded(call: Call, seconds: float, when: str) -> float:
+    """``seconds``, or less when the caller's deadline comes first (past it: ``RequestTimeout``)."""
+    _check_deadline(call, when)
+    left = _time_left(call)
+    return seconds if left is None else min(seconds, left)

@@ -10,6 +10,13 @@ execute → report). A ``cancel`` is served by one replica: it records the
 cancellation in the ledger (a call that has not started yet never starts) and
 broadcasts ``tool.cancel_requested`` on ``jido.sig.tool.cancel_requested``;
 every replica listens (no queue group) and the one handling the call stops it.
+A cancel names its conversation and stops only that conversation's call: a
+cancel by anybody else neither stops a running call nor keeps one from starting.
+
+Waiting for an approval gives the request's slot of the service host back
+(``ServiceHost.released``), so a flood of asked calls cannot block the other
+projects' calls; the waits are bounded per project instead
+(``JIDO_MAX_PENDING_APPROVALS``).
 
 This module is the adapter: it decodes requests, hands them to the pipeline
 and answers; the parts (:mod:`.idempotency`, :mod:`.approvals`, :mod:`.quotas`,
@@ -58,26 +65,43 @@ DEFAULT_QUOTA_WAIT_S: Final = 30.0
 class ToolRunner:
     """One replica: the endpoints, the cancel broadcast, and the pipeline behind them."""
 
-    def __init__(self, bus: Bus, config: Config, *, quota_wait_s: float = DEFAULT_QUOTA_WAIT_S) -> None:
+    def __init__(
+        self,
+        bus: Bus,
+        config: Config,
+        *,
+        quota_wait_s: float = DEFAULT_QUOTA_WAIT_S,
+        max_concurrent: int = 256,
+        max_pending_approvals: int | None = None,
+    ) -> None:
         self.bus = bus
         self.config = config
         self.quota_wait_s = quota_wait_s
+        self.max_concurrent = max_concurrent
+        self.max_pending_approvals = max_pending_approvals
         self.pipeline: Pipeline | None = None
         self.host: ServiceHost | None = None
         self._subs: list[Subscription] = []
 
     async def start(self) -> None:
+        # ServiceHost handles each request in a task of its own, so long calls run side by side
+        host = ServiceHost(
+            self.bus,
+            name="tool_runner",
+            description="JidoCode tool runner",
+            max_concurrent=self.max_concurrent,
+        )
         self.pipeline = Pipeline(
             self.bus,
             projects=await Projects.open(self.bus, self.config.jido_home),
             ledger=await Ledger.open(self.bus),
             quota_wait_s=self.quota_wait_s,
+            release=host.released,
+            max_pending_approvals=self.max_pending_approvals,
         )
         self._subs.append(
             await self.bus.subscribe(subjects.signal(ToolCancelRequested.TYPE), self._on_cancel_signal)
         )
-        # ServiceHost handles each request in a task of its own, so long calls run side by side
-        host = ServiceHost(self.bus, name="tool_runner", description="JidoCode tool runner")
         host.serve(endpoint("tool_runner", "run"), self.handle_run)
         host.serve(endpoint("tool_runner", "cancel"), self.handle_cancel)
         await host.start()
@@ -105,13 +129,19 @@ class ToolRunner:
 
     async def handle_cancel(self, cancel: CancelTool, env: Envelope) -> ToolCancelAccepted:
         project_id = scoped_project_id(env)
-        await self._pipeline().ledger.forbid(ledger_key(project_id, cancel.request_id))
-        await self.bus.emit(
-            ToolCancelRequested(project_id=project_id, request_id=cancel.request_id),
-            project_id=project_id,
-            causation_id=env.id,
-        )
-        return ToolCancelAccepted(request_id=cancel.request_id, cancel_requested=True)
+        owner = cancel.conversation_id
+        if owner is None:
+            owner = env.conversation_id
+        applies = await self._pipeline().ledger.forbid(ledger_key(project_id, cancel.request_id), owner)
+        if applies:
+            await self.bus.emit(
+                ToolCancelRequested(
+                    project_id=project_id, request_id=cancel.request_id, conversation_id=owner
+                ),
+                project_id=project_id,
+                causation_id=env.id,
+            )
+        return ToolCancelAccepted(request_id=cancel.request_id, cancel_requested=applies)
 
     async def _on_cancel_signal(self, env: Envelope) -> None:
         if env.type != ToolCancelRequested.TYPE or self.pipeline is None:
@@ -120,7 +150,7 @@ class ToolRunner:
             sig = ToolCancelRequested.model_validate({**(env.data or {}), "type": env.type})
         except ValueError:
             return
-        self.pipeline.cancel((sig.project_id, sig.request_id))
+        self.pipeline.cancel((sig.project_id, sig.request_id), sig.conversation_id)
 
 
 async def serve(config: Config, stop: asyncio.Event) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from jidocode.shared.events.tools import CancelTool, RunTool, ToolCallMeta, ToolCancelAccepted, ToolResult
@@ -34,9 +35,22 @@ class ToolsClient(ProjectScoped):
         return await self.run_call(RunTool(name=name, args=args or {}, meta=meta), timeout=timeout, **ext)
 
     async def run_call(self, call: RunTool, *, timeout: float | None = None, **ext: Ext) -> ToolResult:
-        return await self._scoped("run", call, timeout=timeout, **ext)
+        """Run ``call``; its ``meta.deadline`` becomes this request's deadline when that is sooner."""
+        wait = timeout or self.timeout
+        deadline = time.time() + wait
+        if call.meta.deadline is None or call.meta.deadline > deadline:
+            call = call.model_copy(update={"meta": call.meta.model_copy(update={"deadline": deadline})})
+        return await self._scoped("run", call, timeout=wait, **ext)
 
     async def cancel(
-        self, request_id: str, *, timeout: float | None = None, **ext: Ext
+        self,
+        request_id: str,
+        *,
+        conversation_id: str | None = None,
+        timeout: float | None = None,
+        **ext: Ext,
     ) -> ToolCancelAccepted:
-        return await self._scoped("cancel", CancelTool(request_id=request_id), timeout=timeout, **ext)
+        """Cancel call ``request_id`` of ``conversation_id`` (its owner; ``None``: a call outside
+        any conversation). A cancel naming another conversation does not touch the call."""
+        command = CancelTool(request_id=request_id, conversation_id=conversation_id)
+        return await self._scoped("cancel", command, timeout=timeout, conversation_id=conversation_id, **ext)

@@ -38,10 +38,25 @@ class ToolCallMeta(BaseModel):
     model_config = ConfigDict(frozen=True, extra="ignore")
 
     conversation_id: str | None = None
-    #: Idempotency key: a redelivered request with the same key never runs twice.
+    #: Idempotency key: a redelivered request with the same key never runs twice; reused for
+    #: another call (tool, arguments or conversation) it is a ``conflict``.
     request_id: str
     correlation_id: str | None = None
     causation_id: str | None = None
+    #: Unix time (seconds) after which the caller no longer waits for the result: the runner
+    #: does not start the call after it, bounds its waits and runs by it, and passes it on to
+    #: the steps of a workflow or skill. ``ToolsClient.run`` sets it from its timeout.
+    deadline: float | None = None
+
+    #: What the asset loader appends to a call's request id for each step of a workflow
+    #: (``<id>/wf/<run>/<step>``) or a skill's tool call (``<id>/skill/<name>/<route>``).
+    STEP_MARKERS: ClassVar[tuple[str, ...]] = ("/wf/", "/skill/")
+
+    @property
+    def root_request_id(self) -> str:
+        """The request id of the top-level call this one is a step of (its own id at the top)."""
+        cuts = [i for i in (self.request_id.find(m) for m in self.STEP_MARKERS) if i > 0]
+        return self.request_id[: min(cuts)] if cuts else self.request_id
 
 
 class ToolResultError(BaseModel):
@@ -87,10 +102,15 @@ class ToolCancelAccepted(EventModel):
 
 
 class CancelTool(Command[ToolCancelAccepted]):
-    """Request body of ``jido.tools.<p>.cancel``: stop a running call (by its request id)."""
+    """Request body of ``jido.tools.<p>.cancel``: stop a running call (by its request id).
+
+    Only the call's owner cancels it: ``conversation_id`` must be the call's
+    conversation (``None`` for a call made outside any conversation).
+    """
 
     type: Literal["tool.cancel"] = "tool.cancel"
     request_id: str
+    conversation_id: str | None = None
 
 
 class ToolStarted(EventModel):
@@ -182,6 +202,8 @@ class ToolCancelRequested(EventModel):
     type: Literal["tool.cancel_requested"] = "tool.cancel_requested"
     project_id: str
     request_id: str
+    #: The conversation the cancel came from: a call of another conversation is not stopped.
+    conversation_id: str | None = None
 
 
 EVENTS: tuple[type[EventModel], ...] = (

@@ -83,7 +83,7 @@ class ToolsDouble:
             await self.gate.wait()
         return ToolResult(ok=True, data=f"{name} says {json.dumps(args, sort_keys=True)}")
 
-    async def cancel(self, project_id: str, request_id: str) -> None:
+    async def cancel(self, project_id: str, request_id: str, conversation_id: str | None = None) -> None:
         self.cancels.append(request_id)
         await self.cancelled.put(request_id)
 

@@ -40,8 +40,9 @@ async def test_run_and_cancel_round_trip(bus: Bus) -> None:
     run = seen[0]
     assert run["type"] == "tool.run" and run["data"]["meta"]["request_id"] == "r1"
     assert run["correlationid"] == "k" and run["conversationid"] == "c"
-    await port.cancel(P, "r1")
-    assert seen[1]["type"] == "tool.cancel" and seen[1]["data"] == {"request_id": "r1"}
+    await port.cancel(P, "r1", "c")
+    assert seen[1]["type"] == "tool.cancel"
+    assert seen[1]["data"] == {"request_id": "r1", "conversation_id": "c"}  # only its owner cancels
 
 
 async def test_no_tool_runner_is_a_failed_result_not_an_exception(bus: Bus) -> None:

@@ -211,7 +211,7 @@ async def test_conversation_quota_refuses_when_full(
     # another conversation is not affected
     other = await run_tool(bus, pid, "list_dir", {}, request_id="q3", conversation_id="other")
     assert other.ok is True
-    await ToolsClient(bus, pid).cancel("q1")
+    await ToolsClient(bus, pid).cancel("q1", conversation_id="cq")
     assert failure(await asyncio.wait_for(first, 20)).type == "cancelled"
 
 
@@ -298,7 +298,7 @@ async def test_cancel_while_waiting_for_approval(bus: Bus, runners: RunnerFactor
         run_tool(bus, pid, "bash", {"command": "echo x > ran.txt"}, request_id="ca", conversation_id="cc")
     )
     await asyncio.wait_for(asked.get(), 10)
-    await ToolsClient(bus, pid).cancel("ca")
+    await ToolsClient(bus, pid).cancel("ca", conversation_id="cc")
     result = await asyncio.wait_for(call, 20)
     assert failure(result).type == "cancelled"
     assert not (tmp_path / "ran.txt").exists()
