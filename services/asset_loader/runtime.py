@@ -12,6 +12,16 @@ Skill invocation (seed 001 ``Skill.handle_signal``/``transform_result``):
 route → action; the pre hook; the action's tool call, which must also be
 allowed by the skill's ``allowed-tools`` (when it lists any); the post hook
 with ``status`` ``ok`` or ``error``.
+
+**Workflows stop.** Every step of a workflow, nested workflows included
+(inline, or through the tool runner as a ``run_workflow`` tool step), counts
+against one budget per top-level call (:class:`StepBudgets`, keyed by the
+call's root request id; ``JIDO_WORKFLOW_STEP_BUDGET``, default
+:data:`DEFAULT_STEP_BUDGET`). Before each step the run also stops when its
+caller stopped: past the call's deadline (``meta.deadline``, set by the
+caller and the tool runner) or once the call was cancelled
+(:meth:`Runtime.stop`, on ``tool.cancel_requested``). A stopped run fails at
+once, whatever ``continue_on_error`` says.
 """
 
 from __future__ import annotations
@@ -20,7 +30,9 @@ import json
 import os
 import re
 import time
-from collections.abc import Mapping
+from collections import OrderedDict
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any, Final, Protocol
 
@@ -30,7 +42,7 @@ from jidocode.services.asset_loader.loaders.command import render_command
 from jidocode.services.asset_loader.loaders.workflow import REF
 from jidocode.services.asset_loader.models import Skill, Workflow, WorkflowStep
 from jidocode.shared.envelope import new_id
-from jidocode.shared.errors import InvalidInput, JidoError, NotFound, PermissionDenied
+from jidocode.shared.errors import InvalidInput, JidoError, NotFound, PermissionDenied, RequestTimeout
 from jidocode.shared.events import EventModel
 from jidocode.shared.events.assets import (
     WorkflowRunCompleted,
@@ -41,16 +53,25 @@ from jidocode.shared.events.assets import (
 from jidocode.shared.events.tools import ToolCallMeta, ToolResult, ToolResultError
 
 __all__ = [
+    "DEFAULT_STEP_BUDGET",
     "MAX_WORKFLOW_DEPTH",
     "Runtime",
     "SignalPort",
+    "StepBudgetExceeded",
+    "StepBudgets",
     "ToolPort",
+    "WorkflowStopped",
     "error_result",
     "resolve_refs",
     "skill_allows",
+    "step_budget",
 ]
 
 MAX_WORKFLOW_DEPTH: Final = 8
+#: Workflow steps one top-level call may run in all, nested workflows included.
+DEFAULT_STEP_BUDGET: Final = 200
+#: Cancelled calls remembered per project (a cancel arriving for a run that is over is harmless).
+_MAX_STOPPED: Final = 4096
 _SKILL_PARAM: Final = re.compile(r"\{\{\s*([A-Za-z_][A-Za-z0-9_\-]*)\s*\}\}")
 
 
@@ -62,6 +83,81 @@ class SignalPort(Protocol):
     async def signal(self, event: EventModel) -> None: ...
 
     async def hook(self, hook: HookSignal) -> None: ...
+
+
+class StepBudgetExceeded(JidoError):
+    error_type = "step_budget_exceeded"
+
+
+class WorkflowStopped(JidoError):
+    error_type = "cancelled"
+
+
+def step_budget(environ: Mapping[str, str] | None = None) -> int:
+    """``JIDO_WORKFLOW_STEP_BUDGET`` (1 … 100000), else :data:`DEFAULT_STEP_BUDGET`."""
+    raw = (os.environ if environ is None else environ).get("JIDO_WORKFLOW_STEP_BUDGET")
+    if not raw:
+        return DEFAULT_STEP_BUDGET
+    value = int(raw)
+    if not 1 <= value <= 100_000:
+        raise ValueError(f"JIDO_WORKFLOW_STEP_BUDGET={raw} is outside 1 … 100000")
+    return value
+
+
+class StepBudgets:
+    """Steps taken per top-level call (by root request id) while any run of it is going on.
+
+    A root's count lives as long as one of its runs does (``run``), so nested runs
+    share it; ``stop`` marks a root whose caller cancelled. In memory, per process.
+    """
+
+    def __init__(self, limit: int) -> None:
+        if limit < 1:
+            raise ValueError(f"a step budget must be at least 1, got {limit}")
+        self.limit = limit
+        self._used: dict[str, int] = {}
+        self._runs: dict[str, int] = {}
+        self._stopped: OrderedDict[str, None] = OrderedDict()
+
+    @contextmanager
+    def run(self, root: str) -> Iterator[None]:
+        """One run (a workflow, top-level or nested) of ``root``'s call."""
+        self._runs[root] = self._runs.get(root, 0) + 1
+        self._used.setdefault(root, 0)
+        try:
+            yield
+        finally:
+            left = self._runs[root] - 1
+            if left:
+                self._runs[root] = left
+            else:
+                del self._runs[root]
+                self._used.pop(root, None)
+                self._stopped.pop(root, None)
+
+    def used(self, root: str) -> int:
+        return self._used.get(root, 0)
+
+    def take(self, root: str) -> None:
+        """Count one step of ``root``; :class:`StepBudgetExceeded` once the budget is spent."""
+        used = self._used.get(root, 0)
+        if used >= self.limit:
+            raise StepBudgetExceeded(
+                f"the call ran out of its workflow step budget ({self.limit} steps, nested workflows "
+                "included): stopped",
+                details={"budget": self.limit, "root_request_id": root},
+            )
+        self._used[root] = used + 1
+
+    def stop(self, root: str) -> None:
+        """``root``'s caller cancelled: its runs stop before their next step."""
+        self._stopped[root] = None
+        self._stopped.move_to_end(root)
+        while len(self._stopped) > _MAX_STOPPED:
+            self._stopped.popitem(last=False)
+
+    def stopped(self, root: str) -> bool:
+        return root in self._stopped
 
 
 def error_result(exc: JidoError) -> ToolResult:
@@ -151,11 +247,39 @@ def skill_allows(skill: Skill, root: str, tool: str, args: Mapping[str, Any]) ->
 class Runtime:
     """Runs skills, commands and workflows of one project generation."""
 
-    def __init__(self, project_id: str, root: str, tools: ToolPort, signals: SignalPort) -> None:
+    def __init__(
+        self,
+        project_id: str,
+        root: str,
+        tools: ToolPort,
+        signals: SignalPort,
+        *,
+        budgets: StepBudgets | None = None,
+    ) -> None:
         self.project_id = project_id
         self.root = root
         self.tools = tools
         self.signals = signals
+        self.budgets = budgets or StepBudgets(step_budget())
+
+    def stop(self, request_id: str) -> None:
+        """The call ``request_id`` was cancelled: its workflows stop before their next step."""
+        self.budgets.stop(request_id)
+
+    def _before_step(self, meta: ToolCallMeta) -> None:
+        """Stop when the caller stopped (cancel, deadline) or the call's step budget is spent."""
+        root = meta.root_request_id
+        if self.budgets.stopped(root):
+            raise WorkflowStopped(
+                "the call was cancelled: the workflow stops", details={"root_request_id": root}
+            )
+        if meta.deadline is not None and time.time() >= meta.deadline:
+            raise RequestTimeout(
+                "the caller stopped waiting (its deadline passed): the workflow stops",
+                details={"deadline": meta.deadline},
+                retryable=False,
+            )
+        self.budgets.take(root)
 
     # -- skills --------------------------------------------------------------------------
 
@@ -218,6 +342,18 @@ class Runtime:
                 f"sub-workflows nested deeper than {MAX_WORKFLOW_DEPTH}", details={"workflow": name}
             )
         values = _inputs(workflow, inputs)
+        with self.budgets.run(meta.root_request_id):
+            return await self._run_workflow(gen, name, workflow, values, meta, depth)
+
+    async def _run_workflow(
+        self,
+        gen: Generation,
+        name: str,
+        workflow: Workflow,
+        values: dict[str, Any],
+        meta: ToolCallMeta,
+        depth: int,
+    ) -> ToolResult:
         run_id = new_id()
         started = time.monotonic()
         await self.signals.signal(
@@ -225,6 +361,20 @@ class Runtime:
         )
         ctx: dict[str, Any] = {"inputs": values, "steps": {}}
         for index, step in enumerate(workflow.steps):
+            try:
+                self._before_step(meta)
+            except JidoError as exc:
+                await self.signals.signal(
+                    WorkflowRunFailed(
+                        project_id=self.project_id,
+                        run_id=run_id,
+                        workflow=name,
+                        step=step.id,
+                        error=exc.to_info().model_dump(mode="json"),
+                        duration_ms=_ms(started),
+                    )
+                )
+                raise
             step_started = time.monotonic()
             try:
                 result = await self._step(gen, workflow, step, ctx, meta, run_id, depth)

@@ -63,7 +63,15 @@ from jidocode.shared.events.assets import (
     SkillRegistryUpdated,
 )
 from jidocode.shared.events.engine import ProjectInfo
-from jidocode.shared.events.tools import ListTools, RunTool, ToolCallMeta, ToolCatalog, ToolResult, ToolSpec
+from jidocode.shared.events.tools import (
+    ListTools,
+    RunTool,
+    ToolCallMeta,
+    ToolCancelRequested,
+    ToolCatalog,
+    ToolResult,
+    ToolSpec,
+)
 from jidocode.shared.service import ServiceHost, scoped_project_id
 
 __all__ = ["AssetService", "serve"]
@@ -291,6 +299,12 @@ class AssetService:
             pid = (env.data or {}).get("project_id")
             if isinstance(pid, str):
                 self._spawn(self.forget(pid))
+        elif env.type == ToolCancelRequested.TYPE:  # the call's workflows stop before their next step
+            data = env.data or {}
+            loaded = self.projects.get(str(data.get("project_id")))
+            request_id = data.get("request_id")
+            if loaded is not None and loaded.runtime is not None and isinstance(request_id, str):
+                loaded.runtime.stop(request_id)
 
     async def _load_quietly(self, project_id: str) -> None:
         try:
@@ -381,6 +395,7 @@ async def serve(config: Config, stop: asyncio.Event) -> None:
         service.serve_on(host)
         await bus.subscribe(subjects.signal("project.started"), service.on_signal)
         await bus.subscribe(subjects.signal("project.stopped"), service.on_signal)
+        await bus.subscribe(subjects.signal(ToolCancelRequested.TYPE), service.on_signal)
         await host.start()
         log.info("asset loader ready")
         await stop.wait()

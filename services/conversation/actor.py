@@ -62,6 +62,7 @@ from .core import (
     replay,
 )
 from .host import ActorHost
+from .llm.options import ToolExposure
 from .ports import LlmRequest, ToolSpec
 from .record import ConversationRecord
 
@@ -197,7 +198,10 @@ class ConversationActor:
             elif isinstance(intent, CancelPendingTools):
                 for request_id in intent.request_ids:
                     self._cancel(request_id)
-                    self._spawn(f"cancel:{request_id}", self.rt.tools.cancel(self.project_id, request_id))
+                    self._spawn(
+                        f"cancel:{request_id}",
+                        self.rt.tools.cancel(self.project_id, request_id, self.conversation_id),
+                    )
             elif isinstance(intent, CancelPendingSubagents):
                 if intent.subagent_ids:
                     log.info("cancel sub-agents %s (no sub-agent runner yet)", intent.subagent_ids)
@@ -272,6 +276,14 @@ class ConversationActor:
             )
             return []
 
+    def _offered(self, tools: list[ToolSpec]) -> list[str]:
+        """The names of ``tools`` the model is shown (the conversation's ``tools`` exposure applied)."""
+        try:
+            exposure = ToolExposure.model_validate(self.record.settings.get("tools") or {})
+        except ValueError:
+            exposure = ToolExposure()
+        return [t.name for t in tools if exposure.shown(t.name)]
+
     async def _run_llm(self, intent: RunLlm) -> None:
         p, c = self.project_id, self.conversation_id
         tools = await self._tool_specs(intent)
@@ -306,6 +318,7 @@ class ConversationActor:
                 usage=result.usage.model_dump(mode="json"),
                 model=result.model,
                 finish_reason=result.finish_reason,
+                offered_tools=self._offered(tools),
             )
             signal = self._result(completed, intent.request_id, intent.correlation_id, LLM_SOURCE)
         except JidoError as exc:

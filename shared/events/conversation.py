@@ -130,6 +130,10 @@ class LlmCompleted(_Output):
     usage: dict[str, Any] = Field(default_factory=dict)
     model: str = ""
     finish_reason: str | None = None
+    #: The names of the tools the model was offered in this request. A tool call naming
+    #: any other is answered ``unknown_tool`` and never reaches the tool runner;
+    #: ``None`` (an entry from before this field) checks nothing.
+    offered_tools: list[str] | None = None
 
 
 class LlmFailed(_Output):

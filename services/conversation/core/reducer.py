@@ -269,8 +269,10 @@ def _apply(w: _Work, s: Signal) -> None:
         case LlmCompleted.TYPE if before_llm is not None and d.get("request_id") == before_llm:
             calls = list(d.get("tool_calls") or [])
             text = str(d.get("content") or "")
+            offered = d.get("offered_tools")
             if text or not calls:
                 _apply(w, _mint(w, AssistantMessage(text=text, request_id=before_llm), s))
+            refused: list[Signal] = []
             for index, call in enumerate(calls):
                 args = call.get("arguments")
                 requested = ToolCallRequested(
@@ -279,7 +281,16 @@ def _apply(w: _Work, s: Signal) -> None:
                     args=args if isinstance(args, dict) else {"value": args},
                     llm_request_id=before_llm,
                 )
-                _apply(w, _mint(w, requested, s))
+                entry = _mint(w, requested, s)
+                if offered is None or requested.name in offered:
+                    _apply(w, entry)
+                else:  # recorded (the model asked for it), never run
+                    _evolve(w, entry)
+                    w.intents.append(Emit(entry=entry))
+                    refused.append(entry)
+            # after every call is pending, so the last answer (not the first) asks the model again
+            for entry in refused:
+                _apply(w, _mint(w, _unknown_tool(entry, list(offered or [])), entry))
             if not calls and w.unanswered:
                 _request_llm(w, s)
         case ToolCallCompleted.TYPE | ToolCallFailed.TYPE:
@@ -289,6 +300,20 @@ def _apply(w: _Work, s: Signal) -> None:
                 and w.status is Status.AWAITING_TOOLS
             ):
                 _request_llm(w, s)
+
+
+def _unknown_tool(requested: Signal, offered: list[str]) -> ToolCallFailed:
+    """The answer to a call of a tool the model was not offered: it never reaches the tool runner."""
+    d = requested.data
+    name = str(d.get("name") or "")
+    return ToolCallFailed(
+        request_id=requested.id,
+        call_id=str(d.get("call_id") or ""),
+        name=name,
+        error_type="unknown_tool",
+        message=f"there is no tool {name!r} here; the tools offered are: {', '.join(offered) or 'none'}",
+        details={"tool": name, "offered": offered},
+    )
 
 
 def _request_llm(w: _Work, cause: Signal) -> None:

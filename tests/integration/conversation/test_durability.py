@@ -29,7 +29,9 @@ from jidocode.shared.events.conversation import UserMessage
 from jidocode.shared.events.tools import RunTool, ToolResult
 from tests.helpers import ping_services
 
-from ._support import Outputs, P, conversations, follow, normalized, register_project
+from jidocode.services.conversation.ports import ToolSpec
+
+from ._support import Outputs, P, answer_list_tools, conversations, follow, normalized, register_project
 
 pytestmark = pytest.mark.slow
 
@@ -184,6 +186,7 @@ async def test_sigkill_mid_conversation_then_restart_continues_exactly(
 ) -> None:
     tools = ToolResponder(bus)
     await tools.start()
+    await answer_list_tools(bus, [ToolSpec(name="read_file"), ToolSpec(name="grep")])  # what the model is offered
     procs.append(await Proc(config, "a", tmp_path).start())
 
     async def kill_and_restart() -> None:

@@ -146,6 +146,7 @@ async def test_cancel_stops_tools_and_resume_returns_to_idle(bus: Bus, config: C
     llm = ScriptLlm(tool_calls("bash", "bash"), answer("after resume"))
     tools = ToolsDouble()
     tools.gate = asyncio.Event()  # tools never finish on their own
+    await answer_list_tools(bus, [ToolSpec(name="bash")])  # the model is offered bash
     async with running_service(config, llm, tools):
         out = await follow(bus, "c3")
         await _start(bus, "c3")
