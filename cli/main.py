@@ -5,6 +5,7 @@ from __future__ import annotations
 import typer
 
 from . import assets, chat, contract, dev, projects, tools
+from .doctor import doctor
 from .serve import run_service
 from .status import probe, status
 from .up import up
@@ -20,6 +21,7 @@ app = typer.Typer(
 app.command()(up)
 app.command()(status)
 app.command()(probe)
+app.command()(doctor)
 app.command()(watch)
 app.command()(chat.chat)
 app.add_typer(projects.app, name="projects")

@@ -54,6 +54,7 @@ from .quotas import Quotas, slots_for
 from .report import finished, started
 from .running import RunningCalls
 from .tools import BUILTINS
+from .tools.bash import sandbox_status
 
 __all__ = ["Pipeline"]
 
@@ -139,7 +140,7 @@ class Pipeline:
             limits = limits.model_copy(
                 update={"timeout_s": _bounded(call, limits.timeout_s, "before it could run")}
             )
-            await self.bus.emit(started(call), **call.ext)
+            await self.bus.emit(started(call, await sandbox_status(call.name, project.policy)), **call.ext)
             return await self.running.execute(call.key, self._tool(call, project, args, decision, limits))
 
     async def _check_root(self, call: Call) -> None:

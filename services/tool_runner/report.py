@@ -7,6 +7,7 @@ The builders are pure; the pipeline emits their events (``bus.emit``, on
 from __future__ import annotations
 
 from jidocode.shared.events.tools import ToolCompleted, ToolFailed, ToolResult, ToolResultError, ToolStarted
+from jidocode.shared.sandbox import Choice
 
 from .call import Call
 
@@ -18,13 +19,15 @@ MAX_SIGNAL_MESSAGE = 1000
 _UNEXPLAINED = ToolResultError(type="internal", message="the tool failed without an error")
 
 
-def started(call: Call) -> ToolStarted:
-    """The call holds its quota slots and is about to run."""
+def started(call: Call, sandbox: Choice | None = None) -> ToolStarted:
+    """The call holds its quota slots and is about to run (in ``sandbox``, for a tool that starts processes)."""
     return ToolStarted(
         project_id=call.project_id,
         name=call.name,
         request_id=call.request_id,
         conversation_id=call.conversation_id,
+        sandboxed=None if sandbox is None else sandbox.sandboxed,
+        sandbox="" if sandbox is None else sandbox.mode,
     )
 
 

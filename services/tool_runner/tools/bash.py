@@ -1,14 +1,18 @@
-"""bash: run a command in the project root, in its own process group.
+"""bash: run a command in the project root, inside the OS sandbox (:mod:`jidocode.shared.sandbox`).
 
 - cwd is the project root (never a tool argument);
-- the environment is scrubbed to an allowlist (no tokens or keys of the
-  runner's own environment leak into the command) plus safe git defaults;
+- the command runs under bubblewrap or Landlock, whichever this machine and
+  the user's global ``sandbox.mode`` give; where neither works it is refused,
+  unless the user's global settings turned the sandbox off;
+- the environment is scrubbed to an allowlist (no NATS credentials, no LLM
+  keys of the runner reach the command) plus git's pinned configuration;
 - stdin is ``/dev/null``; stdout and stderr are merged and capped;
-- the command runs in a new session (process group): on timeout, on
-  cancellation and when the shell exits, the **whole group** is killed, so a
-  ``sleep 1000 &`` left behind does not survive the call. A process that
-  starts a session of its own (``setsid``) leaves the group: only an OS
-  sandbox (cgroups) can hold that, see docs/security.md.
+- everything the command starts ends with the call, ``setsid`` children
+  included: under bubblewrap the call's pid namespace ends, under Landlock the
+  launcher (a child subreaper) kills what is left; without a sandbox the
+  process group is killed (a ``setsid`` child escapes it);
+- protected paths the command changed are put back after it
+  (``protected_restored`` in the result).
 """
 
 from __future__ import annotations
@@ -21,39 +25,19 @@ import time
 from collections.abc import Mapping
 from typing import Any, Final
 
+from jidocode.shared import sandbox
 from jidocode.shared.errors import RequestTimeout
+from jidocode.shared.policy import Policy
 from jidocode.shared.tools import specs
 from jidocode.shared.tools.inputs import BashInput
 
 from .base import BuiltinTool, ToolContext, cap_text
 
-__all__ = ["BASH", "ENV_ALLOWLIST", "scrubbed_env"]
+__all__ = ["BASH", "run_command", "sandbox_status"]
 
-#: Variables of the runner's environment that reach the command (everything else is dropped).
-ENV_ALLOWLIST: Final[frozenset[str]] = frozenset(
-    {"PATH", "HOME", "USER", "LOGNAME", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TMPDIR", "SHELL"}
-)
-_FIXED_ENV: Final[dict[str, str]] = {
-    "TERM": "dumb",
-    "NO_COLOR": "1",
-    "PAGER": "cat",
-    "GIT_PAGER": "cat",
-    "GIT_TERMINAL_PROMPT": "0",
-    # never let git pick up a bare repository a tool wrote into the tree
-    "GIT_CONFIG_COUNT": "1",
-    "GIT_CONFIG_KEY_0": "safe.bareRepository",
-    "GIT_CONFIG_VALUE_0": "explicit",
-}
-_DEFAULT_PATH: Final = "/usr/local/bin:/usr/bin:/bin"
-
-
-def scrubbed_env(source: Mapping[str, str] | None = None) -> dict[str, str]:
-    """The environment of a bash call: the allowlist of ``source`` plus fixed safe values."""
-    src = os.environ if source is None else source
-    env = {k: v for k, v in src.items() if k in ENV_ALLOWLIST}
-    env.setdefault("PATH", _DEFAULT_PATH)
-    env.update(_FIXED_ENV)
-    return env
+_SHELL: Final = ("/bin/bash", "--noprofile", "--norc", "-c")
+#: How long the Landlock launcher gets to kill what the command left before its group is killed.
+_STOP_GRACE_S: Final = 5.0
 
 
 def _kill_group(pgid: int) -> None:
@@ -74,10 +58,27 @@ async def _drain(stream: asyncio.StreamReader, cap: int, sink: list[bytes], tota
             kept += len(piece)
 
 
+async def _stop(proc: asyncio.subprocess.Process, *, graceful: bool) -> None:
+    """End the call's processes: SIGTERM to a Landlock launcher first (it kills its tree), then the group."""
+    if graceful and proc.returncode is None:
+        with contextlib.suppress(ProcessLookupError):
+            proc.send_signal(signal.SIGTERM)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(asyncio.shield(proc.wait()), timeout=_STOP_GRACE_S)
+    _kill_group(proc.pid)  # start_new_session: the child leads a group of its own id
+
+
 async def run_command(
-    command: str, *, cwd: str, timeout_s: float, output_cap: int, env: Mapping[str, str] | None = None
+    argv: list[str],
+    *,
+    cwd: str,
+    timeout_s: float,
+    output_cap: int,
+    env: Mapping[str, str],
+    pass_fds: tuple[int, ...] = (),
+    graceful: bool = False,
 ) -> dict[str, Any]:
-    """Run ``command`` under ``bash -c``; kill its process group on timeout or cancellation."""
+    """Run ``argv``; on timeout or cancellation stop it (:func:`_stop`) and everything it started."""
     started = time.monotonic()
     loop = asyncio.get_running_loop()
     # Our own pipe, not asyncio.subprocess.PIPE: asyncio's wait() would not return before every
@@ -85,24 +86,20 @@ async def run_command(
     rfd, wfd = os.pipe()
     try:
         proc = await asyncio.create_subprocess_exec(
-            "/bin/bash",
-            "--noprofile",
-            "--norc",
-            "-c",
-            command,
+            *argv,
             cwd=cwd,
-            env=dict(env) if env is not None else scrubbed_env(),
+            env=dict(env),
             stdin=asyncio.subprocess.DEVNULL,
             stdout=wfd,
             stderr=asyncio.subprocess.STDOUT,
             start_new_session=True,
+            pass_fds=pass_fds,
         )
     except BaseException:
         os.close(rfd)
         raise
     finally:
         os.close(wfd)
-    pgid = proc.pid  # start_new_session: the shell leads a new group of its own id
     stream = asyncio.StreamReader(limit=1 << 20)
     transport, _ = await loop.connect_read_pipe(
         lambda: asyncio.StreamReaderProtocol(stream), os.fdopen(rfd, "rb", buffering=0)
@@ -116,17 +113,17 @@ async def run_command(
             await asyncio.wait_for(proc.wait(), timeout=timeout_s)
         except TimeoutError:
             timed_out = True
-        # the shell is gone (or timed out): nothing of its group may outlive the call
-        _kill_group(pgid)
+        # the command is gone (or timed out): nothing it started may outlive the call
+        await _stop(proc, graceful=graceful)
         await proc.wait()
         try:
             await asyncio.wait_for(reader, timeout=5.0)
         except TimeoutError:
-            # a grandchild in a session of its own still holds the pipe: stop reading
+            # a process that escaped (no sandbox, a session of its own) still holds the pipe
             reader.cancel()
     finally:
         if proc.returncode is None or not reader.done():
-            _kill_group(pgid)
+            await asyncio.shield(_stop(proc, graceful=graceful))
             with contextlib.suppress(ProcessLookupError):
                 proc.kill()
             reader.cancel()
@@ -145,14 +142,55 @@ async def run_command(
     }
     if timed_out:
         raise RequestTimeout(
-            f"command timed out after {timeout_s:g} s; its process group was killed", details=result
+            f"command timed out after {timeout_s:g} s; everything it started was killed", details=result
         )
     return result
 
 
+def _where(policy: Policy) -> dict[str, Any]:
+    box = policy.sandbox
+    return {
+        "root": box.root,
+        "data_dir": box.data_dir,
+        "jido_home": box.jido_home,
+        "additional_directories": box.additional_directories,
+    }
+
+
+async def sandbox_status(name: str, policy: Policy) -> sandbox.Choice | None:
+    """The sandbox a call of tool ``name`` runs in (``None``: the tool starts no process)."""
+    if name != BASH.name:
+        return None
+    where = _where(policy)
+    caps = await asyncio.to_thread(sandbox.detect)
+    settings = await asyncio.to_thread(
+        sandbox.effective_settings, where["root"], jido_home=where["jido_home"], data_dir=where["data_dir"]
+    )
+    return sandbox.choose(settings, caps)
+
+
 async def _bash(args: BashInput, ctx: ToolContext) -> dict[str, Any]:
     timeout = min(args.timeout_s, ctx.timeout_s) if args.timeout_s else ctx.timeout_s
-    return await run_command(args.command, cwd=ctx.policy.root, timeout_s=timeout, output_cap=ctx.output_cap)
+    launch = await sandbox.prepare([*_SHELL, args.command], **_where(ctx.policy))
+    try:
+        result = await run_command(
+            launch.argv,
+            cwd=launch.cwd,
+            timeout_s=timeout,
+            output_cap=ctx.output_cap,
+            env=launch.env,
+            pass_fds=launch.pass_fds,
+            graceful=launch.graceful_stop,
+        )
+    finally:
+        repaired = await launch.close()
+    result["sandbox"] = launch.mode
+    if repaired:
+        result["protected_restored"] = repaired
+        result["output"] += (
+            f"\n[sandbox: protected paths changed by the command were put back: {', '.join(repaired)}]"
+        )
+    return result
 
 
 BASH = BuiltinTool(specs.BASH, _bash)  # type: ignore[arg-type]

@@ -1,0 +1,63 @@
+"""The OS sandbox of every process a tool starts (bash today; hook commands and MCP stdio servers next).
+
+The word-level policy decides *what may start*; this package decides *what a
+started process can touch*, whatever the command line says:
+
+- :mod:`._mode`: which sandbox a call gets — ``sandbox.mode`` (``auto``,
+  ``bubblewrap``, ``landlock``, ``off``; ``off`` is read only from the user's
+  global settings) against what :mod:`._detect` finds on this machine;
+- :mod:`._bwrap`: the bubblewrap command line (pure): new user, mount, pid,
+  ipc, uts, cgroup and network namespaces; ``/`` read-only; the project root
+  read-write with its protected paths read-only; an empty home, private
+  ``/tmp`` and ``/run``, its own ``/proc`` and ``/dev``; no capabilities;
+- :mod:`._launcher`: Landlock through ctypes, and the launcher that runs a
+  command under it as a child subreaper (where bubblewrap cannot run);
+- :mod:`._guard`: protected paths captured before a call and repaired after
+  it (what bubblewrap cannot bind, and everything under Landlock);
+- :mod:`._env`: the scrubbed environment and git's pinned configuration;
+- :mod:`._paths`: the protected, hidden and readable paths;
+- :mod:`._launch`: :func:`prepare`, the I/O that puts the plans together.
+
+Refusals are :class:`~jidocode.shared.errors.PermissionDenied` with
+``details.sandbox`` = ``unavailable`` (no sandbox works and the user did not
+turn it off) or ``protected_too_large`` (Landlock cannot keep a protected
+path that large). See docs/security.md ("OS sandbox") and docs/deploy.md.
+"""
+
+from __future__ import annotations
+
+from ._bwrap import Mount, bwrap_argv
+from ._detect import Capabilities, detect
+from ._env import ENV_ALLOWLIST, GIT_PINS, sandbox_env
+from ._guard import GUARD, Guard, TooLarge, capture, repair
+from ._launch import LAUNCHER, Launch, prepare
+from ._launcher import abi as landlock_abi
+from ._mode import INSTALL_HINT, Choice, choose, effective_settings
+from ._paths import PROTECTED, hidden_paths, protected_rels, read_cover
+
+__all__ = [
+    "ENV_ALLOWLIST",
+    "GIT_PINS",
+    "GUARD",
+    "INSTALL_HINT",
+    "LAUNCHER",
+    "PROTECTED",
+    "Capabilities",
+    "Choice",
+    "Guard",
+    "Launch",
+    "Mount",
+    "TooLarge",
+    "bwrap_argv",
+    "capture",
+    "choose",
+    "detect",
+    "effective_settings",
+    "hidden_paths",
+    "landlock_abi",
+    "prepare",
+    "protected_rels",
+    "read_cover",
+    "repair",
+    "sandbox_env",
+]

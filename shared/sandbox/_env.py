@@ -1,0 +1,72 @@
+"""The environment of a sandboxed command (pure): an allowlist, fixed values, and git's pinned keys."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Mapping
+from pathlib import PurePosixPath
+from typing import Final
+
+__all__ = ["ENV_ALLOWLIST", "GIT_PINS", "sandbox_env"]
+
+#: Variables of the runner's environment that reach the command; everything else is dropped
+#: (NATS credentials, LLM keys, cloud tokens, ``LD_PRELOAD`` …).
+ENV_ALLOWLIST: Final[frozenset[str]] = frozenset(
+    {"PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "USER", "LOGNAME"}
+)
+
+#: Repository configuration keys that run programs, pinned on git's command-line layer (which wins
+#: over the repository's own ``.git/config``). ``diff.external`` keeps ``git diff`` working: it is
+#: pinned to a plain ``diff -u`` of the two versions (an empty value would make ``git diff`` fail).
+GIT_PINS: Final[tuple[tuple[str, str], ...]] = (
+    ("safe.bareRepository", "explicit"),
+    ("core.fsmonitor", "false"),
+    ("core.hooksPath", "/dev/null"),
+    ("core.pager", "cat"),
+    ("core.sshCommand", "ssh"),
+    ("core.editor", "true"),
+    ("sequence.editor", "true"),
+    ("core.askPass", ""),
+    ("credential.helper", ""),
+    ("protocol.ext.allow", "never"),
+    ("diff.external", 'f() { diff -u --label "a/$1" --label "b/$1" -- "$2" "$5"; test $? -le 1; }; f'),
+)
+
+_FIXED: Final[dict[str, str]] = {
+    "TERM": "dumb",
+    "NO_COLOR": "1",
+    "PAGER": "cat",
+    "GIT_PAGER": "cat",
+    "GIT_TERMINAL_PROMPT": "0",
+    "GIT_CONFIG_NOSYSTEM": "1",
+    "SHELL": "/bin/bash",
+}
+DEFAULT_PATH: Final = "/usr/local/bin:/usr/bin:/bin"
+
+
+def _inside(path: str, bases: Iterable[str]) -> bool:
+    p = PurePosixPath(os.path.normpath(path)).parts
+    return any(p[: len(b)] == b for b in (PurePosixPath(x).parts for x in bases))
+
+
+def sandbox_env(
+    source: Mapping[str, str], *, home: str, tmpdir: str, hidden: Iterable[str] = ()
+) -> dict[str, str]:
+    """The whole environment of a command: the allowlist of ``source``, fixed values, git's pins.
+
+    ``PATH`` loses its relative entries and those under a ``hidden`` path (the
+    runner's home: the command could not run what is there anyway, and a
+    shell would stop at the first match instead of looking further).
+    """
+    env = {k: v for k, v in source.items() if k in ENV_ALLOWLIST}
+    hidden = tuple(hidden)
+    entries = [p for p in env.get("PATH", "").split(":") if os.path.isabs(p) and not _inside(p, hidden)]
+    env["PATH"] = ":".join(entries) or DEFAULT_PATH
+    env.update(_FIXED)
+    env["HOME"] = home
+    env["TMPDIR"] = tmpdir
+    env["GIT_CONFIG_COUNT"] = str(len(GIT_PINS))
+    for i, (key, value) in enumerate(GIT_PINS):
+        env[f"GIT_CONFIG_KEY_{i}"] = key
+        env[f"GIT_CONFIG_VALUE_{i}"] = value
+    return env

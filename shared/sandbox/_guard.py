@@ -1,0 +1,351 @@
+"""Protected paths kept by a snapshot before a call and a repair after it.
+
+Bubblewrap binds the protected paths that exist read-only, but cannot bind a
+path that does not exist yet without creating it in the user's tree; Landlock
+cannot take any subtree out of the writable project root. Both gaps are closed
+here: before the call the protected paths are captured (missing, a symlink, a
+file with its bytes, a directory with its tree); after it, whatever differs is
+removed and the captured state put back. The repair walks from the root with
+``O_NOFOLLOW`` directory descriptors, and removes a symlink or file that took
+the place of a directory on the way, so it never writes through a link.
+
+Calls of one project that overlap share one snapshot (:class:`Guard`): the
+first takes it, each repairs when it ends, the last drops it. A call that
+starts while another has changed a protected path therefore still restores
+the state from before the first one.
+
+Limits (see docs/security.md): between the change and the end of the call a
+protected path created or changed by the command exists on disk (a tool of the
+user's that reads it in that window sees it); a change the user makes to a
+protected path *during* a call is undone too; two tool-runner processes
+sharing a project directory do not share snapshots.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import stat
+import threading
+from dataclasses import dataclass
+from pathlib import PurePosixPath
+from typing import Final
+
+__all__ = [
+    "GUARD",
+    "Dir",
+    "File",
+    "Guard",
+    "Link",
+    "Missing",
+    "Node",
+    "Present",
+    "TooLarge",
+    "capture",
+    "repair",
+]
+
+#: What a snapshot of one project may hold before a Landlock call is refused.
+MAX_BYTES: Final = 16 * 1024 * 1024
+MAX_ENTRIES: Final = 4096
+_DIR_FLAGS: Final = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+@dataclass(frozen=True, slots=True)
+class Missing:
+    """Nothing there (or not reachable through real directories)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Present:
+    """A directory or file too large to capture: only its kind is known (bubblewrap binds it read-only)."""
+
+    kind: str
+
+
+@dataclass(frozen=True, slots=True)
+class File:
+    data: bytes
+    mode: int
+
+
+@dataclass(frozen=True, slots=True)
+class Link:
+    target: str
+
+
+@dataclass(frozen=True, slots=True)
+class Dir:
+    mode: int
+    children: tuple[tuple[str, Node], ...]
+
+
+Node = Missing | Present | File | Link | Dir
+
+
+class TooLarge(Exception):
+    """A protected path holds more than the snapshot may (``args[0]``: its path)."""
+
+
+@dataclass
+class _Budget:
+    bytes: int = MAX_BYTES
+    entries: int = MAX_ENTRIES
+
+    def spend(self, what: str, size: int) -> None:
+        self.entries -= 1
+        self.bytes -= size
+        if self.entries < 0 or self.bytes < 0:
+            raise TooLarge(what)
+
+
+def _kind(mode: int) -> str:
+    if stat.S_ISDIR(mode):
+        return "dir"
+    if stat.S_ISLNK(mode):
+        return "link"
+    return "file" if stat.S_ISREG(mode) else "other"
+
+
+def _lstat(name: str, dirfd: int) -> os.stat_result | None:
+    try:
+        return os.stat(name, dir_fd=dirfd, follow_symlinks=False)
+    except FileNotFoundError:
+        return None
+    except NotADirectoryError:
+        return None
+
+
+def _node(name: str, dirfd: int, budget: _Budget, what: str) -> Node:
+    st = _lstat(name, dirfd)
+    if st is None:
+        return Missing()
+    if stat.S_ISLNK(st.st_mode):
+        target = os.readlink(name, dir_fd=dirfd)
+        budget.spend(what, len(target))
+        return Link(target)
+    if stat.S_ISREG(st.st_mode):
+        budget.spend(what, st.st_size)
+        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dirfd)
+        with os.fdopen(fd, "rb") as f:
+            data = f.read(st.st_size + 1)
+        budget.spend(what, max(0, len(data) - st.st_size))
+        return File(data, stat.S_IMODE(st.st_mode))
+    if stat.S_ISDIR(st.st_mode):
+        budget.spend(what, 0)
+        fd = os.open(name, _DIR_FLAGS, dir_fd=dirfd)
+        try:
+            children = tuple(
+                (child, _node(child, fd, budget, f"{what}/{child}")) for child in sorted(os.listdir(fd))
+            )
+        finally:
+            os.close(fd)
+        return Dir(stat.S_IMODE(st.st_mode), children)
+    return Present(_kind(st.st_mode))  # a device, socket or fifo: kept as it is
+
+
+def _open_parent(root_fd: int, parts: tuple[str, ...]) -> int | None:
+    """The directory holding ``parts[-1]``, through real directories only; ``None`` when there is none."""
+    fd = os.dup(root_fd)
+    for name in parts[:-1]:
+        try:
+            nxt = os.open(name, _DIR_FLAGS, dir_fd=fd)
+        except OSError:
+            os.close(fd)
+            return None
+        os.close(fd)
+        fd = nxt
+    return fd
+
+
+def capture(root: str, rels: tuple[str, ...], *, full: bool = True) -> dict[str, Node]:
+    """The state of each protected ``rel`` under ``root``.
+
+    ``full``: content too (raises :class:`TooLarge`); else a directory or file
+    too large to capture is recorded as :class:`Present`. A protected path
+    reached only through a symlink is recorded as missing: the repair removes
+    whatever makes it reachable.
+    """
+    out: dict[str, Node] = {}
+    root_fd = os.open(root, _DIR_FLAGS)
+    try:
+        for rel in rels:
+            parts = PurePosixPath(rel).parts
+            parent = _open_parent(root_fd, parts)
+            if parent is None:
+                out[rel] = Missing()
+                continue
+            try:
+                try:
+                    out[rel] = _node(parts[-1], parent, _Budget(), rel)
+                except TooLarge:
+                    if full:
+                        raise
+                    st = _lstat(parts[-1], parent)
+                    out[rel] = Present(_kind(st.st_mode)) if st else Missing()
+            finally:
+                os.close(parent)
+    finally:
+        os.close(root_fd)
+    return out
+
+
+def _remove(name: str, dirfd: int) -> None:
+    st = _lstat(name, dirfd)
+    if st is None:
+        return
+    if stat.S_ISDIR(st.st_mode):
+        shutil.rmtree(name, dir_fd=dirfd)
+    else:
+        os.unlink(name, dir_fd=dirfd)
+
+
+def _create(name: str, dirfd: int, node: Node) -> None:
+    if isinstance(node, Link):
+        os.symlink(node.target, name, dir_fd=dirfd)
+    elif isinstance(node, File):
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+        fd = os.open(name, flags, 0o600, dir_fd=dirfd)
+        with os.fdopen(fd, "wb") as f:
+            f.write(node.data)
+            os.fchmod(f.fileno(), node.mode)
+    elif isinstance(node, Dir):
+        os.mkdir(name, 0o700, dir_fd=dirfd)
+        fd = os.open(name, _DIR_FLAGS, dir_fd=dirfd)
+        try:
+            for child, sub in node.children:
+                _create(child, fd, sub)
+            os.fchmod(fd, node.mode)
+        finally:
+            os.close(fd)
+
+
+def _same(name: str, dirfd: int, node: Node) -> bool:
+    if isinstance(node, Present):
+        st = _lstat(name, dirfd)
+        return st is not None and _kind(st.st_mode) == node.kind
+    try:
+        return _node(name, dirfd, _Budget(), name) == node
+    except (TooLarge, OSError):
+        return False
+
+
+def _walk_for_repair(
+    root_fd: int, parts: tuple[str, ...], needed: bool, fixed: list[str], rel: str
+) -> int | None:
+    """Open the parent of ``parts[-1]``, removing links and files in the way (and creating dirs if ``needed``)."""
+    fd = os.dup(root_fd)
+    for i, name in enumerate(parts[:-1]):
+        st = _lstat(name, fd)
+        if st is not None and not stat.S_ISDIR(st.st_mode):
+            _remove(name, fd)  # a link or file took the place of a directory: it makes rel reachable
+            fixed.append("/".join(parts[: i + 1]))
+            st = None
+        if st is None:
+            if not needed:
+                os.close(fd)
+                return None
+            os.mkdir(name, 0o755, dir_fd=fd)
+        try:
+            nxt = os.open(name, _DIR_FLAGS, dir_fd=fd)
+        finally:
+            os.close(fd)
+        fd = nxt
+    return fd
+
+
+def repair(root: str, before: dict[str, Node]) -> list[str]:
+    """Put every protected path back as ``before`` had it; the paths that had to be repaired."""
+    fixed: list[str] = []
+    root_fd = os.open(root, _DIR_FLAGS)
+    try:
+        for rel, node in before.items():
+            parts = PurePosixPath(rel).parts
+            needed = not isinstance(node, (Missing, Present))
+            parent = _walk_for_repair(root_fd, parts, needed, fixed, rel)
+            if parent is None:
+                continue
+            try:
+                name = parts[-1]
+                if isinstance(node, Missing):
+                    if _lstat(name, parent) is not None:
+                        _remove(name, parent)
+                        fixed.append(rel)
+                elif isinstance(node, Present):
+                    if not _same(name, parent, node):
+                        # too large to have been captured: a kind change is all that can be undone
+                        st = _lstat(name, parent)
+                        if st is not None and (node.kind == "dir") != stat.S_ISDIR(st.st_mode):
+                            _remove(name, parent)
+                        fixed.append(rel)
+                elif not _same(name, parent, node):
+                    _remove(name, parent)
+                    _create(name, parent, node)
+                    fixed.append(rel)
+            finally:
+                os.close(parent)
+    finally:
+        os.close(root_fd)
+    return sorted(set(fixed))
+
+
+@dataclass
+class _Held:
+    before: dict[str, Node]
+    full: bool
+    users: int = 0
+
+
+class Guard:
+    """The snapshots of the projects with sandboxed calls in flight, one per root while calls overlap.
+
+    The work runs in a worker thread under a thread lock: capturing and
+    repairing are file I/O, and the event loop never waits on them.
+    """
+
+    def __init__(self) -> None:
+        self._held: dict[str, _Held] = {}
+        self._lock = threading.Lock()
+
+    def _enter(self, root: str, rels: tuple[str, ...], full: bool) -> None:
+        with self._lock:
+            held = self._held.get(root)
+            if held is None:
+                held = self._held[root] = _Held(capture(root, rels, full=full), full)
+            elif full and not held.full:
+                # a bubblewrap call holds the snapshot: Landlock needs the contents it did not keep
+                big = [
+                    r for r, n in held.before.items() if isinstance(n, Present) and n.kind in ("dir", "file")
+                ]
+                if big:
+                    raise TooLarge(big[0])
+                held.full = True
+            missing = tuple(r for r in rels if r not in held.before)
+            if missing:
+                held.before.update(capture(root, missing, full=full))
+            held.users += 1
+
+    def _leave(self, root: str) -> list[str]:
+        with self._lock:
+            held = self._held.get(root)
+            if held is None:
+                return []
+            try:
+                return repair(root, held.before)
+            finally:
+                held.users -= 1
+                if held.users <= 0:
+                    del self._held[root]
+
+    async def enter(self, root: str, rels: tuple[str, ...], *, full: bool) -> None:
+        """Join (or take) the root's snapshot. ``full``: contents are needed (raises :class:`TooLarge`)."""
+        await asyncio.to_thread(self._enter, root, rels, full)
+
+    async def leave(self, root: str) -> list[str]:
+        """Repair the root's protected paths (the ones repaired); the last call out drops the snapshot."""
+        return await asyncio.to_thread(self._leave, root)
+
+
+#: The guard of this process (the filesystem is shared by every call of the process).
+GUARD: Final = Guard()

@@ -1,0 +1,302 @@
+"""One sandboxed launch: the command line, environment and clean-up of a call (the I/O around the plans)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shutil
+import stat
+import sys
+import tempfile
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+from typing import Any, Final
+
+from jidocode.shared.config import default_data_home
+from jidocode.shared.errors import PermissionDenied
+
+from ._bwrap import Mount, bwrap_argv
+from ._detect import Capabilities, detect
+from ._env import sandbox_env
+from ._guard import GUARD, TooLarge
+from ._mode import Choice, choose, effective_settings
+from ._paths import PROC_READABLE, hidden_paths, protected_rels, read_cover, within
+
+__all__ = ["LAUNCHER", "Launch", "prepare"]
+
+#: The Landlock launcher, run as a script by the interpreter of this process.
+LAUNCHER: Final = str(Path(__file__).with_name("_launcher.py"))
+#: Device files a Landlock-sandboxed command may write.
+_DEV_RW: Final = ("/dev/null", "/dev/zero", "/dev/full", "/dev/tty")
+_PATH_FLAGS: Final = os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+@dataclass
+class Launch:
+    """What to start for one call, and what to undo after it (:meth:`close`, always)."""
+
+    choice: Choice
+    argv: list[str]
+    env: dict[str, str]
+    cwd: str
+    #: Descriptors the child must inherit (the pinned sources of bubblewrap's binds).
+    pass_fds: tuple[int, ...] = ()
+    root: str = ""
+    guarded: bool = False
+    scratch: str | None = None
+    #: Protected paths the repair after the call had to put back.
+    repaired: list[str] = field(default_factory=list)
+
+    @property
+    def mode(self) -> str:
+        return self.choice.mode
+
+    @property
+    def graceful_stop(self) -> bool:
+        """Stop with SIGTERM first: the Landlock launcher then kills what the command left behind."""
+        return self.choice.mode == "landlock"
+
+    async def close(self) -> list[str]:
+        """Repair the protected paths, close the descriptors, remove the scratch dir; the repaired paths."""
+        for fd in self.pass_fds:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        self.pass_fds = ()
+        if self.scratch is not None:
+            scratch, self.scratch = self.scratch, None
+            await asyncio.to_thread(shutil.rmtree, scratch, True)
+        if self.guarded:
+            self.guarded = False
+            # shielded: a cancelled call still puts the protected paths back
+            self.repaired = await asyncio.shield(GUARD.leave(self.root))
+        return self.repaired
+
+
+def _home(env: Mapping[str, str]) -> str | None:
+    home = env.get("HOME") or os.path.expanduser("~")
+    return os.path.realpath(home) if home and os.path.isabs(home) else None
+
+
+def _secrets(env: Mapping[str, str]) -> list[str]:
+    """Files holding credentials the runner was given by path."""
+    out = []
+    for name in ("NATS_CREDS", "NATS_NKEY", "GOOGLE_APPLICATION_CREDENTIALS", "AWS_SHARED_CREDENTIALS_FILE"):
+        value = env.get(name)
+        if value and os.path.isabs(value):
+            out.append(os.path.realpath(value))
+    return out
+
+
+def _data_home() -> str | None:
+    try:
+        return os.path.realpath(default_data_home())
+    except (OSError, RuntimeError):
+        return None
+
+
+def _open_chain(root: str, rel: str) -> tuple[list[tuple[str, int]], int | None]:
+    """O_PATH descriptors of the real directories from ``root`` to ``rel``'s parent, and of ``rel`` itself.
+
+    Stops at the first component that is missing or a symlink (the leaf's
+    descriptor is then ``None``). The caller owns every descriptor returned.
+    """
+    fds: list[tuple[str, int]] = []
+    parts = PurePosixPath(rel).parts
+    cur = os.open(root, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+    path = root
+    try:
+        for i, name in enumerate(parts):
+            try:
+                st = os.stat(name, dir_fd=cur, follow_symlinks=False)
+            except OSError:
+                return fds, None
+            if stat.S_ISLNK(st.st_mode):
+                return fds, None
+            last = i == len(parts) - 1
+            if not last and not stat.S_ISDIR(st.st_mode):
+                return fds, None
+            fd = os.open(name, _PATH_FLAGS, dir_fd=cur)
+            path = os.path.join(path, name)
+            if last:
+                return fds, fd
+            fds.append((path, fd))
+            os.close(cur)
+            cur = os.dup(fd)
+    finally:
+        os.close(cur)
+    return fds, None
+
+
+def _bwrap_mounts(
+    root: str, rels: Sequence[str], home: str | None, hidden: Sequence[str], extra_ro: Sequence[str]
+) -> tuple[list[Mount], list[int], str]:
+    """The mounts of a bubblewrap call (and the descriptors they pin), and the sandbox's HOME."""
+    mounts: list[Mount] = []
+    fds: list[int] = []
+    pinned: set[str] = set()
+    try:
+        for rel in rels:
+            chain, leaf = _open_chain(root, rel)
+            for path, fd in chain:
+                if path in pinned:
+                    os.close(fd)
+                    continue
+                # a real directory on the way becomes a mount point: it cannot be renamed or replaced
+                pinned.add(path)
+                fds.append(fd)
+                mounts.append(Mount("rw", path, fd))
+            dest = os.path.join(root, rel)
+            if leaf is not None:
+                fds.append(leaf)
+                mounts.append(Mount("ro", dest, leaf))
+            else:
+                real = os.path.realpath(dest)
+                if real != dest and within(real, root) and os.path.exists(real):
+                    mounts.append(Mount("ro", real))  # reached through a symlink: bind where it leads
+        if home and home != "/" and os.path.isdir(home):
+            mounts.append(Mount("tmpfs", home))
+            sandbox_home = home
+        else:
+            sandbox_home = "/tmp/home"
+            mounts.append(Mount("dir", sandbox_home))
+        for path in hidden:
+            if home and within(path, home):
+                continue
+            if os.path.isdir(path):
+                mounts.append(Mount("tmpfs", path))
+            elif os.path.exists(path):
+                mounts.append(Mount("hide-file", path))
+        for d in extra_ro:
+            if os.path.isdir(d) and not within(d, root):
+                mounts.append(Mount("ro", d))
+    except BaseException:
+        for fd in fds:
+            os.close(fd)
+        raise
+    return mounts, fds, sandbox_home
+
+
+def _landlock_spec(
+    root: str, hidden: Sequence[str], scratch: str, extra_ro: Sequence[str], caps: Capabilities, network: bool
+) -> dict[str, Any]:
+    read = read_cover(hidden)
+    read += [p for p in PROC_READABLE if os.path.exists(p)]
+    read += [d for d in extra_ro if os.path.isdir(d)]
+    return {
+        "abi": caps.landlock_abi,
+        "read": read,
+        "write": [root, scratch],
+        "files_rw": [p for p in _DEV_RW if os.path.exists(p)],
+        "network": network,
+        "parent": os.getpid(),
+    }
+
+
+def _plan(
+    argv: Sequence[str],
+    choice: Choice,
+    caps: Capabilities,
+    *,
+    root: str,
+    data_dir: str,
+    jido_home: str | None,
+    additional_directories: Sequence[str],
+    source_env: Mapping[str, str],
+) -> Launch:
+    if choice.mode == "off":
+        own_home = source_env.get("HOME") or os.path.expanduser("~")
+        env = sandbox_env(source_env, home=own_home, tmpdir=source_env.get("TMPDIR") or tempfile.gettempdir())
+        return Launch(choice=choice, argv=list(argv), env=env, cwd=root, root=root)
+    home = _home(source_env)
+    hidden = hidden_paths(
+        home=home, jido_home=jido_home, data_home=_data_home(), secrets=_secrets(source_env)
+    )
+    rels = protected_rels(data_dir)
+    if choice.mode == "bubblewrap":
+        mounts, fds, sandbox_home = _bwrap_mounts(root, rels, home, hidden, additional_directories)
+        env = sandbox_env(source_env, home=sandbox_home, tmpdir="/tmp", hidden=hidden)
+        full = bwrap_argv(
+            argv,
+            root=root,
+            mounts=mounts,
+            env=env,
+            network=choice.network,
+            bwrap=caps.bwrap or "bwrap",
+            disable_userns=caps.bwrap_disable_userns,
+        )
+        # bubblewrap's own environment is scrubbed too (--clearenv sets the command's)
+        return Launch(
+            choice=choice, argv=full, env=env, cwd=root, pass_fds=tuple(fds), root=root, guarded=True
+        )
+    scratch = tempfile.mkdtemp(prefix="jidocode-sandbox-")
+    try:
+        os.mkdir(os.path.join(scratch, "home"), 0o700)
+        os.mkdir(os.path.join(scratch, "tmp"), 0o700)
+        spec = _landlock_spec(root, hidden, scratch, additional_directories, caps, choice.network)
+    except BaseException:
+        shutil.rmtree(scratch, ignore_errors=True)
+        raise
+    env = sandbox_env(
+        source_env, home=os.path.join(scratch, "home"), tmpdir=os.path.join(scratch, "tmp"), hidden=hidden
+    )
+    full = [sys.executable, "-I", "-S", LAUNCHER, json.dumps(spec), "--", *argv]
+    return Launch(choice=choice, argv=full, env=env, cwd=root, root=root, guarded=True, scratch=scratch)
+
+
+async def prepare(
+    argv: Sequence[str],
+    *,
+    root: str,
+    data_dir: str = ".jido",
+    jido_home: str | None = None,
+    additional_directories: Sequence[str] = (),
+    source_env: Mapping[str, str] | None = None,
+    caps: Capabilities | None = None,
+) -> Launch:
+    """The launch of ``argv`` in the project ``root`` under the sandbox its settings and this machine give.
+
+    Raises :class:`PermissionDenied` (``details.sandbox``: ``unavailable`` or
+    ``protected_too_large``) when the call may not run. The caller starts
+    ``launch.argv`` with ``launch.env`` in ``launch.cwd`` (inheriting
+    ``launch.pass_fds``) and always awaits ``launch.close()`` afterwards.
+    """
+    env = dict(os.environ if source_env is None else source_env)
+    if caps is None:
+        caps = await asyncio.to_thread(detect)
+    settings = await asyncio.to_thread(effective_settings, root, jido_home=jido_home, data_dir=data_dir)
+    choice = choose(settings, caps)
+    if choice.mode == "unavailable":
+        raise PermissionDenied(
+            f"bash is refused: {choice.reason}",
+            details={"sandbox": "unavailable", "hint": choice.hint},
+        )
+    guarded = choice.mode != "off"
+    if guarded:
+        try:
+            await GUARD.enter(root, protected_rels(data_dir), full=choice.mode == "landlock")
+        except TooLarge as exc:
+            raise PermissionDenied(
+                f"bash is refused under Landlock: the protected path {exc.args[0]!r} is too large to be "
+                f"kept by a snapshot; {choice.hint}",
+                details={"sandbox": "protected_too_large", "path": str(exc.args[0])},
+            ) from None
+    try:
+        return await asyncio.to_thread(
+            _plan,
+            argv,
+            choice,
+            caps,
+            root=root,
+            data_dir=data_dir,
+            jido_home=jido_home,
+            additional_directories=additional_directories,
+            source_env=env,
+        )
+    except BaseException:
+        if guarded:
+            await asyncio.shield(GUARD.leave(root))
+        raise

@@ -1,0 +1,315 @@
+"""Landlock through ctypes, and the launcher that runs one command under it.
+
+This file is also run as a script (``python -I -S _launcher.py SPEC -- argv…``)
+so it imports nothing but the standard library: the launcher starts in a few
+milliseconds and no package code runs next to the command.
+
+The launcher (see :func:`main`):
+
+1. dies with the tool runner (``PR_SET_PDEATHSIG``: ``SIGTERM``, then step 4);
+2. becomes a *child subreaper*: a process of the command that leaves its
+   session (``setsid``) or whose parent exits is re-parented to the launcher,
+   not to ``init``;
+3. forks the command, which restricts itself (``no_new_privs`` and the
+   Landlock ruleset) and ``exec``\\ s; the launcher itself stays outside the
+   Landlock domain, so the command cannot signal or ``ptrace`` it;
+4. when the command exits, or on ``SIGTERM``/``SIGINT``/``SIGHUP``, kills every
+   process left under it and exits with the command's status.
+
+Landlock (kernel >= 5.13, ``landlock`` in the LSM list) is an allow list:
+rights are granted *beneath* directories (or on single files); everything the
+ruleset handles and no rule grants is refused. It cannot take a subtree out of
+a granted tree, which is why protected paths inside the project root are kept
+by a snapshot and a restore around the call (:mod:`._guard`).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import signal
+import sys
+import time
+from typing import Any, Final
+
+__all__ = ["ACCESS", "READ_RIGHTS", "RIGHTS_FILE", "WRITE_RIGHTS", "abi", "main"]
+
+_SYS_CREATE_RULESET: Final = 444
+_SYS_ADD_RULE: Final = 445
+_SYS_RESTRICT_SELF: Final = 446
+_CREATE_RULESET_VERSION: Final = 1
+_RULE_PATH_BENEATH: Final = 1
+
+_PR_SET_PDEATHSIG: Final = 1
+_PR_SET_CHILD_SUBREAPER: Final = 36
+_PR_SET_NO_NEW_PRIVS: Final = 38
+_PR_CAPBSET_DROP: Final = 24
+_PR_CAP_AMBIENT: Final = 47
+_PR_CAP_AMBIENT_CLEAR_ALL: Final = 4
+
+#: Filesystem access rights, and the ABI that introduced each.
+ACCESS: Final[dict[str, tuple[int, int]]] = {
+    "execute": (1 << 0, 1),
+    "write_file": (1 << 1, 1),
+    "read_file": (1 << 2, 1),
+    "read_dir": (1 << 3, 1),
+    "remove_dir": (1 << 4, 1),
+    "remove_file": (1 << 5, 1),
+    "make_char": (1 << 6, 1),
+    "make_dir": (1 << 7, 1),
+    "make_reg": (1 << 8, 1),
+    "make_sock": (1 << 9, 1),
+    "make_fifo": (1 << 10, 1),
+    "make_block": (1 << 11, 1),
+    "make_sym": (1 << 12, 1),
+    "refer": (1 << 13, 2),
+    "truncate": (1 << 14, 3),
+    "ioctl_dev": (1 << 15, 5),
+}
+#: The rights a rule on a non-directory may carry.
+RIGHTS_FILE: Final = frozenset({"execute", "write_file", "read_file", "truncate", "ioctl_dev"})
+_NET_BIND_TCP: Final = 1 << 0
+_NET_CONNECT_TCP: Final = 1 << 1
+_SCOPE_ABSTRACT_UNIX_SOCKET: Final = 1 << 0
+_SCOPE_SIGNAL: Final = 1 << 1
+
+#: What the command may do to the trees it only reads.
+READ_RIGHTS: Final = ("execute", "read_file", "read_dir")
+#: What the command may do beneath the trees it writes (no device nodes).
+WRITE_RIGHTS: Final = tuple(name for name in ACCESS if name not in ("make_char", "make_block"))
+
+
+class _RulesetAttr(ctypes.Structure):
+    _fields_ = [
+        ("handled_access_fs", ctypes.c_uint64),
+        ("handled_access_net", ctypes.c_uint64),
+        ("scoped", ctypes.c_uint64),
+    ]
+
+
+class _PathBeneathAttr(ctypes.Structure):
+    _pack_ = 1
+    _fields_ = [("allowed_access", ctypes.c_uint64), ("parent_fd", ctypes.c_int32)]
+
+
+_libc: Any = None
+
+
+def _syscall() -> Any:
+    global _libc
+    if _libc is None:
+        _libc = ctypes.CDLL(None, use_errno=True)
+        _libc.syscall.restype = ctypes.c_long
+        _libc.prctl.restype = ctypes.c_int
+    return _libc
+
+
+def _check(ret: int, what: str) -> int:
+    if ret < 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"{what}: {os.strerror(err)}")
+    return ret
+
+
+def abi() -> int:
+    """The Landlock ABI version of the running kernel; ``0`` when Landlock is not available."""
+    if not sys.platform.startswith("linux"):
+        return 0
+    try:
+        libc = _syscall()
+    except OSError:
+        return 0
+    ret = int(libc.syscall(_SYS_CREATE_RULESET, None, ctypes.c_size_t(0), _CREATE_RULESET_VERSION))
+    return max(ret, 0)
+
+
+def _mask(names: tuple[str, ...] | frozenset[str], version: int) -> int:
+    out = 0
+    for name in names:
+        bit, since = ACCESS[name]
+        if version >= since:
+            out |= bit
+    return out
+
+
+def _ruleset(spec: dict[str, Any]) -> int:
+    """Create the ruleset of ``spec`` and return its fd (the caller restricts itself with it)."""
+    version = int(spec["abi"])
+    if version < 1:
+        raise OSError(0, "Landlock is not available")
+    libc = _syscall()
+    attr = _RulesetAttr(handled_access_fs=_mask(tuple(ACCESS), version))
+    size = 8
+    if version >= 4 and not spec.get("network", False):
+        attr.handled_access_net = _NET_BIND_TCP | _NET_CONNECT_TCP
+        size = 16
+    if version >= 6:
+        attr.scoped = _SCOPE_SIGNAL | (0 if spec.get("network", False) else _SCOPE_ABSTRACT_UNIX_SOCKET)
+        size = 24
+    fd = _check(
+        int(libc.syscall(_SYS_CREATE_RULESET, ctypes.byref(attr), ctypes.c_size_t(size), 0)),
+        "landlock_create_ruleset",
+    )
+    try:
+        grants = (
+            (spec.get("read", ()), READ_RIGHTS),
+            (spec.get("write", ()), WRITE_RIGHTS),
+            (spec.get("files_rw", ()), ("read_file", "write_file", "truncate", "ioctl_dev")),
+        )
+        for paths, rights in grants:
+            for path in paths:
+                _add_rule(fd, path, rights, version)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def _add_rule(ruleset: int, path: str, rights: tuple[str, ...], version: int) -> None:
+    try:
+        pfd = os.open(path, os.O_PATH | os.O_CLOEXEC)
+    except OSError:
+        return  # gone since it was listed: nothing to grant
+    try:
+        is_dir = os.path.isdir(f"/proc/self/fd/{pfd}")
+        names = rights if is_dir else tuple(r for r in rights if r in RIGHTS_FILE)
+        rule = _PathBeneathAttr(allowed_access=_mask(names, version), parent_fd=pfd)
+        if rule.allowed_access:
+            _check(
+                int(_syscall().syscall(_SYS_ADD_RULE, ruleset, _RULE_PATH_BENEATH, ctypes.byref(rule), 0)),
+                f"landlock_add_rule {path}",
+            )
+    finally:
+        os.close(pfd)
+
+
+def _drop_capabilities(libc: Any) -> None:
+    """Empty the bounding and ambient sets: a command run by root gets no capability at ``exec``.
+
+    Without this, root keeps ``CAP_SYS_PTRACE``, ``CAP_NET_RAW``, ``CAP_SYS_MODULE`` …
+    under Landlock. An unprivileged launcher has none to drop (the calls fail; fine).
+    """
+    libc.prctl(_PR_CAP_AMBIENT, _PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)
+    for cap in range(64):
+        if libc.prctl(_PR_CAPBSET_DROP, cap, 0, 0, 0) < 0 and ctypes.get_errno() == 22:  # EINVAL: no such cap
+            break
+
+
+# --- the launcher ------------------------------------------------------------------------
+
+
+class _Stop(Exception):
+    pass
+
+
+def _on_signal(signum: int, frame: object) -> None:
+    raise _Stop(signum)
+
+
+def _descendants(me: int) -> list[int]:
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        fields = stat.rsplit(b")", 1)[-1].split()
+        if len(fields) > 1:
+            children.setdefault(int(fields[1]), []).append(int(entry))
+    out: list[int] = []
+    todo = list(children.get(me, ()))
+    while todo:
+        pid = todo.pop()
+        out.append(pid)
+        todo.extend(children.get(pid, ()))
+    return out
+
+
+def _reap() -> bool:
+    """Reap every child that has exited; ``False`` once no child is left."""
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return False
+        if pid == 0:
+            return True
+
+
+def _kill_tree(me: int) -> None:
+    """SIGKILL everything under the launcher (orphans come back to it: it is their subreaper)."""
+    for _ in range(10000):
+        for pid in _descendants(me):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+        if not _reap():
+            return
+        time.sleep(0.0005)  # the killed ones are exiting; their orphans are coming back to us
+
+
+def _status(raw: int) -> int:
+    if os.WIFEXITED(raw):
+        return os.WEXITSTATUS(raw)
+    if os.WIFSIGNALED(raw):
+        return 128 + os.WTERMSIG(raw)
+    return 1
+
+
+def main(argv: list[str]) -> int:
+    """``_launcher.py SPEC-JSON -- program args…``: run the program under the Landlock spec."""
+    if len(argv) < 4 or argv[2] != "--":
+        print("usage: _launcher.py SPEC -- program [args...]", file=sys.stderr)
+        return 2
+    spec = json.loads(argv[1])
+    program = argv[3:]
+    libc = _syscall()
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(sig, _on_signal)
+    code = 1
+    me = os.getpid()
+    try:
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+        if spec.get("parent") and os.getppid() != spec["parent"]:
+            return 1  # the tool runner is already gone
+        _check(libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0), "prctl(CHILD_SUBREAPER)")
+        fd = _ruleset(spec)
+        child = os.fork()
+        if child == 0:  # pragma: no cover - the child execs or exits
+            try:
+                for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+                    signal.signal(sig, signal.SIG_DFL)
+                libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+                _drop_capabilities(libc)
+                _check(libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "prctl(NO_NEW_PRIVS)")
+                _check(int(libc.syscall(_SYS_RESTRICT_SELF, fd, 0)), "landlock_restrict_self")
+                os.close(fd)
+                os.execv(program[0], program)
+            except BaseException as exc:
+                os.write(2, f"sandbox (landlock): {exc}\n".encode())
+            os._exit(126)
+        os.close(fd)
+        while True:
+            pid, raw = os.waitpid(-1, 0)
+            if pid == child:
+                code = _status(raw)
+                break
+    except _Stop as stop:
+        code = 128 + int(stop.args[0])
+    except OSError as exc:
+        print(f"sandbox (landlock): {exc}", file=sys.stderr)
+        code = 126
+    finally:
+        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+            signal.signal(sig, signal.SIG_IGN)
+        _kill_tree(me)
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

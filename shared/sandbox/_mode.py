@@ -1,0 +1,122 @@
+"""Which sandbox a call gets: the user's setting against what the machine can do.
+
+:func:`choose` is pure. :func:`effective_settings` reads the settings layers:
+``sandbox.mode`` only from the user's **global** layer (a project can never
+turn the sandbox off, nor pick a weaker one); ``sandbox.network`` must be
+allowed by the global layer, and a project layer can only forbid it.
+"""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Final, Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from jidocode.shared.settings import SandboxSettings, load_settings, settings_files
+
+from ._detect import Capabilities
+
+__all__ = ["INSTALL_HINT", "Choice", "choose", "effective_settings"]
+
+INSTALL_HINT: Final = (
+    "install bubblewrap (Debian/Ubuntu: apt-get install bubblewrap; Fedora: dnf install bubblewrap) "
+    "and allow unprivileged user namespaces; in a container see docs/deploy.md"
+)
+_LANDLOCK_HINT: Final = "use a Linux kernel >= 5.13 with landlock in its LSM list (lsm=...,landlock)"
+
+Mode = Literal["bubblewrap", "landlock", "off", "unavailable"]
+
+
+class Choice(BaseModel):
+    """The sandbox of a call: which one, why, and how to get a stronger one."""
+
+    model_config = ConfigDict(frozen=True)
+
+    mode: Mode
+    reason: str
+    #: What would give a stronger sandbox here (empty when bubblewrap already runs).
+    hint: str = ""
+    network: bool = False
+
+    @property
+    def sandboxed(self) -> bool | None:
+        """``True`` in a sandbox, ``False`` when turned off, ``None`` when the call is refused."""
+        if self.mode == "unavailable":
+            return None
+        return self.mode != "off"
+
+
+def choose(settings: SandboxSettings, caps: Capabilities) -> Choice:
+    """The sandbox for ``settings`` (global mode, effective network) on a machine with ``caps``."""
+    net = settings.network
+    if settings.mode == "off":
+        return Choice(
+            mode="off",
+            reason="sandbox.mode is off in the user's global settings: commands run without an OS sandbox",
+            hint="remove sandbox.mode: off from the global settings.json",
+            network=True,
+        )
+    if settings.mode in ("auto", "bubblewrap") and caps.bwrap:
+        return Choice(mode="bubblewrap", reason=f"bubblewrap ({caps.bwrap})", network=net)
+    if settings.mode in ("auto", "landlock") and caps.landlock_abi:
+        if settings.mode == "landlock":
+            why = "sandbox.mode is landlock"
+            hint = 'bubblewrap runs here: set "sandbox": {"mode": "auto"}' if caps.bwrap else INSTALL_HINT
+        else:
+            why, hint = caps.bwrap_problem, INSTALL_HINT
+        return Choice(
+            mode="landlock",
+            reason=f"Landlock ABI {caps.landlock_abi}, not bubblewrap ({why})",
+            hint=hint,
+            network=net,
+        )
+    problems = []
+    if settings.mode in ("auto", "bubblewrap"):
+        problems.append(caps.bwrap_problem or "bubblewrap cannot run")
+    if settings.mode in ("auto", "landlock"):
+        problems.append(f"Landlock: {caps.landlock_problem or 'not available'}")
+    return Choice(
+        mode="unavailable",
+        reason=f"no OS sandbox can run here (sandbox.mode {settings.mode}): " + "; ".join(problems),
+        hint=f"{INSTALL_HINT}; or {_LANDLOCK_HINT}; or, at your own risk, set "
+        '"sandbox": {"mode": "off"} in your global settings.json',
+        network=net,
+    )
+
+
+_cache: dict[tuple[str, str, str], tuple[tuple[object, ...], SandboxSettings]] = {}
+_cache_lock = threading.Lock()
+
+
+def _stamp(files: list[Path]) -> tuple[object, ...]:
+    out: list[object] = []
+    for f in files:
+        try:
+            st = f.stat()
+            out.append((str(f), st.st_mtime_ns, st.st_size, st.st_ino))
+        except OSError:
+            out.append((str(f), None))
+    return tuple(out)
+
+
+def effective_settings(root: str, *, jido_home: str | None, data_dir: str = ".jido") -> SandboxSettings:
+    """The ``sandbox`` settings of ``root``: mode from the global layer, network global AND project.
+
+    Cached until one of the settings files changes (a stat per file per call).
+    """
+    home = Path(jido_home) if jido_home else None
+    files = settings_files(Path(root), jido_home=home, data_dir=data_dir)
+    key = (root, str(home), data_dir)
+    stamp = _stamp(files)
+    with _cache_lock:
+        hit = _cache.get(key)
+    if hit is not None and hit[0] == stamp:
+        return hit[1]
+    glob = load_settings(None, jido_home=home).settings.sandbox
+    merged = load_settings(Path(root), jido_home=home, data_dir=data_dir).settings.sandbox
+    result = SandboxSettings(mode=glob.mode, network=glob.network and merged.network)
+    with _cache_lock:
+        _cache[key] = (stamp, result)
+    return result
