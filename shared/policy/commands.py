@@ -2,11 +2,12 @@
 
 ``bash_decision(policy, args)``:
 
-1. :func:`~.shell.analyze` finds every simple command and redirection. When
-   it cannot prove the string safe, :func:`~.fallback.fallback_decision`
-   matches deny rules against a crude split of the whole string first, so a
-   parse failure never turns a *deny* into an *ask*; otherwise the string is
-   *asked* (the commands found before the failure are still judged).
+1. :func:`~.shell.analyze` finds every simple command and redirection. What
+   it cannot prove safe is *asked* (the commands found before the failure
+   are still judged). Whenever the outcome would be *ask* — unprovable,
+   flagged, outside paths — :func:`~.fallback.fallback_decision` first
+   matches deny rules against a crude split of the whole string, so a parse
+   failure or an approving human never runs a denied command.
 2. Each command: a deny rule matching its words → *deny*; a path it names
    that must not be touched → *deny* (see below); an ask rule → *ask*; a
    path that needs a human → *ask*; ``flags`` (program-valued options …) →
@@ -145,8 +146,13 @@ def _judge_path(
     for r in policy.deny:
         if ((reads and _covers(r, _READ_TOOLS)) or (writes and _covers(r, _WRITE_TOOLS))) and hits(r):
             verb = "reads" if reads else "writes"
+            hint = (
+                "; name the paths to search outside it, or use the grep/glob tools, which skip denied files"
+                if tree
+                else ""
+            )
             return Decision(
-                effect=Effect.DENY, reason=f"{label} {verb} a path denied by rule {r.raw}", rule=r.raw
+                effect=Effect.DENY, reason=f"{label} {verb} a path denied by rule {r.raw}{hint}", rule=r.raw
             )
     protected = sandbox.is_protected(lexical) or sandbox.is_protected(resolved)
     if writes and protected:
@@ -415,9 +421,6 @@ def bash_decision(policy: Policy, args: Mapping[str, Any]) -> Decision:
     analysis: ShellAnalysis = analyze(command)
     decisions: list[Decision] = []
     if analysis.unprovable:
-        denied = fallback_decision(policy, command)
-        if denied is not None:
-            return denied
         decisions.append(
             Decision(
                 effect=Effect.ASK,
@@ -434,6 +437,11 @@ def bash_decision(policy: Policy, args: Mapping[str, Any]) -> Decision:
     if not decisions:
         return Decision(effect=Effect.ASK, reason="no command found")
     strictest = worst(decisions)
+    if strictest.effect is Effect.ASK:
+        # an approving human would run all of it: a denied command visible anywhere stays denied
+        denied = fallback_decision(policy, command)
+        if denied is not None:
+            return denied
     if strictest.effect is Effect.ALLOW:
         rules = sorted({d.rule for d in decisions if d.rule})
         return Decision(

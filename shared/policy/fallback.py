@@ -1,15 +1,16 @@
-"""The conservative reading of a command string the parser could not follow, for deny rules only.
+"""The conservative reading of a command string, for deny rules only.
 
-When :func:`~.shell.analyze` cannot prove a string safe, the call would be
-*asked* — and an approving user would then run whatever the string holds,
-a denied command included. So deny rules are also matched against a
-deliberately crude split of the whole string: on ``;``, ``&&``, ``||``,
-``|``, ``&``, newlines, parentheses and braces, ``$(``, ``<(``, ``>(`` and
-backticks, with every quote and backslash removed from the words, and at
-every word position (``sudo touch x``, ``X=1 touch x`` and ``echo touch x``
-all meet ``Bash(touch:*)``). A path deny rule (``Read(secrets/**)``) meets
-any word naming such a path, and a protected file named after ``>`` or to
-a writing program is denied as it would be in a parsed string.
+When the analysis of a string ends in *ask* (it could not prove the string
+safe, a command is flagged, a path needs a human), an approving user would
+run whatever the string holds, a denied command included. So deny rules are
+then also matched against a deliberately crude split of the whole string: on
+``;``, ``&&``, ``||``, ``|``, ``&``, newlines, parentheses and braces,
+``$(``, ``<(``, ``>(`` and backticks, with every quote and backslash removed
+from the words, and at every word position (``sudo touch x``,
+``X=1 touch x``, ``echo 'touch x' | sh`` and ``find -exec touch`` all meet
+``Bash(touch:*)``). A path deny rule (``Read(secrets/**)``) meets any word
+naming such a path, and a protected file named after ``>`` or to a writing
+program is denied as it would be in a parsed string.
 
 Over-matching here only turns an *ask* into a *deny*; it never allows.
 """
@@ -74,8 +75,8 @@ def fallback_decision(policy: Policy, command: str) -> Decision | None:
                 if r.covers_tool("bash") and r.matches_command(rest, loose=True):
                     return Decision(
                         effect=Effect.DENY,
-                        reason=f"{' '.join(rest)!r} denied by rule {r.raw} (in a command the parser "
-                        "could not follow)",
+                        reason=f"{' '.join(rest)!r} denied by rule {r.raw} (found in the whole string, which "
+                        "could not be proven safe)",
                         rule=r.raw,
                     )
         writer = any(os.path.basename(w) in _WRITERS for w in words)

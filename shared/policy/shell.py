@@ -413,6 +413,9 @@ class _Walker:
     def word(self, w: Any) -> Word:
         dynamic = self.word_parts(w)
         raw = self.raw(w)
+        parts: list[Any] = list(getattr(w, "parts", None) or ())
+        if len(parts) == 1 and parts[0].kind == "processsubstitution" and parts[0].pos == w.pos:
+            return Word()  # <(cmd) is a /dev/fd/N path (cmd itself was walked above)
         unq = _unquoted(raw)
         return Word(dynamic=dynamic, glob=any(c in unq for c in "*?["), tilde=_tilde(raw))
 
@@ -522,6 +525,9 @@ class _Walker:
                         ShellCommand(argv=argv, assignments=assignments, flags=tuple(flags), cwd=self.cwd)
                     )
                 return
+            if not argv[1:] or any(a not in ("--version", "--help") for a in argv[1:]):
+                # `echo 'rm -rf x' | sh`, `bash script.sh`, `bash <<EOF`: commands the walk cannot see
+                raise _Unprovable(f"{base} reads its commands from stdin or a script file")
         inner = _unwrap(argv)
         if inner is not None:
             start, extra_assign, inner_open = inner
