@@ -9,6 +9,10 @@ tokens used against the context window, ``/reset`` starts a fresh
 conversation, ``/quit`` (or Ctrl-D) leaves. ``--json`` prints every event of
 the conversation as one JSON line (for scripts) and the final answer as a
 ``chat.answer`` line.
+
+At start, a project the user has not trusted is said so on stderr (its own
+settings can only restrict until ``jidocode projects trust <dir>``); on a
+terminal, chat offers to trust it before the conversation starts.
 """
 
 from __future__ import annotations
@@ -38,7 +42,7 @@ from jidocode.shared.events.conversation import (
 
 from .common import run
 
-__all__ = ["chat"]
+__all__ = ["chat", "trust_line"]
 
 out = Console(highlight=False)
 err = Console(stderr=True, highlight=False)
@@ -241,6 +245,32 @@ async def _usage(client: JidoClient) -> None:
     )
 
 
+def trust_line(root: str) -> str:
+    """What chat prints (stderr) for an untrusted project."""
+    return f"project is untrusted: its settings can only restrict; run `jidocode projects trust {root}`"
+
+
+async def _check_trust(client: JidoClient, *, offer: bool) -> None:
+    """Say when the project is untrusted; on a terminal, offer to trust it (before the conversation)."""
+    state = client.trust_state
+    if state.trusted:
+        return
+    err.print(f"[yellow]{escape(trust_line(state.root))}[/]")
+    if state.problem:
+        err.print(f"[yellow]{escape(state.problem)}[/]")
+    if not offer:
+        return
+    answer = await _read_line("  trust this project now (its settings, hooks and MCP servers count)? [y/N]: ")
+    if (answer or "").strip().lower() not in ("y", "yes"):
+        return
+    try:
+        state = await client.trust()
+    except JidoError as exc:
+        err.print(f"[bold red]error[/] ({exc.type}): {escape(exc.message)}")
+        return
+    err.print(f"[green]trusted[/] {escape(state.root)}")
+
+
 async def _interactive(client: JidoClient, screen: _Screen, timeout: float | None) -> int:
     out.print(
         f"[dim]project {escape(client.root_path)} · conversation {client.conversation_id} · "
@@ -304,6 +334,7 @@ def chat(
             project_dir=project_dir, model=model, config=Config.from_env(), wait=False
         )
         try:
+            await _check_trust(client, offer=screen.interactive and not as_json)
             client.on_event(screen.event)
             await client.configure_tools(approve=screen.ask)
             await client.start_conversation(conversation)

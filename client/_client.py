@@ -19,6 +19,12 @@ timeline entries and approval requests. Approval requests reach the
 ``approve`` callback; its answer goes back as an
 :class:`~jidocode.shared.events.conversation.ApprovalResponse` on the
 conversation's input.
+
+Trust: :attr:`JidoClient.trust_state` says whether the user trusts the
+project's root (its own settings, hooks and MCP servers count only then), read
+from the same store the services read (``<global home>/trusted_projects.json``,
+``shared/trust.py``); :meth:`JidoClient.trust` records the user's yes. A client
+on another machine than the services sees its own store, not theirs.
 """
 
 from __future__ import annotations
@@ -38,7 +44,7 @@ from pydantic import BaseModel, ConfigDict
 
 from jidocode.shared import subjects
 from jidocode.shared.bus import Bus
-from jidocode.shared.clients import ConversationsClient, EngineClient
+from jidocode.shared.clients import AssetsClient, ConversationsClient, EngineClient
 from jidocode.shared.config import Config
 from jidocode.shared.envelope import Envelope, new_id
 from jidocode.shared.errors import JidoError, RequestTimeout
@@ -54,6 +60,8 @@ from jidocode.shared.events.conversation import (
 from jidocode.shared.events.engine import ProjectInfo
 from jidocode.shared.events.llm import UsageTotals
 from jidocode.shared.ledger import LedgerReader
+from jidocode.shared.settings import global_home
+from jidocode.shared.trust import TrustState, trust_project, trust_state
 
 from ._turn import TurnOutcome, TurnTracker
 
@@ -138,8 +146,17 @@ def _decision(value: Any) -> Decision:
 class JidoClient:
     """One project, one conversation at a time. Make one with :meth:`connect`."""
 
-    def __init__(self, bus: Bus, project: ProjectInfo, *, owns_bus: bool, settings: dict[str, Any]) -> None:
+    def __init__(
+        self,
+        bus: Bus,
+        project: ProjectInfo,
+        *,
+        owns_bus: bool,
+        settings: dict[str, Any],
+        jido_home: Path | None = None,
+    ) -> None:
         self.bus = bus
+        self.jido_home = global_home(jido_home)
         self.project = project
         self.project_id: str = project.project_id
         self.root_path: str = project.root_path
@@ -179,8 +196,10 @@ class JidoClient:
         JidoCode) when no NATS server answers, instead of retrying.
         """
         owns = bus is None
+        jido_home = config.jido_home if config is not None else None
         if bus is None:
             cfg = config or Config.from_env(**({"nats_url": nats_url} if nats_url else {}))
+            jido_home = cfg.jido_home
             bus = await Bus.connect(cfg, name="client", wait=wait)
         try:
             root = str(Path(project_dir).expanduser().resolve())
@@ -188,7 +207,7 @@ class JidoClient:
             merged = dict(settings or {})
             if model:
                 merged["model"] = model
-            client = cls(bus, info, owns_bus=owns, settings=merged)
+            client = cls(bus, info, owns_bus=owns, settings=merged, jido_home=jido_home)
             if conversation_id is not None:
                 await client.start_conversation(conversation_id)
             return client
@@ -242,6 +261,27 @@ class JidoClient:
     def on_event(self, callback: EventCallback) -> None:
         """Call ``callback`` with every output event of the conversation (the CLI's ``--json``)."""
         self._event_hooks.append(callback)
+
+    # -- trust ----------------------------------------------------------------------
+
+    @property
+    def trust_state(self) -> TrustState:
+        """Whether the user trusts this project's root; untrusted, its settings can only restrict."""
+        return trust_state(self.root_path, home=self.jido_home)
+
+    async def trust(self) -> TrustState:
+        """Trust this project's root (what ``jidocode projects trust <root>`` does).
+
+        Conversations started after this use the project's own settings and the
+        tool runner's policy follows at once; the project's assets are reloaded
+        so its hooks count too (best effort: a reload that fails is logged).
+        """
+        state = trust_project(self.root_path, home=self.jido_home)
+        try:
+            await AssetsClient(self.bus, self.project_id, timeout=REQUEST_TIMEOUT).reload()
+        except JidoError as exc:
+            log.warning("assets of %s not reloaded after trusting it: %s", self.project_id, exc)
+        return state
 
     # -- conversation ------------------------------------------------------------
 

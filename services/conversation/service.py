@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -45,10 +46,24 @@ __all__ = ["project_llm_settings", "serve"]
 log = logging.getLogger("jidocode.conversation")
 
 
-def project_llm_settings(info: ProjectInfo) -> dict[str, Any]:
-    """The project's effective ``llm`` settings (files + environment), ``None`` values left out."""
-    loaded = load_settings(Path(info.root_path), data_dir=info.data_dir)
-    return {k: v for k, v in loaded.settings.llm.model_dump(mode="json").items() if v is not None}
+def project_llm_settings(
+    info: ProjectInfo, overrides: Mapping[str, Any] | None = None, *, jido_home: Path | None = None
+) -> dict[str, Any]:
+    """The project's effective ``llm`` settings (files + environment) under ``overrides``.
+
+    Trust-aware (``load_settings`` reads the user's trust store): an untrusted
+    project never picks the model, its endpoint or its key. ``None`` values are
+    left out. The endpoint and its key travel as a pair: a request that sets
+    ``api_base`` or ``api_key_env`` replaces both, so a key named by the files
+    is never sent to a base the request chose (nor the other way round).
+    """
+    loaded = load_settings(Path(info.root_path), jido_home=jido_home, data_dir=info.data_dir)
+    base = {k: v for k, v in loaded.settings.llm.model_dump(mode="json").items() if v is not None}
+    over = dict(overrides or {})
+    if over.keys() & {"api_base", "api_key_env"}:
+        base.pop("api_base", None)
+        base.pop("api_key_env", None)
+    return {**base, **over}
 
 
 async def serve(
@@ -87,10 +102,12 @@ async def serve(
             project_id = scoped_project_id(env)
             info = await directory.get(project_id)  # NotFound: the engine has no such project
             try:
-                base = await asyncio.to_thread(project_llm_settings, info)
+                llm_settings = await asyncio.to_thread(
+                    project_llm_settings, info, cmd.settings, jido_home=config.jido_home
+                )
             except OSError:
-                base = {}
-            cmd = cmd.model_copy(update={"settings": {**base, **cmd.settings}})
+                llm_settings = dict(cmd.settings)
+            cmd = cmd.model_copy(update={"settings": llm_settings})
             return ConversationInfo.model_validate(await runtime.start_conversation(project_id, cmd))
 
         async def stop_(cmd: StopConversation, env: Envelope) -> ConversationInfo:

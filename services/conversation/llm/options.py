@@ -6,6 +6,14 @@ environment mapping and returns validated :class:`LlmOptions`, or raises a
 defaults, the environment (``JIDO_LLM_MODEL``, ``JIDO_LLM_API_BASE``), then
 the request's settings (the project's ``settings.json`` with the environment
 already applied by the settings loader, plus any per-conversation override).
+
+Where the key goes is decided before this module: the settings loader keeps
+``model``/``api_base``/``api_key_env`` of an untrusted project out, and drops
+an ``api_key_env`` whose ``api_base`` came from another layer; the
+conversation service replaces the pair as a whole when a request sets either
+(``project_llm_settings``). :func:`resolve_api_key` then sends the named key
+only with the ``api_base`` it came with, and with a custom ``api_base`` but no
+``api_key_env`` it sends a placeholder, never litellm's provider variables.
 """
 
 from __future__ import annotations
