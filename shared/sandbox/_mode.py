@@ -1,8 +1,9 @@
 """Which sandbox a call gets: the user's setting against what the machine can do.
 
 :func:`choose` is pure. :func:`effective_settings` reads the settings layers:
-``sandbox.mode`` only from the user's **global** layer (a project can never
-turn the sandbox off, nor pick a weaker one); ``sandbox.network`` must be
+``sandbox.mode: off`` only from the user's **global** layer (a project can
+never turn the sandbox off, nor pick a weaker one; it may ask for a stronger
+one: ``landlock`` < ``auto`` < ``bubblewrap``); ``sandbox.network`` must be
 allowed by the global layer, and a project layer can only forbid it.
 """
 
@@ -25,6 +26,9 @@ INSTALL_HINT: Final = (
     "and allow unprivileged user namespaces; in a container see docs/deploy.md"
 )
 _LANDLOCK_HINT: Final = "use a Linux kernel >= 5.13 with landlock in its LSM list (lsm=...,landlock)"
+
+#: How strong each ``sandbox.mode`` is: a project layer may only move up.
+_STRENGTH: Final = {"off": 0, "landlock": 1, "auto": 2, "bubblewrap": 3}
 
 Mode = Literal["bubblewrap", "landlock", "off", "unavailable"]
 
@@ -116,7 +120,11 @@ def effective_settings(root: str, *, jido_home: str | None, data_dir: str = ".ji
         return hit[1]
     glob = load_settings(None, jido_home=home).settings.sandbox
     merged = load_settings(Path(root), jido_home=home, data_dir=data_dir).settings.sandbox
-    result = SandboxSettings(mode=glob.mode, network=glob.network and merged.network)
+    # the project layer may ask for a stricter sandbox, never a weaker one, and never none
+    stricter = merged.mode != "off" and _STRENGTH[merged.mode] >= _STRENGTH[glob.mode]
+    result = SandboxSettings(
+        mode=merged.mode if stricter else glob.mode, network=glob.network and merged.network
+    )
     with _cache_lock:
         _cache[key] = (stamp, result)
     return result

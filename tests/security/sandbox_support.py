@@ -49,9 +49,10 @@ def skip_unless(mode: str) -> None:
         pytest.skip(f"Landlock is not available here: {caps.landlock_problem}")
 
 
-def write_global(jido_home: Path, sandbox_settings: dict[str, Any]) -> None:
+def write_global(jido_home: Path, sandbox_settings: dict[str, Any], **other: Any) -> None:
+    """The user's global settings.json: its ``sandbox`` section and any ``other`` sections."""
     jido_home.mkdir(parents=True, exist_ok=True)
-    (jido_home / "settings.json").write_text(json.dumps({"sandbox": sandbox_settings}))
+    (jido_home / "settings.json").write_text(json.dumps({"sandbox": sandbox_settings, **other}))
 
 
 def make_project(root: Path) -> Path:

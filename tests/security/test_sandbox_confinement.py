@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import shutil
 import uuid
 from collections.abc import AsyncIterator
@@ -156,6 +157,28 @@ async def test_home_and_global_settings_are_hidden(box: Box) -> None:
     assert CANARY_SECRET not in output(r)
 
 
+async def test_other_processes_environ_is_unreadable(box: Box) -> None:
+    proc = await asyncio.create_subprocess_exec(
+        "sleep", "60", env={"PATH": "/usr/bin:/bin", "AWS_SECRET_ACCESS_KEY": CANARY_SECRET}
+    )
+    try:
+        assert CANARY_SECRET.encode() in Path(f"/proc/{proc.pid}/environ").read_bytes()
+        r = await sh(box.policy, f"cat /proc/{proc.pid}/environ; cat /proc/*/environ; echo done")
+        assert "done" in output(r) and CANARY_SECRET not in output(r)
+    finally:
+        proc.kill()
+        await proc.wait()
+
+
+async def test_root_keeps_no_capability(box: Box) -> None:
+    if os.geteuid() != 0:
+        pytest.skip("only meaningful when the tool runner is root")
+    target = box.root / "src" / "main.py"
+    r = await sh(box.policy, "chown 65534 src/main.py; chattr +i src/main.py; mknod dev c 1 3; echo done")
+    assert "done" in output(r)
+    assert target.stat().st_uid == 0 and not (box.root / "dev").exists()
+
+
 # --- network and processes --------------------------------------------------------------------
 
 
@@ -252,6 +275,13 @@ async def test_normal_work_still_works(box: Box) -> None:
     assert "42" in text and "ok" in text and "src/new.txt" in text
     assert (box.root / "src" / "new.txt").read_text() == "new\n"
     assert (box.root / "build" / "out" / "a").exists()
+
+
+async def test_pipes_and_process_substitution_still_work(box: Box) -> None:
+    text = output(
+        await sh(box.policy, "echo out > /dev/stdout; cat <(echo sub); echo err >&2; echo x | tr x y")
+    )
+    assert text.split() == ["out", "sub", "err", "y"]
 
 
 async def test_git_diff_still_shows_changes(box: Box) -> None:

@@ -33,11 +33,22 @@ from jidocode.shared.tools.inputs import BashInput
 
 from .base import BuiltinTool, ToolContext, cap_text
 
-__all__ = ["BASH", "run_command", "sandbox_status"]
+__all__ = ["BASH", "ENV_ALLOWLIST", "run_command", "sandbox_status", "scrubbed_env"]
+
+#: Variables of the runner's environment that reach the command (everything else is dropped).
+ENV_ALLOWLIST: Final = sandbox.ENV_ALLOWLIST
 
 _SHELL: Final = ("/bin/bash", "--noprofile", "--norc", "-c")
 #: How long the Landlock launcher gets to kill what the command left before its group is killed.
 _STOP_GRACE_S: Final = 5.0
+
+
+def scrubbed_env(source: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The environment of an unsandboxed command: the allowlist of ``source``, its home, git's pins."""
+    src = os.environ if source is None else source
+    return sandbox.sandbox_env(
+        src, home=src.get("HOME") or os.path.expanduser("~"), tmpdir=src.get("TMPDIR") or "/tmp"
+    )
 
 
 def _kill_group(pgid: int) -> None:
