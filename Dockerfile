@@ -19,9 +19,10 @@ RUN pip wheel --wheel-dir /wheels .
 # --- runtime ------------------------------------------------------------------------------------
 FROM ${PYTHON_IMAGE} AS runtime
 # tini is PID 1: it forwards SIGTERM to jidocode and reaps the processes tools leave behind.
-# git and ripgrep are what the built-in tools shell out to.
+# git and ripgrep are what the built-in tools shell out to; bubblewrap is the OS sandbox of every
+# command a tool starts (where the pod forbids user namespaces, Landlock is used: docs/deploy.md).
 RUN apt-get update \
- && apt-get install -y --no-install-recommends tini git ripgrep ca-certificates \
+ && apt-get install -y --no-install-recommends tini git ripgrep ca-certificates bubblewrap \
  && rm -rf /var/lib/apt/lists/*
 ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
 RUN --mount=type=bind,from=build,source=/wheels,target=/wheels \
