@@ -50,17 +50,27 @@ def _inside(path: str, bases: Iterable[str]) -> bool:
 
 
 def sandbox_env(
-    source: Mapping[str, str], *, home: str, tmpdir: str, hidden: Iterable[str] = ()
+    source: Mapping[str, str],
+    *,
+    home: str,
+    tmpdir: str,
+    hidden: Iterable[str] = (),
+    visible: Iterable[str] = (),
 ) -> dict[str, str]:
     """The whole environment of a command: the allowlist of ``source``, fixed values, git's pins.
 
     ``PATH`` loses its relative entries and those under a ``hidden`` path (the
     runner's home: the command could not run what is there anyway, and a
-    shell would stop at the first match instead of looking further).
+    shell would stop at the first match instead of looking further) unless a
+    ``visible`` path (an additional directory, bound again) holds them.
     """
     env = {k: v for k, v in source.items() if k in ENV_ALLOWLIST}
-    hidden = tuple(hidden)
-    entries = [p for p in env.get("PATH", "").split(":") if os.path.isabs(p) and not _inside(p, hidden)]
+    hidden, visible = tuple(hidden), tuple(visible)
+    entries = [
+        p
+        for p in env.get("PATH", "").split(":")
+        if os.path.isabs(p) and (not _inside(p, hidden) or _inside(p, visible))
+    ]
     env["PATH"] = ":".join(entries) or DEFAULT_PATH
     env.update(_FIXED)
     env["HOME"] = home

@@ -218,7 +218,9 @@ def _plan(
     rels = protected_rels(data_dir)
     if choice.mode == "bubblewrap":
         mounts, fds, sandbox_home = _bwrap_mounts(root, rels, home, hidden, additional_directories)
-        env = sandbox_env(source_env, home=sandbox_home, tmpdir="/tmp", hidden=hidden)
+        env = sandbox_env(
+            source_env, home=sandbox_home, tmpdir="/tmp", hidden=hidden, visible=additional_directories
+        )
         full = bwrap_argv(
             argv,
             root=root,
@@ -241,7 +243,11 @@ def _plan(
         shutil.rmtree(scratch, ignore_errors=True)
         raise
     env = sandbox_env(
-        source_env, home=os.path.join(scratch, "home"), tmpdir=os.path.join(scratch, "tmp"), hidden=hidden
+        source_env,
+        home=os.path.join(scratch, "home"),
+        tmpdir=os.path.join(scratch, "tmp"),
+        hidden=hidden,
+        visible=additional_directories,
     )
     full = [sys.executable, "-I", "-S", LAUNCHER, json.dumps(spec), "--", *argv]
     return Launch(choice=choice, argv=full, env=env, cwd=root, root=root, guarded=True, scratch=scratch)

@@ -70,6 +70,8 @@ def choose(settings: SandboxSettings, caps: Capabilities) -> Choice:
             hint = 'bubblewrap runs here: set "sandbox": {"mode": "auto"}' if caps.bwrap else INSTALL_HINT
         else:
             why, hint = caps.bwrap_problem, INSTALL_HINT
+        if caps.landlock_abi < 4 and not net:
+            why += "; network NOT confined: Landlock ABI < 4 (Linux < 6.7)"
         return Choice(
             mode="landlock",
             reason=f"Landlock ABI {caps.landlock_abi}, not bubblewrap ({why})",

@@ -292,6 +292,24 @@ async def test_git_diff_still_shows_changes(box: Box) -> None:
     assert r"a/src/main.py" in text
 
 
+async def test_additional_directories_are_visible_read_only(
+    box: Box, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    tools = box.home / "tools"
+    (tools / "bin").mkdir(parents=True)
+    (tools / "bin" / "mytool").write_text("#!/bin/sh\necho TOOL-RAN\n")
+    (tools / "bin" / "mytool").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tools / 'bin'}:{os.environ['PATH']}")
+    policy = Policy.build(
+        str(box.root), jido_home=str(box.jido_home), home=str(box.home), additional_directories=[str(tools)]
+    )
+    text = output(
+        await sh(policy, f"mytool; echo x > {tools}/planted; cat {box.home}/.ssh/id_rsa; echo done")
+    )
+    assert "TOOL-RAN" in text and "done" in text  # the tool runs from the home …
+    assert not (tools / "planted").exists() and CANARY_SECRET not in text  # … read-only, the rest hidden
+
+
 async def test_reports_the_sandbox_in_the_result(box: Box) -> None:
     r = await sh(box.policy, "true")
     assert r.ok and r.data["sandbox"] == box.mode
