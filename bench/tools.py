@@ -1,6 +1,7 @@
-"""Tool-runner benchmark (issue 4): ``read_file`` through the bus vs in-process.
+"""Tool-runner benchmark (issues 4 and 11): ``read_file`` through the bus vs in-process, and the
+cost of the OS sandbox: ``bash echo`` through the bus, sandboxed vs unsandboxed.
 
-    python bench/tools.py [--calls 500] [--size 4096]
+    python bench/tools.py [--calls 500] [--size 4096] [--bash-calls 200]
 
 1. **In-process**: ``executor.execute(policy, "read_file", …)`` — validation,
    authorization (realpath, rules), the dir-fd ``O_NOFOLLOW`` open, the result.
@@ -10,7 +11,14 @@
    project lookup in KV and the tool.* signals (read_file is read-only: no
    idempotency claim in KV).
 
-Prints the median and p95 latency of each, calls per second, and the ratio.
+3. **bash through the bus**, ``echo hi`` under each ``sandbox.mode`` this
+   machine can run (set in the user's global settings, read by the runner at
+   each call): ``off`` (no sandbox, the baseline), ``landlock`` (the launcher,
+   a Python interpreter with ``-I -S``, plus the ruleset) and ``bubblewrap``
+   (namespaces, mounts, the protected-path snapshot). A bash call also claims
+   its request id in KV (idempotency), which the read does not.
+
+Prints the median and p95 latency of each, calls per second, and the ratios.
 """
 
 from __future__ import annotations
@@ -34,6 +42,7 @@ from jidocode.shared.events.engine import ProjectInfo
 from jidocode.shared.events.tools import ToolCallMeta
 from jidocode.shared.natsserver import NatsServer
 from jidocode.shared.policy import Policy
+from jidocode.shared.sandbox import detect
 
 
 def _stats(name: str, samples: list[float]) -> float:
@@ -44,14 +53,25 @@ def _stats(name: str, samples: list[float]) -> float:
     return med
 
 
-async def bench(calls: int, size: int) -> None:
+def _modes() -> list[str]:
+    caps = detect()
+    return ["off"] + (["landlock"] if caps.landlock_abi else []) + (["bubblewrap"] if caps.bwrap else [])
+
+
+def _global_settings(home: Path, mode: str) -> None:
+    """The user's global layer (a project's own allow rules count only once it is trusted)."""
+    settings = {"permissions": {"allow": ["Read", "Bash(echo:*)"]}, "sandbox": {"mode": mode}}
+    (home / "settings.json").write_text(json.dumps(settings))
+
+
+async def bench(calls: int, size: int, bash_calls: int) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp) / "proj"
         (root / ".jido").mkdir(parents=True)
-        (root / ".jido" / "settings.json").write_text(json.dumps({"permissions": {"allow": ["Read"]}}))
         (root / "file.txt").write_text(("x" * 79 + "\n") * (size // 80))
         home = Path(tmp) / "home"
         home.mkdir()
+        _global_settings(home, "off")
         args = {"path": "file.txt"}
 
         policy = Policy.build(str(root), allow=["Read"], jido_home=str(home))
@@ -94,6 +114,21 @@ async def bench(calls: int, size: int) -> None:
             for i in range(20):
                 await one(-1 - i)
             remote = [await one(i) for i in range(calls)]
+
+            async def bash(mode: str, i: int) -> float:
+                meta = ToolCallMeta(request_id=f"bash-{mode}-{i}")
+                t = time.perf_counter()
+                result = await tools.run("bash", {"command": "echo hi"}, meta=meta)
+                elapsed = time.perf_counter() - t
+                assert result.ok and result.data["sandbox"] == mode, result
+                return elapsed
+
+            per_mode: dict[str, list[float]] = {}
+            for mode in _modes():
+                _global_settings(home, mode)
+                for i in range(10):
+                    await bash(mode, -1 - i)
+                per_mode[mode] = [await bash(mode, i) for i in range(bash_calls)]
             await runner.stop()
             await runner_bus.close()
             await bus.close()
@@ -106,6 +141,12 @@ async def bench(calls: int, size: int) -> None:
         lm = _stats("in-process", local)
         rm = _stats("bus + runner", remote)
         print(f"ratio (bus / in-process, medians): {rm / lm:.1f}x")
+        print(f"\nbash 'echo hi' through the bus, {bash_calls} sequential calls per sandbox mode")
+        base = _stats("off", per_mode["off"])
+        for mode, samples in per_mode.items():
+            if mode != "off":
+                med = _stats(mode, samples)
+                print(f"{'':<14} sandbox cost: +{(med - base) * 1e3:.1f} ms per call ({med / base:.1f}x)")
 
 
 def main() -> None:
@@ -114,8 +155,9 @@ def main() -> None:
     )
     parser.add_argument("--calls", type=int, default=500)
     parser.add_argument("--size", type=int, default=4096)
+    parser.add_argument("--bash-calls", type=int, default=200)
     opts = parser.parse_args()
-    asyncio.run(bench(opts.calls, opts.size))
+    asyncio.run(bench(opts.calls, opts.size, opts.bash_calls))
 
 
 if __name__ == "__main__":

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import shutil
 import stat
@@ -21,6 +20,7 @@ from ._bwrap import Mount, bwrap_argv
 from ._detect import Capabilities, detect
 from ._env import sandbox_env
 from ._guard import GUARD, TooLarge
+from ._launcher import spec_argv
 from ._mode import Choice, choose, effective_settings
 from ._paths import PROC_READABLE, hidden_paths, protected_rels, read_cover, within
 
@@ -249,7 +249,7 @@ def _plan(
         hidden=hidden,
         visible=additional_directories,
     )
-    full = [sys.executable, "-I", "-S", LAUNCHER, json.dumps(spec), "--", *argv]
+    full = [sys.executable, "-I", "-S", LAUNCHER, *spec_argv(spec), "--", *argv]
     return Launch(choice=choice, argv=full, env=env, cwd=root, root=root, guarded=True, scratch=scratch)
 
 

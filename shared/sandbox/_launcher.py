@@ -1,8 +1,10 @@
 """Landlock through ctypes, and the launcher that runs one command under it.
 
-This file is also run as a script (``python -I -S _launcher.py SPEC -- argv…``)
-so it imports nothing but the standard library: the launcher starts in a few
-milliseconds and no package code runs next to the command.
+This file is also run as a script (``python -I -S _launcher.py ABI NET PARENT
+--read … --write … --files … -- argv…``, see :func:`spec_argv`) so it imports
+nothing but the few standard modules that start fast (no ``json``, ``typing``
+or ``signal``, whose imports cost more than the interpreter itself): the
+launcher starts in about 10 ms and no package code runs next to the command.
 
 The launcher (see :func:`main`):
 
@@ -25,15 +27,18 @@ by a snapshot and a restore around the call (:mod:`._guard`).
 
 from __future__ import annotations
 
+import _signal as signal  # the C module: ``signal`` would import enum (4 ms at every launch)
 import ctypes
-import json
 import os
-import signal
 import sys
 import time
-from typing import Any, Final
 
-__all__ = ["ACCESS", "READ_RIGHTS", "RIGHTS_FILE", "WRITE_RIGHTS", "abi", "main"]
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+    from typing import Any, Final
+
+__all__ = ["ACCESS", "READ_RIGHTS", "RIGHTS_FILE", "WRITE_RIGHTS", "abi", "main", "parse_spec", "spec_argv"]
 
 _SYS_CREATE_RULESET: Final = 444
 _SYS_ADD_RULE: Final = 445
@@ -261,13 +266,47 @@ def _status(raw: int) -> int:
     return 1
 
 
+_LISTS = ("--read", "--write", "--files")
+
+
+def spec_argv(spec: dict[str, Any]) -> list[str]:
+    """The launcher's arguments for ``spec`` (before ``--`` and the program); see :func:`parse_spec`."""
+    out = [str(int(spec["abi"])), "1" if spec.get("network") else "0", str(int(spec.get("parent") or 0))]
+    for flag, key in zip(_LISTS, ("read", "write", "files_rw"), strict=True):
+        paths = [str(p) for p in spec.get(key, ())]
+        if any(not p.startswith("/") for p in paths):
+            raise ValueError(f"{key}: absolute paths expected")
+        out += [flag, *paths]
+    return out
+
+
+def parse_spec(args: Sequence[str]) -> tuple[dict[str, Any], list[str]]:
+    """``ABI NET PARENT --read P… --write P… --files P… -- PROGRAM ARGS…`` -> (spec, program)."""
+    sep = list(args).index("--")
+    head, program = list(args[:sep]), list(args[sep + 1 :])
+    spec: dict[str, Any] = {"abi": int(head[0]), "network": head[1] == "1", "parent": int(head[2])}
+    key = None
+    names = dict(zip(_LISTS, ("read", "write", "files_rw"), strict=True))
+    for word in head[3:]:
+        if word in names:
+            key = names[word]
+            spec[key] = []
+        elif key is not None and word.startswith("/"):
+            spec[key].append(word)
+        else:
+            raise ValueError(f"unexpected launcher argument {word!r}")
+    if not program:
+        raise ValueError("no program to run")
+    return spec, program
+
+
 def main(argv: list[str]) -> int:
-    """``_launcher.py SPEC-JSON -- program args…``: run the program under the Landlock spec."""
-    if len(argv) < 4 or argv[2] != "--":
-        print("usage: _launcher.py SPEC -- program [args...]", file=sys.stderr)
+    """``_launcher.py ABI NET PARENT --read … -- program args…``: run the program under the spec."""
+    try:
+        spec, program = parse_spec(argv[1:])
+    except (ValueError, IndexError) as exc:
+        os.write(2, f"sandbox (landlock): bad launcher arguments: {exc}\n".encode())
         return 2
-    spec = json.loads(argv[1])
-    program = argv[3:]
     libc = _syscall()
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, _on_signal)
@@ -302,7 +341,7 @@ def main(argv: list[str]) -> int:
     except _Stop as stop:
         code = 128 + int(stop.args[0])
     except OSError as exc:
-        print(f"sandbox (landlock): {exc}", file=sys.stderr)
+        os.write(2, f"sandbox (landlock): {exc}\n".encode())
         code = 126
     finally:
         for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):

@@ -197,3 +197,35 @@ async def test_overlapping_calls_share_the_first_snapshot(tmp_path: Path) -> Non
     (root / ".envrc").write_text("planted again")
     assert await guard.leave(str(root)) == [".envrc"]
     assert not (root / ".envrc").exists()
+
+
+def test_doctor_shows_the_sandbox_in_force_and_runs_a_check(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from typer.testing import CliRunner
+
+    from jidocode.cli.main import app
+
+    caps = sandbox.detect()
+    if not (caps.bwrap or caps.landlock_abi):
+        pytest.skip("no sandbox can run here")
+    home = tmp_path / "jh"
+    write_global(home, {"mode": "landlock" if caps.landlock_abi else "bubblewrap"})
+    monkeypatch.setenv("JIDO_CODE_HOME", str(home))
+    root = make_project(tmp_path / "proj")
+    result = CliRunner().invoke(app, ["doctor", "--json", "--project", str(root)])
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.output)
+    assert report["sandbox"] == ("landlock" if caps.landlock_abi else "bubblewrap")
+    assert report["check"] == {"ok": True, "output": "ok"}
+    if caps.bwrap and caps.landlock_abi:
+        assert "auto" in report["hint"]  # bubblewrap runs here: says how to get it
+    write_global(home, {"mode": "bubblewrap"})
+    monkeypatch.setenv("PATH", "/nonexistent")
+    sandbox.detect(refresh=True)
+    try:
+        refused = CliRunner().invoke(app, ["doctor", "--project", str(root)])
+    finally:
+        monkeypatch.undo()
+        sandbox.detect(refresh=True)
+    assert refused.exit_code == 1 and "unavailable" in refused.output
