@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import nats
 
@@ -17,7 +18,11 @@ async def test_every_service_serves_exactly_its_rows_of_the_table(services: Conf
     try:
         served: dict[str, set[tuple[str, str, str, str]]] = {}
         for name, micro_name in subjects.SERVICE_NAMES.items():
-            replies = [json.loads(m.data) for m in await gather(nc, subjects.srv("INFO", name))]
+            replies: list[dict[str, Any]] = []
+            for _ in range(5):  # scatter-gather is at most once: ask again if no answer came in time
+                replies = [json.loads(m.data) for m in await gather(nc, subjects.srv("INFO", name))]
+                if replies:
+                    break
             assert [r["name"] for r in replies] == [micro_name]
             served[name] = {
                 (e["name"], e["subject"], e["metadata"]["request_type"], e["metadata"]["reply_type"])
