@@ -174,3 +174,29 @@ def test_node_config_validation() -> None:
     )
     assert 'include "auth.conf"' in text
     assert '"nats://n2:6222"' in text
+
+
+_TOOL_CALLS_SUBJECTS = (
+    f"$JS.API.STREAM.INFO.KV_{subjects.BUCKET_TOOL_CALLS}",
+    f"$JS.API.STREAM.MSG.GET.KV_{subjects.BUCKET_TOOL_CALLS}",
+    f"$JS.API.DIRECT.GET.KV_{subjects.BUCKET_TOOL_CALLS}.$KV.{subjects.BUCKET_TOOL_CALLS}.k",
+    f"$JS.API.CONSUMER.CREATE.KV_{subjects.BUCKET_TOOL_CALLS}",
+    f"$KV.{subjects.BUCKET_TOOL_CALLS}.k",
+)
+
+
+@pytest.mark.parametrize("subject", _TOOL_CALLS_SUBJECTS)
+def test_only_the_tool_runner_reaches_the_stored_tool_results(subject: str) -> None:
+    assert {u for u in perms.USERS if may_publish(u, subject)} == {"tool_runner"}
+
+
+def test_only_the_tool_runner_broadcasts_a_cancel_and_the_asset_loader_hears_it() -> None:
+    subject = subjects.signal("tool.cancel_requested")
+    assert {u for u in perms.USERS if may_publish(u, subject)} == {"tool_runner"}
+    assert may_subscribe("asset_loader", subject)  # a cancelled call's workflows stop
+
+
+def test_the_client_reads_the_token_ledger_but_does_not_write_it() -> None:
+    bucket = "jido_llm_ledger"
+    assert may_publish("client", f"$JS.API.DIRECT.GET.KV_{bucket}.$KV.{bucket}.x")
+    assert not may_publish("client", f"$KV.{bucket}.x")
