@@ -35,13 +35,43 @@ class _SedError(Exception):
     pass
 
 
-def _sed_regex_end(script: str, i: int, delim: str) -> int:
-    """Index just past the closing ``delim`` of a regex starting after ``script[i - 1]``."""
+def _bracket_end(script: str, i: int) -> int:
+    """Index just past the ``]`` closing the bracket expression opened at ``script[i]`` (GNU sed)."""
+    n = len(script)
+    j = i + 1
+    if j < n and script[j] == "^":
+        j += 1
+    if j < n and script[j] == "]":
+        j += 1
+    while j < n and script[j] != "]":
+        if script[j] == "[" and j + 1 < n and script[j + 1] in ":.=":
+            close = script.find(script[j + 1] + "]", j + 2)
+            if close < 0:
+                raise _SedError("unterminated character class")
+            j = close + 2
+        elif script[j] == "\n":
+            raise _SedError("newline inside a bracket expression")
+        else:
+            j += 1
+    if j >= n:
+        raise _SedError("unterminated bracket expression")
+    return j + 1
+
+
+def _sed_regex_end(script: str, i: int, delim: str, *, brackets: bool = True) -> int:
+    """Index just past the closing ``delim`` of a regex starting after ``script[i - 1]``.
+
+    In a regex (not a replacement) a bracket expression may hold the
+    delimiter, as GNU sed reads ``s/[/]/x/``.
+    """
     n = len(script)
     while i < n:
         c = script[i]
         if c == "\\":
             i += 2
+            continue
+        if brackets and c == "[":
+            i = _bracket_end(script, i)
             continue
         if c == "\n":
             raise _SedError("newline inside a regex")
@@ -131,8 +161,11 @@ def _sed_scan(script: str) -> str | None:
                     i += 1
             i = _sed_command_end(script, i)
         elif c in ":btT":
-            while i < n and script[i] not in ";\n":
+            # a label: one word; anything else after it must end the command
+            i = _skip_blank(script, i)
+            while i < n and script[i] not in "; \t\n}":
                 i += 1
+            i = _sed_command_end(script, i)
         elif c in "aic":
             # text to the end of the line; a trailing backslash continues it
             while i < n:
@@ -146,8 +179,8 @@ def _sed_scan(script: str) -> str | None:
             if i >= n or script[i] in "\\\n ":
                 raise _SedError(f"bad delimiter after {c}")
             delim = script[i]
-            i = _sed_regex_end(script, i + 1, delim)
-            i = _sed_regex_end(script, i, delim)
+            i = _sed_regex_end(script, i + 1, delim, brackets=c == "s")
+            i = _sed_regex_end(script, i, delim, brackets=False)
             if c == "s":
                 start = i
                 while i < n and script[i] not in ";\n}#":

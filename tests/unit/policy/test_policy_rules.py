@@ -111,3 +111,60 @@ def test_prefix_rule_matches_its_own_words_and_extensions(words: list[str]) -> N
     assert rule.matches_command(tuple(words))
     assert rule.matches_command((*words, "--more"))
     assert not rule.matches_command((*words[:-1], words[-1] + "x"))
+
+
+ROOT, HOME = "/r/proj", "/h/user"
+
+
+@pytest.mark.parametrize(
+    ("pattern", "anchored"),
+    [
+        ("src/**", "/r/proj/src/**"),
+        ("./src/**", "/r/proj/src/**"),
+        ("./", "/r/proj/"),
+        ("src/../secrets/", "/r/proj/secrets/"),
+        ("/etc/hosts", "/etc/hosts"),
+        ("//etc/hosts", "/etc/hosts"),
+        ("///etc//hosts", "/etc/hosts"),
+        ("~/.ssh/**", "/h/user/.ssh/**"),
+        ("~", "/h/user"),
+    ],
+)
+def test_every_anchor_form(pattern: str, anchored: str) -> None:
+    from jidocode.shared.policy.rules import anchor_pattern
+
+    assert anchor_pattern(pattern, ROOT, HOME) == anchored
+
+
+@pytest.mark.parametrize(
+    ("rule", "path", "plain", "below"),
+    [
+        ("Read(./secrets/**)", "/r/proj/secrets/k", True, True),
+        ("Read(//etc/hosts)", "/etc/hosts", True, True),
+        ("Read(~/x)", "/h/user/x", True, True),
+        ("Read(secrets)", "/r/proj/secrets/k", False, True),
+        ("Read(secrets)", "/r/proj/secrets", True, True),
+        ("Read(secrets)", "/r/proj/secretsx/k", False, False),
+        ("Read(*.key)", "/r/proj/a.key", True, True),
+        ("Read(*.key)", "/r/proj/sub/a.key", False, False),
+    ],
+)
+def test_rule_forms_match_what_they_say(rule: str, path: str, plain: bool, below: bool) -> None:
+    r = parse_rule(rule)
+    assert r.matches_path(path, root=ROOT, home=HOME) is plain
+    assert r.matches_path(path, root=ROOT, home=HOME, below=True) is below
+
+
+@pytest.mark.parametrize(
+    ("rule", "directory", "may"),
+    [
+        ("Read(secrets/**)", "/r/proj", True),
+        ("Read(secrets/**)", "/r/proj/secrets/sub", True),
+        ("Read(secrets/**)", "/r/proj/src", False),
+        ("Read(**/*.pem)", "/r/proj/src", True),
+        ("Read(//etc/**)", "/r/proj", False),
+        ("Read(//etc/**)", "/", True),
+    ],
+)
+def test_may_match_under(rule: str, directory: str, may: bool) -> None:
+    assert parse_rule(rule).may_match_under(directory, root=ROOT, home=HOME) is may

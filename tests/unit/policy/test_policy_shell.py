@@ -180,3 +180,97 @@ def test_every_chained_command_is_found(commands: list[list[str]], sep: str) -> 
     found = [c.argv for c in a.commands]
     for c in commands:
         assert tuple(c) in found
+
+
+# --- words, parameters, builtins and the working directory -----------------------------------------
+
+
+def test_words_say_what_bash_expands() -> None:
+    (cmd,) = analyze("cat $x '*.py' *.py ~/a '~/b' a=~/c --o=~/d").commands
+    kinds = [(w.dynamic, w.glob, w.tilde) for w in cmd.words[1:]]
+    assert kinds == [
+        (True, False, False),
+        (False, False, False),
+        (False, True, False),
+        (False, False, True),
+        (False, False, False),
+        (False, False, True),
+        (False, False, False),
+    ]
+
+
+@pytest.mark.parametrize(
+    "word",
+    ["${x}", "${#x}", "${x:-a b}", "${x%.py}", "${x//a/b}", "${x^^}", "${a[0]}", "${a[@]}", "${x:1:2}", "$1"],
+)
+def test_plain_parameter_expansions_are_followed(word: str) -> None:
+    assert not analyze(f"echo {word}").unprovable
+
+
+@pytest.mark.parametrize(
+    "word",
+    ["${x:-$(id)}", "${x@P}", "${!x}", "${a[i]}", "${x:y}", "${x:-`id`}", "${x/a/$(id)}", "${x:-${y}}"],
+)
+def test_parameter_expansions_that_can_run_code_are_unprovable(word: str) -> None:
+    assert analyze(f"echo {word}").unprovable, word
+
+
+@pytest.mark.parametrize(
+    ("command", "neutral"),
+    [
+        ("true", True),
+        ("cd src", True),
+        ("wait", True),
+        ("wait -n %1", True),
+        ("wait -p v", False),
+        ("exit 1", True),
+        ("exit $x", False),
+        ("set -euo pipefail", True),
+        ("set -- a", False),
+        ("pwd -P", True),
+        ("command -v git", False),
+        ("echo hi", False),
+        ("read x", False),
+    ],
+)
+def test_only_inert_builtins_need_no_rule(command: str, neutral: bool) -> None:
+    (cmd,) = analyze(command).commands
+    assert cmd.neutral is neutral, command
+
+
+@pytest.mark.parametrize(
+    ("command", "cwd"),
+    [
+        ("ls", (".",)),
+        ("cd src && ls", (".", "src")),
+        ("cd src; cd ../lib; ls", (".", "src", "../lib", "lib")),
+        ("(cd src) && ls", (".",)),
+        ("cd src | true; ls", (".",)),
+        ("echo $(cd src); ls", (".",)),
+        ('cd "$d"; ls', None),
+        ("cd; ls", None),
+        ("cd -; ls", None),
+        ("popd; ls", None),
+        ("for i in 1; do cd src; done; ls", None),
+    ],
+)
+def test_the_working_directory_is_followed(command: str, cwd: tuple[str, ...] | None) -> None:
+    last = analyze(command).commands[-1]
+    assert last.argv == ("ls",)
+    assert last.cwd == cwd
+
+
+def test_a_loop_with_cd_loses_the_directory_from_its_start() -> None:
+    a = analyze("for i in 1 2; do echo x > f; cd .jido; done")
+    assert a.redirects[0].cwd is None
+
+
+def test_sh_c_inherits_the_directory() -> None:
+    a = analyze("cd .git/hooks && sh -c 'echo x > pre-commit'")
+    assert a.redirects[0].cwd == (".", ".git/hooks")
+
+
+def test_shells_reading_stdin_are_unprovable() -> None:
+    assert analyze("echo id | sh").unprovable
+    assert analyze("bash script.sh").unprovable
+    assert not analyze("bash -c 'ls'").unprovable
