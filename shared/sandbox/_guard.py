@@ -145,47 +145,70 @@ def _node(name: str, dirfd: int, budget: _Budget, what: str) -> Node:
     return Present(_kind(st.st_mode))  # a device, socket or fifo: kept as it is
 
 
-def _open_parent(root_fd: int, parts: tuple[str, ...]) -> int | None:
-    """The directory holding ``parts[-1]``, through real directories only; ``None`` when there is none."""
-    fd = os.dup(root_fd)
-    for name in parts[:-1]:
-        try:
-            nxt = os.open(name, _DIR_FLAGS, dir_fd=fd)
-        except OSError:
-            os.close(fd)
-            return None
-        os.close(fd)
-        fd = nxt
-    return fd
+def _expand(root: str, rels: tuple[str, ...]) -> list[str]:
+    """``rels``, plus each symlink on the way to one of them and the place that symlink leads to.
+
+    A repository may itself have ``.github -> ci/github``: the link is kept as
+    it is (a change to it is undone), and the protected path is followed to
+    ``ci/github/workflows`` when that is inside the root.
+    """
+    out: list[str] = []
+    for rel in rels:
+        out.append(rel)
+        parts = PurePosixPath(rel).parts
+        for i in range(1, len(parts)):
+            ancestor = os.path.join(root, *parts[:i])
+            if os.path.islink(ancestor):
+                out.append("/".join(parts[:i]))
+                real = os.path.realpath(os.path.join(root, rel))
+                if real != root and _within(real, root):
+                    out.append(os.path.relpath(real, root))
+                break
+    return list(dict.fromkeys(out))
+
+
+def _within(path: str, base: str) -> bool:
+    p, b = PurePosixPath(path).parts, PurePosixPath(base).parts
+    return p[: len(b)] == b
 
 
 def capture(root: str, rels: tuple[str, ...], *, full: bool = True) -> dict[str, Node]:
-    """The state of each protected ``rel`` under ``root``.
+    """The state of each protected ``rel`` under ``root`` (and of the symlinks on the way to one).
 
-    ``full``: content too (raises :class:`TooLarge`); else a directory or file
-    too large to capture is recorded as :class:`Present`. A protected path
-    reached only through a symlink is recorded as missing: the repair removes
-    whatever makes it reachable.
+    ``full``: files with their bytes and directories with their trees (raises
+    :class:`TooLarge`); else a directory or file is recorded as
+    :class:`Present` (bubblewrap binds it read-only: only its kind matters).
+    A protected path behind a symlink is not recorded itself: the link is, and
+    so is where it leads inside the root (:func:`_expand`).
     """
     out: dict[str, Node] = {}
     root_fd = os.open(root, _DIR_FLAGS)
     try:
-        for rel in rels:
+        for rel in _expand(root, rels):
             parts = PurePosixPath(rel).parts
-            parent = _open_parent(root_fd, parts)
-            if parent is None:
-                out[rel] = Missing()
-                continue
+            fd = os.dup(root_fd)
             try:
-                try:
-                    out[rel] = _node(parts[-1], parent, _Budget(), rel)
-                except TooLarge:
-                    if full:
-                        raise
-                    st = _lstat(parts[-1], parent)
-                    out[rel] = Present(_kind(st.st_mode)) if st else Missing()
+                blocked: str | None = None
+                for name in parts[:-1]:
+                    st = _lstat(name, fd)
+                    if st is None or not stat.S_ISDIR(st.st_mode):
+                        blocked = "link" if st is not None and stat.S_ISLNK(st.st_mode) else "missing"
+                        break
+                    nxt = os.open(name, _DIR_FLAGS, dir_fd=fd)
+                    os.close(fd)
+                    fd = nxt
+                if blocked == "link":
+                    continue
+                if blocked == "missing":
+                    out[rel] = Missing()
+                    continue
+                st = _lstat(parts[-1], fd)
+                if not full and st is not None and not stat.S_ISLNK(st.st_mode):
+                    out[rel] = Present(_kind(st.st_mode))
+                else:
+                    out[rel] = _node(parts[-1], fd, _Budget(), rel)
             finally:
-                os.close(parent)
+                os.close(fd)
     finally:
         os.close(root_fd)
     return out
@@ -314,12 +337,10 @@ class Guard:
             if held is None:
                 held = self._held[root] = _Held(capture(root, rels, full=full), full)
             elif full and not held.full:
-                # a bubblewrap call holds the snapshot: Landlock needs the contents it did not keep
-                big = [
-                    r for r, n in held.before.items() if isinstance(n, Present) and n.kind in ("dir", "file")
-                ]
-                if big:
-                    raise TooLarge(big[0])
+                # bubblewrap calls hold the snapshot (kinds only; they cannot change what exists):
+                # Landlock needs the contents, which are still the ones from before them
+                kinds = tuple(r for r, n in held.before.items() if isinstance(n, Present))
+                held.before.update(capture(root, kinds, full=True))
                 held.full = True
             missing = tuple(r for r in rels if r not in held.before)
             if missing:

@@ -110,6 +110,16 @@ async def test_protected_path_cannot_be_created_or_changed(box: Box, rel: str) -
     assert b"PWNED" not in (box.root / rel).read_bytes() if (box.root / rel).is_file() else True
 
 
+async def test_a_protected_path_behind_the_repositorys_symlink(box: Box) -> None:
+    (box.root / "ci" / "github").mkdir(parents=True)
+    (box.root / ".github").symlink_to("ci/github")
+    await sh(
+        box.policy, "mkdir -p .github/workflows && echo 'on: push' > .github/workflows/evil.yml; echo done"
+    )
+    assert not (box.root / "ci" / "github" / "workflows").exists()
+    assert (box.root / ".github").is_symlink()
+
+
 async def test_moving_git_away_does_not_plant_hooks(box: Box) -> None:
     await sh(
         box.policy,

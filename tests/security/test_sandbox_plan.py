@@ -229,3 +229,49 @@ def test_doctor_shows_the_sandbox_in_force_and_runs_a_check(
         monkeypatch.undo()
         sandbox.detect(refresh=True)
     assert refused.exit_code == 1 and "unavailable" in refused.output
+
+
+def test_a_repositorys_own_symlink_is_kept_and_followed(tmp_path: Path) -> None:
+    root = make_project(tmp_path / "proj")
+    (root / "ci" / "github").mkdir(parents=True)
+    os.symlink("ci/github", root / ".github")
+    before = sandbox.capture(str(root), (".github/workflows",))
+    assert set(before) == {".github", "ci/github/workflows"}  # the link itself, and where it leads
+    (root / "ci" / "github" / "workflows").mkdir()
+    (root / "ci" / "github" / "workflows" / "evil.yml").write_text("on: push")
+    assert sandbox.repair(str(root), before) == ["ci/github/workflows"]
+    assert os.readlink(root / ".github") == "ci/github"  # the user's link stays
+    (root / ".github").unlink()
+    (root / ".github" / "workflows").mkdir(parents=True)
+    assert ".github" in sandbox.repair(str(root), before)
+    assert os.readlink(root / ".github") == "ci/github"
+
+
+def test_public_surface() -> None:
+    assert set(sandbox.__all__) == {
+        "ENV_ALLOWLIST",
+        "GIT_PINS",
+        "GUARD",
+        "INSTALL_HINT",
+        "LAUNCHER",
+        "PROTECTED",
+        "Capabilities",
+        "Choice",
+        "Guard",
+        "Launch",
+        "Mount",
+        "TooLarge",
+        "bwrap_argv",
+        "capture",
+        "choose",
+        "detect",
+        "effective_settings",
+        "hidden_paths",
+        "landlock_abi",
+        "prepare",
+        "protected_rels",
+        "read_cover",
+        "repair",
+        "sandbox_env",
+    }
+    assert all(hasattr(sandbox, name) for name in sandbox.__all__)
