@@ -115,6 +115,27 @@ def _tainted(taint: _Taint, path: str, me: int) -> bool:
     return any(i != me and (t == ALL or is_within(path, t)) for i, t in taint)
 
 
+def _through_new_link(policy: Policy, label: str) -> Decision:
+    """A path that may be a link made earlier in the call: its target is unknown.
+
+    With path deny rules in force that is a *deny* (an approving human could
+    otherwise read a denied file through ``ln -s . l; cat l/secrets/k``);
+    in separate calls the link exists and is resolved.
+    """
+    rules = [r.raw for r in policy.deny if _covers(r, (*_READ_TOOLS, *_WRITE_TOOLS))]
+    if rules:
+        return Decision(
+            effect=Effect.DENY,
+            reason=f"{label}: may go through a link made earlier in the same command, so the deny rules "
+            f"({', '.join(rules)}) cannot be checked; run these commands in separate calls",
+            rule=rules[0],
+        )
+    return Decision(
+        effect=Effect.ASK,
+        reason=f"{label}: may go through a link made earlier in the same command; its target is unknown",
+    )
+
+
 # --- one path ------------------------------------------------------------------------------
 
 
@@ -135,7 +156,7 @@ def _judge_path(
     candidates = (lexical, resolved)
     reads = kind in ("read", "read_tree", "mention", "link", "cwd")
     writes = kind == "write"
-    tree = kind == "read_tree"
+    tree = kind in ("read_tree", "link")  # a link to a directory exposes all of it
     root, home = policy.root, policy.home
 
     def hits(rule: PermissionRule) -> bool:
@@ -259,15 +280,10 @@ def _path_decisions(
     reader = not any(u.kind == "mention" for u in ops.uses)
 
     def judge(path: str, kind: str, label: str) -> None:
-        if kind != "link" and _tainted(taint, path, me):
-            out.append(
-                Decision(
-                    effect=Effect.ASK,
-                    reason=f"{label}: may be a link created earlier in the same command; target unknown",
-                )
-            )
-            return
         d = _judge_path(policy, path, kind, label=label, reader=reader)
+        tainted = kind not in ("link", "mention") and _tainted(taint, path, me)
+        if (d is None or d.effect is not Effect.DENY) and tainted:
+            d = _through_new_link(policy, label)
         if d is not None:
             out.append(d)
 
@@ -323,7 +339,7 @@ def _cwd_decision(policy: Policy, cmd: ShellCommand, taint: _Taint, me: int) -> 
         if policy.sandbox.base_of(os.path.realpath(lexical)) is None:
             return Decision(effect=Effect.ASK, reason=f"{cmd.text!r} runs in {c}, outside the project")
         if _tainted(taint, lexical, me):
-            return Decision(effect=Effect.ASK, reason=f"{cmd.text!r} runs in {c}, which may be a new link")
+            return _through_new_link(policy, f"{cmd.text!r} runs in {c}, which")
     return None
 
 
@@ -372,16 +388,13 @@ def _redirect_decision(policy: Policy, red: Redirect, taint: _Taint) -> Decision
         return Decision(effect=Effect.ASK, reason=f"{label}: the target {located}")
     found: list[Decision] = []
     for path in located:
-        if _tainted(taint, path, -1):
-            found.append(
-                Decision(effect=Effect.ASK, reason=f"{label}: may be a link created in the same command")
-            )
-            continue
         kinds = ("read", "write") if red.op == "<>" else ("write",) if red.write else ("read",)
         for kind in kinds:
             d = _judge_path(policy, path, kind, label=label, redirect=True)
             if d is not None:
                 found.append(d)
+        if _tainted(taint, path, -1):
+            found.append(_through_new_link(policy, label))
     return worst(found) if found else Decision(effect=Effect.ALLOW, reason="redirection inside the sandbox")
 
 

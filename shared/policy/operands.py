@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Final, Literal
 
@@ -146,6 +147,8 @@ class _Spec:
     writes_operands: bool = False
     #: Operands to skip at the start (``chmod MODE file``) unless ``--reference`` is given.
     skip_lead: int = 0
+    #: ``PROG in out``: the second operand is written (``uniq``, ``xxd``).
+    second_writes: bool = False
 
 
 def _f(*names: str) -> frozenset[str]:
@@ -243,11 +246,16 @@ _READERS: Final[dict[str, _Spec]] = {
     "nl": _Spec(values=_f("-b", "-d", "-f", "-h", "-i", "-l", "-n", "-s", "-v", "-w")),
     "head": _N,
     "tail": _N,
-    "less": _Spec(values=_f("-b", "-h", "-j", "-o", "-O", "-p", "-P", "-t", "-T", "-x", "-y", "-z")),
+    "less": _Spec(
+        values=_f(
+            "-b", "-h", "-j", "-o", "-O", "-p", "-P", "-t", "-T", "-x", "-y", "-z", "--log-file", "--LOG-FILE"
+        ),
+        writes=_f("-o", "-O", "--log-file", "--LOG-FILE"),
+    ),
     "more": _SIMPLE,
     "wc": _Spec(reads=_f("--files0-from")),
     "od": _Spec(values=_f("-A", "-j", "-N", "-t", "-w", "-S")),
-    "xxd": _Spec(values=_f("-c", "-g", "-l", "-o", "-s", "-n")),
+    "xxd": _Spec(values=_f("-c", "-g", "-l", "-o", "-s", "-n"), second_writes=True),
     "hexdump": _Spec(values=_f("-e", "-f", "-n", "-s"), reads=_f("-f")),
     "strings": _Spec(values=_f("-n", "-t", "-e")),
     "file": _Spec(values=_f("-m", "-f", "-F", "-P"), reads=_f("-m", "-f")),
@@ -270,7 +278,7 @@ _READERS: Final[dict[str, _Spec]] = {
         reads=_f("-X", "--exclude-from"),
         tree_when=_f("-r", "--recursive"),
     ),
-    "uniq": _Spec(values=_f("-f", "-s", "-w")),
+    "uniq": _Spec(values=_f("-f", "-s", "-w"), second_writes=True),
     "fold": _Spec(values=_f("-w")),
     "fmt": _Spec(values=_f("-w", "-p")),
     "column": _Spec(values=_f("-s", "-c", "-o", "-t", "-N")),
@@ -429,9 +437,9 @@ def _reader(argv: tuple[str, ...], spec: _Spec, out: Operands) -> None:
         kind: UseKind = "write"
     else:
         kind = "read_tree" if spec.tree or (names & spec.tree_when) else "read"
-    for i in ops:
+    for n, i in enumerate(ops):
         if argv[i] != "-":
-            out.uses.append(_use(argv, i, kind))
+            out.uses.append(_use(argv, i, "write" if spec.second_writes and n == 1 else kind))
     if not ops and (spec.default_dot or (kind == "read_tree" and spec.tree_when)):
         out.uses.append(PathUse(0, ".", kind, whole=False))
 
@@ -501,6 +509,8 @@ def _transfer(argv: tuple[str, ...], base: str, out: Operands) -> None:
         src_kind = "read_tree"
     for i in sources:
         out.uses.append(_use(argv, i, src_kind))
+        if base == "mv":
+            out.uses.append(_use(argv, i, "read_tree"))  # what moves is exposed at its new name
     out.transfer = Transfer(
         sources=tuple((i, argv[i]) for i in sources),
         dest=dest,
@@ -652,11 +662,7 @@ def _git(argv: tuple[str, ...], out: Operands) -> None:
         for k in ops:
             out.uses.append(PathUse(at(k), rest[k], "read"))
     elif sub == "grep":
-        paths = [k for k in ops[1:] if rest[k] != "--"] if not (names & {"-e", "-f"}) else ops
-        for k in paths:
-            out.uses.append(PathUse(at(k), rest[k], "read_tree"))
-        if not paths:
-            out.uses.append(PathUse(0, ".", "read_tree", whole=False))
+        _git_grep(rest, at, out)
     else:
         for k in ops:
             word = rest[k]
@@ -668,6 +674,28 @@ def _git(argv: tuple[str, ...], out: Operands) -> None:
             out.uses.append(PathUse(at(k), word, "mention"))
     if sub in _GIT_TREE_WRITERS:
         out.links.append((0, ALL))
+
+
+_GIT_GREP_VALUES: Final = _f(
+    "-e", "-f", "-A", "-B", "-C", "-m", "--max-count", "--max-depth", "--threads", "--context",
+    "--after-context", "--before-context", "--color", "--open-files-in-pager", "-O",
+)  # fmt: skip
+
+
+def _git_grep(rest: tuple[str, ...], at: Callable[[int], int], out: Operands) -> None:
+    """``git grep [opts] [pattern] [tree…] [--] [pathspec…]``: the pathspecs are read (tracked files)."""
+    split = rest.index("--") if "--" in rest else len(rest)
+    ops, opts = _parse(rest[:split], _GIT_GREP_VALUES)
+    if not ({o[1] for o in opts} & {"-e", "-f"}) and ops:
+        ops = ops[1:]  # the pattern
+    if split < len(rest):
+        paths = list(range(split + 1, len(rest)))
+    else:
+        paths = ops  # trees and pathspecs: a tree name reads as a path that does not exist
+    for k in paths:
+        out.uses.append(PathUse(at(k), rest[k], "read_tree"))
+    if not paths:
+        out.uses.append(PathUse(0, ".", "read_tree", whole=False))
 
 
 def _curl(argv: tuple[str, ...], base: str, out: Operands) -> None:

@@ -450,4 +450,29 @@ def inert(argv: tuple[str, ...], literal: bool) -> bool:
         return literal and all(a in ("-n", "-f") or _JOB.fullmatch(a) for a in args)
     if name == "set":
         return literal and all(_SET_SAFE.fullmatch(a) for a in args)
+    if name in ("test", "["):
+        # file tests and comparisons (no arithmetic evaluation in test); -v/-R look up variables
+        return not any(a in ("-v", "-R") for a in args)
+    if name == "read":
+        return literal and _plain_read(args)
     return False
+
+
+_READ_VALUE: Final = frozenset({"-t", "-n", "-N", "-d", "-p", "-u"})
+_NAME: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def _plain_read(args: tuple[str, ...]) -> bool:
+    """``read [-rs] [-t N] … name…`` assigning plain variables (no ``-a``, no subscripts)."""
+    i = 0
+    while i < len(args) and args[i].startswith("-") and args[i] != "--":
+        opt = args[i]
+        if opt in _READ_VALUE:
+            i += 2
+            continue
+        if not re.fullmatch(r"-[rse]+", opt):
+            return False
+        i += 1
+    if i < len(args) and args[i] == "--":
+        i += 1
+    return all(_NAME.fullmatch(a) for a in args[i:])

@@ -323,8 +323,38 @@ def _tilde(raw: str) -> bool:
     return _ASSIGNMENT_LIKE.match(raw) is not None and re.search(r"[=:]~", raw) is not None
 
 
+_QUOTED_HEREDOC: Final = re.compile(
+    r"<<(-?)([ \t]*)(?:(['\"])([A-Za-z_][A-Za-z0-9_]*)\3|\\([A-Za-z_][A-Za-z0-9_]*))"
+)
+
+
+def _unquote_heredocs(command: str) -> tuple[str, frozenset[int]]:
+    """bashlex reads ``<<'EOF'`` as wanting a line ``'EOF'``: blank the quotes out (same length).
+
+    Returns the text to parse and where each quoted delimiter word now starts
+    (its body is literal: no expansion is checked there).
+    """
+    starts: list[int] = []
+
+    def blank(m: re.Match[str]) -> str:
+        name = m.group(4) or m.group(5)
+        head = "<<" + m.group(1) + m.group(2)
+        starts.append(m.start() + len(head) + 1)
+        tail = " " if m.group(4) else ""
+        return head + " " + name + tail
+
+    return _QUOTED_HEREDOC.sub(blank, command), frozenset(starts)
+
+
 class _Walker:
-    def __init__(self, source: str, depth: int, cwd: tuple[str, ...] | None) -> None:
+    def __init__(
+        self,
+        source: str,
+        depth: int,
+        cwd: tuple[str, ...] | None,
+        quoted_heredocs: frozenset[int] = frozenset(),
+    ) -> None:
+        self.quoted_heredocs = quoted_heredocs
         self.src = source
         self.depth = depth
         self.commands: list[ShellCommand] = []
@@ -429,7 +459,8 @@ class _Walker:
         if op in ("<<", "<<-"):
             body = r.heredoc.value if r.heredoc is not None else ""
             delim_raw = self.raw(target) if hasattr(target, "pos") else ""
-            if not any(q in delim_raw for q in "'\"\\") and ("$" in body or "`" in body):
+            quoted = hasattr(target, "pos") and target.pos[0] in self.quoted_heredocs
+            if not quoted and not any(q in delim_raw for q in "'\"\\") and ("$" in body or "`" in body):
                 raise _Unprovable("here-document with expansions")
             return
         if op == "<<<":
@@ -508,7 +539,7 @@ class _Walker:
             reason = env_flag(name)
             if reason:
                 flags.append(reason)
-        if words[0].dynamic or any(c in _unquoted(raws[0]) for c in "*?[{"):
+        if words[0].dynamic or (raws[0] != "[" and any(c in _unquoted(raws[0]) for c in "*?[{")):
             raise _Unprovable("the program name is computed at run time")
         for raw in raws:
             unq = _unquoted(raw)
@@ -569,7 +600,11 @@ class _Walker:
         if base in OPTION_CHECKED:
             if any(w.dynamic for w in words[1:]):
                 flags.append(f"{base} arguments computed at run time could carry program-valued options")
-            if any(w.glob for w in words[1:]):
+            if any(
+                w.glob and _unquoted(r)[:1] in ("*", "?", "[")
+                for w, r in zip(words[1:], raws[1:], strict=True)
+            ):
+                # src/*.py only expands to names starting with src/; *.py may expand to "-e…"
                 flags.append(f"{base} arguments expanded from file names could carry options")
             if open_args:
                 flags.append(f"{base} gets extra arguments at run time (xargs)")
@@ -776,9 +811,10 @@ def analyze(command: str, *, _depth: int = 0, _cwd: tuple[str, ...] | None = ROO
         return ShellAnalysis(source=command, unprovable=("arithmetic expansion $[ … ]",))
     if not command.strip():
         return ShellAnalysis(source=command, unprovable=("empty command",))
-    walker = _Walker(command, _depth, _cwd)
+    text, quoted_heredocs = _unquote_heredocs(command) if "<<" in command else (command, frozenset[int]())
+    walker = _Walker(text, _depth, _cwd, quoted_heredocs)
     try:
-        trees = bashlex.parse(command)
+        trees = bashlex.parse(text)
         for tree in trees:
             walker.node(tree)
     except _Unprovable as exc:

@@ -152,6 +152,13 @@ CASES: list[tuple[str, list[str], list[str], str, tuple[Effect, ...]]] = [
     ("git-show-rev-path-deny", ["Bash(git:*)"], ["Read(secrets/**)"], "git show HEAD:secrets/k", DENY),
     ("cp-out-of-deny", ["Bash(cp:*)"], ["Read(secrets/**)"], "cp secrets/k src/leak", DENY),
     ("write-edit-deny", ["Bash(echo:*)"], ["Edit(src/**)"], "echo x > src/a.py", DENY),
+    ("ln-dot-then-read-deny", ["Bash(ln:*)", "Bash(cat:*)"], ["Read(secrets/**)"], "ln -s . loop; cat loop/secrets/k", DENY),
+    ("ln-denied-dir", ["Bash(ln:*)"], ["Read(secrets/**)"], "ln -s secrets s", DENY),
+    ("mv-denied-dir-then-read", ["Bash(mv:*)", "Bash(cat:*)"], ["Read(secrets/**)"], "mv secrets s2 && cat s2/k", DENY),
+    ("checkout-then-read-with-deny", ["Bash(git:*)", "Bash(cat:*)"], ["Read(secrets/**)"], "git checkout evil && cat notes", DENY),
+    ("less-log-file", ["Bash(less:*)"], [], "less -o /tmp/outside/x src/a.py", SAFE),
+    ("uniq-second-operand", ["Bash(uniq:*)"], [], "uniq src/a.py .git/config", DENY),
+    ("xxd-second-operand", ["Bash(xxd:*)"], [], "xxd -r src/a.py /tmp/outside/x", SAFE),
     # --- a deny is never demoted to an ask ---------------------------------------------------------------
     ("deny-after-dbl-bracket", ["Bash"], ["Bash(touch:*)"], "[[ 1 ]]; touch X", DENY),
     ("deny-after-case", ["Bash"], ["Bash(touch:*)"], "case x in x) :;; esac; touch X", DENY),
@@ -179,6 +186,13 @@ CASES: list[tuple[str, list[str], list[str], str, tuple[Effect, ...]]] = [
     ("ok-sort-o-inside", ["Bash(sort:*)"], [], "sort -o sorted.txt src/a.py", ALLOW),
     ("ok-diff-process-subst", ["Bash(diff:*)", "Bash(ls:*)"], [], "diff <(ls src) <(ls payload)", ALLOW),
     ("ok-quoted-denied-words", ["Bash(echo:*)"], ["Bash(touch:*)"], "echo 'a; touch x'", ALLOW),
+    ("ok-quoted-heredoc", ["Bash(cat:*)"], [], "cat > src/new.py <<'EOF'\nprint($x)\nEOF", ALLOW),
+    ("ok-sed-in-place-glob", ["Bash(sed:*)"], [], "sed -i 's/a/b/g' src/*.py", ALLOW),
+    ("ok-test-bracket", ["Bash(mkdir:*)"], [], "[ -d src ] || mkdir src", ALLOW),
+    ("ok-read-loop", ["Bash(echo:*)"], [], "while read -r line; do echo $line; done < src/a.py", ALLOW),
+    ("ok-git-stash-pull", ["Bash(git:*)"], ["Read(secrets/**)"], "git stash && git pull --rebase && git stash pop", ALLOW),
+    ("ok-git-grep-pathspec", ["Bash(git:*)"], ["Read(secrets/**)"], "git grep -n foo -- src", ALLOW),
+    ("ok-commit-message-with-path", ["Bash(git:*)"], [], 'git commit -am "fix /etc/passwd parsing"', ALLOW),
 ]  # fmt: skip
 
 

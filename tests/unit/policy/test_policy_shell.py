@@ -230,7 +230,12 @@ def test_parameter_expansions_that_can_run_code_are_unprovable(word: str) -> Non
         ("pwd -P", True),
         ("command -v git", False),
         ("echo hi", False),
-        ("read x", False),
+        ("read -r x y", True),
+        ("read -a x", False),
+        ("read 'a[$(id)]'", False),
+        ("test -f x", True),
+        ("[ -d x ]", True),
+        ("test -v x", False),
     ],
 )
 def test_only_inert_builtins_need_no_rule(command: str, neutral: bool) -> None:
