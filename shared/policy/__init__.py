@@ -1,10 +1,19 @@
 """The project policy (seed 000 ``Project.Policy``, seed 001 permissions): a pure core.
 
 - :mod:`.paths`: the path sandbox (root, outside directories, sensitive and protected files)
-- :mod:`.rules`: ``Tool(pattern)`` permission rules and their parser
-- :mod:`.shell`: shell command analysis with bashlex
-- :mod:`.decision`: :class:`Policy` and :func:`authorize` (deny beats ask beats allow)
+- :mod:`.rules`: ``Tool(pattern)`` permission rules, their parser and their path anchors
+- :mod:`.model`: :class:`Effect`, :class:`Decision`, :class:`Policy`
+- :mod:`.shell`: shell command analysis with bashlex (commands, words, redirections, working directory)
+- :mod:`.programs`: program-valued options and which builtins are inert
+- :mod:`.scripts`: sed scripts and awk programs that run commands or touch files
+- :mod:`.operands`: which words of a command name files, and how each is used
+- :mod:`.commands`: the bash decision (commands, paths, links made in the call)
+- :mod:`.fallback`: deny rules against a crude split of the whole string
+- :mod:`.decision`: :func:`authorize` (deny beats ask beats allow)
 - :mod:`.loader`: the policy of a project from its settings.json layers
+
+``docs/security.md`` ("Shell analysis") says what the bash reading claims and
+what it does not; decision 0120 why it is built this way.
 """
 
 from __future__ import annotations
