@@ -36,7 +36,7 @@
 
 from __future__ import annotations
 
-import glob
+import fnmatch
 import os
 from collections.abc import Mapping
 from typing import Any, Final
@@ -55,6 +55,8 @@ _WRITE_TOOLS: Final = ("write_file", "edit_file")
 _DEV_OK: Final = frozenset({"/dev/null", "/dev/stdin", "/dev/stdout", "/dev/stderr", "/dev/tty", "/dev/zero"})
 #: Bash matches a glob against the file system; more matches than this are asked.
 MAX_GLOB_MATCHES: Final = 256
+#: …and so is a glob whose expansion would scan more directory entries than this.
+MAX_GLOB_ENTRIES: Final = 20_000
 _LITERAL: Final = Word()
 #: Taint entries: (index of the command that may create links there, absolute prefix or ALL).
 _Taint = list[tuple[int, str]]
@@ -68,14 +70,40 @@ def _covers(rule: PermissionRule, tools: tuple[str, ...]) -> bool:
 
 
 def _expand(base: str, pattern: str) -> list[str] | None:
-    """bash's expansion of ``pattern`` relative to ``base`` (``None``: too many matches)."""
-    full = pattern if os.path.isabs(pattern) else os.path.join(glob.escape(base), pattern)
-    out: list[str] = []
-    for match in glob.iglob(full):
-        out.append(os.path.normpath(match))
-        if len(out) > MAX_GLOB_MATCHES:
+    """bash's expansion of ``pattern`` relative to ``base``; ``None`` when it is too large to follow.
+
+    Walks one component at a time with a budget of directory entries, so a
+    pattern such as ``/*/*/*/*/x`` costs a bounded amount of work, never a
+    walk of the file system. Like bash without ``dotglob``, a name starting
+    with ``.`` matches only a component that starts with ``.``.
+    """
+    budget = MAX_GLOB_ENTRIES
+    current = ["/"] if os.path.isabs(pattern) else [base]
+    for part in pattern.split("/"):
+        if part in ("", "."):
+            continue
+        if not any(c in part for c in "*?["):
+            current = [os.path.join(c, part) for c in current]
+            continue
+        rx = part.replace("[^", "[!")  # bash reads [^…] as [!…]
+        found: list[str] = []
+        for directory in current:
+            try:
+                entries = list(os.scandir(directory))
+            except OSError:
+                continue
+            budget -= len(entries)
+            if budget < 0:
+                return None
+            found.extend(
+                os.path.join(directory, e.name)
+                for e in entries
+                if (part.startswith(".") or not e.name.startswith(".")) and fnmatch.fnmatchcase(e.name, rx)
+            )
+        current = found
+        if len(current) > MAX_GLOB_MATCHES:
             return None
-    return sorted(out)
+    return sorted(os.path.normpath(p) for p in current if os.path.lexists(p))
 
 
 def _locate(
@@ -104,7 +132,9 @@ def _locate(
         if whole and word.glob:
             matches = _expand(base, text)
             if matches is None:
-                return f"matches more than {MAX_GLOB_MATCHES} files"
+                return (
+                    f"matches more than {MAX_GLOB_MATCHES} files (or scans over {MAX_GLOB_ENTRIES} entries)"
+                )
             out.extend(matches or [lexical])
         else:
             out.append(lexical)

@@ -9,6 +9,7 @@ system is tested through the bus in ``test_policy_bus.py``.
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
@@ -352,3 +353,11 @@ def test_writes_outside_or_into_protected_files_are_never_allowed(
     policy = _policy(project, ["Bash(echo:*)", "Bash(cp:*)", "Bash(tee:*)", "Bash(sort:*)", "Bash(dd:*)"], [])
     command = via.format(t=target)
     assert authorize(policy, "bash", {"command": command}).effect is not Effect.ALLOW, command
+
+
+def test_a_glob_over_the_whole_file_system_costs_little(project: Path) -> None:
+    policy = _policy(project, ["Bash(cat:*)"], [])
+    started = time.monotonic()
+    d = authorize(policy, "bash", {"command": "cat /*/*/*/*/*/*/*/nothing-here"})
+    assert d.effect is Effect.ASK
+    assert time.monotonic() - started < 2.0  # a bounded scan, not a walk of the file system
