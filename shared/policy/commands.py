@@ -145,6 +145,24 @@ def _tainted(taint: _Taint, path: str, me: int) -> bool:
     return any(i != me and (t == ALL or is_within(path, t)) for i, t in taint)
 
 
+def _unknown_path(policy: Policy, kind: str, label: str) -> Decision:
+    """A path the analysis cannot know (computed at run time, after a lost ``cd``, from ``xargs``).
+
+    *ask*, or *deny* when deny rules of its kind exist: an approving human
+    could otherwise reach a denied file (``cd sec*; cat k``).
+    """
+    tools = _WRITE_TOOLS if kind == "write" else _READ_TOOLS
+    rules = [r.raw for r in policy.deny if _covers(r, tools)]
+    if rules:
+        return Decision(
+            effect=Effect.DENY,
+            reason=f"{label}; it cannot be checked against the deny rules ({', '.join(rules)}): "
+            "name the path literally",
+            rule=rules[0],
+        )
+    return Decision(effect=Effect.ASK, reason=label)
+
+
 def _through_new_link(policy: Policy, label: str) -> Decision:
     """A path that may be a link made earlier in the call: its target is unknown.
 
@@ -323,16 +341,22 @@ def _path_decisions(
         located = _locate(policy, use.text, word, use.whole, cmd.cwd)
         if isinstance(located, str):
             if use.kind != "mention" or word.tilde:
-                out.append(Decision(effect=Effect.ASK, reason=f"{label}: the path {located}"))
+                out.append(_unknown_path(policy, use.kind, f"{label}: the path {located}"))
             continue
         for path in located:
             judge(path, use.kind, label)
+    if cmd.open_args and ops.known and os.path.basename(cmd.argv[0]) not in NON_FILE:
+        found = [
+            _unknown_path(policy, k, f"{text!r} gets file names at run time (xargs)")
+            for k in ops.operand_kinds
+        ]
+        out.append(worst(found))
     tr = ops.transfer
     if tr is not None:
         targets = _transfer_targets(policy, cmd, tr)
         label = f"{text!r}"
         if isinstance(targets, str):
-            out.append(Decision(effect=Effect.ASK, reason=f"{label}: {targets}"))
+            out.append(_unknown_path(policy, "write", f"{label}: {targets}"))
         else:
             written, spread = targets
             for path in written:
@@ -413,9 +437,12 @@ def _command_decision(policy: Policy, cmd: ShellCommand, ops: Operands, taint: _
 
 def _redirect_decision(policy: Policy, red: Redirect, taint: _Taint) -> Decision:
     label = f"redirection {red.op} {red.target}"
+    kind = "write" if red.write else "read"
+    if red.dynamic:
+        return _unknown_path(policy, kind, f"{label}: the target is computed at run time")
     located = _locate(policy, red.target, Word(tilde=red.tilde), False, red.cwd)
     if isinstance(located, str):
-        return Decision(effect=Effect.ASK, reason=f"{label}: the target {located}")
+        return _unknown_path(policy, kind, f"{label}: the target {located}")
     found: list[Decision] = []
     for path in located:
         kinds = ("read", "write") if red.op == "<>" else ("write",) if red.write else ("read",)

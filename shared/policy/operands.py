@@ -70,6 +70,10 @@ class Operands:
     transfer: Transfer | None = None
     #: Paths that may become links during the call: (word index, text); ``text == ALL`` for the tree.
     links: list[tuple[int, str]] = field(default_factory=list)
+    #: The program is in the tables (its file operands are known); else its words are mentions.
+    known: bool = True
+    #: What the program does with an operand (``xargs`` appends operands at run time).
+    operand_kinds: tuple[UseKind, ...] = ("read",)
 
 
 #: Programs whose arguments are not file names.
@@ -437,6 +441,7 @@ def _reader(argv: tuple[str, ...], spec: _Spec, out: Operands) -> None:
         kind: UseKind = "write"
     else:
         kind = "read_tree" if spec.tree or (names & spec.tree_when) else "read"
+    out.operand_kinds = (kind, "write") if spec.second_writes else (kind,)
     for n, i in enumerate(ops):
         if argv[i] != "-":
             out.uses.append(_use(argv, i, "write" if spec.second_writes and n == 1 else kind))
@@ -445,6 +450,7 @@ def _reader(argv: tuple[str, ...], spec: _Spec, out: Operands) -> None:
 
 
 def _find(argv: tuple[str, ...], out: Operands) -> None:
+    out.operand_kinds = ("read_tree",)
     i = 1
     while i < len(argv) and argv[i] in ("-H", "-L", "-P"):
         i += 1
@@ -460,6 +466,7 @@ def _find(argv: tuple[str, ...], out: Operands) -> None:
 
 def _transfer(argv: tuple[str, ...], base: str, out: Operands) -> None:
     values = {"install": _INSTALL_VALUES, "rsync": _RSYNC_VALUES}.get(base, _CP_VALUES)
+    out.operand_kinds = ("read_tree", "write")
     ops, opts = _parse(argv, values)
     names = {o[1] for o in opts}
     target = next((o for o in opts if o[1] in ("-t", "--target-directory")), None)
@@ -521,6 +528,7 @@ def _transfer(argv: tuple[str, ...], base: str, out: Operands) -> None:
 
 
 def _dd(argv: tuple[str, ...], out: Operands) -> None:
+    out.operand_kinds = ("read", "write")
     for i, w in enumerate(argv[1:], start=1):
         if w.startswith("if="):
             out.uses.append(PathUse(i, w[3:], "read", whole=False))
@@ -530,6 +538,7 @@ def _dd(argv: tuple[str, ...], out: Operands) -> None:
 
 def _sed(argv: tuple[str, ...], out: Operands) -> None:
     _, files, in_place, _ = sed_split(argv)
+    out.operand_kinds = ("write",) if in_place else ("read",)
     for i in files:
         if argv[i] != "-":
             out.uses.append(_use(argv, i, "write" if in_place else "read"))
@@ -544,6 +553,7 @@ def _awk(argv: tuple[str, ...], out: Operands) -> None:
 
 def _tar(argv: tuple[str, ...], out: Operands) -> None:
     extract = tar_extracts(argv)
+    out.operand_kinds = ("read_tree", "write")
     old_style = len(argv) > 1 and not argv[1].startswith("-")
     ops, opts = _parse(
         argv, _f("-f", "--file", "-C", "--directory", "-T", "--files-from", "-X", "--exclude-from")
@@ -570,6 +580,7 @@ def _tar(argv: tuple[str, ...], out: Operands) -> None:
 
 
 def _zip(argv: tuple[str, ...], base: str, out: Operands) -> None:
+    out.operand_kinds = ("read_tree", "write")
     if base == "unzip":
         ops, opts = _parse(argv, _f("-d", "-x"))
         dest = next(((o[0], o[2]) for o in opts if o[1] == "-d"), None)
@@ -616,6 +627,7 @@ _GIT_SUB_VALUES: Final = _f(
 
 
 def _git(argv: tuple[str, ...], out: Operands) -> None:
+    out.operand_kinds = ("read", "write")
     sub, sub_index = git_subcommand(argv)
     i = 1
     while i < (sub_index or len(argv)):
@@ -699,6 +711,7 @@ def _git_grep(rest: tuple[str, ...], at: Callable[[int], int], out: Operands) ->
 
 
 def _curl(argv: tuple[str, ...], base: str, out: Operands) -> None:
+    out.operand_kinds = ("read", "write")
     if base == "curl":
         _, opts = _parse(
             argv,
@@ -771,6 +784,7 @@ def operands(argv: tuple[str, ...]) -> Operands:
     elif base in _READERS:
         _reader(argv, _READERS[base], out)
     else:
+        out.known = False
         _unknown(argv, out)
     return out
 

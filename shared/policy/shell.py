@@ -230,6 +230,8 @@ class Redirect(BaseModel):
     write: bool
     #: bash expands the leading ``~`` of the target.
     tilde: bool = False
+    #: The target is computed at run time (``> $f``, ``< *.txt``): ``target`` is its text as written.
+    dynamic: bool = False
     #: Where the shell may be when it opens the target (see :class:`ShellCommand`).
     cwd: tuple[str, ...] | None = ROOT_CWD
 
@@ -474,12 +476,13 @@ class _Walker:
         dynamic = self.word_parts(target)
         raw = self.raw(target)
         unq = _unquoted(raw)
-        if dynamic or any(c in unq for c in "*?[{"):
-            raise _Unprovable(f"redirection {op} to a target computed at run time")
-        path = target.word
         write = op in _WRITE_OPS
         if op not in _WRITE_OPS and op not in _READ_OPS:
             raise _Unprovable(f"unsupported redirection {op!r}")
+        if dynamic or any(c in unq for c in "*?[{"):
+            self.redirects.append(Redirect(op=op, target=raw, write=write, dynamic=True, cwd=self.cwd))
+            return
+        path = target.word
         if path in _DEV_OK or re.fullmatch(r"/dev/fd/\d+", path):
             return
         self.redirects.append(

@@ -90,7 +90,6 @@ def test_quoting_keeps_one_word() -> None:
         "echo {a,b}",
         "env -S 'rm x'",
         'sh -c "$X"',
-        "ls > $OUT",
         "alias ls=rm",
         "export PATH=/tmp",
         "hash -p /tmp/evil git",
@@ -279,3 +278,9 @@ def test_shells_reading_stdin_are_unprovable() -> None:
     assert analyze("echo id | sh").unprovable
     assert analyze("bash script.sh").unprovable
     assert not analyze("bash -c 'ls'").unprovable
+
+
+def test_computed_redirect_targets_are_recorded_as_dynamic() -> None:
+    a = analyze("ls > $OUT; cat < *.txt")
+    assert not a.unprovable
+    assert [(r.op, r.target, r.dynamic) for r in a.redirects] == [(">", "$OUT", True), ("<", "*.txt", True)]
