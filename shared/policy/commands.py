@@ -36,11 +36,11 @@
 
 from __future__ import annotations
 
-import fnmatch
 import os
 from collections.abc import Mapping
 from typing import Any, Final
 
+from .expand import MAX_GLOB_ENTRIES, MAX_GLOB_MATCHES, glob_paths
 from .fallback import fallback_decision
 from .model import Decision, Effect, Policy, worst
 from .operands import ALL, NON_FILE, Operands, Transfer, operands
@@ -53,10 +53,6 @@ __all__ = ["bash_decision"]
 _READ_TOOLS: Final = ("read_file", "grep", "glob", "list_dir")
 _WRITE_TOOLS: Final = ("write_file", "edit_file")
 _DEV_OK: Final = frozenset({"/dev/null", "/dev/stdin", "/dev/stdout", "/dev/stderr", "/dev/tty", "/dev/zero"})
-#: Bash matches a glob against the file system; more matches than this are asked.
-MAX_GLOB_MATCHES: Final = 256
-#: …and so is a glob whose expansion would scan more directory entries than this.
-MAX_GLOB_ENTRIES: Final = 20_000
 _LITERAL: Final = Word()
 #: Taint entries: (index of the command that may create links there, absolute prefix or ALL).
 _Taint = list[tuple[int, str]]
@@ -67,43 +63,6 @@ def _covers(rule: PermissionRule, tools: tuple[str, ...]) -> bool:
 
 
 # --- where a word points -------------------------------------------------------------------
-
-
-def _expand(base: str, pattern: str) -> list[str] | None:
-    """bash's expansion of ``pattern`` relative to ``base``; ``None`` when it is too large to follow.
-
-    Walks one component at a time with a budget of directory entries, so a
-    pattern such as ``/*/*/*/*/x`` costs a bounded amount of work, never a
-    walk of the file system. Like bash without ``dotglob``, a name starting
-    with ``.`` matches only a component that starts with ``.``.
-    """
-    budget = MAX_GLOB_ENTRIES
-    current = ["/"] if os.path.isabs(pattern) else [base]
-    for part in pattern.split("/"):
-        if part in ("", "."):
-            continue
-        if not any(c in part for c in "*?["):
-            current = [os.path.join(c, part) for c in current]
-            continue
-        rx = part.replace("[^", "[!")  # bash reads [^…] as [!…]
-        found: list[str] = []
-        for directory in current:
-            try:
-                entries = list(os.scandir(directory))
-            except OSError:
-                continue
-            budget -= len(entries)
-            if budget < 0:
-                return None
-            found.extend(
-                os.path.join(directory, e.name)
-                for e in entries
-                if (part.startswith(".") or not e.name.startswith(".")) and fnmatch.fnmatchcase(e.name, rx)
-            )
-        current = found
-        if len(current) > MAX_GLOB_MATCHES:
-            return None
-    return sorted(os.path.normpath(p) for p in current if os.path.lexists(p))
 
 
 def _locate(
@@ -130,7 +89,7 @@ def _locate(
     for base in bases:
         lexical = os.path.normpath(os.path.join(base, text)) if base else os.path.normpath(text)
         if whole and word.glob:
-            matches = _expand(base, text)
+            matches = glob_paths(base, text)
             if matches is None:
                 return (
                     f"matches more than {MAX_GLOB_MATCHES} files (or scans over {MAX_GLOB_ENTRIES} entries)"

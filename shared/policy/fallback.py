@@ -22,11 +22,12 @@ import re
 from collections.abc import Iterator
 from typing import Final
 
+from .expand import brace_expand, glob_paths
 from .model import Decision, Effect, Policy
 
 __all__ = ["fallback_decision", "segments"]
 
-_SPLIT: Final = re.compile(r"\|\||&&|;;|\$\(|<\(|>\(|[;&|\n`(){}]")
+_SPLIT: Final = re.compile(r"\|\||&&|;;|\$\(|<\(|>\(|[;&|\n`()]")
 _QUOTES: Final = re.compile(r"[\"'\\]")
 _REDIRECT_TARGET: Final = re.compile(r"[0-9&]?>>?\|?\s*([^\s;&|<>()`]+)")
 _WRITERS: Final = frozenset(
@@ -41,20 +42,24 @@ def _clean(word: str) -> str:
 
 
 def segments(command: str) -> Iterator[tuple[str, ...]]:
-    """The words of each crude segment of ``command`` (quotes and backslashes removed)."""
+    """The words of each crude segment of ``command``: quotes and backslashes removed, braces expanded."""
     text = command.replace("\\\n", "")
     for seg in _SPLIT.split(text):
-        words = tuple(w for w in (_clean(w) for w in seg.split()) if w)
+        words = tuple(x for w in seg.split() for x in brace_expand(_clean(w)) if x not in ("", "{", "}"))
         if words:
             yield words
 
 
-def _absolute(policy: Policy, token: str) -> str | None:
+def _absolute(policy: Policy, token: str) -> list[str]:
+    """The paths ``token`` may name (globs expanded against the file system, bounded)."""
     if not token or token.startswith("-") or len(token) > 4096 or "\x00" in token:
-        return None
+        return []
     if token == "~" or token.startswith("~/"):
         token = policy.home + token[1:]
-    return policy.sandbox.lexical(token)
+    lexical = policy.sandbox.lexical(token)
+    if any(c in token for c in "*?["):
+        return [lexical, *(glob_paths(policy.root, token) or [])]
+    return [lexical]
 
 
 def _path_denied(policy: Policy, path: str) -> str | None:
@@ -81,27 +86,31 @@ def fallback_decision(policy: Policy, command: str) -> Decision | None:
                     )
         writer = any(os.path.basename(w) in _WRITERS for w in words)
         for w in words:
-            for token in re.split(r"[<>=]", w):
-                path = _absolute(policy, token)
-                if path is None:
-                    continue
-                rule = _path_denied(policy, path)
-                if rule is not None:
-                    return Decision(
-                        effect=Effect.DENY, reason=f"{token!r} is denied by rule {rule}", rule=rule
-                    )
-                if writer and policy.sandbox.is_protected(path):
+            for token in re.split(r"[<>=,:]", w):
+                for path in _absolute(policy, token):
+                    denied = _denied_path(policy, path, token, words[0] if writer else None)
+                    if denied is not None:
+                        return denied
+    for m in _REDIRECT_TARGET.finditer(command):
+        for target in brace_expand(_clean(m.group(1))):
+            for path in _absolute(policy, target):
+                if policy.sandbox.is_protected(path):
                     return Decision(
                         effect=Effect.DENY,
-                        reason=f"{words[0]} would modify the protected file {token!r}",
+                        reason=f"redirection to the protected file {m.group(1)!r}",
                         details={"sandbox": "protected"},
                     )
-    for m in _REDIRECT_TARGET.finditer(command):
-        path = _absolute(policy, _clean(m.group(1)))
-        if path is not None and policy.sandbox.is_protected(path):
-            return Decision(
-                effect=Effect.DENY,
-                reason=f"redirection to the protected file {m.group(1)!r}",
-                details={"sandbox": "protected"},
-            )
+    return None
+
+
+def _denied_path(policy: Policy, path: str, token: str, writer: str | None) -> Decision | None:
+    rule = _path_denied(policy, path)
+    if rule is not None:
+        return Decision(effect=Effect.DENY, reason=f"{token!r} is denied by rule {rule}", rule=rule)
+    if writer is not None and policy.sandbox.is_protected(path):
+        return Decision(
+            effect=Effect.DENY,
+            reason=f"{writer} would modify the protected file {token!r}",
+            details={"sandbox": "protected"},
+        )
     return None

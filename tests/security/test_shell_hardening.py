@@ -153,6 +153,8 @@ CASES: list[tuple[str, list[str], list[str], str, tuple[Effect, ...]]] = [
     ("git-show-rev-path-deny", ["Bash(git:*)"], ["Read(secrets/**)"], "git show HEAD:secrets/k", DENY),
     ("cp-out-of-deny", ["Bash(cp:*)"], ["Read(secrets/**)"], "cp secrets/k src/leak", DENY),
     ("write-edit-deny", ["Bash(echo:*)"], ["Edit(src/**)"], "echo x > src/a.py", DENY),
+    ("brace-path-deny", ["Bash(cat:*)"], ["Read(secrets/**)"], "cat sec{r,}ets/k", DENY),
+    ("brace-command-deny", ["Bash"], ["Bash(touch:*)"], "t{o,}uch x", DENY),
     ("cd-glob-then-read-deny", ["Bash(cat:*)"], ["Read(secrets/**)"], "cd sec*; cat k", DENY),
     ("computed-path-read-deny", ["Bash(cat:*)"], ["Read(secrets/**)"], 'f=secrets/k; cat "$f"', DENY),
     ("computed-redirect-read-deny", ["Bash(cat:*)"], ["Read(secrets/**)"], "f=secrets/k; cat < $f", DENY),
@@ -307,6 +309,8 @@ _DENIED = st.sampled_from(
         "timeout 5 touch X",
         "echo x | touch X",
         "sh -c 'touch X'",
+        "t{o,}uch X",
+        "{touch,X}",
     ]
 )
 

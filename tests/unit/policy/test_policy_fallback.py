@@ -11,7 +11,7 @@ from jidocode.shared.policy.fallback import fallback_decision, segments
 
 
 def test_segments_split_on_every_separator_and_strip_quotes() -> None:
-    text = "a 'b';c&&d||e|f&g\nh $(i j) `k` <(l) {m;} (n) t\"o\"uch x"
+    text = "a 'b';c&&d||e|f&g\nh $(i j) `k` <(l) { m; } (n) t\"o\"uch x"
     assert list(segments(text)) == [
         ("a", "b"),
         ("c",),
@@ -33,9 +33,19 @@ def test_line_continuations_are_joined() -> None:
     assert list(segments("tou\\\nch x")) == [("touch", "x")]
 
 
+def test_braces_are_expanded() -> None:
+    assert list(segments("t{o,}uch x; {touch,y} z; f{1..3}")) == [
+        ("touch", "tuch", "x"),
+        ("touch", "y", "z"),
+        ("f1", "f2", "f3"),
+    ]
+
+
 @pytest.fixture
 def policy(tmp_path: Path) -> Policy:
     (tmp_path / ".git").mkdir()
+    (tmp_path / "secrets").mkdir()
+    (tmp_path / "secrets" / "k").write_text("x")
     return Policy.build(str(tmp_path), allow=["Bash"], deny=["Bash(rm -rf:*)", "Read(secrets/**)"])
 
 
@@ -51,6 +61,11 @@ def policy(tmp_path: Path) -> Policy:
         "[[ 1 ]] && cat <secrets/k",
         "[[ 1 ]]; echo x >.git/config",
         "[[ 1 ]]; cp x .git/hooks/pre-commit",
+        "[[ 1 ]]; {rm,-rf} /",
+        "[[ 1 ]]; cat {secrets,x}/k",
+        "[[ 1 ]]; cat sec{r,}ets/k",
+        "[[ 1 ]]; cat secr*/k",
+        "[[ 1 ]]; echo x > .git/{config,y}",
     ],
 )
 def test_denied(policy: Policy, command: str) -> None:
