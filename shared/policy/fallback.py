@@ -4,13 +4,14 @@ When the analysis of a string ends in *ask* (it could not prove the string
 safe, a command is flagged, a path needs a human), an approving user would
 run whatever the string holds, a denied command included. So deny rules are
 then also matched against a deliberately crude split of the whole string: on
-``;``, ``&&``, ``||``, ``|``, ``&``, newlines, parentheses and braces,
-``$(``, ``<(``, ``>(`` and backticks, with every quote and backslash removed
-from the words, and at every word position (``sudo touch x``,
+``;``, ``&&``, ``||``, ``|``, ``&``, newlines, parentheses, ``$(``, ``<(``,
+``>(`` and backticks, with every quote and backslash removed from the words
+and braces expanded (``t{o,}uch``), at every word position (``sudo touch x``,
 ``X=1 touch x``, ``echo 'touch x' | sh`` and ``find -exec touch`` all meet
 ``Bash(touch:*)``). A path deny rule (``Read(secrets/**)``) meets any word
-naming such a path, and a protected file named after ``>`` or to a writing
-program is denied as it would be in a parsed string.
+naming such a path (globs matched against the file system), and a protected
+file named after ``>`` or to a writing program is denied as it would be in a
+parsed string.
 
 Over-matching here only turns an *ask* into a *deny*; it never allows.
 """
