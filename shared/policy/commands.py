@@ -100,6 +100,33 @@ def _locate(
     return list(dict.fromkeys(out))
 
 
+#: A recursive read is checked against a wildcard rule (``Read(**/.env)``) by walking at most this many entries.
+MAX_TREE_ENTRIES: Final = 5000
+
+
+def _matches_below(rule: PermissionRule, directory: str, root: str, home: str) -> bool:
+    """Whether ``rule`` may match something a recursive read of ``directory`` would open.
+
+    When the rule's literal part lies below the directory (``secrets/**`` under
+    the root) it may. When the directory lies below it (``**/.env`` and
+    ``src``), the tree is walked — bounded; an unfinished walk counts as a match.
+    """
+    if not rule.may_match_under(directory, root=root, home=home):
+        return False
+    literal = rule.literal_prefix(root=root, home=home)
+    if literal != directory and is_within(literal, directory):
+        return True
+    budget = MAX_TREE_ENTRIES
+    for top, dirs, files in os.walk(directory, followlinks=False):
+        for name in (*dirs, *files):
+            budget -= 1
+            if budget < 0:
+                return True
+            if rule.matches_path(os.path.join(top, name), root=root, home=home):
+                return True
+    return False
+
+
 def _tainted(taint: _Taint, path: str, me: int) -> bool:
     return any(i != me and (t == ALL or is_within(path, t)) for i, t in taint)
 
@@ -169,7 +196,7 @@ def _judge_path(
     def hits(rule: PermissionRule) -> bool:
         if any(rule.matches_path(p, root=root, home=home, below=True) for p in candidates):
             return True
-        return tree and any(rule.may_match_under(p, root=root, home=home) for p in candidates)
+        return tree and any(_matches_below(rule, p, root, home) for p in candidates)
 
     for r in policy.deny:
         if ((reads and _covers(r, _READ_TOOLS)) or (writes and _covers(r, _WRITE_TOOLS))) and hits(r):

@@ -158,6 +158,16 @@ class PermissionRule(BaseModel):
                 path, parent = parent, posixpath.dirname(parent)
         return False
 
+    def literal_prefix(self, *, root: str, home: str) -> str:
+        """The leading components of the anchored pattern that hold no wildcard (``/`` at least)."""
+        anchored = anchor_pattern(self.pattern or "**", root, home)
+        fixed: list[str] = []
+        for part in anchored.split("/"):
+            if any(c in part for c in "*?"):
+                break
+            fixed.append(part)
+        return ("/".join(fixed) or "/").rstrip("/") or "/"
+
     def may_match_under(self, directory: str, *, root: str, home: str) -> bool:
         """Whether the pattern could match ``directory``, a directory above it or anything below it.
 
@@ -169,13 +179,7 @@ class PermissionRule(BaseModel):
             return False
         if self.pattern is None:
             return True
-        anchored = anchor_pattern(self.pattern, root, home)
-        fixed: list[str] = []
-        for part in anchored.split("/"):
-            if any(c in part for c in "*?"):
-                break
-            fixed.append(part)
-        literal = "/".join(fixed) or "/"
+        literal = self.literal_prefix(root=root, home=home)
         return _within(literal, directory) or _within(directory, literal)
 
 

@@ -371,3 +371,15 @@ def test_a_glob_over_the_whole_file_system_costs_little(project: Path) -> None:
     d = authorize(policy, "bash", {"command": "cat /*/*/*/*/*/*/*/nothing-here"})
     assert d.effect is Effect.ASK
     assert time.monotonic() - started < 2.0  # a bounded scan, not a walk of the file system
+
+
+def test_recursive_reads_meet_wildcard_deny_rules_only_where_they_match(project: Path) -> None:
+    (project / "src" / "deep").mkdir()
+    (project / "src" / "deep" / ".env").write_text("CANARY")
+    (project / "lib").mkdir()
+    (project / "lib" / "x.py").write_text("x")
+    policy = _policy(project, ["Bash(grep:*)", "Bash(find:*)"], ["Read(**/.env)"])
+    assert authorize(policy, "bash", {"command": "grep -r foo lib"}).effect is Effect.ALLOW
+    for command in ("grep -r foo src", "grep -r foo .", "find src -type f"):
+        d = authorize(policy, "bash", {"command": command})
+        assert d.effect is Effect.DENY and d.rule == "Read(**/.env)", command
