@@ -43,12 +43,16 @@ from jidocode.services.conversation.llm import make_llm_port
 from jidocode.services.conversation.llm.adapter import load_litellm
 from jidocode.services.registry import SERVICES, serve_many
 from jidocode.services.tool_runner.executor import execute
+from jidocode.shared import subjects
 from jidocode.shared.bus import Bus
 from jidocode.shared.config import Config
+from jidocode.shared.envelope import Envelope
+from jidocode.shared.events.tools import ToolCompleted
 from jidocode.shared.natsserver import NatsServer
 from jidocode.shared.policy.loader import load_policy
 from jidocode.shared.runner import tune_gc
 from jidocode.shared.tools import builtin_specs
+from jidocode.shared.trust import trust_project
 
 MODEL = "openai/scripted"
 
@@ -146,6 +150,7 @@ async def main(
         home.mkdir()
         os.environ["JIDO_CODE_HOME"] = str(home)
         root = make_project(base)
+        trust_project(root, home=home)  # its settings.json (allow Read) counts only once trusted
         server = NatsServer(store_dir=base / "js", sync="default").start()
         llm = await ScriptedLlm(responder=one_tool_responder("read_file", path="README.md")).start()
         os.environ["JIDO_LLM_MODEL"] = MODEL
@@ -175,10 +180,18 @@ async def main(
             minimal = Minimal(root, llm.api_base, home)
             client = await JidoClient.connect(project_dir=root, bus=bus)
             await client.start_conversation()
-            # warm both paths (imports, connections, caches)
+            # warm both paths (imports, connections, caches); the system's tool call must succeed,
+            # or the figures would time a refusal
+            completed = asyncio.Event()
+
+            async def _on_tool(env: Envelope) -> None:
+                completed.set()
+
+            await bus.subscribe(subjects.signal(ToolCompleted.TYPE), _on_tool)
             for _ in range(3):
                 await client.send_message("read the readme", timeout=60)
                 await minimal.turn("read the readme")
+            await asyncio.wait_for(completed.wait(), 10)
 
             if services == "inline":
                 tune_gc()  # this process hosts the services: tuned as jidocode's runner tunes each
