@@ -29,6 +29,7 @@ from jidocode.shared.envelope import Envelope
 from jidocode.shared.errors import JidoError
 from jidocode.shared.events.engine import ProjectInfo
 from jidocode.shared.natsserver import NatsServer
+from jidocode.shared.trust import trust_project
 
 SKILL = """---
 name: {name}
@@ -98,6 +99,8 @@ def cold_load(tmp: Path, count: int, runs: int, *, warm: bool = False) -> list[f
         for i in range(count):
             write_skill(root / ".jido" / "skills", i)
     home = tmp / "home-cold"
+    home.mkdir(exist_ok=True)
+    trust_project(root, home=home)  # the skills' hooks count only in a trusted project
     times = []
     for _ in range(runs):
         if not warm:
@@ -119,6 +122,9 @@ async def reload_latency(tmp: Path, writes: int, background: int) -> list[float]
         services = asyncio.create_task(serve_many(config, stop, ("engine", "asset_loader")))
         bus = await Bus.connect(config, "bench")
         root = tmp / "reload"
+        root.mkdir(exist_ok=True)
+        (tmp / "home-reload").mkdir(exist_ok=True)
+        trust_project(root, home=tmp / "home-reload")
         for i in range(background):
             write_skill(root / ".jido" / "skills", i)
         arrived: dict[str, float] = {}
