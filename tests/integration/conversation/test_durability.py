@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 from jidocode.cli.dev.scripted_llm import Reply, ScriptedLlm, ScriptedToolCall
+from jidocode.services.conversation.ports import ToolSpec
 from jidocode.services.conversation.runtime import record_key
 from jidocode.services.conversation.settings import RuntimeSettings
 from jidocode.shared import subjects
@@ -28,8 +29,6 @@ from jidocode.shared.envelope import Envelope, encode
 from jidocode.shared.events.conversation import UserMessage
 from jidocode.shared.events.tools import RunTool, ToolResult
 from tests.helpers import ping_services
-
-from jidocode.services.conversation.ports import ToolSpec
 
 from ._support import Outputs, P, answer_list_tools, conversations, follow, normalized, register_project
 
@@ -186,7 +185,9 @@ async def test_sigkill_mid_conversation_then_restart_continues_exactly(
 ) -> None:
     tools = ToolResponder(bus)
     await tools.start()
-    await answer_list_tools(bus, [ToolSpec(name="read_file"), ToolSpec(name="grep")])  # what the model is offered
+    await answer_list_tools(
+        bus, [ToolSpec(name="read_file"), ToolSpec(name="grep")]
+    )  # what the model is offered
     procs.append(await Proc(config, "a", tmp_path).start())
 
     async def kill_and_restart() -> None:
