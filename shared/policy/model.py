@@ -8,7 +8,7 @@ from typing import Any, Final
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from .paths import PathSandbox
+from .paths import TOOL_RUN_PATHS, PathSandbox
 from .rules import InvalidRule, PermissionRule, parse_rules
 
 __all__ = ["Decision", "Effect", "Policy", "worst"]
@@ -114,6 +114,11 @@ class Policy(BaseModel):
             "deny": [r.raw for r in self.deny],
             "ask": [r.raw for r in self.ask],
             "default": self.default.value,
-            "protected": [".git/**", ".jido_code/**", f"{self.sandbox.data_dir}/settings*.json", ".mcp.json"],
+            "protected": [
+                ".git/**",
+                ".jido_code/**",
+                f"{self.sandbox.data_dir}/settings*.json",
+                *TOOL_RUN_PATHS,
+            ],
             "sensitive": "denied by default (.env, *.pem, *.key, id_rsa*, .ssh/ …)",
         }

@@ -29,11 +29,14 @@ from typing import Final, Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from jidocode.shared.sandbox import PROTECTED as SANDBOX_PROTECTED
+
 __all__ = [
     "PROTECTED_DIR_NAMES",
     "PROTECTED_FILE_NAMES",
     "SENSITIVE_DIR_NAMES",
     "SENSITIVE_NAME_PATTERNS",
+    "TOOL_RUN_PATHS",
     "Access",
     "PathCheck",
     "PathSandbox",
@@ -74,6 +77,9 @@ SENSITIVE_DIR_NAMES: Final[frozenset[str]] = frozenset({".ssh", ".aws", ".gnupg"
 #: A directory of this name anywhere in the path: nothing below it may be written.
 #: (``.git`` itself is also protected as a *file*: a worktree's ``.git`` file points git elsewhere.)
 PROTECTED_DIR_NAMES: Final[frozenset[str]] = frozenset({".git", ".jido_code"})
+#: Paths under a project root that other programs run or obey later (the OS sandbox's
+#: protected list): never written by a file tool either.
+TOOL_RUN_PATHS: Final[tuple[str, ...]] = SANDBOX_PROTECTED
 #: Files that configure the runtime or run programs: never written by a tool.
 PROTECTED_FILE_NAMES: Final[frozenset[str]] = frozenset(
     {".mcp.json", ".git", ".gitmodules", "settings.json", "settings.local.json"}
@@ -182,6 +188,11 @@ class PathSandbox(BaseModel):
             for base in (self.root, *self.additional_directories):
                 if parent in (os.path.join(base, self.data_dir), os.path.join(base, ".jido_code")):
                     return True
+        # files that run later in the user's own tools (editor tasks, direnv, git hooks, CI),
+        # the same list the OS sandbox binds read-only for bash
+        for base in (self.root, *self.additional_directories):
+            if any(is_within(path, os.path.join(base, rel)) for rel in TOOL_RUN_PATHS):
+                return True
         # the data dir itself (replacing it by a symlink would redirect the settings)
         return path == os.path.normpath(os.path.join(self.root, self.data_dir))
 

@@ -112,9 +112,14 @@ async def run_command(
     finally:
         os.close(wfd)
     stream = asyncio.StreamReader(limit=1 << 20)
-    transport, _ = await loop.connect_read_pipe(
-        lambda: asyncio.StreamReaderProtocol(stream), os.fdopen(rfd, "rb", buffering=0)
-    )
+    try:
+        transport, _ = await loop.connect_read_pipe(
+            lambda: asyncio.StreamReaderProtocol(stream), os.fdopen(rfd, "rb", buffering=0)
+        )
+    except BaseException:
+        # cancelled (or failed) between the spawn and the reader: the process must not outlive it
+        await asyncio.shield(_stop(proc, graceful=graceful))
+        raise
     sink: list[bytes] = []
     total = [0]
     reader = asyncio.create_task(_drain(stream, output_cap, sink, total))
