@@ -4,6 +4,20 @@ Tails every JidoCode event, one readable line each (or JSON lines), filtered
 by project, conversation and type. ``--filter skill`` is seed 001's
 ``SkillLifecycleSubscriber``: only skill pre/post hooks and registry updates,
 with a count per type printed on exit.
+
+**Each event once, in arrival order, with its subject.** One event travels on
+several subjects: a user message is published on ``jido.conv.<p>.<c>.in``,
+appended to the journal ``jido.journal.<p>.<c>`` and published again as output
+on ``jido.evt.<p>.<c>.<type>``, all with the same event id. ``watch``
+subscribes once to ``jido.>`` and shows the first copy of each id (the
+subject it arrived on), skipping the later ones.
+
+**Replay.** ``--since <event id|time>`` first reads the stored conversation
+output (stream ``JIDO_EVENTS``, in stream order) after that event or since that
+time, then goes on live. Signals (``jido.sig``), hooks and requests are not
+stored, so they are only shown live. The live subscription is made before the
+replay starts and buffers what arrives meanwhile; that buffer is shown after
+the replay, deduplicated by id, so nothing is lost or doubled at the seam.
 """
 
 from __future__ import annotations
@@ -11,20 +25,37 @@ from __future__ import annotations
 import asyncio
 import fnmatch
 import json
+import re
 import signal
-from collections import Counter
+from collections import Counter, OrderedDict
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from datetime import time as dtime
 from typing import Any
 
+import nats.js.errors
 import typer
+from nats.js.api import ConsumerConfig, DeliverPolicy
 from rich.markup import escape
 
 from jidocode.shared import subjects
-from jidocode.shared.envelope import Envelope
-from jidocode.shared.errors import JidoError
+from jidocode.shared.bus import Bus
+from jidocode.shared.envelope import Envelope, decode
+from jidocode.shared.errors import JidoError, NotFound
 
 from .common import cli_bus, console, err_console, run
 
-__all__ = ["EventFilter", "summarize", "watch"]
+__all__ = ["EventFilter", "Seen", "format_line", "parse_since", "summarize", "ulid_time", "watch"]
+
+#: How many event ids ``watch`` remembers to skip later copies of the same event.
+SEEN_IDS = 100_000
+#: An event is stored a little after its id was made (and hosts' clocks differ):
+#: the replay after an event id starts this long before the time in the id.
+_ID_SLACK = timedelta(minutes=10)
+_AGE = re.compile(r"^(\d+(?:\.\d+)?)\s*([smhd])$")
+_AGE_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+_CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
+_ULID = re.compile(r"^[0-7][0-9A-HJKMNP-TV-Z]{25}$", re.IGNORECASE)
 
 
 class EventFilter:
@@ -59,6 +90,68 @@ class EventFilter:
             return nats_subject.startswith(subjects.hook_filter()[:-1]) or env.type.startswith("skill")
         return True
 
+    def stored_subject(self) -> str:
+        """The ``JIDO_EVENTS`` filter of a replay: narrowed to the project/conversation when given."""
+        try:
+            return subjects.conversation_out_filter(self.project, self.conversation)
+        except ValueError:
+            return subjects.conversation_out_filter()
+
+
+class Seen:
+    """The ids of the last ``size`` events shown: later copies of an event are skipped."""
+
+    def __init__(self, size: int = SEEN_IDS) -> None:
+        self.size = size
+        self._ids: OrderedDict[str, None] = OrderedDict()
+
+    def first(self, event_id: str) -> bool:
+        """True the first time ``event_id`` is offered (then it is remembered)."""
+        if event_id in self._ids:
+            return False
+        self._ids[event_id] = None
+        if len(self._ids) > self.size:
+            self._ids.popitem(last=False)
+        return True
+
+
+def ulid_time(event_id: str) -> datetime | None:
+    """When a ULID event id was made (its 48-bit milliseconds), or ``None`` for another id."""
+    if not _ULID.fullmatch(event_id):
+        return None
+    ms = 0
+    for ch in event_id[:10].upper():
+        ms = ms * 32 + _CROCKFORD.index(ch)
+    return datetime.fromtimestamp(ms / 1000, UTC)
+
+
+def parse_since(value: str, now: datetime | None = None) -> datetime | str:
+    """``--since``: a time (aware, UTC) or else an event id (returned as is).
+
+    Times: ISO 8601 (``2026-11-24T08:25:00Z``; without an offset it is local
+    time), a time of day today (``08:25``, ``08:25:30``), or an age (``90s``,
+    ``15m``, ``2h``, ``1d``).
+    """
+    text = value.strip()
+    if not text:
+        raise typer.BadParameter("--since needs an event id or a time")
+    now = now or datetime.now(UTC)
+    age = _AGE.fullmatch(text)
+    if age:
+        return now - timedelta(seconds=float(age.group(1)) * _AGE_UNITS[age.group(2)])
+    try:
+        when = datetime.fromisoformat(text)
+    except ValueError:
+        try:
+            day = dtime.fromisoformat(text)
+        except ValueError:
+            return text  # an event id
+        local_now = now.astimezone()
+        when = datetime.combine(local_now.date(), day, tzinfo=day.tzinfo or local_now.tzinfo)
+    if when.tzinfo is None:
+        when = when.astimezone()  # naive: local time
+    return when.astimezone(UTC)
+
 
 def summarize(env: Envelope) -> str:
     """A short, readable summary of an event's data."""
@@ -74,6 +167,99 @@ def summarize(env: Envelope) -> str:
     return escape(" ".join(parts)[:160])
 
 
+def format_line(env: Envelope, nats_subject: str) -> str:
+    """One event as a rich-markup line: time, subject (and the type when the subject does not end with it), data."""
+    when = (env.time or "")[11:23]
+    try:
+        tail = nats_subject.endswith("." + subjects.type_tokens(env.type))
+    except ValueError:
+        tail = False
+    kind = "" if tail else f" [cyan]{escape(env.type)}[/]"
+    return f"[dim]{when}[/] [bold]{escape(nats_subject)}[/]{kind} {summarize(env)}"
+
+
+def _message_id(msg: Any) -> str | None:
+    """The event id of a stored message (its ``Nats-Msg-Id`` is scoped by the stream, not the id)."""
+    try:
+        return decode(msg.data, msg.headers).id
+    except JidoError:
+        return None
+
+
+async def replay(
+    bus: Bus,
+    since: datetime | str,
+    flt: EventFilter,
+    show: Callable[[Any], None],
+    stop: asyncio.Event,
+) -> int:
+    """Show the stored events after ``since`` (an event id or a time), in stream order.
+
+    Returns how many stored messages were handed to ``show``. An event id that
+    is not stored is ``NotFound``.
+    """
+    target = since if isinstance(since, str) else None
+    start = since if isinstance(since, datetime) else ulid_time(since)
+    if target is not None and start is not None:
+        start -= _ID_SLACK
+    config = (
+        ConsumerConfig(deliver_policy=DeliverPolicy.BY_START_TIME, opt_start_time=start)
+        if start is not None
+        else ConsumerConfig(deliver_policy=DeliverPolicy.ALL)
+    )
+    found = target is None
+    shown = 0
+    caught_up = asyncio.Event()
+
+    async def _cb(msg: Any) -> None:
+        nonlocal found, shown
+        if caught_up.is_set():
+            return  # live from here on: the core subscription shows it
+        if found:
+            show(msg)
+            shown += 1
+        elif _message_id(msg) == target:
+            found = True
+        if msg.metadata.num_pending == 0:
+            caught_up.set()
+
+    try:
+        sub = await bus.js.subscribe(
+            flt.stored_subject(),
+            stream=subjects.STREAM_EVENTS,
+            cb=_cb,
+            ordered_consumer=True,
+            config=config,
+        )
+    except nats.js.errors.NotFoundError:
+        sub = None  # no conversation has run yet: nothing is stored
+    if sub is not None:
+        try:
+            info = await sub.consumer_info()
+            if info.num_pending or (info.delivered and info.delivered.stream_seq):
+                waiters = [asyncio.create_task(caught_up.wait()), asyncio.create_task(stop.wait())]
+                try:
+                    await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
+                finally:
+                    for w in waiters:
+                        w.cancel()
+            caught_up.set()
+        finally:
+            await sub.unsubscribe()
+    if not found and not stop.is_set():
+        hint = (
+            f" (it was made at {start + _ID_SLACK:%Y-%m-%dT%H:%M:%SZ}: try --since with that time)"
+            if start
+            else ""
+        )
+        raise NotFound(
+            f"event {target!r} is not among the stored events of stream {subjects.STREAM_EVENTS} "
+            f"(it keeps conversation output; signals and requests are not stored){hint}",
+            details={"since": target},
+        )
+    return shown
+
+
 def watch(
     project: str | None = typer.Option(None, "--project", "-p", help="only this project id"),
     conversation: str | None = typer.Option(None, "--conversation", "-c", help="only this conversation id"),
@@ -81,10 +267,37 @@ def watch(
     preset: str | None = typer.Option(None, "--filter", help="'skill': skill lifecycle hooks and registry"),
     json_out: bool = typer.Option(False, "--json", help="print each event as one JSON line"),
     limit: int = typer.Option(0, "--limit", help="stop after this many events (0: run until Ctrl-C)"),
+    since: str | None = typer.Option(
+        None,
+        "--since",
+        help="first replay the stored conversation output after this event id, or since this time "
+        "(ISO 8601, HH:MM[:SS] today, or an age: 90s, 15m, 2h, 1d), then go on live; "
+        "signals and requests are not stored",
+    ),
 ) -> None:
-    """Tail every event on the bus, one line each."""
+    """Tail every event on the bus, one line each: each event once, in arrival order, with its subject."""
     flt = EventFilter(project, conversation, type_, preset)
+    start = parse_since(since) if since is not None else None
     counts: Counter[str] = Counter()
+    seen = Seen()
+
+    def show(msg: Any) -> None:
+        """Print one message (synchronous: nothing interleaves with it)."""
+        try:
+            env = decode(msg.data, msg.headers)
+        except JidoError as exc:
+            if not json_out:
+                err_console.print(f"[red]invalid[/] {escape(msg.subject)}: {escape(exc.message)}")
+            return
+        if not seen.first(env.id) or not flt.matches(env, msg.subject):
+            return
+        if limit and sum(counts.values()) >= limit:
+            return
+        counts[env.type] += 1
+        if json_out:
+            print(json.dumps({"subject": msg.subject, **env.to_dict()}, ensure_ascii=False), flush=True)
+        else:
+            console.print(format_line(env, msg.subject), highlight=False, soft_wrap=True)
 
     async def main() -> None:
         done = asyncio.Event()
@@ -92,39 +305,32 @@ def watch(
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, done.set)
         async with cli_bus("watch") as bus:
+            backlog: list[Any] = []
+            live = start is None
 
             async def on_msg(msg: Any) -> None:
-                from jidocode.shared.envelope import decode
-
-                try:
-                    env = decode(msg.data, msg.headers)
-                except JidoError as exc:
-                    if not json_out:
-                        err_console.print(f"[red]invalid[/] {msg.subject}: {escape(exc.message)}")
-                    return
-                if not flt.matches(env, msg.subject):
-                    return
-                counts[env.type] += 1
-                if json_out:
-                    print(
-                        json.dumps({"subject": msg.subject, **env.to_dict()}, ensure_ascii=False), flush=True
-                    )
+                if live:
+                    show(msg)
                 else:
-                    when = (env.time or "")[11:23]
-                    scope = "/".join(x[-6:] for x in (env.project_id, env.conversation_id) if x)
-                    console.print(
-                        f"[dim]{when}[/] [bold cyan]{escape(env.type)}[/] [dim]{scope}[/] {summarize(env)}",
-                        highlight=False,
-                        soft_wrap=True,
-                    )
+                    backlog.append(msg)  # arrived during the replay: shown after it
                 if limit and sum(counts.values()) >= limit:
                     done.set()
 
             await bus.nc.subscribe(subjects.all_subjects(), cb=on_msg)
-            if not json_out:
+            await bus.nc.flush()  # the server has the subscription: nothing published from now on is missed
+            url = bus.nc.connected_url.netloc if bus.nc.connected_url else ""
+            err_console.print(f"[dim]watching {url} — Ctrl-C to stop[/]")
+            if start is not None:
+                n = await replay(bus, start, flt, show, done)
+                live = True
+                for msg in backlog:
+                    show(msg)
+                backlog.clear()
                 err_console.print(
-                    f"[dim]watching {bus.nc.connected_url.netloc if bus.nc.connected_url else ''} — Ctrl-C to stop[/]"
-                )  # type: ignore[union-attr]
+                    f"[dim]replayed {n} stored event(s) from {subjects.STREAM_EVENTS}; now live[/]"
+                )
+                if limit and sum(counts.values()) >= limit:
+                    done.set()
             await done.wait()
 
     run(main)
