@@ -1,10 +1,14 @@
-"""The README's promises: two quick-start commands, and a settings example that loads."""
+"""The README's promises: two quick-start commands, and a settings example that loads and does
+what the text around it says."""
 
 from __future__ import annotations
 
 import re
 from pathlib import Path
 
+import pytest
+
+from jidocode.shared.policy.decision import Effect, authorize
 from jidocode.shared.policy.loader import load_policy
 from jidocode.shared.settings import load_settings
 from jidocode.shared.trust import trust_project
@@ -34,3 +38,36 @@ def test_settings_example_loads_without_diagnostics(tmp_path: Path) -> None:
     assert loaded.diagnostics == []
     assert loaded.settings.permissions.allow == ["Read", "Edit(src/**)", "Bash(git status)"]
     load_policy(str(tmp_path), jido_home=tmp_path / "home")  # every rule parses
+
+
+#: What the text before the example promises: read, edit under src/ and `git status` without
+#: asking; anything else (another command, an edit outside src/) asked.
+PROMISES = [
+    ("bash", {"command": "git status"}, Effect.ALLOW),
+    ("read_file", {"path": "README.md"}, Effect.ALLOW),
+    ("grep", {"pattern": "x", "path": "."}, Effect.ALLOW),
+    ("edit_file", {"path": "src/app.py"}, Effect.ALLOW),
+    ("bash", {"command": "ls"}, Effect.ASK),
+    ("bash", {"command": "git push"}, Effect.ASK),
+    ("bash", {"command": "git status; rm -rf src"}, Effect.ASK),
+    ("edit_file", {"path": "README.md"}, Effect.ASK),
+    ("write_file", {"path": "setup.py"}, Effect.ASK),
+]
+
+
+@pytest.mark.parametrize(("tool", "args", "effect"), PROMISES, ids=[f"{t}:{a}" for t, a, _ in PROMISES])
+def test_settings_example_does_what_the_text_says(
+    tmp_path: Path, tool: str, args: dict[str, str], effect: Effect
+) -> None:
+    text = README.read_text()
+    assert "edit under `src/` and run `git status` without asking" in text
+    assert "asks before anything else (any other command, an edit outside `src/`)" in text
+    [example] = _blocks("json")
+    (tmp_path / ".jido").mkdir()
+    (tmp_path / ".jido" / "settings.json").write_text(example)
+    (tmp_path / "src").mkdir()
+    (tmp_path / "README.md").write_text("x")
+    trust_project(tmp_path, home=tmp_path / "home")
+    policy, _ = load_policy(str(tmp_path), jido_home=tmp_path / "home")
+    decision = authorize(policy, tool, args)
+    assert decision.effect is effect, decision.reason
