@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import socket
+from pathlib import Path
 from typing import Any
 
 import nats
@@ -21,7 +22,7 @@ from jidocode.shared.errors import ServiceUnavailable
 
 from .common import console, print_json, run
 
-__all__ = ["discover", "probe", "status"]
+__all__ = ["discover", "is_local", "probe", "runs_here", "status"]
 
 
 async def _gather(nc: Client, subject: str, wait: float) -> list[dict[str, Any]]:
@@ -88,18 +89,41 @@ def status(json_out: bool = typer.Option(False, "--json", help="print JSON")) ->
         console.print(f"[yellow]not running:[/] {', '.join(missing)}")
 
 
-def is_local(ping: dict[str, Any], name: str, instance: str | None, hostname: str) -> bool:
+def runs_here(pid: object, instance: str, proc: Path = Path("/proc")) -> bool:
+    """Whether process ``pid`` of this host (or container) is the replica named ``instance``.
+
+    True when the process's environment sets ``JIDO_INSTANCE`` to that name: how
+    ``jidocode up`` names its children (``<service>-<pid of up>``). A pid of another
+    host that happens to exist here has another environment (or is not ours to read).
+    """
+    if not isinstance(pid, str | int) or not str(pid).isdigit():
+        return False
+    try:
+        environ = (proc / str(pid) / "environ").read_bytes()
+    except OSError:
+        return False
+    return f"JIDO_INSTANCE={instance}".encode() in environ.split(b"\0")
+
+
+def is_local(
+    ping: dict[str, Any], name: str, instance: str | None, hostname: str, proc: Path = Path("/proc")
+) -> bool:
     """Whether a ``$SRV.PING`` answer comes from a replica of ``name`` in this container/host.
 
-    A service's instance is ``JIDO_INSTANCE`` or ``<hostname>-<pid>``; in a
-    container the hostname is the container's own, so this picks its replica.
+    With ``JIDO_INSTANCE`` set here, the replica of that name. Else a replica named
+    ``<hostname>-<pid>`` (a service's default name; in a container the hostname is the
+    container's own), or one whose process runs here under the name it reports (the
+    children of ``jidocode up``, named ``<service>-<pid of up>``).
     """
-    source = str((ping.get("metadata") or {}).get("instance", ""))
+    meta = ping.get("metadata") or {}
+    source = str(meta.get("instance", ""))
     prefix = f"{name}/"
     if not source.startswith(prefix):
         return False
     own = source[len(prefix) :]
-    return own == instance if instance else own.startswith(f"{hostname}-")
+    if instance:
+        return own == instance
+    return own.startswith(f"{hostname}-") or runs_here(meta.get("pid"), own, proc)
 
 
 def probe(
@@ -111,9 +135,10 @@ def probe(
 ) -> None:
     """Exit 0 when service NAME answers $SRV.PING from this host (a health check for containers).
 
-    By default the answer must come from a replica running here (its instance
-    is ``JIDO_INSTANCE`` when set, else this hostname), so a hung replica is not
-    reported healthy because another one answers.
+    By default the answer must come from a replica running here (the one named
+    ``JIDO_INSTANCE`` when set, else one named after this hostname or whose process
+    runs here, as ``jidocode up``'s children), so a hung replica is not reported
+    healthy because another one answers.
     """
     if name not in SERVICES:
         raise typer.BadParameter(f"unknown service {name!r}: expected one of {', '.join(SERVICES)}")
