@@ -2,8 +2,8 @@
 
 Each command starts (or finds) the project through the engine, then asks the
 project service (catalog, policy) or the tool runner (run) through their typed
-clients. A run from the
-CLI has no conversation, so a call the policy would *ask* about is refused
+clients. ``list`` prints the specs the model sees as JSON and, on stderr, how
+many tools the policy hides and why. A run from the CLI has no conversation, so a call the policy would *ask* about is refused
 with a message saying so; allow it in settings.json to run it here.
 """
 
@@ -18,6 +18,9 @@ import typer
 from jidocode.shared.clients import ProjectClient, ToolsClient
 from jidocode.shared.errors import InvalidInput
 from jidocode.shared.events.tools import ToolCallMeta, ToolCatalog, ToolPolicy, ToolResult
+from jidocode.shared.policy.rules import InvalidRule, parse_rule
+from jidocode.shared.settings import global_home
+from jidocode.shared.trust import trust_state
 
 from .common import cli_bus, fields, print_json, resolve_project, run
 
@@ -36,20 +39,64 @@ def _parse_args(raw: str) -> dict[str, Any]:
     return value
 
 
+def _why_hidden(tool: str, policy: ToolPolicy) -> str:
+    """Why the policy hides ``tool`` (what ``filter_tools`` decided, in words)."""
+    for raw in policy.deny:
+        try:
+            rule = parse_rule(raw)
+        except InvalidRule:
+            continue
+        if rule.pattern is None and rule.covers_tool(tool):
+            return f"denied by the rule {raw}"
+    return f'no allow or ask rule names them and "default" is "{policy.default}"'
+
+
+def hidden_note(shown: list[str], every: list[str], policy: ToolPolicy, *, trusted: bool) -> list[str]:
+    """The lines ``tools list`` prints on stderr about the tools the policy hides (none: no line)."""
+    hidden = [t for t in every if t not in set(shown)]
+    if not hidden:
+        return []
+    reasons: dict[str, list[str]] = {}
+    for tool in hidden:
+        reasons.setdefault(_why_hidden(tool, policy), []).append(tool)
+    lines = [
+        f"{len(hidden)} of {len(every)} tools hidden by the policy of {policy.root} "
+        f"(`--all` lists them; `jidocode tools policy {policy.root}` shows the rules):"
+    ]
+    lines += [f"  {', '.join(tools)}: {why}" for why, tools in reasons.items()]
+    if not trusted:
+        lines.append(
+            "  the project is untrusted, so its own allow and ask rules do not count: "
+            f"`jidocode projects trust {policy.root}`"
+        )
+    return lines
+
+
 @app.command("list")
 def list_(
     project_dir: str = typer.Argument(..., help="the project's directory"),
     all_tools: bool = typer.Option(False, "--all", help="include tools the policy hides"),
     data_dir: str = DATA_DIR,
 ) -> None:
-    """Print the tool specs the project exposes (policy-filtered) as JSON."""
+    """Print the tool specs the project exposes (policy-filtered) as JSON; on stderr, what is hidden."""
 
-    async def main() -> ToolCatalog:
+    async def main() -> tuple[ToolCatalog, ToolCatalog | None, ToolPolicy | None]:
         async with cli_bus() as bus:
             info = await resolve_project(bus, project_dir, data_dir=data_dir)
-            return await ProjectClient(bus, info.project_id).list_tools(include_hidden=all_tools)
+            project = ProjectClient(bus, info.project_id)
+            shown = await project.list_tools(include_hidden=all_tools)
+            if all_tools:
+                return shown, None, None
+            return shown, await project.list_tools(include_hidden=True), await project.policy()
 
-    print_json(run(main).tools)  # a list of specs
+    shown, every, policy = run(main)
+    print_json(shown.tools)  # a list of specs
+    if every is not None and policy is not None:
+        trusted = trust_state(policy.root, home=global_home()).trusted
+        for line in hidden_note(
+            [t.name for t in shown.tools], [t.name for t in every.tools], policy, trusted=trusted
+        ):
+            typer.echo(line, err=True)
 
 
 @app.command("policy")
