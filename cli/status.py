@@ -12,6 +12,7 @@ import nats
 import nats.errors
 import typer
 from nats.aio.client import Client
+from rich import box
 from rich.table import Table
 
 from jidocode.services.registry import SERVICES
@@ -22,7 +23,7 @@ from jidocode.shared.errors import ServiceUnavailable
 
 from .common import console, print_json, run
 
-__all__ = ["discover", "is_local", "probe", "runs_here", "status"]
+__all__ = ["discover", "is_local", "probe", "runs_here", "status", "status_table"]
 
 
 async def _gather(nc: Client, subject: str, wait: float) -> list[dict[str, Any]]:
@@ -55,6 +56,39 @@ async def discover(config: Config, wait: float = 0.5) -> list[dict[str, Any]]:
     return sorted(found, key=lambda i: (i["name"], i["id"]))
 
 
+def _short(text: str, prefix: str) -> str:
+    return text[len(prefix) :] if text.startswith(prefix) else text
+
+
+def status_table(found: list[dict[str, Any]]) -> Table:
+    """One row per endpoint, readable at 80 columns (subjects, versions, ids: ``--json``).
+
+    No errors column: every failure is answered with an ``error`` event by the
+    service middleware, which nats.micro does not count, so its ``num_errors`` is
+    always 0.
+    """
+    table = Table(box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False)
+    table.add_column("service", no_wrap=True)
+    table.add_column("instance", overflow="fold")
+    table.add_column("endpoint", overflow="fold")
+    table.add_column("requests", justify="right", no_wrap=True)
+    table.add_column("avg", justify="right", no_wrap=True)
+    for info in found:
+        name = str(info["name"])
+        instance = str((info.get("metadata") or {}).get("instance", info["id"]))
+        service = _short(name, "jidocode-")
+        for i, ep in enumerate(info["endpoints"]):
+            avg_ns = ep.get("average_processing_time") or 0
+            table.add_row(
+                service if i == 0 else "",
+                _short(instance, f"{service.replace('-', '_')}/") if i == 0 else "",
+                ep["name"],
+                str(ep.get("num_requests", 0)),
+                f"{avg_ns / 1e6:.2f} ms",
+            )
+    return table
+
+
 def status(json_out: bool = typer.Option(False, "--json", help="print JSON")) -> None:
     """List the services found via $SRV.PING/INFO/STATS, with their endpoints and stats."""
     config = Config.from_env()
@@ -67,21 +101,7 @@ def status(json_out: bool = typer.Option(False, "--json", help="print JSON")) ->
             f"no JidoCode service answers on {config.nats_url}: start the system with `jidocode up`"
         )
         raise typer.Exit(1)
-    table = Table("service", "instance", "version", "endpoint", "subject", "requests", "errors", "avg")
-    for info in found:
-        for i, ep in enumerate(info["endpoints"]):
-            avg_ns = ep.get("average_processing_time") or 0
-            table.add_row(
-                info["name"] if i == 0 else "",
-                (info.get("metadata") or {}).get("instance", info["id"]) if i == 0 else "",
-                info["version"] if i == 0 else "",
-                ep["name"],
-                ep["subject"],
-                str(ep.get("num_requests", 0)),
-                str(ep.get("num_errors", 0)),
-                f"{avg_ns / 1e6:.2f} ms",
-            )
-    console.print(table)
+    console.print(status_table(found))
     missing = sorted(
         set(SERVICES) - {k for k, v in subjects.SERVICE_NAMES.items() if v in {i["name"] for i in found}}
     )
