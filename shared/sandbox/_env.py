@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Iterable, Mapping
 from pathlib import PurePosixPath
 from typing import Final
@@ -44,6 +45,15 @@ _FIXED: Final[dict[str, str]] = {
 DEFAULT_PATH: Final = "/usr/local/bin:/usr/bin:/bin"
 
 
+def own_venv_bin() -> str | None:
+    """The ``bin`` directory of the virtual environment JidoCode runs in (``None`` outside one).
+
+    ``./dev`` and an activated venv put it first on ``PATH``; a command would then
+    run JidoCode's ``python``, ``pip`` and ``pytest`` instead of the project's.
+    """
+    return os.path.join(sys.prefix, "bin") if sys.prefix != sys.base_prefix else None
+
+
 def _inside(path: str, bases: Iterable[str]) -> bool:
     p = PurePosixPath(os.path.normpath(path)).parts
     return any(p[: len(b)] == b for b in (PurePosixPath(x).parts for x in bases))
@@ -56,20 +66,24 @@ def sandbox_env(
     tmpdir: str,
     hidden: Iterable[str] = (),
     visible: Iterable[str] = (),
+    own_bin: str | None = own_venv_bin(),
 ) -> dict[str, str]:
     """The whole environment of a command: the allowlist of ``source``, fixed values, git's pins.
 
     ``PATH`` loses its relative entries and those under a ``hidden`` path (the
     runner's home: the command could not run what is there anyway, and a
     shell would stop at the first match instead of looking further) unless a
-    ``visible`` path (an additional directory, bound again) holds them.
+    ``visible`` path (an additional directory, bound again) holds them. It also
+    loses ``own_bin``, JidoCode's own venv (:func:`own_venv_bin`).
     """
     env = {k: v for k, v in source.items() if k in ENV_ALLOWLIST}
     hidden, visible = tuple(hidden), tuple(visible)
     entries = [
         p
         for p in env.get("PATH", "").split(":")
-        if os.path.isabs(p) and (not _inside(p, hidden) or _inside(p, visible))
+        if os.path.isabs(p)
+        and (not _inside(p, hidden) or _inside(p, visible))
+        and (own_bin is None or os.path.normpath(p) != os.path.normpath(own_bin))
     ]
     env["PATH"] = ":".join(entries) or DEFAULT_PATH
     env.update(_FIXED)
