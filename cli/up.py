@@ -14,18 +14,37 @@ them (:mod:`jidocode.shared.nats_permissions`). The passwords live in
 gets its own user through its environment (``NATS_USER``, ``NATS_PASSWORD``,
 ``NATS_INBOX_PREFIX``), and the CLI and the SDK find the client user's file by
 themselves (:meth:`Config.from_env`). Nothing else can connect.
+
+One ``up`` per data home: it holds an exclusive ``flock`` on
+``<data home>/up.lock`` for its lifetime and writes its pid and NATS URL to
+``<data home>/up.json``; a second ``up`` on the same data home refuses, naming
+the first (two nats-servers must never share a JetStream store). A file left by
+a dead process does not count: the kernel released its lock.
+
+Port: an explicit ``--port`` is used or refused, never moved; without one,
+4222 is used when free, else a free port (and ``up`` says so). Busy means
+"something listens": the check binds with ``SO_REUSEADDR`` as nats-server does,
+so the TIME-WAIT sockets of a server just stopped do not count.
+
+Progress: ``up`` pings ``$SRV.PING`` until every service answers, printing a
+line per service with the time it took, and names the ones still not ready
+after :data:`SLOW_AFTER` seconds.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import fcntl
+import json
 import os
 import signal
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TextIO
 
 import typer
 from rich.console import Console
@@ -33,16 +52,26 @@ from rich.markup import escape
 
 from jidocode.services.registry import SERVICES
 from jidocode.shared import nats_permissions as perms
+from jidocode.shared import subjects
+from jidocode.shared.bus import connect_nats, gather
 from jidocode.shared.config import (
     CLIENT_USER,
+    Config,
+    RunningSystem,
     credentials_dir,
     default_data_home,
     read_credentials,
+    running_file,
     same_server,
 )
-from jidocode.shared.natsserver import NatsServer, ensure_credentials, free_port
+from jidocode.shared.natsserver import NatsServer, ensure_credentials, free_port, write_private
 
-__all__ = ["Backoff", "service_env", "up"]
+__all__ = ["DEFAULT_PORT", "SLOW_AFTER", "Backoff", "claim_data_home", "port_free", "service_env", "up"]
+
+#: The embedded server's port when ``--port`` is not given (and it is free).
+DEFAULT_PORT = 4222
+#: Seconds after which ``up`` names the services that still do not answer ``$SRV.PING``.
+SLOW_AFTER = (10.0, 30.0, 60.0)
 
 #: Variables naming a NATS identity: a child gets its own, never the supervisor's.
 _IDENTITY_VARS = ("NATS_USER", "NATS_PASSWORD", "NATS_CREDS", "NATS_TOKEN", "NATS_NKEY", "NATS_INBOX_PREFIX")
@@ -189,16 +218,11 @@ async def _run(
         if store is None:  # journals and tool results: this user's alone
             store_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
             os.chmod(store_dir, 0o700)
-        chosen = port
-        if chosen and not _port_free(chosen):
-            say("up", f"port {chosen} is busy; choosing a free one")
-            chosen = free_port()
-        chosen = chosen or free_port()
-        url = f"nats://127.0.0.1:{chosen}"
+        url = f"nats://127.0.0.1:{port}"
         passwords = await asyncio.to_thread(ensure_credentials, url)
         server = NatsServer(
             store_dir=store_dir,
-            port=chosen,
+            port=port,
             sync="always",
             log_file=store_dir / "nats-server.log",
             users=passwords,
@@ -224,9 +248,16 @@ async def _run(
         asyncio.create_task(_supervise(c, service_env(env, c.name, passwords), stopping)) for c in children
     ]
     say("up", f"starting {', '.join(c.label for c in children)} — Ctrl-C to stop", "bold")
+    if passwords is not None:
+        client = Config(nats_url=nats_url, nats_user=CLIENT_USER, nats_password=passwords[CLIENT_USER])
+    else:
+        client = Config.from_env(nats_url=nats_url)
+    progress = asyncio.create_task(_report_progress(client, children))
     try:
         await stopping.wait()
     finally:
+        progress.cancel()
+        await asyncio.gather(progress, return_exceptions=True)
         say("up", "stopping: draining services", "bold")
         await _stop_children(children, grace)
         for t in tasks:
@@ -238,19 +269,141 @@ async def _run(
         say("up", "all stopped", "bold")
 
 
-def _port_free(port: int) -> bool:
+async def _report_progress(config: Config, children: list[Child]) -> None:
+    """A line per service when it first answers ``$SRV.PING`` (with the time it took); the ones
+    still silent after each of :data:`SLOW_AFTER` seconds; one line when all are ready."""
+    started = time.monotonic()
+    expected: dict[str, int] = {}
+    for c in children:
+        micro = subjects.SERVICE_NAMES[c.name]
+        expected[micro] = expected.get(micro, 0) + 1
+    label = {subjects.SERVICE_NAMES[c.name]: c.name for c in children}
+    try:
+        nc = await connect_nats(config, "up-progress", wait=True)
+    except Exception as exc:  # progress is a courtesy: never stop the system for it
+        say("up", f"cannot follow the services' start ({exc})", "red")
+        return
+    try:
+        answered: dict[str, set[str]] = {}
+        warned = 0
+        while True:
+            for msg in await gather(nc, subjects.srv("PING"), wait=0.3):
+                with contextlib.suppress(ValueError, KeyError, TypeError):
+                    info = json.loads(msg.data)
+                    name, instance = str(info["name"]), str(info["id"])
+                    if name not in expected or instance in answered.setdefault(name, set()):
+                        continue
+                    answered[name].add(instance)
+                    n, want = len(answered[name]), expected[name]
+                    count = f" ({n}/{want})" if want > 1 else ""
+                    say("up", f"{label[name]} ready{count} in {time.monotonic() - started:.1f} s", "green")
+            waiting = [label[m] for m, want in expected.items() if len(answered.get(m, ())) < want]
+            elapsed = time.monotonic() - started
+            if not waiting:
+                say("up", f"all {len(children)} services ready in {elapsed:.1f} s", "bold green")
+                return
+            if warned < len(SLOW_AFTER) and elapsed >= SLOW_AFTER[warned]:
+                warned += 1
+                say("up", f"still not ready after {elapsed:.0f} s: {', '.join(waiting)}", "yellow")
+    finally:
+        await nc.close()
+
+
+def port_free(port: int, host: str = "127.0.0.1") -> bool:
+    """Whether nothing listens on ``host:port``: a bind with ``SO_REUSEADDR`` (as nats-server's
+    own listener), so TIME-WAIT sockets of a server just stopped do not make it look busy."""
     import socket
 
-    with socket.socket() as s:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
-            s.bind(("127.0.0.1", port))
+            s.bind((host, port))
         except OSError:
             return False
     return True
 
 
+def _choose_port(port: int | None) -> int:
+    """An explicit ``port`` if free (else exit 1: never moved); without one, 4222 or a free port."""
+    if port is not None:
+        if not port_free(port):
+            say(
+                "up",
+                f"port {port} is busy: another program listens there (`ss -ltnp 'sport = :{port}'` shows "
+                "which). Stop it, pass another --port, or omit --port to use 4222 or a free one.",
+                "red",
+            )
+            raise typer.Exit(1)
+        return port
+    if port_free(DEFAULT_PORT):
+        return DEFAULT_PORT
+    chosen = free_port()
+    say(
+        "up",
+        f"port {DEFAULT_PORT} is busy; using the free port {chosen} (other terminals find it by themselves)",
+    )
+    return chosen
+
+
+class _Claim:
+    """This process's hold on a data home: the locked ``up.lock`` and our ``up.json``."""
+
+    def __init__(self, data_home: Path, lock: TextIO) -> None:
+        self.data_home = data_home
+        self.lock = lock
+
+    def announce(self, url: str) -> None:
+        info = RunningSystem(pid=os.getpid(), url=url)
+        write_private(running_file(self.data_home), info.model_dump_json() + "\n")
+
+
+@contextlib.contextmanager
+def claim_data_home(data_home: Path) -> Iterator[_Claim]:
+    """Hold ``<data home>/up.lock`` (an exclusive ``flock``) while the block runs; if another
+    process holds it, say which (pid and URL from ``up.json``) and exit 1."""
+    data_home.mkdir(parents=True, exist_ok=True, mode=0o700)
+    lock = (data_home / "up.lock").open("a")
+    try:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            try:
+                other: RunningSystem | None = RunningSystem.model_validate_json(
+                    running_file(data_home).read_bytes()
+                )
+            except (OSError, ValueError):
+                other = None
+            who = (
+                f"pid {other.pid}, NATS at {other.url}"
+                if other is not None
+                else "it is still starting: its pid and URL are not written yet"
+            )
+            say(
+                "up",
+                f"jidocode up is already running on this data home ({data_home}): {who}. "
+                "Use that one (every command finds it by itself), stop it first, "
+                "or set JIDO_DATA_HOME to another folder.",
+                "red",
+            )
+            raise typer.Exit(1) from None
+        claim = _Claim(data_home, lock)
+        try:
+            yield claim
+        finally:
+            path = running_file(data_home)
+            with contextlib.suppress(OSError, ValueError):
+                if RunningSystem.model_validate_json(path.read_bytes()).pid == os.getpid():
+                    path.unlink()
+    finally:
+        lock.close()  # releases the flock
+
+
 def up(
-    port: int = typer.Option(4222, help="port of the embedded NATS server (a free one if busy)"),
+    port: int | None = typer.Option(
+        None,
+        help=f"port of the embedded NATS server: used or refused, never moved "
+        f"(default {DEFAULT_PORT}, or a free port when {DEFAULT_PORT} is busy)",
+    ),
     store: str | None = typer.Option(None, help="JetStream store directory (default: the user's data dir)"),
     conversation_replicas: int = typer.Option(1, min=1, max=8, help="conversation service replicas"),
     tool_runner_replicas: int = typer.Option(1, min=1, max=8, help="tool runner replicas"),
@@ -268,5 +421,12 @@ def up(
             raise typer.BadParameter(
                 f"unknown service(s) {', '.join(unknown)}: expected {', '.join(SERVICES)}"
             )
-    with contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(_run(nats_url, replicas, grace, store, port, names))
+    if nats_url:
+        with contextlib.suppress(KeyboardInterrupt):
+            asyncio.run(_run(nats_url, replicas, grace, store, 0, names))
+        return
+    with claim_data_home(default_data_home()) as claim:  # exits if another `up` runs there
+        chosen = _choose_port(port)
+        claim.announce(f"nats://127.0.0.1:{chosen}")
+        with contextlib.suppress(KeyboardInterrupt):
+            asyncio.run(_run(None, replicas, grace, store, chosen, names))

@@ -22,6 +22,12 @@ picks the ``client`` credentials from there — and the server's URL when no
 ``NATS_URL`` is set — so the CLI and the SDK connect as the client user with no
 manual step. Credentials are only ever sent to the server they belong to: a
 ``NATS_URL`` naming another server gets none.
+
+**The running system.** While it runs, ``jidocode up`` holds an exclusive
+``flock`` on ``<data home>/up.lock`` and describes itself in
+``<data home>/up.json`` (its pid and NATS URL): :func:`running_system` reads it
+(a file left by a dead process is ignored), so a second ``up`` can name the
+first, and every command finds the running system's URL without ``NATS_URL``.
 """
 
 from __future__ import annotations
@@ -40,10 +46,13 @@ __all__ = [
     "DEFAULT_NATS_URL",
     "Config",
     "NatsCredentials",
+    "RunningSystem",
     "credentials_dir",
     "default_data_home",
     "default_jido_home",
     "read_credentials",
+    "running_file",
+    "running_system",
     "same_server",
 ]
 
@@ -83,6 +92,35 @@ class NatsCredentials(BaseModel):
     user: str
     password: str = Field(min_length=16)
     inbox_prefix: str | None = None
+
+
+class RunningSystem(BaseModel):
+    """The ``jidocode up`` running on a data home, as ``<data home>/up.json`` describes it."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    pid: int
+    url: str
+
+
+def running_file(data_home: Path | None = None) -> Path:
+    """``<data home>/up.json``: the pid and NATS URL of the ``jidocode up`` running there."""
+    return (data_home or default_data_home()) / "up.json"
+
+
+def running_system(data_home: Path | None = None) -> RunningSystem | None:
+    """The ``jidocode up`` running on ``data_home``; ``None`` when none does (or its file is stale)."""
+    try:
+        found = RunningSystem.model_validate_json(running_file(data_home).read_bytes())
+    except (OSError, ValueError, ValidationError):
+        return None
+    try:
+        os.kill(found.pid, 0)
+    except ProcessLookupError:
+        return None  # left by a process that died without cleaning up
+    except PermissionError:
+        pass  # alive, another user's
+    return found
 
 
 def read_credentials(user: str, data_home: Path | None = None) -> NatsCredentials | None:
@@ -140,7 +178,8 @@ class Config(BaseModel):
 
         Without ``NATS_USER``/``NATS_CREDS`` (and no such override), the client
         credentials of the embedded server are used when they belong to the
-        server named (or when none is named: then its URL too).
+        server named (or when none is named: then its URL too — the running
+        ``up``'s URL from ``up.json`` when it runs, else the one stored with them).
         """
         env = os.environ
         values: dict[str, object] = {
@@ -159,9 +198,12 @@ class Config(BaseModel):
         values.update(overrides)
         if not (values.get("nats_user") or values.get("nats_creds")):
             creds = read_credentials(CLIENT_USER)
+            running = None if url_named else running_system()
+            if running is not None and creds is not None and not same_server(running.url, creds.url):
+                creds = None  # not this server's: never send them elsewhere
             if creds is not None and (not url_named or same_server(str(values["nats_url"]), creds.url)):
                 values.update(
-                    nats_url=values["nats_url"] if url_named else creds.url,
+                    nats_url=values["nats_url"] if url_named else (running.url if running else creds.url),
                     nats_user=creds.user,
                     nats_password=creds.password,
                     nats_inbox_prefix=creds.inbox_prefix,

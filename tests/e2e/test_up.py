@@ -7,6 +7,7 @@ import json
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -17,15 +18,23 @@ import pytest
 from jidocode.services.registry import SERVICES
 from jidocode.shared import subjects
 from jidocode.shared.bus import connect_nats
-from jidocode.shared.config import CLIENT_USER, Config, read_credentials, same_server
-from jidocode.shared.natsserver import free_port, pid_alive
+from jidocode.shared.config import (
+    CLIENT_USER,
+    Config,
+    RunningSystem,
+    read_credentials,
+    running_file,
+    running_system,
+    same_server,
+)
+from jidocode.shared.natsserver import NatsServer, free_port, pid_alive
 from tests.helpers import ping_services, wait_for_services
 
 pytestmark = pytest.mark.slow
 
 
 class UpProcess:
-    def __init__(self, tmp: Path) -> None:
+    def __init__(self, tmp: Path, port: int | None = None) -> None:
         env = {k: v for k, v in os.environ.items() if k != "NATS_URL"}
         self.data_home = str(tmp / "data")
         env.update(
@@ -35,7 +44,7 @@ class UpProcess:
                 "PYTHONUNBUFFERED": "1",
             }
         )
-        self.port = free_port()
+        self.port = port or free_port()
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "jidocode.cli.main", "up", "--port", str(self.port), "--grace", "5"],
             env=env,
@@ -167,3 +176,117 @@ async def test_cli_says_how_to_start_when_nothing_runs(tmp_path: Path) -> None:
         out, err = await asyncio.wait_for(proc.communicate(), 30)
         assert proc.returncode != 0
         assert "jidocode up" in (out + err).decode(), (argv, out, err)
+
+
+async def _run_cli(data_home: str, *argv: str, timeout: float = 60) -> tuple[int, str]:
+    """``jidocode <argv>`` with no NATS_* variable on ``data_home``: its exit code and output."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("NATS_")}
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "jidocode.cli.main",
+        *argv,
+        env={**env, "JIDO_DATA_HOME": data_home, "PYTHONUNBUFFERED": "1"},
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+    )
+    out, _ = await asyncio.wait_for(proc.communicate(), timeout)
+    assert proc.returncode is not None
+    return proc.returncode, " ".join(out.decode().split())  # rich wraps lines: compare as words
+
+
+async def test_second_up_on_the_same_data_home_refuses_naming_the_first(tmp_path: Path) -> None:
+    # a file left by an `up` that died is ignored
+    dead = await asyncio.create_subprocess_exec(sys.executable, "-c", "pass")
+    await dead.wait()
+    (tmp_path / "data").mkdir()
+    running_file(tmp_path / "data").write_text(
+        RunningSystem(pid=dead.pid, url="nats://127.0.0.1:1").model_dump_json()
+    )
+    up = UpProcess(tmp_path)
+    await up.start_reader()
+    try:
+        url = (await up.wait_line(r"NATS listening on (nats://\S+)")).group(1)
+        # progress: a line per service as it answers $SRV.PING, then all of them
+        ready = set()
+        while len(ready) < len(SERVICES):
+            m = await up.wait_line(r"(\w+) ready in [\d.]+ s|all \d+ services ready", timeout=60)
+            assert m.group(1), f"'all ready' before every service was: {ready}"
+            ready.add(m.group(1))
+        assert ready == set(SERVICES)
+        await up.wait_line(rf"all {len(SERVICES)} services ready in [\d.]+ s")
+        assert running_system(Path(up.data_home)) == RunningSystem(pid=up.proc.pid, url=url)
+
+        # a second `up` on the same data home (another port): refused, naming the first
+        code, said = await _run_cli(up.data_home, "up", "--port", str(free_port()))
+        assert code != 0
+        assert f"pid {up.proc.pid}" in said and url in said, said
+        assert "NATS listening" not in said
+
+        # the first keeps working, and a command finds it without NATS_URL
+        code, out = await _run_cli(up.data_home, "status", "--json")
+        assert code == 0, out
+        assert {s["name"] for s in json.loads(out)} >= {subjects.SERVICE_NAMES[n] for n in SERVICES}
+
+        up.proc.send_signal(signal.SIGINT)
+        await up.wait_line(r"all stopped", timeout=40)
+        assert await asyncio.to_thread(up.proc.wait, 20) == 0
+        assert running_system(Path(up.data_home)) is None
+    finally:
+        if up.proc.poll() is None:
+            up.proc.kill()
+
+    # right after the stop (its sockets in TIME-WAIT), the same --port is honoured, not moved
+    again = UpProcess(tmp_path, port=up.port)
+    await again.start_reader()
+    try:
+        m = await again.wait_line(r"NATS listening on (nats://\S+)|port \d+ is busy")
+        assert m.group(1) == url, again.lines
+        again.proc.send_signal(signal.SIGINT)
+        await again.wait_line(r"all stopped", timeout=40)
+    finally:
+        if again.proc.poll() is None:
+            again.proc.kill()
+
+
+async def test_an_explicit_busy_port_is_refused_not_moved(tmp_path: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        code, said = await _run_cli(str(tmp_path / "data"), "up", "--port", str(port))
+    assert code == 1
+    assert f"port {port} is busy" in said and "NATS listening" not in said, said
+    assert running_system(tmp_path / "data") is None
+
+
+async def test_watch_exits_when_nats_cannot_be_reached(tmp_path: Path) -> None:
+    # nothing runs: a clear message and a non-zero exit, no retrying
+    code, said = await _run_cli(str(tmp_path / "empty"), "watch", timeout=30)
+    assert code != 0
+    assert "cannot reach NATS" in said and "jidocode up" in said, said
+
+    # connected, then NATS goes away for good: watch says so and exits instead of retrying forever
+    server = await asyncio.to_thread(NatsServer(store_dir=tmp_path / "nats", sync="default").start)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("NATS_")}
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "jidocode.cli.main",
+        "watch",
+        env={**env, "NATS_URL": server.url, "JIDO_DATA_HOME": str(tmp_path / "empty")},
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    try:
+        assert proc.stderr is not None
+        first = await asyncio.wait_for(proc.stderr.readline(), 30)
+        assert b"watching" in first, first
+        await asyncio.to_thread(server.stop)
+        _, err = await asyncio.wait_for(proc.communicate(), 90)
+        assert proc.returncode == 1
+        assert "lost the connection to NATS" in " ".join(err.decode().split()), err
+    finally:
+        server.stop()
+        if proc.returncode is None:
+            proc.kill()
