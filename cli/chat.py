@@ -271,6 +271,21 @@ async def _check_trust(client: JidoClient, *, offer: bool) -> None:
     err.print(f"[green]trusted[/] {escape(state.root)}")
 
 
+def _history_line(message: dict[str, Any]) -> str:
+    """One ``/history`` line: the role and its text, or the tool calls of a tool-call turn."""
+    role = escape(str(message.get("role")))
+    content = message.get("content")
+    parts: list[str] = [escape(str(content)[:300])] if content else []
+    for call in message.get("tool_calls") or []:
+        fn = call.get("function") or {} if isinstance(call, dict) else {}
+        name = str(fn.get("name") or "?")
+        args = str(fn.get("arguments") or "")
+        parts.append(f"[cyan]→ {escape(name)}[/]({escape(args[:200])})")
+    if not parts:
+        parts.append("[dim](empty)[/]")
+    return f"[bold]{role}[/]: " + " ".join(parts)
+
+
 async def _interactive(client: JidoClient, screen: _Screen, timeout: float | None) -> int:
     out.print(
         f"[dim]project {escape(client.root_path)} · conversation {client.conversation_id} · "
@@ -296,9 +311,7 @@ async def _interactive(client: JidoClient, screen: _Screen, timeout: float | Non
                 out.print("[dim]resumed[/]")
             elif text == "/history":
                 for message in await client.get_history():
-                    out.print(
-                        f"[bold]{escape(str(message.get('role')))}[/]: {escape(str(message.get('content'))[:300])}"
-                    )
+                    out.print(_history_line(message))
             elif text.startswith("/") and " " not in text and text not in ("/",):
                 err.print(f"unknown command {escape(text)}: /usage /reset /resume /history /quit")
             else:
