@@ -260,6 +260,24 @@ def _usage_of(raw: Any) -> LlmUsage | None:
     )
 
 
+def _check_provider_key(model: str) -> None:
+    """Without ``api_key_env``/``api_base`` litellm reads the provider's own key variable;
+    when that is unset, say so as ``llm_auth`` naming it, before any call (the provider
+    SDK's "missing credentials" surfaces as a 500 that would be retried as transient)."""
+    try:
+        missing = load_litellm().validate_environment(model=model).get("missing_keys") or []
+    except Exception:  # an unknown model: let the call itself say what is wrong
+        return
+    keys = [str(k) for k in missing if str(k).endswith("_KEY")]
+    if keys:
+        raise JidoError(
+            f"no API key for {model}: the environment variable {' or '.join(keys)} is not set "
+            "(set it, or name another with llm.api_key_env)",
+            error_type="llm_auth",
+            details={"api_key_env": keys[0]},
+        )
+
+
 class LitellmPort:
     """``LlmPort`` over litellm. ``sink`` publishes llm.* signals (usage, retries, failures)."""
 
@@ -311,6 +329,8 @@ class LitellmPort:
         try:
             options = self.options(request)
             api_key = resolve_api_key(options, self.env)
+            if api_key is None:
+                _check_provider_key(options.model)
         except JidoError as exc:
             await self._emit(
                 llm_events.LlmCallFailed(

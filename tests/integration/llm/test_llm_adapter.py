@@ -238,6 +238,27 @@ async def test_unset_key_variable_is_not_configured(monkeypatch: pytest.MonkeyPa
     assert "JIDO_TEST_MISSING_KEY" in info.value.message
 
 
+async def test_unset_provider_key_is_llm_auth_not_retried(monkeypatch: pytest.MonkeyPatch) -> None:
+    # No api_key_env/api_base: litellm would read OPENAI_API_KEY; unset, the provider SDK's
+    # "missing credentials" came back as a 500 and was retried as transient.
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    got = Collect()
+    slept: list[float] = []
+
+    async def sleep(delay: float) -> None:
+        slept.append(delay)
+
+    port = LitellmPort(sink=got.sink, sleep=sleep)
+    with pytest.raises(JidoError) as info:
+        await port.complete(_request({"model": "openai/gpt-4o-mini"}), got.delta)
+    assert info.value.type == "llm_auth"
+    assert not info.value.retryable
+    assert "OPENAI_API_KEY" in info.value.message
+    assert slept == []
+    assert got.of(ev.LlmRetrying) == []
+    assert [e.error_type for e in got.of(ev.LlmCallFailed)] == ["llm_auth"]
+
+
 async def test_no_model_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("JIDO_LLM_MODEL", raising=False)
     got = Collect()
