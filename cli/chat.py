@@ -326,6 +326,17 @@ def chat(
     model: str | None = typer.Option(
         None, "--model", "-m", help="litellm model string for this conversation"
     ),
+    api_base: str | None = typer.Option(
+        None,
+        "--api-base",
+        help="OpenAI-compatible endpoint for this conversation (e.g. http://127.0.0.1:8000/v1)",
+    ),
+    api_key_env: str | None = typer.Option(
+        None,
+        "--api-key-env",
+        help="name of the variable holding the key for --api-base, read by the conversation service "
+        "(--api-base/--api-key-env replace the settings' pair: their key never goes to your base)",
+    ),
     conversation: str | None = typer.Option(None, "--conversation", "-c", help="reopen this conversation id"),
     as_json: bool = typer.Option(False, "--json", help="print the event stream as JSON lines"),
     approve: str = typer.Option("ask", help="approvals for `ask` rules: ask | yes | no"),
@@ -344,7 +355,12 @@ def chat(
 
     async def main() -> int:
         client = await JidoClient.connect(
-            project_dir=project_dir, model=model, config=Config.from_env(), wait=False
+            project_dir=project_dir,
+            model=model,
+            api_base=api_base,
+            api_key_env=api_key_env,
+            config=Config.from_env(),
+            wait=False,
         )
         try:
             await _check_trust(client, offer=screen.interactive and not as_json)

@@ -181,6 +181,8 @@ class JidoClient:
         project_dir: str | os.PathLike[str] = ".",
         *,
         model: str | None = None,
+        api_base: str | None = None,
+        api_key_env: str | None = None,
         settings: dict[str, Any] | None = None,
         conversation_id: str | None = None,
         bus: Bus | None = None,
@@ -191,6 +193,10 @@ class JidoClient:
 
         ``model`` (and any ``settings``, e.g. ``{"max_turns": 5}``) override the
         project's ``llm`` settings for this client's conversations.
+        ``api_base`` points them at another OpenAI-compatible endpoint and
+        ``api_key_env`` names the variable (in the conversation service's
+        environment) holding its key; setting either replaces both, so a key from
+        the settings files is never sent to a base the client chose.
         ``conversation_id`` reopens an existing conversation (resume after a restart).
         ``wait=False`` fails at once (``ServiceUnavailable``, saying how to start
         JidoCode) when no NATS server answers, instead of retrying.
@@ -207,6 +213,10 @@ class JidoClient:
             merged = dict(settings or {})
             if model:
                 merged["model"] = model
+            if api_base:
+                merged["api_base"] = api_base
+            if api_key_env:
+                merged["api_key_env"] = api_key_env
             client = cls(bus, info, owns_bus=owns, settings=merged, jido_home=jido_home)
             if conversation_id is not None:
                 await client.start_conversation(conversation_id)

@@ -282,6 +282,31 @@ async def test_cli_one_shot_streams_answer_and_tool_lines(system: System) -> Non
     assert out.rstrip().endswith("The readme says hello.")
 
 
+async def test_cli_chooses_model_and_api_base(system: System, monkeypatch: pytest.MonkeyPatch) -> None:
+    # --api-base/--api-key-env replace the settings' base: the answer comes from the other server,
+    # with the key from the variable the client named (read by the conversation service).
+    monkeypatch.setenv("JIDO_E2E_CHAT_KEY", "sk-chosen")
+    async with ScriptedLlm(api_key="sk-chosen") as other:
+        other.script(Reply.answer("from the chosen base"))
+        code, out, err = await _jidocode(
+            system,
+            "chat",
+            str(system.project),
+            "--model",
+            "openai/scripted",
+            "--api-base",
+            other.api_base,
+            "--api-key-env",
+            "JIDO_E2E_CHAT_KEY",
+            "hello",
+        )
+        assert code == 0, err
+        assert out.rstrip().endswith("from the chosen base")
+        assert len(other.requests) == 1
+        assert other.headers[-1]["authorization"] == "Bearer sk-chosen"
+    assert system.llm.requests == []
+
+
 async def test_cli_json_prints_the_event_stream(system: System) -> None:
     system.llm.script(Reply.answer("json answer"))
     code, out, err = await _jidocode(system, "chat", str(system.project), "--json", stdin=b"hi there")
