@@ -25,13 +25,18 @@ def scripted_llm(
     port: int = typer.Option(0, help="port on 127.0.0.1 (0: a free one)"),
     host: str = typer.Option("127.0.0.1", help="address to bind (loopback by default)"),
     mode: str = typer.Option("echo", help="when the script is empty: echo | one-tool | exhausted"),
-    script: Path | None = typer.Option(None, help="a JSON file: a list of replies (see docs/llm.md)"),
+    script: Path | None = typer.Option(
+        None,
+        help='a JSON file: a list of replies used in order, e.g. [{"kind": "tool_calls", "tool_calls": '
+        '[{"name": "read_file", "arguments": {"path": "README.md"}}]}, {"kind": "text", "text": "hi"}, '
+        '{"kind": "error", "status": 429}] (all fields: docs/llm.md)',
+    ),
     api_key: str | None = typer.Option(None, help="require this bearer key (else 401)"),
 ) -> None:
     """Run the scripted OpenAI-compatible server until Ctrl-C.
 
-    Point JidoCode at it with ``JIDO_LLM_MODEL=openai/scripted`` and
-    ``JIDO_LLM_API_BASE=<printed url>``.
+    Use it from a chat with ``jidocode chat DIR --model openai/scripted
+    --api-base <printed url>`` (add ``--api-key-env VAR`` with ``--api-key``).
     """
     responders = {
         "echo": echo_responder,
@@ -53,7 +58,13 @@ def scripted_llm(
         server.script(*replies)
         await server.start()
         typer.echo(f"scripted LLM listening on {server.api_base}")
-        typer.echo(f"  export JIDO_LLM_MODEL=openai/scripted JIDO_LLM_API_BASE={server.api_base}")
+        base = f"--model openai/scripted --api-base {server.api_base}"
+        key = " --api-key-env VAR  (VAR holding the key, set where `up` runs)" if api_key else ""
+        typer.echo(f"  chat:  jidocode chat <dir> {base}{key}")
+        typer.echo(f"  SDK:   JidoClient.connect(dir, model='openai/scripted', api_base='{server.api_base}')")
+        typer.echo(
+            f"  every conversation: JIDO_LLM_MODEL=openai/scripted JIDO_LLM_API_BASE={server.api_base} jidocode up"
+        )
         try:
             await asyncio.Event().wait()
         finally:
