@@ -110,6 +110,22 @@ class _Screen:
         self.interactive = interactive
         self.mid_line = False
         self.streamed = False
+        #: A spinner while waiting (only on a terminal, never with --json).
+        self.spin = not as_json and sys.stdout.isatty()
+        self._status: Any = None
+
+    def wait(self, what: str) -> None:
+        """Show a spinner saying what is awaited (replacing any shown)."""
+        if not self.spin:
+            return
+        self.stop_wait()
+        self._status = out.status(f"[dim]{escape(what)}[/]")
+        self._status.start()
+
+    def stop_wait(self) -> None:
+        if self._status is not None:
+            self._status.stop()
+            self._status = None
 
     def _newline(self) -> None:
         if self.mid_line:
@@ -121,6 +137,7 @@ class _Screen:
         if self.as_json or not text:
             return
         self.streamed = True
+        self.stop_wait()
         sys.stdout.write(text)
         sys.stdout.flush()
         self.mid_line = not text.endswith("\n")
@@ -135,15 +152,22 @@ class _Screen:
         except JidoError:
             return  # a type or shape this version does not know: nothing to show
         if isinstance(event, ToolCallRequested):
+            self.stop_wait()
             self._newline()
             out.print(f"[cyan]⏺ {escape(event.name)}[/]({escape(_preview(event.args))})")
+            self.wait(f"running {event.name} …")
         elif isinstance(event, ToolCallCompleted):
+            self.stop_wait()
             out.print(f"  [green]✓[/] {escape(event.name)}: {escape(_outcome(event.data))}")
+            self.wait("thinking …")
         elif isinstance(event, ToolCallFailed):
+            self.stop_wait()
             out.print(
                 f"  [red]✗[/] {escape(event.name)}: {escape(event.error_type)}: {escape(event.message[:200])}"
             )
+            self.wait("thinking …")
         elif isinstance(event, ConversationError):
+            self.stop_wait()
             self._newline()
             err.print(f"[yellow]! {escape(event.message)}[/]")
 
@@ -154,6 +178,7 @@ class _Screen:
             if not self.as_json:
                 err.print(f"[yellow]denied {escape(request.tool)} (no one to ask; --approve yes allows)[/]")
             return "deny"
+        self.stop_wait()
         self._newline()
         err.print(
             f"[bold yellow]? {escape(request.tool)}[/]({escape(_preview(request.args))}) needs approval"
@@ -168,6 +193,7 @@ class _Screen:
         return "deny"
 
     def end_turn(self, answer: str | None) -> None:
+        self.stop_wait()
         if self.as_json:
             if answer is not None:
                 sys.stdout.write(
@@ -215,6 +241,7 @@ async def _turn(client: JidoClient, screen: _Screen, text: str, timeout: float |
 
     with contextlib.suppress(NotImplementedError, RuntimeError):
         loop.add_signal_handler(signal.SIGINT, _on_sigint)
+    screen.wait("thinking …")
     try:
         answer = await task
     except TurnFailed as exc:
@@ -229,6 +256,7 @@ async def _turn(client: JidoClient, screen: _Screen, text: str, timeout: float |
             err.print(f"[bold red]error[/] ({exc.type}): {escape(exc.message)}")
         return False
     finally:
+        screen.stop_wait()
         with contextlib.suppress(NotImplementedError, RuntimeError):
             loop.remove_signal_handler(signal.SIGINT)
     screen.end_turn(answer)
