@@ -26,9 +26,10 @@ from jidocode.shared.bus import Bus
 from jidocode.shared.clients import EngineClient, ToolsClient
 from jidocode.shared.config import Config
 from jidocode.shared.envelope import Envelope
-from jidocode.shared.events.tools import ToolCallMeta, ToolResult, ToolResultError
+from jidocode.shared.events.tools import ToolCallMeta, ToolResult
 from jidocode.shared.natsserver import NatsServer, ensure_credentials, free_port
 from tests.helpers import wait_for_services
+from tests.integration.tools.support import failure as failure  # re-exported for the security tests
 
 
 @dataclass
@@ -149,11 +150,6 @@ async def secure_system(
             await client.close()
         await asyncio.wait_for(asyncio.gather(*tasks, return_exceptions=True), 30)
         server.stop()
-
-
-def failure(result: ToolResult) -> ToolResultError:
-    assert not result.ok and result.error is not None, result
-    return result.error
 
 
 class Seen:
