@@ -253,6 +253,8 @@ def load_yaml(text: str, *, limits: YamlLimits = DEFAULT_LIMITS) -> Any:
         raise
     except yaml.MarkedYAMLError as exc:
         where = f" at line {exc.problem_mark.line + 1}" if exc.problem_mark is not None else ""
+        if "nesting depth" in (exc.problem or ""):  # PyYAML >= 6.0.4 has a depth limit of its own
+            raise YamlLimitError(f"YAML nested too deeply: {exc.problem}{where}") from None
         raise YamlError(f"invalid YAML: {exc.problem or exc.context or 'syntax error'}{where}") from None
     except yaml.YAMLError as exc:
         raise YamlError(f"invalid YAML: {exc}") from None
