@@ -89,10 +89,15 @@ def status_table(found: list[dict[str, Any]]) -> Table:
     return table
 
 
-def status(json_out: bool = typer.Option(False, "--json", help="print JSON")) -> None:
+def status(
+    json_out: bool = typer.Option(False, "--json", help="print JSON"),
+    wait: float = typer.Option(
+        0.5, min=0.05, max=60.0, help="seconds without a new answer that end the search (raise on a busy system)"
+    ),
+) -> None:
     """List the services found via $SRV.PING/INFO/STATS, with their endpoints and stats."""
     config = Config.from_env()
-    found = run(lambda: discover(config))
+    found = run(lambda: discover(config, wait))
     if json_out:
         print_json(found)
         return

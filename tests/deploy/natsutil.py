@@ -1,4 +1,5 @@
-"""Helpers for the deploy tests: NATS subject matching and connections as a given user."""
+"""Helpers for the deploy tests: NATS subject matching, connections as a given user, waits that
+hold on a loaded machine."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import nats
 import nats.errors
 from nats.aio.client import Client
 from nats.aio.msg import Msg
+from nats.aio.subscription import Subscription
 
 from jidocode.shared import nats_permissions as perms
 
@@ -73,6 +75,30 @@ async def first_request(nc: Client, subject: str, data: bytes, timeout: float = 
                 await asyncio.sleep(0.05)  # bounded by wait_for
 
     return await asyncio.wait_for(attempt(), timeout)
+
+
+async def until_live(pub: Client, sub: Subscription, subject: str, timeout: float = 15.0) -> None:
+    """Return once ``sub`` (another connection's) receives what ``pub`` publishes on ``subject``.
+
+    A subscription flushed on one connection is very rarely not yet matched by a publish from
+    another one (the same effect as :func:`first_request`'s no-responders; a signal published
+    once was lost that way on a loaded CI machine). Probes go out until one arrives; a probe
+    published earlier by ``pub`` either arrived before it or was lost, so none is left in
+    flight for the caller's next message. Bounded by ``timeout``.
+    """
+
+    async def attempt() -> None:
+        while True:
+            await pub.publish(subject, b"probe")
+            await pub.flush()
+            try:
+                msg = await sub.next_msg(timeout=0.5)
+            except nats.errors.TimeoutError:
+                continue
+            if msg.data == b"probe":
+                return
+
+    await asyncio.wait_for(attempt(), timeout)
 
 
 @asynccontextmanager

@@ -27,7 +27,7 @@ from jidocode.shared.events.conversation import ConversationInfo, StartConversat
 from jidocode.shared.service import ServiceHost, scoped_project_id
 
 from .conftest import SecuredNats
-from .natsutil import connect_as, first_request
+from .natsutil import connect_as, first_request, until_live
 
 P, C = "proj1", "conv1"
 
@@ -68,7 +68,7 @@ async def test_tool_runner_cannot_publish_conversation_input(secured_nats: Secur
         assert subjects.conversation_in(P, C).lower() in error
         # The forged message never reached a subscriber: the first one seen is the client's own.
         await client.nc.publish(subjects.conversation_in(P, C), b"genuine")
-        msg = await seen.next_msg(timeout=5)
+        msg = await seen.next_msg(timeout=15)
         assert msg.data == b"genuine"
         await client.assert_no_errors()
 
@@ -158,8 +158,9 @@ async def test_service_serves_endpoints_answers_ping_and_publishes_signals(
             # Signals reach observers.
             signals = await client.nc.subscribe(subjects.signal_filter())
             await client.nc.flush()
+            await until_live(svc.nc, signals, subjects.signal(f"{service}.started"))
             await svc.nc.publish(subjects.signal(f"{service}.started"), b"up")
-            assert (await signals.next_msg(timeout=5)).data == b"up"
+            assert (await signals.next_msg(timeout=15)).data == b"up"
             await svc.assert_no_errors()
             await client.assert_no_errors()
         finally:
@@ -223,11 +224,13 @@ async def test_conversation_flow_between_client_conversation_and_tool_runner(
         # The tool runner listens for approval answers on conversation input.
         answers = await runner.nc.subscribe(subjects.conversation_in_filter(P))
         await runner.nc.flush()
+        # (probes go to another conversation: the stream keeps them, the consumer below never sees them)
+        await until_live(client.nc, answers, subjects.conversation_in(P, "probe"))
 
         # The client sends input through JetStream (the ack comes back to its private inbox).
         ack = await client.nc.jetstream(timeout=15).publish(subjects.conversation_in(P, C), b"hello")
         assert ack.stream == subjects.STREAM_CONV_IN
-        assert (await answers.next_msg(timeout=5)).data == b"hello"
+        assert (await answers.next_msg(timeout=15)).data == b"hello"
 
         # The conversation service consumes its input durably and journals it.
         consumer = await cjs.pull_subscribe(
@@ -241,8 +244,10 @@ async def test_conversation_flow_between_client_conversation_and_tool_runner(
         # The tool runner may emit exactly the approval request among conversation outputs.
         outputs = await client.nc.subscribe(subjects.conversation_out_filter(P, C))
         await client.nc.flush()
-        await runner.nc.publish(subjects.conversation_out(P, C, "conversation.approval.requested"), b"ask")
-        assert (await outputs.next_msg(timeout=5)).data == b"ask"
+        asked = subjects.conversation_out(P, C, "conversation.approval.requested")
+        await until_live(runner.nc, outputs, asked)
+        await runner.nc.publish(asked, b"ask")
+        assert (await outputs.next_msg(timeout=15)).data == b"ask"
         await runner.nc.publish(subjects.conversation_out(P, C, "conversation.assistant.message"), b"forged")
         assert "permissions violation for publish" in await runner.next_error()
 
@@ -268,18 +273,19 @@ async def test_asset_loader_runs_tools_and_emits_hooks(secured_nats: SecuredNats
         runs = await runner.nc.subscribe(subjects.tools_pattern("run"), queue="tool_runner")
 
         async def serve_one() -> None:
-            msg = await runs.next_msg(timeout=5)
+            msg = await runs.next_msg(timeout=15)
             await msg.respond(b"ran")
 
         served = asyncio.ensure_future(serve_one())
         await runner.nc.flush()
         hooks = await client.nc.subscribe(subjects.hook_filter())
         await client.nc.flush()
+        await until_live(loader.nc, hooks, subjects.hook("skill/pre"))
         reply = await loader.nc.request(subjects.tools(P, "run"), b"cmd", timeout=5)
         assert reply.data == b"ran"
         await served
         await loader.nc.publish(subjects.hook("skill/pre"), b"pre")
-        assert (await hooks.next_msg(timeout=5)).data == b"pre"
+        assert (await hooks.next_msg(timeout=15)).data == b"pre"
         # …but it may not drive a conversation.
         await loader.nc.publish(subjects.conversation_in(P, C), b"forged")
         assert "permissions violation for publish" in await loader.next_error()

@@ -224,7 +224,7 @@ async def test_second_up_on_the_same_data_home_refuses_naming_the_first(tmp_path
         assert "NATS listening" not in said
 
         # the first keeps working, and a command finds it without NATS_URL
-        code, out = await _run_cli(up.data_home, "status", "--json")
+        code, out = await _run_cli(up.data_home, "status", "--json", "--wait", "5")  # holds under load
         assert code == 0, out
         assert {s["name"] for s in json.loads(out)} >= {subjects.SERVICE_NAMES[n] for n in SERVICES}
 

@@ -159,7 +159,7 @@ async def test_cancel_stops_tools_and_resume_returns_to_idle(bus: Bus, config: C
         diag = await _projection(bus, "c3", "diagnostics")
         assert isinstance(diag, dict) and diag["status"] == "cancelled"
         await _send(bus, "c3", "conversation.user.message", {"text": "ignored while cancelled"})
-        await out.wait_for(lambda e: e.type == "conversation.user.message", 2)
+        await out.wait_for(lambda e: e.type == "conversation.user.message", count=2)
         assert len(llm.requests) == 1
         await _send(bus, "c3", "conversation.resume", {})
         await out.wait_type("conversation.resume")

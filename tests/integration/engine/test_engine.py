@@ -101,7 +101,7 @@ async def test_registry_survives_an_engine_restart(engine: EngineProcess, bus: B
     info = await client.start_project(str(tmp_path))
     await engine.halt()
     with pytest.raises(ServiceUnavailable, match="jidocode up"):
-        await client.list_projects(timeout=1)
+        await client.list_projects(timeout=10)
     await engine.start(bus)
     listed = await client.list_projects()
     assert [p.project_id for p in listed.projects] == [info.project_id]
@@ -142,10 +142,10 @@ async def test_wrong_request_type_and_garbage_get_error_replies(engine: EnginePr
     # a raw bus call: the typed client could not send the wrong command
     with pytest.raises(InvalidInput, match=r"expected a 'engine\.start_project' request"):
         await bus.call(endpoint("engine", "start_project").subject(), ListProjects())
-    reply = await bus.nc.request(subjects.engine("list_projects"), b'{"not": "an event"}', timeout=2)
+    reply = await bus.nc.request(subjects.engine("list_projects"), b'{"not": "an event"}', timeout=10)
     assert b'"type":"error"' in reply.data and b"invalid_envelope" in reply.data
     flat = b'{"specversion":"1.0","id":"1","source":"x","type":"engine.list_projects","root_path":"/"}'
-    reply = await bus.nc.request(subjects.engine("list_projects"), flat, timeout=2)
+    reply = await bus.nc.request(subjects.engine("list_projects"), flat, timeout=10)
     assert b"missing_data_envelope" in reply.data
 
 

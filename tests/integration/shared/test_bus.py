@@ -135,7 +135,7 @@ async def test_request_envelope_carries_the_extensions(bus: Bus, config: Config)
 async def test_emit_publishes_a_signal_on_its_type_subject(bus: Bus) -> None:
     sub = await bus.nc.subscribe(subjects.signal_filter())
     env = await bus.emit(ProjectStarted(project_id="P", root_path="/r"), project_id="P")
-    msg = await sub.next_msg(timeout=2)
+    msg = await sub.next_msg(timeout=10)
     assert msg.subject == "jido.sig.project.started"
     assert subject_of(ProjectStarted(project_id="P", root_path="/r")) == msg.subject
     got = decode(msg.data, msg.headers)
@@ -146,7 +146,7 @@ async def test_emit_publishes_a_signal_on_its_type_subject(bus: Bus) -> None:
 async def test_emit_publishes_a_conversation_event_on_its_conversation_subject(bus: Bus) -> None:
     sub = await bus.nc.subscribe(subjects.conversation_out_filter("P1"))
     await bus.emit(UserMessage(text="hi"), project_id="P1", conversation_id="C1")
-    msg = await sub.next_msg(timeout=2)
+    msg = await sub.next_msg(timeout=10)
     assert msg.subject == "jido.evt.P1.C1.conversation.user.message"
     got = decode(msg.data, msg.headers)
     assert got.conversation_id == "C1" and got.event() == UserMessage(text="hi")
@@ -164,7 +164,7 @@ async def test_emit_refuses_commands_and_conversation_events_without_ids(bus: Bu
         await bus.emit(UserMessage(text="hi"))
     # nothing left the client: the next message seen is this marker
     await bus.nc.publish("jido.t.marker", b"")
-    assert (await sub.next_msg(timeout=2)).subject == "jido.t.marker"
+    assert (await sub.next_msg(timeout=10)).subject == "jido.t.marker"
 
 
 async def test_jetstream_publish_dedupes_on_the_event_id(bus: Bus) -> None:
@@ -193,10 +193,10 @@ async def test_kv_is_created_once_and_shared(bus: Bus, config: Config) -> None:
 async def test_subscribe_rejects_garbage_with_an_error_reply(bus: Bus) -> None:
     got: asyncio.Queue[Envelope] = asyncio.Queue()
     await bus.subscribe("t.sub", got.put)
-    reply = await bus.nc.request("t.sub", b'{"id":"1"}', timeout=2)
+    reply = await bus.nc.request("t.sub", b'{"id":"1"}', timeout=10)
     assert json.loads(reply.data)["data"]["type"] == "invalid_envelope"
     await bus.publish("t.sub", WhereisProject(project_id="P"), project_id="P")
-    env = await asyncio.wait_for(got.get(), 2)
+    env = await asyncio.wait_for(got.get(), 10)
     assert env.nats_subject == "t.sub" and env.event() == WhereisProject(project_id="P")
 
 
