@@ -92,7 +92,10 @@ def status_table(found: list[dict[str, Any]]) -> Table:
 def status(
     json_out: bool = typer.Option(False, "--json", help="print JSON"),
     wait: float = typer.Option(
-        0.5, min=0.05, max=60.0, help="seconds without a new answer that end the search (raise on a busy system)"
+        0.5,
+        min=0.05,
+        max=60.0,
+        help="seconds without a new answer that end the search (raise on a busy system)",
     ),
 ) -> None:
     """List the services found via $SRV.PING/INFO/STATS, with their endpoints and stats."""
