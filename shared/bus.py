@@ -221,16 +221,6 @@ class Bus:
 
     # -- request/reply --------------------------------------------------------
 
-    async def request_envelope(
-        self, subject: str, event: EventModel, *, timeout: float = 5.0, **ext: Any
-    ) -> Envelope:
-        """Send a request; return the reply envelope or raise the error it carries."""
-        msg = await self._send(subject, event, timeout, ext)
-        reply = decode(msg.data, msg.headers)
-        if reply.type == ERROR_TYPE:
-            raise from_info(ErrorInfo.model_validate(reply.data or {}))
-        return reply
-
     async def _send(self, subject: str, event: EventModel, timeout: float, ext: dict[str, Any]) -> Msg:
         extensions = {EXTENSIONS[k]: v for k, v in ext.items() if v is not None}
         payload = encode_event(event, source=self.source, extensions=extensions)[1]

@@ -114,20 +114,21 @@ async def test_a_silent_responder_times_out_as_request_timeout(bus: Bus) -> None
     assert heard.is_set()
 
 
-async def test_request_envelope_carries_the_extensions(bus: Bus, config: Config) -> None:
+async def test_call_puts_the_extensions_on_the_request(bus: Bus, config: Config) -> None:
     other = await Bus.connect(config, "responder")
     try:
+        seen: list[Envelope] = []
 
-        async def echo(env: Envelope) -> bytes:
-            reply = Envelope.new(
-                ProjectList(), source="t/1", causation_id=env.id, correlation_id=env.correlation_id
-            )
-            return encode(reply)[0]
+        async def listed(env: Envelope) -> bytes:
+            seen.append(env)
+            return _reply_bytes(ProjectList(), env)
 
-        await _responder(other, "t.ext", echo)
-        reply = await bus.request_envelope("t.ext", ListProjects(), correlation_id="K2")
-        assert reply.correlation_id == "K2" and reply.causation_id is not None
-        assert reply.type == "engine.project_list"
+        await _responder(other, "t.ext", listed)
+        reply = await bus.call("t.ext", ListProjects(), correlation_id="K2", project_id="P1")
+        assert reply == ProjectList()
+        [request] = seen
+        assert request.correlation_id == "K2" and request.project_id == "P1"
+        assert request.source == bus.source and request.type == ListProjects.TYPE
     finally:
         await other.close()
 

@@ -65,9 +65,11 @@ async def test_an_endpoint_answers_call_with_the_declared_reply_model(bus: Bus, 
     await _host(host_bus, (StartProject, "t.ok", start))
     reply = await bus.call("t.ok", StartProject(root_path="/r"), correlation_id="K1")
     assert reply == _info("K1", "/r")
-    env = await bus.request_envelope("t.ok", StartProject(root_path="/r"), correlation_id="K2")
+    # on the wire: the reply envelope keeps the request's correlation id and names it as its cause
+    request = bus.envelope(StartProject(root_path="/r"), correlation_id="K2")
+    env = decode((msg := await _raw_request(bus, "t.ok", encode(request)[0])).data, msg.headers)
     assert env.type == "project.info" and env.data == _info("K2").to_data()
-    assert env.correlation_id == "K2" and env.causation_id is not None
+    assert env.correlation_id == "K2" and env.causation_id == request.id
 
 
 async def test_serve_registers_the_table_endpoint_and_the_typed_client_reaches_it(
