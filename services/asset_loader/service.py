@@ -11,8 +11,8 @@ Endpoints (nats.micro ``jidocode-asset-loader``, subjects ``jido.assets.<p>.<ver
     call_tool                    tools.RunTool   -> tools.ToolResult
 
 A project is loaded when ``project.started`` is seen on ``jido.sig.*`` and
-lazily on its first request; its root comes from the engine's KV registry
-(``jido_projects``). Each load builds a complete :class:`Generation` off the
+lazily on its first request; its root comes from the engine's registry, read
+through the shared :class:`~jidocode.shared.registry.ProjectDirectory`. Each load builds a complete :class:`Generation` off the
 event loop and swaps it in atomically, then publishes
 ``skill/registry/updated`` and ``project.assets_reloaded``. A watchfiles
 watcher per project reloads after debounced changes; ``project.stopped``
@@ -31,7 +31,6 @@ from pathlib import Path
 from typing import Any, Final
 
 import nats.errors
-import nats.js.errors
 
 from jidocode.services.asset_loader.generation import Generation, load_generation
 from jidocode.services.asset_loader.hooks import HookSignal
@@ -46,7 +45,7 @@ from jidocode.shared.clients import ToolsClient
 from jidocode.shared.config import Config
 from jidocode.shared.endpoints import endpoint
 from jidocode.shared.envelope import Envelope, new_id, now_iso
-from jidocode.shared.errors import JidoError, NotFound
+from jidocode.shared.errors import JidoError
 from jidocode.shared.events import EventModel
 from jidocode.shared.events.assets import (
     AssetDocument,
@@ -62,7 +61,7 @@ from jidocode.shared.events.assets import (
     SearchAssets,
     SkillRegistryUpdated,
 )
-from jidocode.shared.events.engine import ProjectInfo
+from jidocode.shared.events.engine import ProjectInfo, ProjectStarted, ProjectStopped
 from jidocode.shared.events.tools import (
     ListTools,
     RunTool,
@@ -72,6 +71,7 @@ from jidocode.shared.events.tools import (
     ToolResult,
     ToolSpec,
 )
+from jidocode.shared.registry import ProjectDirectory
 from jidocode.shared.service import ServiceHost, scoped_project_id
 
 __all__ = ["AssetService", "serve"]
@@ -145,25 +145,24 @@ class _BusPorts:
 class AssetService:
     """Handlers of the asset loader over a bus; one :class:`ProjectAssets` per loaded project."""
 
-    def __init__(self, bus: Bus, config: Config, *, debounce_ms: int = DEFAULT_DEBOUNCE_MS) -> None:
+    def __init__(
+        self,
+        bus: Bus,
+        config: Config,
+        directory: ProjectDirectory,
+        *,
+        debounce_ms: int = DEFAULT_DEBOUNCE_MS,
+    ) -> None:
         self.bus = bus
         self.config = config
+        #: The project registry (read only): where a project's root and data dir come from.
+        self.directory = directory
         self.debounce_ms = debounce_ms
         self.projects: dict[str, ProjectAssets] = {}
         self._loading: dict[str, asyncio.Task[ProjectAssets]] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
 
     # -- projects --------------------------------------------------------------------------
-
-    async def _info(self, project_id: str) -> ProjectInfo:
-        kv = await self.bus.kv(subjects.BUCKET_PROJECTS, history=1)
-        try:
-            entry = await kv.get(project_id)
-        except (nats.js.errors.KeyNotFoundError, nats.js.errors.KeyDeletedError):
-            raise NotFound(f"no running project {project_id!r}", details={"project_id": project_id}) from None
-        if entry.value is None:
-            raise NotFound(f"no running project {project_id!r}", details={"project_id": project_id})
-        return ProjectInfo.model_validate_json(entry.value)
 
     async def project(self, project_id: str, info: ProjectInfo | None = None) -> ProjectAssets:
         """The loaded project (loading it, once, if needed)."""
@@ -178,7 +177,7 @@ class AssetService:
         return await asyncio.shield(task)
 
     async def _load_project(self, project_id: str, info: ProjectInfo | None) -> ProjectAssets:
-        info = info or await self._info(project_id)
+        info = info or await self.directory.get(project_id)
         root = Path(info.root_path)
         with contextlib.suppress(OSError, JidoError):
             await asyncio.to_thread(ensure_layout, root, info.data_dir)
@@ -252,13 +251,11 @@ class AssetService:
                 (time.monotonic() - started) * 1000,
             )
         pid = pa.info.project_id
-        await self.bus.publish(
-            subjects.signal("skill/registry/updated"),
+        await self.bus.emit(
             SkillRegistryUpdated(project_id=pid, skills=list(gen.skills), count=len(gen.skills)),
             project_id=pid,
         )
-        await self.bus.publish(
-            subjects.signal("project.assets_reloaded"),
+        await self.bus.emit(
             AssetsReloaded(
                 project_id=pid,
                 generation=gen.number,
@@ -290,12 +287,12 @@ class AssetService:
     # -- signals ---------------------------------------------------------------------------
 
     async def on_signal(self, env: Envelope) -> None:
-        if env.type == "project.started":
+        if env.type == ProjectStarted.TYPE:
             data = env.data or {}
             pid = data.get("project_id")
             if isinstance(pid, str) and pid not in self.projects:
                 self._spawn(self._load_quietly(pid))
-        elif env.type == "project.stopped":
+        elif env.type == ProjectStopped.TYPE:
             pid = (env.data or {}).get("project_id")
             if isinstance(pid, str):
                 self._spawn(self.forget(pid))
@@ -382,7 +379,7 @@ def _report(gen: Generation) -> AssetReport:
 
 async def serve(config: Config, stop: asyncio.Event) -> None:
     bus = await Bus.connect(config, "asset_loader")
-    service = AssetService(bus, config)
+    service = AssetService(bus, config, await ProjectDirectory.open(bus))
     try:
         # Concurrent requests matter here: a workflow step that is itself an asset
         # tool comes back to call_tool through the tool runner while the outer call runs.
@@ -393,8 +390,8 @@ async def serve(config: Config, stop: asyncio.Event) -> None:
             description="JidoCode asset loader: skills, commands, workflows, skill graph",
         )
         service.serve_on(host)
-        await bus.subscribe(subjects.signal("project.started"), service.on_signal)
-        await bus.subscribe(subjects.signal("project.stopped"), service.on_signal)
+        await bus.subscribe(subjects.signal(ProjectStarted.TYPE), service.on_signal)
+        await bus.subscribe(subjects.signal(ProjectStopped.TYPE), service.on_signal)
         await bus.subscribe(subjects.signal(ToolCancelRequested.TYPE), service.on_signal)
         await host.start()
         log.info("asset loader ready")

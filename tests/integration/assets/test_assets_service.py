@@ -136,6 +136,9 @@ async def test_assets_end_to_end(running: Config, bus: Bus, project_dir: Path) -
     assert any("duplicate key" in d["problem"] for d in loaded.data["diagnostics"])
     registry = await signals.wait(lambda e: e.type == "skill/registry/updated")
     assert registry.data["skills"] == ["notes-reader"] and registry.data["count"] == 1
+    # the wire observers rely on: these subjects and CloudEvent types, with the project id
+    assert loaded.nats_subject == "jido.sig.project.assets_reloaded" and loaded.project_id == pid
+    assert registry.nats_subject == "jido.sig.skill.registry.updated" and registry.project_id == pid
     for name in ("skills", "commands", "workflows", "skill_graph", "state"):
         assert (project_dir / ".jido" / name).is_dir()
 
@@ -242,8 +245,9 @@ async def test_assets_end_to_end(running: Config, bus: Bus, project_dir: Path) -
 
 
 async def test_unknown_project(running: Config, bus: Bus) -> None:
-    with pytest.raises(NotFound):
+    with pytest.raises(NotFound, match="unknown project id 'nope'") as info:
         await AssetsClient(bus, "nope").list()
+    assert info.value.details == {"project_id": "nope"}
 
 
 async def _cli(config: Config, *args: str) -> tuple[int, str, str]:
