@@ -25,7 +25,6 @@ from typing import Final, Protocol
 
 import nats.js.errors
 
-from jidocode.shared import subjects
 from jidocode.shared.bus import Bus
 from jidocode.shared.events._base import EventModel
 from jidocode.shared.events.llm import LlmBudgetExceeded, LlmUsage, UsageTotals
@@ -171,6 +170,6 @@ def bus_sink(bus: Bus) -> EventSink:
             value = getattr(event, name, None)
             if isinstance(value, str) and value:
                 ext[name] = value
-        await bus.publish(subjects.signal(event.type), event, **ext)
+        await bus.emit(event, **ext)
 
     return sink

@@ -32,6 +32,9 @@ from jidocode.shared.bus import Bus
 from jidocode.shared.clients import AssetsClient, ProjectClient
 from jidocode.shared.envelope import Envelope
 from jidocode.shared.errors import JidoError
+from jidocode.shared.events import EventModel
+from jidocode.shared.events.assets import AssetsReloaded, SkillRegistryUpdated
+from jidocode.shared.events.engine import ProjectStopped
 from jidocode.shared.settings import global_home, load_settings
 
 __all__ = [
@@ -227,7 +230,7 @@ def parse_asset_index(result: Any) -> tuple[AssetEntry, ...]:
 
 #: Signals after which a project's system prompt is rebuilt: its assets (the
 #: layers with settings.json, JIDO.md, skills and commands) were reloaded.
-PROMPT_STALE: Final = frozenset({"project.assets_reloaded", "skill/registry/updated", "project.stopped"})
+PROMPT_STALE: Final[tuple[type[EventModel], ...]] = (AssetsReloaded, SkillRegistryUpdated, ProjectStopped)
 
 
 class SystemPrompts:
@@ -285,8 +288,8 @@ class SystemPrompts:
             if env.project_id:
                 self.forget(env.project_id)
 
-        for event_type in sorted(PROMPT_STALE):
-            self._subs.append(await self._bus.subscribe(subjects.signal(event_type), _stale))
+        for model in PROMPT_STALE:
+            self._subs.append(await self._bus.subscribe(subjects.signal(model.TYPE), _stale))
 
     async def close(self) -> None:
         for sub in self._subs:

@@ -9,8 +9,8 @@ from jidocode.services.conversation.llm.prompt import SystemPrompts
 from jidocode.shared import subjects
 from jidocode.shared.bus import Bus
 from jidocode.shared.envelope import Envelope
-from jidocode.shared.events.assets import AssetsReloaded
-from jidocode.shared.events.engine import GetProject, ProjectInfo
+from jidocode.shared.events.assets import AssetsReloaded, SkillRegistryUpdated
+from jidocode.shared.events.engine import GetProject, ProjectInfo, ProjectStopped
 from jidocode.shared.service import ServiceHost
 
 
@@ -57,6 +57,18 @@ async def test_prompt_is_reused_until_the_assets_reload(bus: Bus, tmp_path: Path
         second = await prompts.for_project("p1")
         assert second is not None and "Second rule." in second and "First rule." not in second
         assert len(asked) == 2
+
+        # the other signals that say the project's assets changed drop the prompt too
+        for stale in (
+            SkillRegistryUpdated(project_id="p1", skills=[], count=0),
+            ProjectStopped(project_id="p1", root_path=str(root)),
+        ):
+            prompts.forgotten.clear()
+            built = len(asked)
+            await bus.emit(stale, project_id="p1")
+            await asyncio.wait_for(prompts.forgotten.wait(), 10)
+            assert await prompts.for_project("p1") is not None
+            assert len(asked) == built + 1, stale.type  # rebuilt: the project was asked again
     finally:
         await prompts.close()
         await host.stop()
