@@ -116,6 +116,11 @@ class LlmSettings(BaseModel):
     model: str | None = None
     api_base: str | None = None
     api_key_env: str | None = None
+    #: Variables a client may name as its conversation's ``api_key_env`` (``chat --api-key-env``,
+    #: the SDK's ``api_key_env=``). Empty: a client may point a conversation at its own
+    #: ``api_base`` (no key is sent) but never choose which secret of the conversation
+    #: service's environment goes there.
+    client_key_envs: list[str] = Field(default_factory=list)
     temperature: float | None = Field(default=None, ge=0.0, le=2.0)
     max_turns: int = Field(default=20, ge=1, le=1000)
     timeout_s: float = Field(default=120.0, gt=0.0, le=3600.0)
@@ -522,6 +527,7 @@ _USER_ONLY_WHY: Final = {
     "model": "the model is chosen by the user",
     "api_base": "where the model is called (and the key is sent) is chosen by the user",
     "api_key_env": "which secret is sent as the API key is chosen by the user",
+    "client_key_envs": "which secrets a client may send as an API key is chosen by the user",
 }
 #: Sandbox modes from weakest to strictest (``auto`` falls back to Landlock; ``bubblewrap`` never does).
 _SANDBOX_STRENGTH: Final = {"off": 0, "landlock": 1, "auto": 2, "bubblewrap": 3}

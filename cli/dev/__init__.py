@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import typer
+from pydantic import ValidationError
 
 from .scripted_llm import Reply, ScriptedLlm, echo_responder, one_tool_responder
 
@@ -46,10 +47,7 @@ def scripted_llm(
         raise typer.BadParameter(f"unknown mode {mode!r}: echo | one-tool | exhausted")
     replies: list[Reply] = []
     if script is not None:
-        raw = json.loads(script.read_text(encoding="utf-8"))
-        if not isinstance(raw, list):
-            raise typer.BadParameter("the script must be a JSON list of replies")
-        replies = [Reply.model_validate(item) for item in raw]
+        replies = _read_script(script)
 
     async def _run() -> None:
         server = ScriptedLlm(host=host, port=port, api_key=api_key)
@@ -59,9 +57,16 @@ def scripted_llm(
         await server.start()
         typer.echo(f"scripted LLM listening on {server.api_base}")
         base = f"--model openai/scripted --api-base {server.api_base}"
-        key = " --api-key-env VAR  (VAR holding the key, set where `up` runs)" if api_key else ""
+        key = (
+            " --api-key-env VAR  (VAR holding the key, set where `up` runs and listed in the user's "
+            "llm.client_key_envs)"
+            if api_key
+            else ""
+        )
         typer.echo(f"  chat:  jidocode chat <dir> {base}{key}")
-        typer.echo(f"  SDK:   JidoClient.connect(dir, model='openai/scripted', api_base='{server.api_base}')")
+        typer.echo(
+            f"  SDK:   JidoClient.connect(project_dir=dir, model='openai/scripted', api_base='{server.api_base}')"
+        )
         typer.echo(
             f"  every conversation: JIDO_LLM_MODEL=openai/scripted JIDO_LLM_API_BASE={server.api_base} jidocode up"
         )
@@ -74,3 +79,23 @@ def scripted_llm(
         asyncio.run(_run())
     except KeyboardInterrupt:
         typer.echo("stopped")
+
+
+def _read_script(path: Path) -> list[Reply]:
+    """The replies of a ``--script`` file; a clear ``BadParameter`` naming the problem, never a traceback."""
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise typer.BadParameter(f"cannot read {path}: {exc.strerror or exc}", param_hint="--script") from None
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise typer.BadParameter(f"{path} is not JSON: {exc}", param_hint="--script") from None
+    if not isinstance(raw, list):
+        raise typer.BadParameter(f"{path} must hold a JSON list of replies", param_hint="--script")
+    replies = []
+    for i, item in enumerate(raw):
+        try:
+            replies.append(Reply.model_validate(item))
+        except ValidationError as exc:
+            problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'reply'}: {e['msg']}" for e in exc.errors())
+            raise typer.BadParameter(f"{path}: reply {i}: {problems}", param_hint="--script") from None
+    return replies

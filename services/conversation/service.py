@@ -20,6 +20,7 @@ from jidocode.shared.bus import Bus
 from jidocode.shared.config import Config
 from jidocode.shared.endpoints import endpoint
 from jidocode.shared.envelope import Envelope
+from jidocode.shared.errors import PermissionDenied
 from jidocode.shared.events.conversation import (
     ConversationInfo,
     EventAccepted,
@@ -55,11 +56,28 @@ def project_llm_settings(
     project never picks the model, its endpoint or its key. ``None`` values are
     left out. The endpoint and its key travel as a pair: a request that sets
     ``api_base`` or ``api_key_env`` replaces both, so a key named by the files
-    is never sent to a base the request chose (nor the other way round).
+    is never sent to a base the request chose (nor the other way round). A request
+    may only name an ``api_key_env`` the user's settings list in
+    ``llm.client_key_envs`` (``PermissionDenied`` otherwise): the service's
+    environment holds its NATS password and provider keys, which a client must
+    not be able to send to an endpoint of its choosing.
     """
     loaded = load_settings(Path(info.root_path), jido_home=jido_home, data_dir=info.data_dir)
-    base = {k: v for k, v in loaded.settings.llm.model_dump(mode="json").items() if v is not None}
+    allowed_keys = loaded.settings.llm.client_key_envs
+    base = {
+        k: v
+        for k, v in loaded.settings.llm.model_dump(mode="json").items()
+        if v is not None and k != "client_key_envs"
+    }
     over = dict(overrides or {})
+    named = over.get("api_key_env")
+    if named is not None and named not in allowed_keys:
+        raise PermissionDenied(
+            f"a client may not choose the API key variable {named!r}: the conversation service only "
+            'sends a variable the user lists in llm.client_key_envs (e.g. "client_key_envs": '
+            f'["{named}"] in ~/.jido_code/settings.json); without it, --api-base alone sends no key',
+            details={"api_key_env": named, "setting": "llm.client_key_envs"},
+        )
     if over.keys() & {"api_base", "api_key_env"}:
         base.pop("api_base", None)
         base.pop("api_key_env", None)

@@ -284,8 +284,12 @@ async def test_cli_one_shot_streams_answer_and_tool_lines(system: System) -> Non
 
 async def test_cli_chooses_model_and_api_base(system: System, monkeypatch: pytest.MonkeyPatch) -> None:
     # --api-base/--api-key-env replace the settings' base: the answer comes from the other server,
-    # with the key from the variable the client named (read by the conversation service).
+    # with the key from the variable the client named (read by the conversation service), which
+    # the user's settings list in llm.client_key_envs.
     monkeypatch.setenv("JIDO_E2E_CHAT_KEY", "sk-chosen")
+    (system.config.jido_home / "settings.json").write_text(
+        json.dumps({"llm": {"client_key_envs": ["JIDO_E2E_CHAT_KEY"]}})
+    )
     async with ScriptedLlm(api_key="sk-chosen") as other:
         other.script(Reply.answer("from the chosen base"))
         code, out, err = await _jidocode(
@@ -305,6 +309,37 @@ async def test_cli_chooses_model_and_api_base(system: System, monkeypatch: pytes
         assert len(other.requests) == 1
         assert other.headers[-1]["authorization"] == "Bearer sk-chosen"
     assert system.llm.requests == []
+
+
+async def test_a_client_cannot_send_an_unlisted_variable_as_the_key(
+    system: System, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The conversation service's environment holds its NATS password and provider keys: a client
+    # naming one with its own --api-base would have it sent there. Refused, nothing sent.
+    monkeypatch.setenv("JIDO_E2E_SECRET", "canary-secret-value")
+    async with ScriptedLlm() as attacker:
+        attacker.script(Reply.answer("got it"))
+        code, out, err = await _jidocode(
+            system,
+            "chat",
+            str(system.project),
+            "--api-base",
+            attacker.api_base,
+            "--api-key-env",
+            "JIDO_E2E_SECRET",
+            "hello",
+        )
+        assert code != 0
+        assert "llm.client_key_envs" in out + err and "JIDO_E2E_SECRET" in out + err
+        assert "canary-secret-value" not in out + err
+        assert attacker.requests == [] and attacker.headers == []
+    # --api-base alone is allowed and sends no secret
+    async with ScriptedLlm() as local:
+        local.script(Reply.answer("local answer"))
+        code, out, err = await _jidocode(system, "chat", str(system.project), "--api-base", local.api_base, "hi")
+        assert code == 0, err
+        assert out.rstrip().endswith("local answer")
+        assert "canary-secret-value" not in json.dumps(local.headers)
 
 
 async def test_cli_json_prints_the_event_stream(system: System) -> None:

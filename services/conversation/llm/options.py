@@ -2,7 +2,7 @@
 
 Pure: :func:`resolve_options` reads a mapping (``LlmRequest.settings``) and an
 environment mapping and returns validated :class:`LlmOptions`, or raises a
-``JidoError`` of type ``llm_not_configured``. Precedence, lowest first:
+``JidoError`` of type ``llm_not_configured`` (no model) or ``llm_auth`` (no key). Precedence, lowest first:
 defaults, the environment (``JIDO_LLM_MODEL``, ``JIDO_LLM_API_BASE``), then
 the request's settings (the project's ``settings.json`` with the environment
 already applied by the settings loader, plus any per-conversation override).
@@ -96,15 +96,17 @@ def resolve_options(settings: Mapping[str, Any], env: Mapping[str, str]) -> LlmO
 def resolve_api_key(options: LlmOptions, env: Mapping[str, str]) -> str | None:
     """The key to send, or ``None`` to let litellm use the provider's usual variable.
 
-    A named ``api_key_env`` that is unset is ``llm_not_configured`` (said plainly,
-    naming the variable, never its value).
+    A named ``api_key_env`` that is unset is ``llm_auth`` (never retried; said
+    plainly, naming the variable, never its value): no call is made without it.
     """
     if options.api_key_env:
         value = env.get(options.api_key_env)
         if not value:
             raise JidoError(
-                f"the environment variable {options.api_key_env} (llm.api_key_env) holding the API key is not set",
-                error_type="llm_not_configured",
+                f"the environment variable {options.api_key_env} (llm.api_key_env) holding the API key "
+                "is not set in the conversation service's environment (set it where `jidocode up` runs)",
+                error_type="llm_auth",
+                retryable=False,
                 details={"api_key_env": options.api_key_env},
             )
         return value

@@ -229,12 +229,12 @@ async def test_bad_key_from_api_key_env(monkeypatch: pytest.MonkeyPatch) -> None
         assert server.headers[-1]["authorization"] == "Bearer sk-right"
 
 
-async def test_unset_key_variable_is_not_configured(monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_unset_key_variable_is_llm_auth(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("JIDO_TEST_MISSING_KEY", raising=False)
     settings = {"model": "openai/gpt-4o", "api_key_env": "JIDO_TEST_MISSING_KEY"}
     with pytest.raises(JidoError) as info:
         await LitellmPort().complete(_request(settings), Collect().delta)
-    assert info.value.type == "llm_not_configured"
+    assert info.value.type == "llm_auth" and not info.value.retryable
     assert "JIDO_TEST_MISSING_KEY" in info.value.message
 
 

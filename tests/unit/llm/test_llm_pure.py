@@ -52,8 +52,9 @@ def test_api_key_resolution() -> None:
     assert resolve_api_key(opts, {"K": "secret"}) == "secret"
     with pytest.raises(JidoError) as info:
         resolve_api_key(opts, {})
-    assert info.value.type == "llm_not_configured"
+    assert info.value.type == "llm_auth" and not info.value.retryable
     assert info.value.details == {"api_key_env": "K"}
+    assert "K" in info.value.message
     assert resolve_api_key(resolve_options({"model": "m"}, {}), {}) is None
     assert resolve_api_key(resolve_options({"model": "m", "api_base": "http://x"}, {}), {}) == NO_KEY
 
