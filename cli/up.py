@@ -26,6 +26,12 @@ Port: an explicit ``--port`` is used or refused, never moved; without one,
 "something listens": the check binds with ``SO_REUSEADDR`` as nats-server does,
 so the TIME-WAIT sockets of a server just stopped do not count.
 
+NATS itself is supervised too: the embedded server is restarted with backoff
+on the same store and port when it dies, and it dies with ``up`` (SIGTERM on
+the supervisor's death, Linux); a server an earlier ``up`` left running on the
+store (its pid in ``<store>/nats-server.pid``) is stopped before a new one
+starts, so two servers never share a store.
+
 Progress: ``up`` pings ``$SRV.PING`` until every service answers, printing a
 line per service with the time it took, and names the ones still not ready
 after :data:`SLOW_AFTER` seconds.
@@ -64,7 +70,7 @@ from jidocode.shared.config import (
     running_file,
     same_server,
 )
-from jidocode.shared.natsserver import NatsServer, ensure_credentials, free_port, write_private
+from jidocode.shared.natsserver import NatsServer, ensure_credentials, free_port, stop_orphan, write_private
 
 __all__ = ["DEFAULT_PORT", "SLOW_AFTER", "Backoff", "claim_data_home", "port_free", "service_env", "up"]
 
@@ -177,6 +183,40 @@ async def _supervise(child: Child, env: dict[str, str], stopping: asyncio.Event)
             await asyncio.wait_for(stopping.wait(), delay)
 
 
+async def _supervise_nats(server: NatsServer, stopping: asyncio.Event) -> None:
+    """Restart the embedded nats-server when it dies, on the same store and port, with backoff.
+
+    The services ride out the gap (they reconnect by themselves) and, JetStream
+    being synced on every write, find their journals as they were.
+    """
+    backoff = Backoff()
+    restarts = 0
+    while not stopping.is_set():
+        process = server.process
+        if process is None:
+            return
+        started = time.monotonic()
+        code = await asyncio.to_thread(process.wait)
+        if stopping.is_set():
+            return
+        restarts += 1
+        delay = backoff.next_delay(time.monotonic() - started)
+        say("up", f"nats-server exited with code {code}; restart #{restarts} in {delay:.1f} s", "red")
+        while not stopping.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stopping.wait(), delay)
+            if stopping.is_set():
+                return
+            try:
+                await asyncio.to_thread(server.start)
+            except RuntimeError as exc:
+                delay = backoff.next_delay(0.0)
+                say("up", f"nats-server did not start again ({exc}); next try in {delay:.1f} s", "red")
+                continue
+            say("up", f"NATS listening again on {server.url} (same store)", "bold")
+            break
+
+
 async def _stop_children(children: list[Child], grace: float) -> None:
     live = [c for c in children if c.process and c.process.returncode is None]
     for c in live:
@@ -220,12 +260,22 @@ async def _run(
             os.chmod(store_dir, 0o700)
         url = f"nats://127.0.0.1:{port}"
         passwords = await asyncio.to_thread(ensure_credentials, url)
+        pid_file = store_dir / "nats-server.pid"
+        orphan = await asyncio.to_thread(stop_orphan, pid_file)
+        if orphan is not None:
+            say(
+                "up",
+                f"stopped the nats-server (pid {orphan}) an earlier up left running on {store_dir}",
+                "yellow",
+            )
         server = NatsServer(
             store_dir=store_dir,
             port=port,
             sync="always",
             log_file=store_dir / "nats-server.log",
             users=passwords,
+            pid_file=pid_file,
+            die_with_parent=True,
         )
         await asyncio.to_thread(server.start)
         nats_url = server.url
@@ -253,11 +303,14 @@ async def _run(
     else:
         client = Config.from_env(nats_url=nats_url)
     progress = asyncio.create_task(_report_progress(client, children))
+    watch_nats = asyncio.create_task(_supervise_nats(server, stopping)) if server is not None else None
     try:
         await stopping.wait()
     finally:
         progress.cancel()
-        await asyncio.gather(progress, return_exceptions=True)
+        if watch_nats is not None:
+            watch_nats.cancel()
+        await asyncio.gather(progress, *([watch_nats] if watch_nats else []), return_exceptions=True)
         say("up", "stopping: draining services", "bold")
         await _stop_children(children, grace)
         for t in tasks:

@@ -18,6 +18,13 @@ two minutes and can lose acknowledged writes if the machine crashes.
 fsynced before it is acknowledged): the embedded system is one node, so this
 is the only way its journal survives a crash. Tests pass ``sync="default"``
 for speed, since their store is thrown away.
+
+Lifetime: with ``die_with_parent`` (``jidocode up``) the server is asked on
+Linux to get SIGTERM when the process that started it dies (``prctl``
+``PR_SET_PDEATHSIG``), so a supervisor killed with SIGKILL does not leave a
+server holding its store; with ``pid_file`` the server writes its pid, and
+:func:`stop_orphan` stops a server a dead supervisor left on the same store
+(two servers must never share one).
 """
 
 from __future__ import annotations
@@ -32,7 +39,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -44,6 +51,7 @@ __all__ = [
     "ensure_credentials",
     "find_nats_server",
     "free_port",
+    "stop_orphan",
     "write_private",
 ]
 
@@ -123,6 +131,10 @@ class NatsServer:
     log_file: Path | None = None
     #: User name → password: run the JidoCode users and permissions; ``None``: no authentication.
     users: Mapping[str, str] | None = None
+    #: Where the server writes its pid (``pid_file`` in its config); see :func:`stop_orphan`.
+    pid_file: Path | None = None
+    #: Linux: the server gets SIGTERM when the thread that started it ends (``PR_SET_PDEATHSIG``).
+    die_with_parent: bool = False
     process: subprocess.Popen[bytes] | None = field(default=None, init=False)
     _lines: list[str] = field(default_factory=list, init=False)
 
@@ -149,6 +161,8 @@ class NatsServer:
                 "  routes: [" + ", ".join(f'"{r}"' for r in self.routes) + "]",
                 "}",
             ]
+        if self.pid_file is not None:
+            lines.append(f'pid_file: "{self.pid_file}"')
         if self.users is not None:
             lines.append(perms.render_accounts(passwords=self.users))
         if self.extra_config:
@@ -168,6 +182,7 @@ class NatsServer:
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
             start_new_session=True,
+            preexec_fn=_die_with_parent() if self.die_with_parent else None,
         )
         log = self.log_file.open("a") if self.log_file else None
 
@@ -214,6 +229,53 @@ class NatsServer:
 
     async def wait_ready_async(self, timeout: float = 15.0) -> None:
         await asyncio.to_thread(self.start, timeout)
+
+
+def _die_with_parent() -> Callable[[], None] | None:
+    """A ``preexec_fn`` asking Linux to SIGTERM the child when its parent thread ends; ``None``
+    elsewhere. The parent's pid is checked after the call: a parent that died in between
+    would never send the signal."""
+    if not sys.platform.startswith("linux"):
+        return None
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    parent = os.getpid()
+    pr_set_pdeathsig = 1
+
+    def preexec() -> None:
+        libc.prctl(pr_set_pdeathsig, int(signal.SIGTERM), 0, 0, 0)
+        if os.getppid() != parent:
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    return preexec
+
+
+def stop_orphan(pid_file: Path, timeout: float = 10.0) -> int | None:
+    """Stop the nats-server whose pid ``pid_file`` holds, if it still runs; its pid, or ``None``.
+
+    Only a live process whose command line names ``nats-server`` is touched (a pid
+    reused by another program is left alone): SIGTERM, then SIGKILL after ``timeout``.
+    """
+    try:
+        pid = int(pid_file.read_text().strip())
+    except (OSError, ValueError):
+        return None
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        cmdline = b""
+    if pid <= 1 or not pid_alive(pid) or b"nats-server" not in cmdline:
+        return None
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    while pid_alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    if pid_alive(pid):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    return pid
 
 
 def wait_port(host: str, port: int, timeout: float) -> bool:

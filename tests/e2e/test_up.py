@@ -10,6 +10,7 @@ import signal
 import socket
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import nats
@@ -27,7 +28,7 @@ from jidocode.shared.config import (
     running_system,
     same_server,
 )
-from jidocode.shared.natsserver import NatsServer, free_port, pid_alive
+from jidocode.shared.natsserver import NatsServer, free_port, pid_alive, stop_orphan
 from tests.helpers import ping_services, wait_for_services
 
 pytestmark = pytest.mark.slow
@@ -290,3 +291,75 @@ async def test_watch_exits_when_nats_cannot_be_reached(tmp_path: Path) -> None:
         server.stop()
         if proc.returncode is None:
             proc.kill()
+
+
+def _running(pid: int) -> bool:
+    """Alive and not a zombie (an orphan's exit may wait for a reaper that is slow to come)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return pid_alive(pid)
+    return state not in ("Z", "X")
+
+
+async def _until(predicate: Callable[[], bool], timeout: float) -> None:
+    async def loop() -> None:
+        # a process's state has no event to wait on: poll it, bounded by wait_for
+        while not predicate():  # noqa: ASYNC110
+            await asyncio.sleep(0.1)
+
+    await asyncio.wait_for(loop(), timeout)
+
+
+async def test_up_restarts_a_dead_nats_server_and_takes_it_down_when_killed(tmp_path: Path) -> None:
+    up = UpProcess(tmp_path)
+    await up.start_reader()
+    try:
+        url = (await up.wait_line(r"NATS listening on (nats://\S+)")).group(1)
+        client = up.client_config(url)
+        await wait_for_services(client, SERVICES, timeout=60)
+        project_dir = tmp_path / "proj"
+        project_dir.mkdir()
+        first = json.loads(await _cli(up, "projects", "start", str(project_dir), "--json"))
+
+        # kill -9 of the embedded server: up restarts it on the same port and store
+        pid_file = Path(up.data_home) / "nats" / "nats-server.pid"
+        victim = int(pid_file.read_text())
+        os.kill(victim, signal.SIGKILL)
+        await up.wait_line(r"nats-server exited with code -9; restart #1", timeout=30)
+        await up.wait_line(rf"NATS listening again on {re.escape(url)}", timeout=60)
+        await wait_for_services(client, SERVICES, timeout=60)
+        # the store survived: the registry still knows the project, and the same root gives the same id
+        again = json.loads(await _cli(up, "projects", "start", str(project_dir), "--json"))
+        assert again["project_id"] == first["project_id"]
+        listed = json.loads(await _cli(up, "projects", "list", "--json"))
+        assert [p["project_id"] for p in listed] == [first["project_id"]]
+
+        # kill -9 of up itself: its nats-server does not outlive it (no server left on the store)
+        server = int(pid_file.read_text())
+        assert server != victim and _running(server)
+        up.proc.kill()
+        await asyncio.to_thread(up.proc.wait, 20)
+        await _until(lambda: not _running(server), 30)
+    finally:
+        if up.proc.poll() is None:
+            up.proc.kill()
+
+
+async def test_a_server_left_on_the_store_is_stopped_before_another_starts(tmp_path: Path) -> None:
+    store = tmp_path / "nats"
+    pid_file = store / "nats-server.pid"
+    left = await asyncio.to_thread(NatsServer(store_dir=store, sync="default", pid_file=pid_file).start)
+    try:
+        assert left.process is not None
+        await _until(lambda: pid_file.exists() and pid_file.read_text().strip().isdigit(), 15)
+        # a pid file naming another program is left alone
+        other = tmp_path / "other.pid"
+        other.write_text(str(os.getpid()))
+        assert await asyncio.to_thread(stop_orphan, other) is None
+        # the server's own is stopped
+        assert await asyncio.to_thread(stop_orphan, pid_file) == left.process.pid
+        await asyncio.to_thread(left.process.wait, 15)
+        assert await asyncio.to_thread(stop_orphan, pid_file) is None  # nothing left to stop
+    finally:
+        left.stop()
