@@ -12,6 +12,10 @@ results of its own directives through one mailbox, one signal at a time:
   the request id, so a directive re-run after a crash cannot apply twice;
 * ``cancel_*``: cancel those tasks and tell the tool runner.
 
+Input is validated once. Whatever arrives on the input stream is validated here
+(:func:`normalize`), except a message that is exactly what this replica's
+``send_event`` validated and published (:class:`ValidatedInput`).
+
 A journal failure stops the actor (crash-only): the runtime rebuilds it.
 """
 
@@ -19,15 +23,16 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections import OrderedDict
 from collections.abc import Coroutine
-from typing import Any
+from typing import Any, Final
 
 from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
 from nats.js.api import DeliverPolicy
 
 from jidocode.shared import subjects
-from jidocode.shared.envelope import decode, now_iso
+from jidocode.shared.envelope import Envelope, decode, now_iso
 from jidocode.shared.errors import JidoError
 from jidocode.shared.events import EventModel
 from jidocode.shared.events.conversation import (
@@ -41,7 +46,7 @@ from jidocode.shared.events.conversation import (
 )
 from jidocode.shared.events.tools import ToolCallMeta
 
-from .codec import to_payload
+from .codec import to_envelope, to_payload
 from .core import (
     CORE_SOURCE,
     CancelLlm,
@@ -66,7 +71,7 @@ from .llm.options import ToolExposure
 from .ports import LlmRequest, ToolSpec
 from .record import ConversationRecord
 
-__all__ = ["LLM_SOURCE", "TOOLS_SOURCE", "ConversationActor"]
+__all__ = ["LLM_SOURCE", "TOOLS_SOURCE", "ConversationActor", "ValidatedInput"]
 
 log = logging.getLogger("jidocode.conversation.actor")
 
@@ -74,6 +79,53 @@ log = logging.getLogger("jidocode.conversation.actor")
 LLM_SOURCE = "conversation/llm"
 TOOLS_SOURCE = "conversation/tools"
 INGEST_SOURCE = "conversation/ingest"
+
+#: Validated input kept for its message to arrive, per conversation (the oldest is dropped first).
+MAX_VALIDATED_PENDING: Final = 256
+
+
+class ValidatedInput:
+    """Input that this replica's ``send_event`` validated and is publishing, by event id.
+
+    The actor takes an arriving message as the validated signal only when it is
+    exactly the envelope ``send_event`` published for it (:func:`to_envelope` of
+    the signal): trust goes by content, never by a mark on the message, since
+    anyone allowed to publish conversation input could set a mark. A message
+    with the id of a pending signal but anything else different is validated
+    like any outside input, and the pending signal stays for its own message.
+
+    Bounded: an entry whose message never comes (a copy the stream's duplicate
+    window dropped) gives way to newer ones; its message, should it still come,
+    is then validated in the actor.
+    """
+
+    def __init__(self, project_id: str, conversation_id: str, *, limit: int = MAX_VALIDATED_PENDING) -> None:
+        self.project_id = project_id
+        self.conversation_id = conversation_id
+        self.limit = limit
+        self._pending: OrderedDict[str, Signal] = OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self._pending)
+
+    def expect(self, signal: Signal) -> None:
+        """``signal`` was validated and is being published to the conversation's input."""
+        self._pending[signal.id] = signal
+        self._pending.move_to_end(signal.id)
+        while len(self._pending) > self.limit:
+            self._pending.popitem(last=False)
+
+    def discard(self, signal_id: str) -> None:
+        """The publish of ``signal_id`` failed: nothing to wait for."""
+        self._pending.pop(signal_id, None)
+
+    def take(self, env: Envelope) -> Signal | None:
+        """The validated signal ``env`` carries unchanged, or ``None`` (then validate ``env``)."""
+        signal = self._pending.get(env.id)
+        if signal is None or to_envelope(signal, self.project_id, self.conversation_id) != env:
+            return None
+        del self._pending[env.id]
+        return signal
 
 
 class ConversationActor:
@@ -90,6 +142,8 @@ class ConversationActor:
         self.ready = asyncio.Event()
         self._sub: Subscription | None = None
         self._cache: dict[str, tuple[tuple[int, int], Any]] = {}
+        #: What the runtime's ``send_event`` validated for this conversation and is publishing.
+        self.validated = ValidatedInput(self.project_id, self.conversation_id)
 
     # -- lifecycle ---------------------------------------------------------------
 
@@ -136,8 +190,12 @@ class ConversationActor:
         raw: dict[str, Any] = {}
         try:
             env = decode(msg.data, msg.headers, max_bytes=self.rt.settings.max_message_bytes + 4096)
-            raw = env.to_dict()
-            signal = normalize(raw, external=True, max_data_bytes=self.rt.settings.max_message_bytes)
+            taken = self.validated.take(env)
+            if taken is not None:
+                signal = taken
+            else:
+                raw = env.to_dict()
+                signal = normalize(raw, external=True, max_data_bytes=self.rt.settings.max_message_bytes)
         except JidoError as exc:
             signal = self._rejection(exc, seq, raw)
         await self.mailbox.put(signal)

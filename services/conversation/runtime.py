@@ -33,11 +33,10 @@ from pydantic import ValidationError
 
 from jidocode.shared import subjects
 from jidocode.shared.bus import Bus
-from jidocode.shared.envelope import MSG_ID_HEADER, Envelope, encode, error_envelope, new_id, now_iso
+from jidocode.shared.envelope import Envelope, encode, error_envelope, new_id, now_iso
 from jidocode.shared.errors import Conflict, InvalidInput, JidoError, NotFound
 from jidocode.shared.events.assets import AssetsReloaded, SkillRegistryUpdated
 from jidocode.shared.events.conversation import (
-    EXTERNAL_TYPES,
     PROJECTIONS,
     ConversationError,
     ConversationInfo,
@@ -54,7 +53,7 @@ from jidocode.shared.events.conversation import (
 from jidocode.shared.events.engine import ProjectStopped
 
 from .actor import ConversationActor
-from .codec import journal_msg_id
+from .codec import to_payload
 from .core import llm_context, normalize, project, replay
 from .journal import Journal, LostOwnership, ensure_streams, publish_with_retry
 from .ports import ContextWindows, LlmPort, ToolPort, ToolSpec
@@ -381,35 +380,28 @@ class Runtime:
             "source": request.source,
             "data": cmd.data,
             "correlation_id": cmd.correlation_id or request.correlation_id or event_id,
+            "causation_id": request.id,
+            "time": now_iso(),
         }
-        if cmd.event_type not in EXTERNAL_TYPES:
-            raise InvalidInput(
-                f"event type {cmd.event_type!r} is not accepted from outside; accepted: {sorted(EXTERNAL_TYPES)}",
-                details={"type": cmd.event_type, "accepted": sorted(EXTERNAL_TYPES)},
-            )
+        # Validated here, so that bad input is this call's error rather than a later error event.
         signal = normalize(raw, external=True, max_data_bytes=self.settings.max_message_bytes)
-        env = Envelope(
-            id=signal.id,
-            source=signal.source,
-            type=signal.type,
-            data=signal.data,
-            time=now_iso(),
-            extensions={
-                "projectid": project_id,
-                "conversationid": cmd.conversation_id,
-                "correlationid": signal.correlation_id,
-                "causationid": request.id,
-            },
-        )
         # The message id is scoped to the conversation: a client reusing an event id in
         # another conversation must not have it dropped by the stream's duplicate window.
-        payload, _ = encode(env)
-        seq = await publish_with_retry(
-            self.bus,
-            subjects.conversation_in(project_id, cmd.conversation_id),
-            payload,
-            {MSG_ID_HEADER: journal_msg_id(project_id, cmd.conversation_id, signal.id)},
-        )
+        payload, headers = to_payload(signal, project_id, cmd.conversation_id)
+        # When this replica owns the conversation, its actor takes the message as this signal
+        # if it arrives exactly as sent, instead of validating it again (an actor on another
+        # replica cannot know it was validated, and does validate it).
+        owned = self.owned.get(record_key(project_id, cmd.conversation_id))
+        if owned is not None:
+            owned.actor.validated.expect(signal)
+        try:
+            seq = await publish_with_retry(
+                self.bus, subjects.conversation_in(project_id, cmd.conversation_id), payload, headers
+            )
+        except BaseException:
+            if owned is not None:
+                owned.actor.validated.discard(signal.id)
+            raise
         return EventAccepted(id=signal.id, correlation_id=signal.correlation_id, sequence=seq)
 
     async def get_projection(self, project_id: str, cmd: GetProjection) -> Any:

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Callable, Mapping
+from typing import Any
 
 import pytest
 
+from jidocode.services.conversation.core import Signal
 from jidocode.services.conversation.ports import ToolSpec
 from jidocode.services.conversation.settings import RuntimeSettings
 from jidocode.shared import subjects
@@ -127,6 +130,40 @@ async def test_bad_input_gets_clear_errors_and_the_conversation_keeps_running(
         assert isinstance(diag, dict)
         rejected = [p["data"]["error_type"] for p in diag["problems"] if p["source"] == "conversation/ingest"]
         assert rejected == ["missing_data_envelope", "invalid_input"]
+
+
+async def test_input_is_validated_once(bus: Bus, config: Config, monkeypatch: pytest.MonkeyPatch) -> None:
+    from jidocode.services.conversation import actor, runtime
+
+    validated: dict[str, list[object]] = {"send_event": [], "actor": []}
+
+    def counting(where: str, real: Callable[..., Signal]) -> Callable[..., Signal]:
+        def normalize(raw: Mapping[str, Any], **kw: Any) -> Signal:
+            validated[where].append(raw.get("id"))
+            return real(raw, **kw)
+
+        return normalize
+
+    monkeypatch.setattr(runtime, "normalize", counting("send_event", runtime.normalize))
+    monkeypatch.setattr(actor, "normalize", counting("actor", actor.normalize))
+    llm = ScriptLlm(answer("one"), answer("two"))
+    async with running_service(config, llm, ToolsDouble()):
+        out = await follow(bus, "c7")
+        await _start(bus, "c7")
+        sent = await _send(bus, "c7", "conversation.user.message", {"text": "through the front door"})
+        await out.wait_type("conversation.assistant.message")
+        assert validated == {"send_event": [sent.id], "actor": []}
+        # straight onto the input stream: the actor validates it, once
+        direct = Envelope(id="d1", source="t", type="conversation.user.message", data={"text": "direct"})
+        await bus.js.publish(subjects.conversation_in(P, "c7"), encode(direct)[0])
+        await out.wait_type("conversation.assistant.message", 2)
+        assert validated == {"send_event": [sent.id], "actor": ["d1"]}
+        timeline = await _projection(bus, "c7", "timeline")
+        assert isinstance(timeline, list)
+        first, second = (e for e in timeline if e["type"] == "conversation.user.message")
+        assert first["id"] == sent.id and first["data"] == {"text": "through the front door"}
+        assert first["correlation_id"] == sent.correlation_id and first["causation_id"] is not None
+        assert second["id"] == "d1" and second["data"] == {"text": "direct"}
 
 
 async def test_input_to_an_unknown_conversation_gets_an_error_event(bus: Bus, config: Config) -> None:
