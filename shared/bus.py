@@ -351,14 +351,22 @@ class Bus:
     # -- lifecycle ------------------------------------------------------------
 
     async def close(self) -> None:
-        """Drain: finish in-flight handlers and pending publishes, then disconnect."""
+        """Drain: finish in-flight handlers and pending publishes, then disconnect.
+
+        Always closes, and never raises for the connection's state: while the
+        client is (re)connecting there is nothing to drain (nats-py's ``drain``
+        raises ``ConnectionReconnectingError`` then), so it just closes.
+        """
         if self.nc.is_closed:
+            return
+        if self.nc.is_reconnecting or self.nc.is_connecting:
+            await self.nc.close()
             return
         try:
             await self.nc.drain()
         except (nats.errors.ConnectionClosedError, nats.errors.ConnectionDrainingError):
             pass
-        except TimeoutError:
+        except (TimeoutError, nats.errors.Error):
             await self.nc.close()
 
 
