@@ -3,16 +3,25 @@
 Errors never escape :meth:`NatsToolPort.run`: an unreachable or failing tool
 runner becomes a failed :class:`ToolResult`, which the model sees as the
 tool's answer.
+
+A call survives a tool-runner restart: while nobody serves the project's
+``run`` endpoint (``service_unavailable``: the runner is restarting, or every
+replica is busy starting), the same request — the same ``meta.request_id``,
+so the runner's idempotency ledger runs it at most once — is sent again with
+backoff until a runner takes it or the call's deadline passes; only then is it
+a failed result.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import time
 from typing import Any
 
 from jidocode.shared.bus import Bus
 from jidocode.shared.clients import ProjectClient, ToolsClient
-from jidocode.shared.errors import JidoError
+from jidocode.shared.errors import JidoError, ServiceUnavailable
 from jidocode.shared.events.tools import (
     ToolCallMeta,
     ToolResult,
@@ -21,9 +30,13 @@ from jidocode.shared.events.tools import (
 
 from .ports import ToolSpec
 
-__all__ = ["NatsToolPort", "list_tool_specs"]
+__all__ = ["RETRY_FIRST_S", "RETRY_MAX_S", "NatsToolPort", "list_tool_specs"]
 
 log = logging.getLogger("jidocode.conversation.tools")
+
+#: Backoff between the attempts of a call nobody serves: first delay, doubling up to the cap.
+RETRY_FIRST_S = 0.1
+RETRY_MAX_S = 2.0
 
 
 class NatsToolPort:
@@ -32,27 +45,52 @@ class NatsToolPort:
         self.timeout = timeout
 
     async def run(self, project_id: str, name: str, args: dict[str, Any], meta: ToolCallMeta) -> ToolResult:
-        try:
-            return await ToolsClient(self.bus, project_id, timeout=self.timeout).run(
-                name,
-                args,
-                meta=meta,
-                conversation_id=meta.conversation_id,
-                correlation_id=meta.correlation_id,
-                causation_id=meta.causation_id,
-            )
-        except JidoError as exc:
-            return ToolResult(
-                ok=False, error=ToolResultError(type=exc.type, message=exc.message, details=exc.details)
-            )
-        except ValueError as exc:  # a reply that is not a ToolResult
-            return ToolResult(ok=False, error=ToolResultError(type="invalid_reply", message=str(exc)))
+        deadline = time.monotonic() + self.timeout
+        if meta.deadline is not None:
+            deadline = min(deadline, time.monotonic() + (meta.deadline - time.time()))
+        delay, attempts = RETRY_FIRST_S, 0
+        client = ToolsClient(self.bus, project_id)
+        while True:
+            attempts += 1
+            try:
+                return await client.run(
+                    name,
+                    args,
+                    meta=meta,
+                    timeout=max(0.001, deadline - time.monotonic()),
+                    conversation_id=meta.conversation_id,
+                    correlation_id=meta.correlation_id,
+                    causation_id=meta.causation_id,
+                )
+            except ServiceUnavailable as exc:
+                if time.monotonic() + delay >= deadline:
+                    return _failed(
+                        exc,
+                        f"no tool runner took the call within its deadline ({attempts} attempts): {exc.message}",
+                    )
+                if attempts == 1:
+                    log.warning(
+                        "no tool runner serves project %s: call %s (%s) waits for one, same request id",
+                        project_id,
+                        meta.request_id,
+                        name,
+                    )
+                await asyncio.sleep(delay)  # backoff between attempts, bounded by the deadline
+                delay = min(delay * 2, RETRY_MAX_S)
+            except JidoError as exc:
+                return _failed(exc, exc.message)
+            except ValueError as exc:  # a reply that is not a ToolResult
+                return ToolResult(ok=False, error=ToolResultError(type="invalid_reply", message=str(exc)))
 
     async def cancel(self, project_id: str, request_id: str, conversation_id: str | None = None) -> None:
         try:
             await ToolsClient(self.bus, project_id).cancel(request_id, conversation_id=conversation_id)
         except JidoError as exc:
             log.info("cancel of tool call %s: %s", request_id, exc.message)
+
+
+def _failed(exc: JidoError, message: str) -> ToolResult:
+    return ToolResult(ok=False, error=ToolResultError(type=exc.type, message=message, details=exc.details))
 
 
 async def list_tool_specs(bus: Bus, project_id: str, *, timeout: float = 3.0) -> list[ToolSpec]:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
+import logging
 from typing import Any
 
 from jidocode.services.conversation.tools_bridge import NatsToolPort, list_tool_specs
@@ -46,10 +48,43 @@ async def test_run_and_cancel_round_trip(bus: Bus) -> None:
 
 
 async def test_no_tool_runner_is_a_failed_result_not_an_exception(bus: Bus) -> None:
-    port = NatsToolPort(bus, timeout=10)
+    port = NatsToolPort(bus, timeout=1.5)
     result = await port.run("nobody", "bash", {}, META)
     assert not result.ok and result.error is not None and result.error.type == "service_unavailable"
+    assert "within its deadline" in result.error.message
     await port.cancel("nobody", "r1")  # logged, never raised
+
+
+async def test_a_call_waits_for_a_restarting_tool_runner_with_the_same_request_id(bus: Bus) -> None:
+    # Nobody serves the project's run endpoint (a runner restarting): the call is sent again,
+    # same request id, until a runner takes it — not turned into a failed result at once.
+    waiting = asyncio.Event()
+
+    class _Seen(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            if "waits for one" in record.getMessage():
+                waiting.set()
+
+    handler = _Seen()
+    logging.getLogger("jidocode.conversation.tools").addHandler(handler)
+    try:
+        port = NatsToolPort(bus, timeout=60)
+        call = asyncio.ensure_future(port.run(P, "bash", {"command": "echo hi"}, META))
+        await asyncio.wait_for(waiting.wait(), 30)
+        assert not call.done()
+        seen: list[dict[str, Any]] = []
+
+        async def _run(msg: Any) -> None:
+            body = json.loads(msg.data)
+            seen.append(body)
+            await msg.respond(encode(Envelope.new(ToolResult(ok=True, data="ran"), source="test/tools"))[0])
+
+        await bus.nc.subscribe(subjects.tools(P, "run"), cb=_run)  # the runner is back
+        result = await asyncio.wait_for(call, 30)
+        assert result.ok and result.data == "ran"
+        assert [body["data"]["meta"]["request_id"] for body in seen] == ["r1"]
+    finally:
+        logging.getLogger("jidocode.conversation.tools").removeHandler(handler)
 
 
 async def test_list_tool_specs(bus: Bus) -> None:
