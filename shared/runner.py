@@ -29,6 +29,7 @@ from typing import Any
 
 from jidocode.shared.config import Config
 from jidocode.shared.errors import JidoError
+from jidocode.shared.log_limits import install_repeat_limiter
 
 __all__ = ["Serve", "configure_logging", "run_service", "tune_gc"]
 
@@ -44,6 +45,7 @@ def configure_logging(level: str | None = None) -> None:
     )
     for noisy in ("LiteLLM", "litellm", "httpx", "watchfiles"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
+    install_repeat_limiter()  # an outage is a few lines and a summary, not a flood
 
 
 #: Allocations between two young-generation collections (CPython's default is 700).

@@ -86,7 +86,9 @@ def _read_script(path: Path) -> list[Reply]:
     try:
         raw = json.loads(path.read_text(encoding="utf-8"))
     except OSError as exc:
-        raise typer.BadParameter(f"cannot read {path}: {exc.strerror or exc}", param_hint="--script") from None
+        raise typer.BadParameter(
+            f"cannot read {path}: {exc.strerror or exc}", param_hint="--script"
+        ) from None
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise typer.BadParameter(f"{path} is not JSON: {exc}", param_hint="--script") from None
     if not isinstance(raw, list):
@@ -96,6 +98,8 @@ def _read_script(path: Path) -> list[Reply]:
         try:
             replies.append(Reply.model_validate(item))
         except ValidationError as exc:
-            problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'reply'}: {e['msg']}" for e in exc.errors())
+            problems = "; ".join(
+                f"{'.'.join(map(str, e['loc'])) or 'reply'}: {e['msg']}" for e in exc.errors()
+            )
             raise typer.BadParameter(f"{path}: reply {i}: {problems}", param_hint="--script") from None
     return replies

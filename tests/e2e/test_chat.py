@@ -336,7 +336,9 @@ async def test_a_client_cannot_send_an_unlisted_variable_as_the_key(
     # --api-base alone is allowed and sends no secret
     async with ScriptedLlm() as local:
         local.script(Reply.answer("local answer"))
-        code, out, err = await _jidocode(system, "chat", str(system.project), "--api-base", local.api_base, "hi")
+        code, out, err = await _jidocode(
+            system, "chat", str(system.project), "--api-base", local.api_base, "hi"
+        )
         assert code == 0, err
         assert out.rstrip().endswith("local answer")
         assert "canary-secret-value" not in json.dumps(local.headers)
