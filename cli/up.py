@@ -52,6 +52,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
 
+import nats.errors
 import typer
 from rich.console import Console
 from rich.markup import escape
@@ -242,6 +243,7 @@ async def _run(
     store: str | None,
     port: int,
     names: tuple[str, ...] = SERVICES,
+    nats_wait: float = 30.0,
 ) -> None:
     server: NatsServer | None = None
     passwords: dict[str, str] | None = None
@@ -252,6 +254,12 @@ async def _run(
         passwords = _known_passwords(nats_url)
         users = "its JidoCode users" if passwords else "the NATS_* credentials of this environment"
         say("up", f"using NATS at {nats_url} as {users}")
+        probe = (
+            Config(nats_url=nats_url, nats_user="engine", nats_password=passwords["engine"])
+            if passwords is not None
+            else Config.from_env(nats_url=nats_url)
+        )
+        await _reach_nats(probe, nats_wait)
     else:
         data_home = default_data_home()
         store_dir = data_home / "nats" if store is None else Path(store)
@@ -320,6 +328,41 @@ async def _run(
             await asyncio.to_thread(server.stop)
             say("up", "NATS stopped", "bold")
         say("up", "all stopped", "bold")
+
+
+async def _reach_nats(config: Config, wait: float) -> None:
+    """Return once the NATS at ``config.nats_url`` accepts us; say so and exit 1 after ``wait`` s.
+
+    Services would otherwise retry forever against a wrong ``NATS_URL`` with nothing said.
+    A refusal (bad credentials) ends the wait at once: retrying cannot fix it.
+    """
+    deadline = time.monotonic() + wait
+    said = False
+    while True:
+        try:
+            nc = await connect_nats(config, "up-check", wait=False)
+        except nats.errors.Error as exc:
+            if "authorization" in str(exc).lower():
+                say("up", f"NATS at {config.nats_url} refused the credentials: {exc}", "red")
+                raise typer.Exit(1) from None
+            problem: str = str(exc) or type(exc).__name__
+        except OSError as exc:
+            problem = exc.strerror or str(exc)
+        else:
+            await nc.close()
+            return
+        if time.monotonic() >= deadline:
+            say(
+                "up",
+                f"cannot reach NATS at {config.nats_url} after {wait:g} s ({problem}): check NATS_URL, "
+                "or unset it to run the embedded server",
+                "red",
+            )
+            raise typer.Exit(1)
+        if not said:
+            say("up", f"waiting for NATS at {config.nats_url} (up to {wait:g} s): {problem}", "yellow")
+            said = True
+        await asyncio.sleep(min(1.0, max(0.0, deadline - time.monotonic())))  # retry backoff
 
 
 async def _report_progress(config: Config, children: list[Child]) -> None:
@@ -462,6 +505,9 @@ def up(
     tool_runner_replicas: int = typer.Option(1, min=1, max=8, help="tool runner replicas"),
     grace: float = typer.Option(10.0, help="seconds each service gets to drain on stop"),
     only: str | None = typer.Option(None, help="comma-separated services to run (default: all five)"),
+    nats_wait: float = typer.Option(
+        30.0, min=0.0, help="with NATS_URL: seconds to wait for that server before giving up"
+    ),
 ) -> None:
     """Run the whole system: embedded NATS (unless NATS_URL is set) and every service."""
     nats_url = os.environ.get("NATS_URL") or None
@@ -476,7 +522,7 @@ def up(
             )
     if nats_url:
         with contextlib.suppress(KeyboardInterrupt):
-            asyncio.run(_run(nats_url, replicas, grace, store, 0, names))
+            asyncio.run(_run(nats_url, replicas, grace, store, 0, names, nats_wait))
         return
     with claim_data_home(default_data_home()) as claim:  # exits if another `up` runs there
         chosen = _choose_port(port)

@@ -363,3 +363,23 @@ async def test_a_server_left_on_the_store_is_stopped_before_another_starts(tmp_p
         assert await asyncio.to_thread(stop_orphan, pid_file) is None  # nothing left to stop
     finally:
         left.stop()
+
+
+async def test_up_with_an_unreachable_nats_url_says_so_and_exits(tmp_path: Path) -> None:
+    env = {**os.environ, "NATS_URL": f"nats://127.0.0.1:{free_port()}", "JIDO_DATA_HOME": str(tmp_path / "d")}
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "jidocode.cli.main",
+        "up",
+        "--nats-wait",
+        "2",
+        env=env,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+    )
+    out, _ = await asyncio.wait_for(proc.communicate(), 60)
+    said = " ".join(out.decode().split())
+    assert proc.returncode == 1, said
+    assert "waiting for NATS at" in said and "cannot reach NATS at" in said and "after 2 s" in said, said
+    assert "starting engine" not in said  # no service was started against nothing
