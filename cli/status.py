@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import socket
+import time
 from pathlib import Path
 from typing import Any
 
@@ -174,20 +176,35 @@ def probe(
     instance = os.environ.get("JIDO_INSTANCE") or None
     hostname = socket.gethostname()
 
-    async def main() -> bool:
+    async def main() -> str | None:
+        """``None`` when healthy, else what went wrong."""
+        deadline = time.monotonic() + timeout
         try:
             nc = await connect_nats(config, f"probe-{name}", wait=False)
-        except (nats.errors.NoServersError, OSError):
-            return False
+        except (nats.errors.NoServersError, OSError) as exc:
+            return f"cannot reach NATS at {config.nats_url} ({exc})"
         try:
-            pings = [
-                json.loads(m.data) for m in await gather(nc, subjects.srv("PING", name), wait=timeout / 4)
-            ]
+            # Wait the whole timeout for a matching answer: a busy replica (a turn on its loop,
+            # a rebuild) may answer late, and an early answer from another replica must not end
+            # the wait for ours.
+            inbox = nc.new_inbox()
+            sub = await nc.subscribe(inbox)
+            await nc.publish(subjects.srv("PING", name), b"", reply=inbox)
+            while (left := deadline - time.monotonic()) > 0:
+                try:
+                    msg = await sub.next_msg(timeout=left)
+                except nats.errors.TimeoutError:
+                    break
+                with contextlib.suppress(ValueError):
+                    ping = json.loads(msg.data) if msg.data else None
+                    if isinstance(ping, dict) and (any_replica or is_local(ping, name, instance, hostname)):
+                        return None
         finally:
             await nc.close()
-        return any(any_replica or is_local(p, name, instance, hostname) for p in pings)
+        return f"no answer{'' if any_replica else ' from this host'} within {timeout:g} s"
 
-    if not run(main):
-        typer.echo(f"{name}: no answer{'' if any_replica else ' from this host'}", err=True)
+    problem = run(main)
+    if problem is not None:
+        typer.echo(f"{name}: {problem}", err=True)
         raise typer.Exit(1)
     typer.echo(f"{name}: ok")

@@ -318,6 +318,9 @@ async def test_up_restarts_a_dead_nats_server_and_takes_it_down_when_killed(tmp_
         url = (await up.wait_line(r"NATS listening on (nats://\S+)")).group(1)
         client = up.client_config(url)
         await wait_for_services(client, SERVICES, timeout=60)
+        # the health check of each service finds its replica here (up's children), no --any needed
+        for name in SERVICES:
+            assert (await _cli(up, "probe", name, "--timeout", "10")).strip() == f"{name}: ok"
         project_dir = tmp_path / "proj"
         project_dir.mkdir()
         first = json.loads(await _cli(up, "projects", "start", str(project_dir), "--json"))
@@ -329,6 +332,7 @@ async def test_up_restarts_a_dead_nats_server_and_takes_it_down_when_killed(tmp_
         await up.wait_line(r"nats-server exited with code -9; restart #1", timeout=30)
         await up.wait_line(rf"NATS listening again on {re.escape(url)}", timeout=60)
         await wait_for_services(client, SERVICES, timeout=60)
+        assert (await _cli(up, "probe", "conversation", "--timeout", "10")).strip() == "conversation: ok"
         # the store survived: the registry still knows the project, and the same root gives the same id
         again = json.loads(await _cli(up, "projects", "start", str(project_dir), "--json"))
         assert again["project_id"] == first["project_id"]
