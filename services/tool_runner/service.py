@@ -35,7 +35,7 @@ from typing import Final
 import nats.errors
 from nats.aio.subscription import Subscription
 
-from jidocode.shared import subjects
+from jidocode.shared import sandbox, subjects
 from jidocode.shared.bus import Bus
 from jidocode.shared.config import Config
 from jidocode.shared.endpoints import endpoint
@@ -153,6 +153,18 @@ class ToolRunner:
         self.pipeline.cancel((sig.project_id, sig.request_id), sig.conversation_id)
 
 
+def _say_sandbox(config: Config) -> None:
+    """Say once, at start, which OS sandbox bash calls get here under the user's settings (a
+    project can only ask for a stronger one), and how to get a stronger one when it is not
+    bubblewrap: a fallback to Landlock, or no sandbox at all, is never silent."""
+    home = str(config.jido_home)
+    choice = sandbox.choose(sandbox.effective_settings(home, jido_home=home), sandbox.detect())
+    if choice.mode == "bubblewrap":
+        log.info("OS sandbox for tool processes: %s", choice.reason)
+        return
+    log.warning("OS sandbox for tool processes: %s — %s (%s)", choice.mode, choice.reason, choice.hint)
+
+
 async def serve(config: Config, stop: asyncio.Event) -> None:
     """Run one tool-runner replica until ``stop`` is set."""
     bus = await Bus.connect(config, "tool_runner")
@@ -160,6 +172,7 @@ async def serve(config: Config, stop: asyncio.Event) -> None:
         wait = float(os.environ.get("JIDO_TOOL_QUOTA_WAIT_S", DEFAULT_QUOTA_WAIT_S))
         runner = ToolRunner(bus, config, quota_wait_s=wait)
         await runner.start()
+        await asyncio.to_thread(_say_sandbox, config)
         log.info("tool runner ready")
         await stop.wait()
         await runner.stop()
