@@ -40,7 +40,7 @@ from jidocode.shared.events.conversation import (
     ToolCallRequested,
 )
 
-from .common import run
+from .common import NatsReach, run
 
 __all__ = ["chat", "trust_line"]
 
@@ -390,7 +390,10 @@ def chat(
             config=Config.from_env(),
             wait=False,
         )
-        try:
+        lost = asyncio.Event()
+        reach = NatsReach(client.bus, lost.set, "chat")  # up died: say so and exit, never hang
+
+        async def session() -> int:
             await _check_trust(client, offer=screen.interactive and not as_json)
             client.on_event(screen.event)
             await client.configure_tools(approve=screen.ask)
@@ -399,7 +402,20 @@ def chat(
                 return await _interactive(client, screen, timeout)
             assert text is not None
             return 0 if await _turn(client, screen, text, timeout) else 1
+
+        talking = asyncio.create_task(session())
+        gone = asyncio.create_task(lost.wait())
+        try:
+            await asyncio.wait({talking, gone}, return_when=asyncio.FIRST_COMPLETED)
+            if talking.done():
+                return talking.result()
+            talking.cancel()
+            await asyncio.gather(talking, return_exceptions=True)
+            screen.stop_wait()
+            reach.check()
+            return 1
         finally:
+            gone.cancel()
             await client.close()
 
     code = run(main)

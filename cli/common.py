@@ -16,17 +16,69 @@ from rich.console import Console
 from jidocode.shared.bus import Bus
 from jidocode.shared.clients import EngineClient
 from jidocode.shared.config import Config
-from jidocode.shared.errors import InvalidInput, JidoError, NotFound
+from jidocode.shared.errors import InvalidInput, JidoError, NotFound, ServiceUnavailable
 from jidocode.shared.events import EventModel
 from jidocode.shared.events.engine import ProjectInfo
 from jidocode.shared.service import to_jsonable
 
-__all__ = ["cli_bus", "console", "err_console", "fields", "print_json", "resolve_project", "run"]
+__all__ = [
+    "RECONNECT_ATTEMPTS",
+    "NatsReach",
+    "cli_bus",
+    "console",
+    "err_console",
+    "fields",
+    "print_json",
+    "resolve_project",
+    "run",
+]
 
 T = TypeVar("T")
 
 console = Console()
 err_console = Console(stderr=True)
+
+
+#: Reconnect rounds (half a second apart) a long-running command (``watch``, ``chat``) makes after
+#: losing NATS before it gives up: enough to ride out a restart of ``jidocode up``, not to wait
+#: forever on a system that is gone.
+RECONNECT_ATTEMPTS = 30
+
+
+class NatsReach:
+    """Ends a long-running command when its connection to NATS is lost for good.
+
+    Once connected, a command's client would reconnect forever (a turn waiting for its
+    answer would hang if ``up`` died); this caps the reconnects at :data:`RECONNECT_ATTEMPTS`
+    and calls ``on_lost`` when nats-py gives up. :meth:`check` then raises the message.
+    """
+
+    def __init__(self, bus: Bus, on_lost: Callable[[], None], command: str) -> None:
+        self.nc = bus.nc
+        self.url = self.nc.connected_url.netloc if self.nc.connected_url else "NATS"
+        self.command = command
+        self.nc.options["max_reconnect_attempts"] = RECONNECT_ATTEMPTS
+        self.lost = False
+        self.checked = False
+        previous = self.nc._closed_cb  # nats-py calls it once reconnects are exhausted
+
+        async def closed() -> None:
+            if previous is not None:
+                await previous()
+            if not self.checked:
+                self.lost = True
+                on_lost()
+
+        self.nc._closed_cb = closed
+
+    def check(self) -> None:
+        """Raise :class:`ServiceUnavailable` (exit 1 with a message) if the connection was lost."""
+        self.checked = True
+        if self.lost:
+            raise ServiceUnavailable(
+                f"lost the connection to NATS at {self.url} and could not reconnect: is JidoCode still "
+                f"running? Start it with `jidocode up`, then run `jidocode {self.command}` again"
+            )
 
 
 def run(main: Callable[[], Awaitable[T]]) -> T:

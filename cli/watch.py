@@ -41,9 +41,9 @@ from rich.markup import escape
 from jidocode.shared import subjects
 from jidocode.shared.bus import Bus
 from jidocode.shared.envelope import Envelope, decode
-from jidocode.shared.errors import JidoError, NotFound, ServiceUnavailable
+from jidocode.shared.errors import JidoError, NotFound
 
-from .common import cli_bus, console, err_console, run
+from .common import NatsReach, cli_bus, console, err_console, run
 
 __all__ = ["EventFilter", "Seen", "format_line", "parse_since", "summarize", "ulid_time", "watch"]
 
@@ -305,7 +305,9 @@ def watch(
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, done.set)
         async with cli_bus("watch") as bus:
-            reach = _Reach(bus, done)  # NATS lost for good: say so and exit 1, never retry forever
+            reach = NatsReach(
+                bus, done.set, "watch"
+            )  # NATS lost for good: say so, exit 1, never retry forever
             backlog: list[Any] = []
             live = start is None
 
@@ -339,38 +341,3 @@ def watch(
     if preset == "skill" and not json_out:
         for event_type, n in sorted(counts.items()):
             err_console.print(f"{event_type}: {n}")
-
-
-#: Reconnect rounds (half a second apart) ``watch`` makes after losing NATS before it gives up:
-#: enough to ride out a restart of ``jidocode up``, not to wait forever on a system that is gone.
-RECONNECT_ATTEMPTS = 30
-
-
-class _Reach:
-    """Ends ``watch`` when its connection to NATS is lost for good (reconnects exhausted)."""
-
-    def __init__(self, bus: Bus, done: asyncio.Event) -> None:
-        self.nc = bus.nc
-        self.url = self.nc.connected_url.netloc if self.nc.connected_url else "NATS"
-        self.nc.options["max_reconnect_attempts"] = RECONNECT_ATTEMPTS
-        self.lost = False
-        self.checked = False
-        previous = self.nc._closed_cb  # nats-py calls it once reconnects are exhausted
-
-        async def closed() -> None:
-            if previous is not None:
-                await previous()
-            if not self.checked:
-                self.lost = True
-                done.set()
-
-        self.nc._closed_cb = closed
-
-    def check(self) -> None:
-        """Raise :class:`ServiceUnavailable` (exit 1 with a message) if the connection was lost."""
-        self.checked = True
-        if self.lost:
-            raise ServiceUnavailable(
-                f"lost the connection to NATS at {self.url} and could not reconnect: is JidoCode still "
-                "running? Start it with `jidocode up`, then run `jidocode watch` again"
-            )

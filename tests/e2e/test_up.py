@@ -16,6 +16,7 @@ from pathlib import Path
 import nats
 import pytest
 
+from jidocode.cli.dev.scripted_llm import Reply, ScriptedLlm
 from jidocode.services.registry import SERVICES
 from jidocode.shared import subjects
 from jidocode.shared.bus import connect_nats
@@ -35,8 +36,9 @@ pytestmark = pytest.mark.slow
 
 
 class UpProcess:
-    def __init__(self, tmp: Path, port: int | None = None) -> None:
+    def __init__(self, tmp: Path, port: int | None = None, extra_env: dict[str, str] | None = None) -> None:
         env = {k: v for k, v in os.environ.items() if k != "NATS_URL"}
+        env.update(extra_env or {})
         self.data_home = str(tmp / "data")
         env.update(
             {
@@ -387,3 +389,42 @@ async def test_up_with_an_unreachable_nats_url_says_so_and_exits(tmp_path: Path)
     assert proc.returncode == 1, said
     assert "waiting for NATS at" in said and "cannot reach NATS at" in said and "after 2 s" in said, said
     assert "starting engine" not in said  # no service was started against nothing
+
+
+async def test_chat_says_when_up_dies_mid_turn_instead_of_hanging(tmp_path: Path) -> None:
+    async with ScriptedLlm() as llm:
+        llm.script(Reply.answer("too late", delay_s=300))  # the turn is in flight when up dies
+        up = UpProcess(
+            tmp_path, extra_env={"JIDO_LLM_MODEL": "openai/scripted", "JIDO_LLM_API_BASE": llm.api_base}
+        )
+        await up.start_reader()
+        chat: asyncio.subprocess.Process | None = None
+        try:
+            url = (await up.wait_line(r"NATS listening on (nats://\S+)")).group(1)
+            await wait_for_services(up.client_config(url), SERVICES, timeout=60)
+            project_dir = tmp_path / "proj"
+            project_dir.mkdir()
+            env = {k: v for k, v in os.environ.items() if not k.startswith("NATS_")}
+            chat = await asyncio.create_subprocess_exec(
+                sys.executable,
+                "-m",
+                "jidocode.cli.main",
+                "chat",
+                str(project_dir),
+                "hello",
+                env={**env, "JIDO_DATA_HOME": up.data_home, "JIDO_CODE_HOME": str(tmp_path / "home")},
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+            )
+            await llm.wait_requests(1, timeout=60)
+            up.proc.kill()  # its nats-server and services go with it
+            await asyncio.to_thread(up.proc.wait, 20)
+            out, err = await asyncio.wait_for(chat.communicate(), 90)
+            said = " ".join((out + err).decode().split())
+            assert chat.returncode == 1, said
+            assert "lost the connection to NATS" in said and "jidocode up" in said, said
+        finally:
+            if chat is not None and chat.returncode is None:
+                chat.kill()
+            if up.proc.poll() is None:
+                up.proc.kill()
