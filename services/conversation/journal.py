@@ -26,6 +26,7 @@ from jidocode.shared.errors import JidoError, RequestTimeout
 
 from .codec import to_payload
 from .core import Signal
+from .retention import StreamLimits
 
 __all__ = ["EXPECTED_LAST_SUBJECT_SEQ", "Journal", "LostOwnership", "ensure_streams", "publish_with_retry"]
 
@@ -64,23 +65,36 @@ class LostOwnership(JidoError):  # type: ignore[misc]
     error_type = "lost_ownership"
 
 
-async def ensure_streams(bus: Bus, *, events_max_age_s: float) -> bool:
-    """The three conversation streams (idempotent; every replica calls it).
+async def ensure_streams(
+    bus: Bus, *, events_max_age_s: float | None = None, limits: StreamLimits | None = None
+) -> bool:
+    """The three conversation streams with their retention (idempotent; every replica calls it,
+    and an existing stream is updated to the limits: :mod:`.retention`).
 
+    ``limits`` default to the environment's (:meth:`StreamLimits.from_env`);
+    ``events_max_age_s`` (the runtime setting) overrides the events stream's age.
     Returns whether the journal accepts atomic batch publishes (nats-server >= 2.12).
     """
-    await bus.ensure_stream(subjects.STREAM_CONV_IN, [subjects.conversation_in_filter()])
+    limits = limits or StreamLimits.from_env()
+    if events_max_age_s is not None:
+        limits = limits.model_copy(update={"events_max_age_s": events_max_age_s})
+    await bus.ensure_stream(
+        subjects.STREAM_CONV_IN, [subjects.conversation_in_filter()], **limits.stream_config("input")
+    )
+    journal = limits.stream_config("journal")
     try:
-        await bus.ensure_stream(subjects.STREAM_JOURNAL, [subjects.journal_filter()], allow_atomic=True)
+        await bus.ensure_stream(
+            subjects.STREAM_JOURNAL, [subjects.journal_filter()], allow_atomic=True, **journal
+        )
         # An older server may ignore the unknown setting: trust only what it reports back.
         info = await bus.js.stream_info(subjects.STREAM_JOURNAL)
         atomic = bool(info.config.allow_atomic)
     except nats.js.errors.APIError as exc:
         log.info("journal without atomic batches (%s): one acknowledged append per entry", exc)
-        await bus.ensure_stream(subjects.STREAM_JOURNAL, [subjects.journal_filter()])
+        await bus.ensure_stream(subjects.STREAM_JOURNAL, [subjects.journal_filter()], **journal)
         atomic = False
     await bus.ensure_stream(
-        subjects.STREAM_EVENTS, [subjects.conversation_out_filter()], max_age=events_max_age_s
+        subjects.STREAM_EVENTS, [subjects.conversation_out_filter()], **limits.stream_config("events")
     )
     return atomic
 
