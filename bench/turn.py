@@ -251,6 +251,18 @@ async def main(
             for c in clients:
                 await c.close()
             await client.close()
+
+            # -- disk: what the streams hold per one-tool turn (docs/deploy.md's sizing) ----------
+            turns = 3 + rounds * (per_round + 1) + concurrent
+            sizes = {
+                name: (await bus.js.stream_info(name)).state.bytes
+                for name in (subjects.STREAM_CONV_IN, subjects.STREAM_JOURNAL, subjects.STREAM_EVENTS)
+            }
+            per_turn = {name: size / turns for name, size in sizes.items()}
+            print(f"stream bytes per one-tool turn ({turns} turns): " + ", ".join(
+                f"{name} {b / 1024:.1f} KiB" for name, b in per_turn.items()))  # fmt: skip
+            thousand = sum(per_turn.values()) * 1000 * 10
+            print(f"  1,000 conversations of 10 such turns: {thousand / 1024**2:.0f} MiB in all")
         finally:
             stop.set()
             await asyncio.wait_for(asyncio.gather(*tasks, return_exceptions=True), 60)
