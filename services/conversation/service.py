@@ -47,6 +47,10 @@ __all__ = ["project_llm_settings", "serve"]
 log = logging.getLogger("jidocode.conversation")
 
 
+#: Variables no client may have sent as a key, listed or not: the service's own bus identity.
+_NEVER_SENT = ("NATS_", "JIDO_NATS")
+
+
 def project_llm_settings(
     info: ProjectInfo, overrides: Mapping[str, Any] | None = None, *, jido_home: Path | None = None
 ) -> dict[str, Any]:
@@ -71,11 +75,12 @@ def project_llm_settings(
     }
     over = dict(overrides or {})
     named = over.get("api_key_env")
-    if named is not None and named not in allowed_keys:
+    if named is not None and (named not in allowed_keys or str(named).startswith(_NEVER_SENT)):
         raise PermissionDenied(
             f"a client may not choose the API key variable {named!r}: the conversation service only "
-            'sends a variable the user lists in llm.client_key_envs (e.g. "client_key_envs": '
-            f'["{named}"] in ~/.jido_code/settings.json); without it, --api-base alone sends no key',
+            "sends a variable the user lists in llm.client_key_envs of ~/.jido_code/settings.json "
+            '(e.g. "client_key_envs": ["MY_PROVIDER_KEY"]), and never its own NATS credentials; '
+            "without one, --api-base alone sends no key",
             details={"api_key_env": named, "setting": "llm.client_key_envs"},
         )
     if over.keys() & {"api_base", "api_key_env"}:
