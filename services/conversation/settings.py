@@ -16,6 +16,10 @@ class RuntimeSettings(BaseModel):
 
     #: A conversation's owner must renew its lease within this many seconds, or another replica takes over.
     lease_ttl_s: float = Field(default=10.0, ge=0.5, le=600.0)
+    #: A conversation with nothing to do (no input, no LLM call, tool call or approval
+    #: outstanding) for this many seconds is released: its lease, its input consumer and
+    #: its actor go, and it is loaded again from its journal on its next input.
+    idle_timeout_s: float = Field(default=300.0, ge=0.05, le=7 * 24 * 3600.0)
     #: Largest ``data`` of one external event (bytes of JSON).
     max_message_bytes: int = Field(default=256 * 1024, ge=64, le=8 * 1024 * 1024)
     #: Queue, drain and turn limits of each conversation (``max_turns`` may come from its settings).
@@ -34,6 +38,8 @@ class RuntimeSettings(BaseModel):
         env = os.environ
         if env.get("JIDO_CONV_LEASE_TTL"):
             values["lease_ttl_s"] = float(env["JIDO_CONV_LEASE_TTL"])
+        if env.get("JIDO_CONV_IDLE_TIMEOUT"):
+            values["idle_timeout_s"] = float(env["JIDO_CONV_IDLE_TIMEOUT"])
         if env.get("JIDO_CONV_MAX_MESSAGE_BYTES"):
             values["max_message_bytes"] = int(env["JIDO_CONV_MAX_MESSAGE_BYTES"])
         limits: dict[str, int] = {}

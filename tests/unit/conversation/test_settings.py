@@ -12,12 +12,19 @@ from jidocode.services.conversation.settings import RuntimeSettings
 def test_defaults() -> None:
     s = RuntimeSettings()
     assert s.lease_ttl_s == 10.0 and s.max_message_bytes == 256 * 1024
+    assert s.idle_timeout_s == 300.0
     assert s.limits == Limits(max_queue=256, max_drain_steps=64, max_turns=20)
 
 
 @pytest.mark.parametrize(
     "bad",
-    [{"lease_ttl_s": 0.1}, {"max_message_bytes": 10}, {"tool_timeout_s": 0}, {"list_tools_timeout_s": -1}],
+    [
+        {"lease_ttl_s": 0.1},
+        {"max_message_bytes": 10},
+        {"tool_timeout_s": 0},
+        {"list_tools_timeout_s": -1},
+        {"idle_timeout_s": 0},
+    ],
 )
 def test_bad_values_are_refused(bad: dict[str, float]) -> None:
     with pytest.raises(ValidationError):
@@ -32,9 +39,10 @@ def test_bad_limits_are_refused(bad: dict[str, int]) -> None:
 
 def test_from_env(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("JIDO_CONV_LEASE_TTL", "2.5")
+    monkeypatch.setenv("JIDO_CONV_IDLE_TIMEOUT", "42")
     monkeypatch.setenv("JIDO_CONV_MAX_MESSAGE_BYTES", "4096")
     monkeypatch.setenv("JIDO_CONV_MAX_QUEUE", "8")
     monkeypatch.setenv("JIDO_CONV_MAX_DRAIN_STEPS", "2")
     s = RuntimeSettings.from_env()
-    assert (s.lease_ttl_s, s.max_message_bytes) == (2.5, 4096)
+    assert (s.lease_ttl_s, s.max_message_bytes, s.idle_timeout_s) == (2.5, 4096, 42.0)
     assert (s.limits.max_queue, s.limits.max_drain_steps) == (8, 2)
