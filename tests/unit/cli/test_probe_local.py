@@ -35,9 +35,15 @@ def test_a_child_of_up_is_local_by_its_process_environment() -> None:
     probe finds the process that reports that name here (issue 13: `probe engine` exited 1)."""
     env = {**os.environ, "JIDO_INSTANCE": "engine-4242"}
     child = subprocess.Popen(
-        [sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE, env=env
+        [sys.executable, "-c", "import sys; print('ready', flush=True); sys.stdin.read()"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        env=env,
     )
     try:
+        # Popen may return (vfork) before the kernel has set up the new program's environment:
+        # /proc/<pid>/environ then reads empty. The child's first line says it runs.
+        assert child.stdout is not None and child.stdout.readline() == b"ready\n"
         ping = {
             "name": "jidocode-engine",
             "metadata": {"instance": "engine/engine-4242", "pid": str(child.pid)},
