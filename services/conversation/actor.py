@@ -17,6 +17,12 @@ Input is validated once. Whatever arrives on the input stream is validated here
 ``send_event`` validated and published (:class:`ValidatedInput`).
 
 A journal failure stops the actor (crash-only): the runtime rebuilds it.
+
+Idle: once the conversation has had nothing to do for ``idle_timeout_s`` (no
+input, no LLM call, tool call or approval outstanding, see :meth:`quiescent`),
+:meth:`run` returns and the runtime releases the conversation. ``input_seq``
+says which input the actor applied, so the runtime can tell whether input
+arrived while it was letting go (then it loads the conversation again).
 """
 
 from __future__ import annotations
@@ -59,6 +65,7 @@ from .core import (
     RunLlm,
     RunTool,
     Signal,
+    Status,
     drain,
     ingest,
     normalize,
@@ -82,6 +89,10 @@ INGEST_SOURCE = "conversation/ingest"
 
 #: Validated input kept for its message to arrive, per conversation (the oldest is dropped first).
 MAX_VALIDATED_PENDING: Final = 256
+
+#: A mailbox item: a signal and the ``JIDO_CONV_IN`` sequence it came from (0 for a
+#: directive's result), or ``None``, the tick that asks whether the actor is idle.
+_Item = tuple[Signal, int] | None
 
 
 class ValidatedInput:
@@ -137,17 +148,23 @@ class ConversationActor:
         self.limits = limits
         self.state: ConversationState | None = None
         self.last_seq = 0
-        self.mailbox: asyncio.Queue[Signal] = asyncio.Queue()
+        #: The ``JIDO_CONV_IN`` sequence of the latest input applied (or deduped).
+        self.input_seq = 0
+        self.mailbox: asyncio.Queue[_Item] = asyncio.Queue()
         self.tasks: dict[str, asyncio.Task[None]] = {}
         self.ready = asyncio.Event()
         self._sub: Subscription | None = None
         self._cache: dict[str, tuple[tuple[int, int], Any]] = {}
         #: What the runtime's ``send_event`` validated for this conversation and is publishing.
         self.validated = ValidatedInput(self.project_id, self.conversation_id)
+        self._last_active = 0.0
+        self._idle_timer: asyncio.TimerHandle | None = None
+        self._closed = False
 
     # -- lifecycle ---------------------------------------------------------------
 
     async def run(self) -> None:
+        """Rebuild, carry on, then consume; returns once the conversation is idle (see the module docstring)."""
         p, c = self.project_id, self.conversation_id
         entries, self.last_seq = await self.rt.journal.read(p, c)
         self.state = replay(p, c, entries, self.limits)
@@ -161,26 +178,85 @@ class ConversationActor:
             ordered_consumer=True,
             deliver_policy=DeliverPolicy.ALL,
         )
+        self._touch()
         try:
             while True:
                 # Whatever is waiting is taken at once (at most a queue's worth), so its
                 # entries are journaled together; the result is the same as one at a time.
-                batch = [await self.mailbox.get()]
-                while len(batch) < self.limits.max_queue and not self.mailbox.empty():
-                    batch.append(self.mailbox.get_nowait())
-                await self._process(batch)
+                items = [await self.mailbox.get()]
+                while len(items) < self.limits.max_queue and not self.mailbox.empty():
+                    items.append(self.mailbox.get_nowait())
+                batch = [item for item in items if item is not None]
+                if not batch:
+                    if self._idle_due():
+                        log.info("conversation %s/%s is idle", p, c)
+                        return
+                    continue
+                await self._process([signal for signal, _ in batch])
+                self.input_seq = max(self.input_seq, *(seq for _, seq in batch))
+                self._touch()
         finally:
             await self.close()
 
+    # -- idleness ----------------------------------------------------------------
+
+    def quiescent(self) -> bool:
+        """Nothing to do: no directive running, no LLM call or tool call outstanding, nothing queued.
+
+        (A tool call waiting for an approval is a running directive.)
+        """
+        state = self.state
+        return (
+            state is not None
+            and not self.tasks
+            and state.status in (Status.IDLE, Status.CANCELLED)
+            and state.pending_llm is None
+            and not state.pending_tool_calls
+            and not state.event_queue
+        )
+
+    def _touch(self) -> None:
+        """Something happened: the idle clock starts again (armed only while quiescent)."""
+        if self._closed:
+            return
+        loop = asyncio.get_running_loop()
+        self._last_active = loop.time()
+        if self._idle_timer is not None:
+            self._idle_timer.cancel()
+            self._idle_timer = None
+        if self.quiescent():
+            self._idle_timer = loop.call_later(self.rt.settings.idle_timeout_s, self.mailbox.put_nowait, None)
+
+    def _idle_due(self) -> bool:
+        if not self.quiescent() or not self.mailbox.empty():
+            return False
+        loop = asyncio.get_running_loop()
+        remaining = self._last_active + self.rt.settings.idle_timeout_s - loop.time()
+        if remaining > 0:
+            if self._idle_timer is not None:
+                self._idle_timer.cancel()
+            self._idle_timer = loop.call_later(remaining, self.mailbox.put_nowait, None)
+            return False
+        return True
+
     async def close(self) -> None:
+        self._closed = True
+        if self._idle_timer is not None:
+            self._idle_timer.cancel()
+            self._idle_timer = None
         for task in list(self.tasks.values()):
             task.cancel()
         self.tasks.clear()
         if self._sub is not None:
             sub, self._sub = self._sub, None
+            # The input consumer goes with the actor (the server would drop it only after
+            # its inactivity threshold): a released conversation keeps no consumer.
+            consumer = getattr(sub, "_consumer", None)
             try:
                 await sub.unsubscribe()
-            except Exception as exc:  # the connection may be closing
+                if isinstance(consumer, str) and consumer:
+                    await self.rt.bus.js.delete_consumer(subjects.STREAM_CONV_IN, consumer)
+            except Exception as exc:  # the connection may be closing, the consumer gone already
                 log.debug("unsubscribe: %s", exc)
 
     # -- input -------------------------------------------------------------------
@@ -198,7 +274,7 @@ class ConversationActor:
                 signal = normalize(raw, external=True, max_data_bytes=self.rt.settings.max_message_bytes)
         except JidoError as exc:
             signal = self._rejection(exc, seq, raw)
-        await self.mailbox.put(signal)
+        await self.mailbox.put((signal, seq))
 
     def _rejection(self, exc: JidoError, seq: int, raw: dict[str, Any]) -> Signal:
         rid = f"{self.project_id}:{self.conversation_id}:in:{seq}"
@@ -217,7 +293,7 @@ class ConversationActor:
 
     async def deliver(self, signal: Signal) -> None:
         """Hand an internal signal (a directive's result) to the actor."""
-        await self.mailbox.put(signal)
+        await self.mailbox.put((signal, 0))
 
     # -- the loop ----------------------------------------------------------------
 
@@ -295,6 +371,7 @@ class ConversationActor:
             del self.tasks[key]
         if not task.cancelled() and task.exception() is not None:
             log.error("directive %s failed", key, exc_info=task.exception())
+        self._touch()
 
     def _cancel(self, key: str) -> None:
         task = self.tasks.pop(key, None)

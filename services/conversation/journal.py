@@ -207,6 +207,16 @@ class Journal:
             return 0
         return int(msg.seq or 0)
 
+    async def last_input_sequence(self, project_id: str, conversation_id: str) -> int:
+        """The ``JIDO_CONV_IN`` sequence of the conversation's latest input (0: none)."""
+        try:
+            msg = await self.bus.js.get_last_msg(
+                subjects.STREAM_CONV_IN, subjects.conversation_in(project_id, conversation_id)
+            )
+        except nats.js.errors.NotFoundError:
+            return 0
+        return int(msg.seq or 0)
+
     async def read(self, project_id: str, conversation_id: str) -> tuple[list[Signal], int]:
         """Every journal entry of the conversation, in order, and the sequence of the last one."""
         subject = subjects.journal(project_id, conversation_id)

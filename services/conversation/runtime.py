@@ -2,7 +2,18 @@
 
 Records
     ``subjects.BUCKET_CONVERSATIONS``, key ``<p>.<c>``: a :class:`ConversationRecord`
-    (status ``active`` or ``stopped``, settings). Every replica watches the bucket.
+    (status ``active`` or ``stopped``, settings). A replica reads a record when it
+    needs it and follows the bucket's changes from its start (never reading all
+    records: starting takes the same time however many conversations exist).
+
+Loading and releasing
+    A conversation is loaded (lease, actor, input consumer) by the replica that
+    gets its first input, projection request or wake-up (``residency.py``), and
+    released again once idle for ``idle_timeout_s``: an idle conversation costs
+    no lease renewal, no consumer and no memory. Release lets go of the input
+    first and of the lease last, then checks ``JIDO_CONV_IN`` for input newer
+    than the last one applied; a waker that saw the lease still held relies on
+    that check, so no input is left behind.
 
 Ownership
     ``subjects.BUCKET_OWNERS``, key ``<p>.<c>``, a bucket whose entries expire
@@ -11,7 +22,8 @@ Ownership
     and renewed every third of the TTL with a compare-and-set ``update`` on the
     revision it holds. A dead owner stops renewing; its lease expires and the
     next scan of another replica takes the conversation over, rebuilding it
-    from the journal. The journal append is fenced too (see ``journal.py``),
+    from the journal (the scan looks at leases it saw and at the loaded set,
+    never at every conversation). The journal append is fenced too (see ``journal.py``),
     so even a paused owner that wakes up after losing its lease cannot write.
 """
 
@@ -22,19 +34,22 @@ import json
 import logging
 import secrets
 import time
+from collections import OrderedDict
+from collections.abc import Callable
 from typing import Any
 
 import nats.errors
 import nats.js.errors
 from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
+from nats.js.api import DeliverPolicy
 from nats.js.kv import KeyValue
 from pydantic import ValidationError
 
 from jidocode.shared import subjects
 from jidocode.shared.bus import Bus
 from jidocode.shared.envelope import Envelope, encode, error_envelope, new_id, now_iso
-from jidocode.shared.errors import Conflict, InvalidInput, JidoError, NotFound
+from jidocode.shared.errors import Conflict, InvalidInput, NotFound
 from jidocode.shared.events.assets import AssetsReloaded, SkillRegistryUpdated
 from jidocode.shared.events.conversation import (
     PROJECTIONS,
@@ -54,16 +69,24 @@ from jidocode.shared.events.engine import ProjectStopped
 
 from .actor import ConversationActor
 from .codec import to_payload
-from .core import llm_context, normalize, project, replay
+from .core import Limits, llm_context, normalize, project, replay
 from .journal import Journal, LostOwnership, ensure_streams, publish_with_retry
 from .ports import ContextWindows, LlmPort, ToolPort, ToolSpec
 from .record import ConversationRecord, record_key
+from .residency import LoadedSet, subscribe_wakeups
 from .settings import RuntimeSettings
 from .tools_bridge import list_tool_specs
 
 __all__ = ["ConversationRecord", "Runtime", "record_key", "with_context_window"]
 
 log = logging.getLogger("jidocode.conversation")
+
+_RECORDS_STREAM = f"KV_{subjects.BUCKET_CONVERSATIONS}"
+_RECORDS_PREFIX = f"$KV.{subjects.BUCKET_CONVERSATIONS}."
+#: Wake-ups handled at once.
+_WAKE_CONCURRENCY = 64
+#: Records kept in memory at most (a record not kept is read again when needed).
+_KNOWN_MAX = 10_000
 
 #: Signals after which a project's cached tool list is stale.
 _SPECS_STALE: frozenset[str] = frozenset(
@@ -88,6 +111,9 @@ class _Owned:
         self.actor = actor
         self.revision = revision
         self.task: asyncio.Task[None] | None = None
+        #: Held while the lease is written (renewed, deleted): a release never deletes with a
+        #: revision a renewal in flight is about to replace (the lease would then stay behind).
+        self.lease_lock = asyncio.Lock()
 
 
 class Runtime:
@@ -98,49 +124,88 @@ class Runtime:
         self.settings = settings
         self.journal = Journal(bus)
         self.token = f"{bus.source}/{secrets.token_hex(4)}"
-        self.known: dict[str, ConversationRecord] = {}
+        #: Records by key, with the revision they were read at: those this replica read
+        #: or saw written since it started (never all of them), the oldest dropped first.
+        self.known: OrderedDict[str, tuple[int, ConversationRecord | None]] = OrderedDict()
         self.owned: dict[str, _Owned] = {}
         #: When a lease was last written by anyone (monotonic clock): a lease renewed
         #: within the TTL is held, so the scan does not even try to take it.
         self.lease_seen: dict[str, float] = {}
+        #: Conversations to take over at the next scan: left loaded by a replica that stopped
+        #: or died (read at start), or by an actor of ours that crashed.
+        self._orphans: set[str] = set()
+        #: Leases deleted since the last scan: a conversation still in the loaded set needs an owner.
+        self._released: set[str] = set()
+        #: Acquisitions in progress, so two callers on this replica wait for the same one.
+        self._taking: dict[str, asyncio.Future[bool]] = {}
+        #: Releases under way.
+        self._releasing = 0
+        #: Actors loaded (each one a journal read) and ownership scans done, since start.
+        self.loads = 0
+        self.scans = 0
+        self._changed = asyncio.Event()
         self._records: KeyValue | None = None
         self._owners: KeyValue | None = None
+        self._loaded: LoadedSet | None = None
         self._tasks: list[asyncio.Task[None]] = []
-        self._unknown_sub: Subscription | None = None
-        self._specs_subs: list[Subscription] = []
+        self._actor_tasks: set[asyncio.Task[None]] = set()
+        self._subs: list[Subscription] = []
+        self._wake_sub: Subscription | None = None
+        self._wake_tasks: set[asyncio.Task[None]] = set()
+        self._wake_gate = asyncio.Semaphore(_WAKE_CONCURRENCY)
         #: project id -> (monotonic time fetched, the policy-filtered tool list)
         self._specs: dict[str, tuple[float, list[ToolSpec]]] = {}
-        self._watch_ready = asyncio.Event()
+        self._leases_ready = asyncio.Event()
+        self._orphans_read = False
+        self._scan_now = asyncio.Event()
         self._closing = False
 
     # -- start / stop --------------------------------------------------------------
 
     async def start(self) -> None:
+        """Ready to serve in a time that does not depend on past conversations: nothing is
+        loaded here; the scan takes over what was left loaded, in the background."""
         self.journal.atomic = await ensure_streams(self.bus, events_max_age_s=self.settings.events_max_age_s)
         self._records = await self.bus.kv(subjects.BUCKET_CONVERSATIONS, history=1)
         self._owners = await self.bus.kv(subjects.BUCKET_OWNERS, history=1, ttl=self.settings.lease_ttl_s)
-        self._tasks.append(asyncio.create_task(self._watch_records(), name="conv-watch-records"))
-        await asyncio.wait_for(self._watch_ready.wait(), 30)
+        self._loaded = LoadedSet(self.bus, self._records, token=self.token)
+        # Record changes from now on (what is older is read on demand).
+        self._subs.append(
+            await self.bus.js.subscribe(
+                f"{_RECORDS_PREFIX}*.*",
+                stream=_RECORDS_STREAM,
+                cb=self._on_record,
+                ordered_consumer=True,
+                deliver_policy=DeliverPolicy.NEW,
+            )
+        )
         self._tasks.append(asyncio.create_task(self._watch_leases(), name="conv-watch-leases"))
         self._tasks.append(asyncio.create_task(self._scan_loop(), name="conv-scan"))
-        self._unknown_sub = await self.bus.nc.subscribe(
-            subjects.conversation_in_filter(), queue="jidocode-conversation-edge", cb=self._check_known
-        )
-        self._specs_subs = [
+        self._wake_sub = await subscribe_wakeups(self.bus, self._on_wake)
+        self._subs += [
             await self.bus.subscribe(subjects.signal(t), self._drop_specs) for t in sorted(_SPECS_STALE)
         ]
 
     async def close(self) -> None:
+        """Stop. Idle conversations are released as after the idle timeout; busy ones stay in
+        the loaded set, so a peer (when it sees their leases go) or the next start takes them
+        over and carries on."""
         self._closing = True
-        if self._unknown_sub is not None:
-            await self._unknown_sub.unsubscribe()
-        for sub in self._specs_subs:
-            await sub.unsubscribe()
-        for task in self._tasks:
+        subs = [self._wake_sub, *self._subs] if self._wake_sub is not None else self._subs
+        for sub in subs:
+            try:
+                await sub.unsubscribe()
+            except Exception as exc:  # the connection may be closing
+                log.debug("unsubscribe: %s", exc)
+        # (a wake-up not acked is delivered again, to another replica)
+        for task in [*self._tasks, *self._wake_tasks]:
             task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
-        for key in list(self.owned):
-            await self._release(key)
+        await asyncio.gather(*self._tasks, *self._wake_tasks, return_exceptions=True)
+        for key, owned in list(self.owned.items()):
+            idle = owned.actor.quiescent() and owned.actor.mailbox.empty()
+            await self._release(key, keep_loaded=not idle, idle=idle)
+        if self._actor_tasks:
+            await asyncio.wait(set(self._actor_tasks), timeout=10)
 
     @property
     def records(self) -> KeyValue:
@@ -152,61 +217,74 @@ class Runtime:
         assert self._owners is not None
         return self._owners
 
+    @property
+    def loaded(self) -> LoadedSet:
+        assert self._loaded is not None
+        return self._loaded
+
+    async def wait_until(self, predicate: Callable[[], bool], timeout: float) -> None:
+        """Return once ``predicate()`` holds, checked whenever a conversation is loaded or
+        released or a scan ends (``TimeoutError`` after ``timeout`` s)."""
+
+        async def _wait() -> None:
+            while not predicate():
+                await self._changed.wait()
+
+        await asyncio.wait_for(_wait(), timeout)
+
+    def settled(self) -> bool:
+        """Nothing loaded, and no load or release under way."""
+        return not self.owned and not self._releasing and not self._taking
+
+    def _notify(self) -> None:
+        changed, self._changed = self._changed, asyncio.Event()
+        changed.set()
+
     # -- records -----------------------------------------------------------------
 
-    async def _watch_records(self) -> None:
-        watcher = await self.records.watchall()
-        try:
-            async for entry in watcher:
-                if entry is None:  # initial values delivered
-                    self._watch_ready.set()
-                    continue
-                if entry.operation in ("DEL", "PURGE") or not entry.value:
-                    self.known.pop(entry.key, None)
-                else:
-                    try:
-                        self.known[entry.key] = ConversationRecord.model_validate_json(entry.value)
-                    except ValidationError:
-                        log.warning("bad conversation record %s", entry.key)
-                        continue
-                record = self.known.get(entry.key)
-                if entry.key in self.owned and (record is None or record.status != "active"):
-                    await self._release(entry.key)
-        finally:
-            await watcher.stop()  # type: ignore[no-untyped-call]
+    def _remember(self, key: str, revision: int, record: ConversationRecord | None) -> None:
+        """Keep ``record`` (``None``: deleted) unless a newer revision is known."""
+        known = self.known.get(key)
+        if known is not None and known[0] >= revision:
+            return
+        self.known[key] = (revision, record)
+        self.known.move_to_end(key)
+        while len(self.known) > _KNOWN_MAX:
+            self.known.popitem(last=False)
 
-    async def _watch_leases(self) -> None:
-        watcher = await self.owners.watchall()
-        loop = asyncio.get_running_loop()
-        try:
-            async for entry in watcher:
-                if entry is None:
-                    continue
-                if entry.operation in ("DEL", "PURGE"):
-                    self.lease_seen.pop(entry.key, None)
-                else:
-                    self.lease_seen[entry.key] = loop.time()
-        finally:
-            await watcher.stop()  # type: ignore[no-untyped-call]
-
-    def _maybe_free(self, key: str) -> bool:
-        seen = self.lease_seen.get(key)
-        return seen is None or asyncio.get_running_loop().time() - seen > self.settings.lease_ttl_s
+    async def _on_record(self, msg: Msg) -> None:
+        key = msg.subject[len(_RECORDS_PREFIX) :]
+        operation = (msg.headers or {}).get("KV-Operation")
+        record: ConversationRecord | None = None
+        if operation not in ("DEL", "PURGE") and msg.data:
+            try:
+                record = ConversationRecord.model_validate_json(msg.data)
+            except ValidationError:
+                log.warning("bad conversation record %s", key)
+                return
+        self._remember(key, msg.metadata.sequence.stream, record)
+        if key in self.owned and (record is None or record.status != "active"):
+            await self._release(key, keep_loaded=False)
 
     async def record(self, project_id: str, conversation_id: str) -> ConversationRecord:
         key = record_key(project_id, conversation_id)
-        found = self.known.get(key)
-        if found is not None:
-            return found
-        try:
-            entry = await self.records.get(key)
-        except (nats.js.errors.KeyNotFoundError, nats.js.errors.KeyDeletedError):
+        known = self.known.get(key)
+        if known is None:
+            try:
+                entry = await self.records.get(key)
+            except (nats.js.errors.KeyNotFoundError, nats.js.errors.KeyDeletedError):
+                known = (0, None)
+            else:
+                assert entry.value is not None
+                found = ConversationRecord.model_validate_json(entry.value)
+                self._remember(key, entry.revision or 0, found)
+                known = (entry.revision or 0, found)
+        if known[1] is None:
             raise NotFound(
                 f"unknown conversation {conversation_id!r} in project {project_id!r}",
                 details={"project_id": project_id, "conversation_id": conversation_id},
-            ) from None
-        assert entry.value is not None
-        return ConversationRecord.model_validate_json(entry.value)
+            )
+        return known[1]
 
     async def start_conversation(self, project_id: str, cmd: StartConversation) -> ConversationInfo:
         conversation_id = cmd.conversation_id or new_id()
@@ -228,8 +306,8 @@ class Runtime:
             created_at=existing.created_at if existing else now,
             updated_at=now,
         )
-        await self.records.put(key, record.model_dump_json().encode())
-        self.known[key] = record
+        revision = await self.records.put(key, record.model_dump_json().encode())
+        self._remember(key, revision, record)
         await self.bus.emit(
             ConversationStarted(
                 project_id=project_id, conversation_id=conversation_id, instance=self.bus.source
@@ -237,17 +315,20 @@ class Runtime:
             project_id=project_id,
             conversation_id=conversation_id,
         )
-        await self._try_acquire(key, record)
+        if existing is not None and existing.status != "active":
+            # Reopened: input sent while it was stopped is applied now, not at the next input.
+            await self._try_acquire(key, record)
+        # A new conversation is loaded lazily, by whichever replica gets its first input.
         return ConversationInfo(**record.model_dump(), reopened=existing is not None)
 
     async def stop_conversation(self, project_id: str, cmd: StopConversation) -> ConversationInfo:
         record = await self.record(project_id, cmd.conversation_id)
         key = record_key(project_id, cmd.conversation_id)
         stopped = record.model_copy(update={"status": "stopped", "updated_at": now_iso()})
-        await self.records.put(key, stopped.model_dump_json().encode())
-        self.known[key] = stopped
+        revision = await self.records.put(key, stopped.model_dump_json().encode())
+        self._remember(key, revision, stopped)
         if key in self.owned:
-            await self._release(key)
+            await self._release(key, keep_loaded=False)
         await self.bus.emit(
             ConversationStopped(
                 project_id=project_id, conversation_id=cmd.conversation_id, reason=cmd.reason
@@ -262,25 +343,63 @@ class Runtime:
     def _lease_value(self) -> bytes:
         return json.dumps({"owner": self.token, "at": now_iso()}).encode()
 
+    def _limits(self, record: ConversationRecord) -> Limits:
+        max_turns = record.settings.get("max_turns")
+        if isinstance(max_turns, int) and max_turns >= 1:
+            return self.settings.limits.model_copy(update={"max_turns": max_turns})
+        return self.settings.limits
+
     async def _try_acquire(self, key: str, record: ConversationRecord) -> bool:
-        if key in self.owned or self._closing or record.status != "active":
-            return key in self.owned
+        """Take the conversation if nobody holds its lease; whether this replica owns it now."""
+        try:
+            return await self._take(key, record)
+        except (nats.errors.TimeoutError, nats.js.errors.APIError, nats.errors.ConnectionClosedError) as exc:
+            log.warning("lease %s: %s", key, exc)
+            return False
+
+    async def _take(self, key: str, record: ConversationRecord) -> bool:
+        """Like :meth:`_try_acquire`, but a failure to ask (not a lease held elsewhere) raises."""
+        if key in self.owned:
+            return True
+        if self._closing or record.status != "active":
+            return False
+        pending = self._taking.get(key)
+        if pending is not None:
+            return await asyncio.shield(pending)
+        taking: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+        self._taking[key] = taking
+        try:
+            taken = await self._take_lease(key, record)
+        except BaseException:
+            taking.set_result(False)
+            raise
+        finally:
+            self._taking.pop(key, None)
+        taking.set_result(taken)
+        return taken
+
+    async def _take_lease(self, key: str, record: ConversationRecord) -> bool:
         try:
             revision = await self.owners.create(key, self._lease_value())
         except nats.js.errors.KeyWrongLastSequenceError:
+            # Someone holds it: if its holder stops renewing, the scan takes it over.
+            self.lease_seen.setdefault(key, asyncio.get_running_loop().time())
             return False
-        except (nats.errors.TimeoutError, nats.js.errors.APIError) as exc:
-            log.warning("lease %s: %s", key, exc)
-            return False
-        limits = self.settings.limits
-        max_turns = record.settings.get("max_turns")
-        if isinstance(max_turns, int) and max_turns >= 1:
-            limits = limits.model_copy(update={"max_turns": max_turns})
-        owned = _Owned(ConversationActor(self, record, limits), revision)
+        owned = _Owned(ConversationActor(self, record, self._limits(record)), revision)
         self.owned[key] = owned
-        owned.task = asyncio.create_task(self._run_actor(key, owned), name=f"conv-actor-{key}")
+        self.loads += 1
+        try:
+            await self.loaded.mark(key)
+        except (nats.errors.TimeoutError, nats.js.errors.APIError) as exc:
+            # Only a restart after a crash needs it; the lease still guards ownership.
+            log.warning("marking %s loaded: %s", key, exc)
+        if self.owned.get(key) is owned and not self._closing:
+            owned.task = asyncio.create_task(self._run_actor(key, owned), name=f"conv-actor-{key}")
+            self._actor_tasks.add(owned.task)
+            owned.task.add_done_callback(self._actor_tasks.discard)
         log.info("%s owns conversation %s", self.token, key)
-        return True
+        self._notify()
+        return key in self.owned
 
     async def _run_actor(self, key: str, owned: _Owned) -> None:
         try:
@@ -289,80 +408,269 @@ class Runtime:
             raise
         except LostOwnership as exc:
             log.warning("%s", exc.message)
-            self.owned.pop(key, None)
+            if self.owned.get(key) is owned:
+                del self.owned[key]
+                self._notify()
         except Exception:
             log.exception("conversation %s crashed; releasing it for a rebuild", key)
             if self.owned.get(key) is owned:
-                await self._release(key)
+                await self._release(key, keep_loaded=True)
+                self._orphans.add(key)
+                self._scan_now.set()
+        else:
+            if self.owned.get(key) is owned:
+                await self._release(key, keep_loaded=False, idle=True)
 
-    async def _release(self, key: str) -> None:
+    async def _release(self, key: str, *, keep_loaded: bool, idle: bool = False) -> None:
+        """Let the conversation go: actor, input consumer, lease.
+
+        ``keep_loaded``: it still needs an owner (this replica stops, or its actor
+        crashed), so it stays in the loaded set for a peer or the next start.
+        ``idle``: released for being idle; input that arrived after the last the
+        actor applied (nothing is lost: it is in ``JIDO_CONV_IN``) loads it again.
+        """
         owned = self.owned.pop(key, None)
         if owned is None:
             return
+        self._releasing += 1
+        try:
+            await self._let_go(key, owned, keep_loaded=keep_loaded, idle=idle)
+        finally:
+            self._releasing -= 1
+            self._notify()
+
+    async def _let_go(self, key: str, owned: _Owned, *, keep_loaded: bool, idle: bool) -> None:
         if owned.task is not None and owned.task is not asyncio.current_task():
             owned.task.cancel()
             await asyncio.gather(owned.task, return_exceptions=True)
         await owned.actor.close()
+        errors = (
+            nats.js.errors.KeyWrongLastSequenceError,
+            nats.errors.TimeoutError,
+            nats.js.errors.APIError,
+            nats.errors.ConnectionClosedError,
+        )
+        if not keep_loaded:
+            # Before the lease goes: a peer that sees the lease deleted then finds no key.
+            try:
+                await self.loaded.unmark(key)
+            except errors as exc:
+                log.warning("unmarking %s: %s", key, exc)
+        async with owned.lease_lock:
+            try:
+                await self.owners.delete(key, last=owned.revision)
+            except errors:
+                pass
+        self.lease_seen.pop(key, None)
+        self._notify()
+        if idle:
+            await self._reload_if_input(key, owned.actor)
+
+    async def _reload_if_input(self, key: str, actor: ConversationActor) -> None:
+        """After an idle release: input stored after the actor's last (it stopped reading before
+        the lease went) may have been left by a waker that saw the lease still held."""
+        p, c = actor.project_id, actor.conversation_id
         try:
-            await self.owners.delete(key, last=owned.revision)
-        except (nats.js.errors.KeyWrongLastSequenceError, nats.errors.TimeoutError, nats.js.errors.APIError):
-            pass
-        except nats.errors.ConnectionClosedError:
-            pass
+            last: int | None = await self.journal.last_input_sequence(p, c)
+        except (nats.errors.TimeoutError, nats.js.errors.APIError, nats.errors.ConnectionClosedError) as exc:
+            log.warning("input of %s after its release: %s; loading it again to be sure", key, exc)
+            last = None
+        if last is not None and last <= actor.input_seq:
+            return
+        log.info("input arrived while %s was released: loading it again", key)
+        if self._closing:
+            await self._hand_over(key)
+            return
+        try:
+            record = await self.record(p, c)
+        except NotFound:
+            return
+        if not await self._try_acquire(key, record):
+            self._orphans.add(key)
+            self._scan_now.set()
+
+    async def _hand_over(self, key: str) -> None:
+        """This replica is stopping: leave the conversation to a peer (it sees the lease deleted
+        with the key still in the loaded set) or to the next start."""
+        try:
+            await self.loaded.mark(key)
+            revision = await self.owners.create(key, self._lease_value())
+            await self.owners.delete(key, last=revision)
+        except (nats.errors.TimeoutError, nats.js.errors.APIError, nats.errors.ConnectionClosedError) as exc:
+            log.debug("handing over %s: %s", key, exc)
 
     async def _renew(self, key: str, owned: _Owned) -> None:
+        async with owned.lease_lock:
+            if self.owned.get(key) is not owned:
+                return  # released meanwhile
+            await self._renew_locked(key, owned)
+
+    async def _renew_locked(self, key: str, owned: _Owned) -> None:
         try:
             owned.revision = await self.owners.update(key, self._lease_value(), last=owned.revision)
         except nats.js.errors.KeyWrongLastSequenceError:
             log.warning("lease of %s lost: stopping its actor", key)
-            self.owned.pop(key, None)
+            if self.owned.get(key) is owned:
+                del self.owned[key]
             if owned.task is not None:
                 owned.task.cancel()
                 await asyncio.gather(owned.task, return_exceptions=True)
             await owned.actor.close()
+            self._notify()
         except (nats.errors.TimeoutError, nats.js.errors.APIError) as exc:
             log.warning("renewing lease of %s: %s", key, exc)
 
+    async def _watch_leases(self) -> None:
+        watcher = await self.owners.watchall()
+        loop = asyncio.get_running_loop()
+        try:
+            async for entry in watcher:
+                if entry is None:
+                    self._leases_ready.set()
+                    continue
+                if entry.operation in ("DEL", "PURGE"):
+                    self.lease_seen.pop(entry.key, None)
+                    if self._leases_ready.is_set() and entry.key not in self.owned:
+                        self._released.add(entry.key)
+                        self._scan_now.set()
+                else:
+                    self.lease_seen[entry.key] = loop.time()
+        finally:
+            await watcher.stop()  # type: ignore[no-untyped-call]
+
+    def _maybe_free(self, key: str) -> bool:
+        seen = self.lease_seen.get(key)
+        return seen is None or asyncio.get_running_loop().time() - seen > self.settings.lease_ttl_s
+
     async def scan_once(self) -> None:
+        """Renew this replica's leases, and take over conversations that need an owner.
+
+        Those are in the loaded set with nobody holding their lease: left by a replica
+        that stopped or died (read at start, or seen when their lease was deleted or went
+        unrenewed for a TTL) or by an actor of ours that crashed. A lease that went
+        unrenewed is taken over only when its conversation is still in the loaded set (a
+        clean release removes it first), so a watcher running late never reloads an idle
+        conversation. Loaded conversations only: never past ones.
+        """
         # Renew every lease at once: one slow round trip must not make the others late.
         await asyncio.gather(*(self._renew(key, owned) for key, owned in list(self.owned.items())))
-        for key, record in list(self.known.items()):
-            if record.status == "active" and key not in self.owned and self._maybe_free(key):
-                await self._try_acquire(key, record)
+        candidates, self._orphans = self._orphans, set()
+        now = asyncio.get_running_loop().time()
+        stale = {
+            key
+            for key, seen in self.lease_seen.items()
+            if key not in self.owned and now - seen > self.settings.lease_ttl_s
+        }
+        maybe, self._released = sorted((self._released | stale) - self.owned.keys() - candidates), set()
+        if maybe:
+            marks = await asyncio.gather(*(self.loaded.has(key) for key in maybe), return_exceptions=True)
+            for key, marked in zip(maybe, marks, strict=True):
+                if isinstance(marked, BaseException):
+                    self._released.add(key)  # ask again next time
+                elif marked:
+                    candidates.add(key)
+                elif key in stale:
+                    self.lease_seen.pop(key, None)  # released cleanly: nothing to take over
+        for key in sorted(candidates):
+            if key in self.owned or not self._maybe_free(key):
+                continue
+            project_id, conversation_id = key.split(".", 1)
+            try:
+                record = await self.record(project_id, conversation_id)
+            except NotFound:
+                record = None
+            if record is None or record.status != "active":
+                # Stopped or gone: it needs no owner.
+                self.lease_seen.pop(key, None)
+                try:
+                    await self.loaded.unmark(key)
+                except (nats.errors.TimeoutError, nats.js.errors.APIError) as exc:
+                    log.debug("unmarking %s: %s", key, exc)
+                continue
+            await self._try_acquire(key, record)
 
     async def _scan_loop(self) -> None:
         interval = self.settings.lease_ttl_s / 3
+        try:
+            await asyncio.wait_for(self._leases_ready.wait(), 30)
+        except TimeoutError:
+            log.warning("no initial leases after 30 s; scanning anyway")
         while True:
             try:
+                if not self._orphans_read:
+                    # What a replica that stopped or died left loaded (never past conversations).
+                    self._orphans |= await self.loaded.keys()
+                    self._orphans_read = True
                 await self.scan_once()
             except asyncio.CancelledError:
                 raise
             except Exception:
                 log.exception("ownership scan failed")
-            await asyncio.sleep(interval)
+            self.scans += 1
+            self._notify()
+            self._scan_now.clear()
+            try:
+                await asyncio.wait_for(self._scan_now.wait(), interval)
+            except TimeoutError:
+                pass
 
-    # -- edge: input to unknown conversations --------------------------------------
+    # -- edge: waking conversations on input ------------------------------------------
 
-    async def _check_known(self, msg: Msg) -> None:
+    async def _on_wake(self, msg: Msg) -> None:
+        # Handled concurrently: one by one, a burst of wake-ups (each a lease round trip or
+        # two) would wait in the client past the consumer's ack wait and come again.
+        task = asyncio.create_task(self._wake_one(msg))
+        self._wake_tasks.add(task)
+        task.add_done_callback(self._wake_tasks.discard)
+
+    async def _wake_one(self, msg: Msg) -> None:
+        async with self._wake_gate:
+            await self._handle_wake(msg)
+
+    async def _handle_wake(self, msg: Msg) -> None:
         try:
-            project_id = subjects.project_id_of(msg.subject)
-            conversation_id = subjects.conversation_id_of(msg.subject)
+            done = await self._wake(msg.subject)
+        except Exception as exc:  # asked nothing conclusive (a timeout, the connection): again later
+            log.warning("waking the conversation of %s: %s", msg.subject, exc)
+            done = False
+        try:
+            if done:
+                await msg.ack()
+            else:
+                await msg.nak(delay=1.0)
+        except Exception as exc:
+            log.debug("ack of a wake-up: %s", exc)
+
+    async def _wake(self, subject: str) -> bool:
+        """Input arrived on ``subject``: make sure its conversation has an owner (or needs none:
+        unknown, answered with an error event, or stopped). False: try again later."""
+        try:
+            project_id = subjects.project_id_of(subject)
+            conversation_id = subjects.conversation_id_of(subject)
+            key = record_key(project_id, conversation_id)
         except ValueError:
-            return
-        key = record_key(project_id, conversation_id)
-        if key in self.known:
-            return
+            return True
+        if key in self.owned:
+            return True
         try:
-            await self.record(project_id, conversation_id)
-            return
+            record = await self.record(project_id, conversation_id)
         except NotFound as exc:
-            err: JidoError = exc
-        payload = encode(
-            error_envelope(self.bus.source, err, project_id=project_id, conversation_id=conversation_id)
-        )[0]
-        await self.bus.nc.publish(
-            subjects.conversation_out(project_id, conversation_id, ConversationError.TYPE), payload
-        )
+            payload = encode(
+                error_envelope(self.bus.source, exc, project_id=project_id, conversation_id=conversation_id)
+            )[0]
+            await self.bus.nc.publish(
+                subjects.conversation_out(project_id, conversation_id, ConversationError.TYPE), payload
+            )
+            return True
+        if record.status != "active":
+            return True  # applied when it is started again
+        if self._closing:
+            return False
+        # Owned here now, or held by another replica: one that is running reads it; one that
+        # is letting it go checks for input after its lease is gone (``_reload_if_input``);
+        # one that died leaves the lease to expire and the scan takes the conversation over.
+        await self._take(key, record)
+        return True
 
     # -- endpoint logic -------------------------------------------------------------
 
@@ -388,10 +696,14 @@ class Runtime:
         # The message id is scoped to the conversation: a client reusing an event id in
         # another conversation must not have it dropped by the stream's duplicate window.
         payload, headers = to_payload(signal, project_id, cmd.conversation_id)
+        # Nobody holds it (released while idle, or never loaded): this replica takes it.
+        key = record_key(project_id, cmd.conversation_id)
+        if key not in self.owned and self._maybe_free(key):
+            await self._try_acquire(key, record)
         # When this replica owns the conversation, its actor takes the message as this signal
         # if it arrives exactly as sent, instead of validating it again (an actor on another
         # replica cannot know it was validated, and does validate it).
-        owned = self.owned.get(record_key(project_id, cmd.conversation_id))
+        owned = self.owned.get(key)
         if owned is not None:
             owned.actor.validated.expect(signal)
         try:
@@ -418,19 +730,33 @@ class Runtime:
             )
         record = await self.record(project_id, cmd.conversation_id)
         key = record_key(project_id, cmd.conversation_id)
+        live = not cmd.name.startswith("canonical_")
+        if live and record.status == "active" and key not in self.owned and self._maybe_free(key):
+            # Released or never loaded: load it here, later requests are answered from memory.
+            await self._try_acquire(key, record)
         owned = self.owned.get(key)
-        if not cmd.name.startswith("canonical_") and owned is not None and owned.actor.ready.is_set():
+        if live and owned is not None and await self._ready(owned):
             return owned.actor.projection(cmd.name)
         entries, _ = await self.journal.read(project_id, cmd.conversation_id)
         if cmd.name == "canonical_timeline":
             return [e.to_dict() for e in entries]
         if cmd.name == "canonical_llm_context":
             return llm_context(entries)
-        limits = self.settings.limits
-        max_turns = record.settings.get("max_turns")
-        if isinstance(max_turns, int) and max_turns >= 1:
-            limits = limits.model_copy(update={"max_turns": max_turns})
-        return project(replay(project_id, cmd.conversation_id, entries, limits), cmd.name)
+        return project(replay(project_id, cmd.conversation_id, entries, self._limits(record)), cmd.name)
+
+    async def _ready(self, owned: _Owned, timeout: float = 30.0) -> bool:
+        """Whether the actor has rebuilt its state (waiting for it, unless it stops first)."""
+        if owned.actor.ready.is_set():
+            return True
+        ready = asyncio.ensure_future(owned.actor.ready.wait())
+        waits: set[asyncio.Future[Any]] = {ready}
+        if owned.task is not None:
+            waits.add(owned.task)
+        try:
+            await asyncio.wait(waits, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            ready.cancel()
+        return owned.actor.ready.is_set()
 
     async def replay_info(self, project_id: str, cmd: Subscribe) -> ReplayInfo:
         await self.record(project_id, cmd.conversation_id)

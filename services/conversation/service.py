@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -97,7 +97,10 @@ async def serve(
     tools: ToolPort | None = None,
     settings: RuntimeSettings | None = None,
     started: asyncio.Event | None = None,
+    on_runtime: Callable[[Runtime], None] | None = None,
 ) -> None:
+    """Serve until ``stop`` is set. ``on_runtime`` is handed the runtime once it runs (tests
+    and benchmarks look at what it has loaded)."""
     settings = settings or RuntimeSettings.from_env()
     bus = await Bus.connect(config, "conversation")
     try:
@@ -113,6 +116,8 @@ async def serve(
             bus, llm=llm, tools=tools or NatsToolPort(bus, timeout=settings.tool_timeout_s), settings=settings
         )
         await runtime.start()
+        if on_runtime is not None:
+            on_runtime(runtime)
         directory = await WatchedDirectory.open(bus)
         host = ServiceHost(
             bus,

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from jidocode.services.conversation.ports import LlmRequest, LlmResult, LlmToolCall, LlmUsage, ToolSpec
+from jidocode.services.conversation.runtime import Runtime
 from jidocode.services.conversation.service import serve
 from jidocode.services.conversation.settings import RuntimeSettings
 from jidocode.shared import subjects
@@ -109,20 +110,29 @@ def conversations(bus: Bus, project_id: str = P) -> ConversationsClient:
 
 @asynccontextmanager
 async def running_service(
-    config: Config, llm: Any, tools: Any, settings: RuntimeSettings | None = None
-) -> AsyncIterator[None]:
-    """The conversation service in this process, with project ``P`` registered."""
+    config: Config,
+    llm: Any,
+    tools: Any,
+    settings: RuntimeSettings | None = None,
+    *,
+    instance: str | None = None,
+) -> AsyncIterator[Runtime]:
+    """The conversation service in this process, with project ``P`` registered; yields its runtime.
+
+    ``instance`` tells replicas in one process apart (in their bus source)."""
     await register_project(config)
     stop = asyncio.Event()
     started = asyncio.Event()
+    runtimes: list[Runtime] = []
     task = asyncio.create_task(
         serve(
-            config,
+            config.model_copy(update={"instance": instance}) if instance else config,
             stop,
             llm=llm,
             tools=tools,
             settings=settings or RuntimeSettings(lease_ttl_s=1.5),
             started=started,
+            on_runtime=runtimes.append,
         )
     )
     done, _ = await asyncio.wait(
@@ -131,7 +141,7 @@ async def running_service(
     if task in done:
         task.result()
     try:
-        yield
+        yield runtimes[0]
     finally:
         stop.set()
         await asyncio.wait_for(task, 20)
