@@ -2,6 +2,7 @@
 
     python bench/conversation.py [--latency 500] [--burst 2000] [--conversations 200] [--per-conv 20]
                                  [--journal 10000] [--long 5000] [--turns 40] [--sync default|always]
+                                 [--past 1000] [--only-idle]
 
 Measures, with the conversation service (and the engine, which registers the
 bench's project) running in this process (an instant LLM double, so the
@@ -19,7 +20,12 @@ figures are the runtime's own cost):
 * flat in conversation length: the system's time per one-tool turn (two LLM
   calls, one tool call, instant doubles) in a conversation that already holds
   5,000 entries, divided by the time in a fresh one (goal ≤ 1.2); the same
-  ratio for the pure reducer alone.
+  ratio for the pure reducer alone;
+* idle is free (on a server of its own, default lease TTL): KV writes per
+  second while 1,000 conversations are loaded, then once they are idle and
+  released (goal 0), and the input stream's consumers then; restart-to-ready
+  of the conversation service (start until it answers ``$SRV.PING``, best of
+  three) with 0 and with 1,000 past conversations, and their ratio (goal ≤ 1.2).
 
 The synthetic journals are made by the real reducer (a realistic mix of
 turns); that takes a second, not minutes, now that a step costs the same at
@@ -47,6 +53,7 @@ from jidocode.services.conversation.core import (
 )
 from jidocode.services.conversation.journal import Journal
 from jidocode.services.conversation.ports import LlmRequest, LlmResult, LlmToolCall, LlmUsage
+from jidocode.services.conversation.runtime import Runtime
 from jidocode.services.conversation.service import serve
 from jidocode.services.conversation.settings import RuntimeSettings
 from jidocode.services.registry import load_serve
@@ -57,6 +64,7 @@ from jidocode.shared.config import Config
 from jidocode.shared.envelope import Envelope, decode, encode, new_id
 from jidocode.shared.errors import ServiceUnavailable
 from jidocode.shared.events.conversation import AssistantMessage, LlmRequested, UserMessage
+from jidocode.shared.events.engine import ProjectInfo
 from jidocode.shared.events.tools import ToolCatalog, ToolResult, ToolSpec
 from jidocode.shared.natsserver import NatsServer
 
@@ -427,7 +435,185 @@ async def serve_tool_list(bus: Bus, pid: str) -> None:
     await bus.nc.flush()
 
 
+class AnswerLlm:
+    """Answers every request at once, without tool calls."""
+
+    async def complete(self, request: LlmRequest, on_delta: Callable[[str], Awaitable[None]]) -> LlmResult:
+        return LlmResult(content="ok", usage=LlmUsage(prompt_tokens=1, completion_tokens=1))
+
+
+class Service:
+    """The conversation service in this process, started and stopped at will."""
+
+    def __init__(self, config: Config, settings: RuntimeSettings) -> None:
+        self.config = config
+        self.settings = settings
+        self.stop = asyncio.Event()
+        self.task: asyncio.Task[None] | None = None
+        self.runtime: Runtime | None = None
+
+    async def start(self, probe: Bus) -> float:
+        """Seconds from starting the service until it answers ``$SRV.PING``."""
+        self.stop = asyncio.Event()
+        started = asyncio.Event()
+        runtimes: list[Runtime] = []
+        t0 = time.perf_counter()
+        self.task = asyncio.create_task(
+            serve(
+                self.config,
+                self.stop,
+                llm=AnswerLlm(),
+                tools=InstantTools(),
+                settings=self.settings,
+                started=started,
+                on_runtime=runtimes.append,
+            )
+        )
+        await asyncio.wait_for(started.wait(), 60)
+        while True:
+            try:
+                await probe.nc.request(subjects.srv("PING", "conversation"), b"", timeout=1)
+                break
+            except Exception:
+                continue
+        elapsed = time.perf_counter() - t0
+        self.runtime = runtimes[0]
+        return elapsed
+
+    async def close(self) -> None:
+        self.stop.set()
+        assert self.task is not None
+        await asyncio.wait_for(self.task, 120)
+
+
+async def kv_sequences(bus: Bus) -> int:
+    """Messages ever written to the records and leases buckets."""
+    total = 0
+    for bucket in (subjects.BUCKET_OWNERS, subjects.BUCKET_CONVERSATIONS):
+        total += int((await bus.js.stream_info(f"KV_{bucket}")).state.last_seq)
+    return total
+
+
+async def writes_per_second(bus: Bus, seconds: float) -> float:
+    before = await kv_sequences(bus)
+    await asyncio.sleep(seconds)  # a measuring window, not a synchronisation
+    return (await kv_sequences(bus) - before) / seconds
+
+
+async def restarts(services: list[tuple[Service, Bus]], runs: int) -> list[list[float]]:
+    """Restart-to-ready of each service, ``runs`` times, taking turns (so a busy moment of the
+    machine weighs on each alike); every restart must load nothing."""
+    times: list[list[float]] = [[] for _ in services]
+    for _ in range(runs):
+        for index, (service, probe) in enumerate(services):
+            times[index].append(await service.start(probe))
+            assert service.runtime is not None and service.runtime.loads == 0, "a restart loaded something"
+            await service.close()
+    return times
+
+
+async def make_past(
+    service: Service, probe: Bus, count: int, settings: RuntimeSettings
+) -> tuple[float, float, int]:
+    """``count`` conversations, each started, asked one thing and answered, then released once idle;
+    in two halves, so at most half are loaded at once (nats-server allows 1,000 consumers per
+    stream, and each loaded conversation reads its input through one). Returns the seconds it
+    took, the KV writes per second while the first half was loaded, and how many that was."""
+    await service.start(probe)
+    runtime = service.runtime
+    assert runtime is not None
+    client = ConversationsClient(probe, P, timeout=60)
+    answered: set[str] = set()
+    target = [0]
+    enough = asyncio.Event()
+
+    async def on_answer(msg: Any) -> None:
+        env = decode(msg.data, msg.headers)
+        if env.type == AssistantMessage.TYPE and env.conversation_id:
+            answered.add(env.conversation_id)
+            if len(answered) >= target[0]:
+                enough.set()
+
+    sub = await probe.nc.subscribe(subjects.conversation_out_filter(P), cb=on_answer)
+    gate = asyncio.Semaphore(50)
+
+    async def one(cid: str) -> None:
+        async with gate:
+            await client.start(cid)
+            await client.send_event(cid, UserMessage.TYPE, {"text": f"hello {cid}"})
+
+    made = loaded_rate = 0.0
+    loaded = 0
+    for first, last in ((0, count // 2), (count // 2, count)):
+        target[0] = last
+        enough.clear()
+        t0 = time.perf_counter()
+        await asyncio.gather(*(one(f"past-{i}") for i in range(first, last)))
+        await asyncio.wait_for(enough.wait(), 600)
+        made += time.perf_counter() - t0
+        if first == 0:
+            loaded = len(runtime.owned)
+            loaded_rate = await writes_per_second(probe, settings.lease_ttl_s)
+        await runtime.wait_until(runtime.settled, settings.idle_timeout_s * 4 + 120)
+    await sub.unsubscribe()
+    assert runtime.loads == count, runtime.loads
+    return made, loaded_rate, loaded
+
+
+async def bench_idle_and_restart(args: argparse.Namespace) -> None:
+    """Idle cost, and restart-to-ready with 0 and with ``args.past`` past conversations
+    (two servers of their own, restarted in turns)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        settings = RuntimeSettings(idle_timeout_s=args.idle_timeout)
+        servers: list[NatsServer] = []
+        probes: list[Bus] = []
+        services: list[Service] = []
+        try:
+            for name in ("empty", "past"):
+                servers.append(NatsServer(store_dir=Path(tmp) / name / "js", sync=args.sync).start())
+                config = Config(nats_url=servers[-1].url, jido_home=Path(tmp) / name / "home", instance=name)
+                probes.append(await Bus.connect(config, "bench"))
+                services.append(Service(config, settings))
+                await services[-1].start(probes[-1])  # creates the streams and buckets
+                await services[-1].close()
+            probe, service = probes[1], services[1]
+            root = Path(tmp) / "project"
+            root.mkdir()
+            registry = await probe.kv(subjects.BUCKET_PROJECTS, history=1)
+            info = ProjectInfo(project_id=P, root_path=str(root), started_at="2026-01-01T00:00:00Z")
+            await registry.put(P, info.model_dump_json().encode())
+            made, loaded_rate, loaded = await make_past(service, probe, args.past, settings)
+            idle_rate = await writes_per_second(probe, 2 * settings.lease_ttl_s)
+            consumers = (await probe.js.stream_info(subjects.STREAM_CONV_IN)).state.consumer_count
+            await service.close()
+            print(
+                f"{args.past:,} conversations made and answered in {made:.1f} s; "
+                f"{loaded_rate:.1f} KV writes/s while {loaded:,} were loaded (lease renewals)"
+            )
+            print(
+                f"idle: {idle_rate:.2f} KV writes/s with {args.past:,} idle conversations "
+                f"(measured over {2 * settings.lease_ttl_s:.0f} s; goal 0), "
+                f"{consumers} consumer(s) on {subjects.STREAM_CONV_IN}"
+            )
+            empty, past = await restarts(list(zip(services, probes, strict=True)), args.restarts)
+            print(
+                f"restart-to-ready (start until $SRV.PING answers, {args.restarts} restarts each, "
+                f"nothing loaded): 0 past conversations best {min(empty) * 1000:.0f} ms, median "
+                f"{statistics.median(empty) * 1000:.0f} ms; {args.past:,} past conversations best "
+                f"{min(past) * 1000:.0f} ms, median {statistics.median(past) * 1000:.0f} ms; ratio of "
+                f"medians {statistics.median(past) / statistics.median(empty):.2f} (goal <= 1.2)"
+            )
+        finally:
+            for bus in probes:
+                await bus.close()
+            for server in servers:
+                server.stop()
+
+
 async def main(args: argparse.Namespace) -> None:
+    if args.only_idle:
+        await bench_idle_and_restart(args)
+        return
     with tempfile.TemporaryDirectory() as tmp:
         server = NatsServer(store_dir=Path(tmp) / "js", sync=args.sync).start()
         try:
@@ -497,6 +683,7 @@ async def main(args: argparse.Namespace) -> None:
                 await asyncio.wait_for(asyncio.gather(task, engine), 60)
         finally:
             server.stop()
+    await bench_idle_and_restart(args)
 
 
 if __name__ == "__main__":
@@ -511,4 +698,10 @@ if __name__ == "__main__":
     parser.add_argument("--long", type=int, default=5_000, help="entries already in the long conversation")
     parser.add_argument("--turns", type=int, default=40, help="timed turns per conversation")
     parser.add_argument("--sync", choices=("default", "always"), default="default")
+    parser.add_argument("--past", type=int, default=1000, help="past conversations of the restart figure")
+    parser.add_argument(
+        "--idle-timeout", type=float, default=15.0, help="idle timeout of the idle figure, seconds"
+    )
+    parser.add_argument("--restarts", type=int, default=7, help="restarts timed per figure")
+    parser.add_argument("--only-idle", action="store_true", help="only the idle and restart figures")
     asyncio.run(main(parser.parse_args()))
