@@ -409,7 +409,7 @@ def _decode_binary(payload: bytes, headers: Mapping[str, str], nats_subject: str
             attrs[lower[len(_CE_PREFIX) :]] = value
         elif lower == "content-type":
             content_type = value
-    _check_required(attrs)
+    _check_required(attrs, binary=True)
     ctype = attrs.get("datacontenttype") or content_type or CONTENT_TYPE_JSON
     attrs["datacontenttype"] = ctype
     try:
@@ -446,9 +446,17 @@ def _decode_binary(payload: bytes, headers: Mapping[str, str], nats_subject: str
     )
 
 
-def _check_required(raw: Mapping[str, Any]) -> None:
+def _check_required(raw: Mapping[str, Any], *, binary: bool = False) -> None:
+    """The required attributes are there and the version is ours; in binary mode the message
+    names the headers (``ce-type``) a sender has to add, not the attribute names."""
     missing = [name for name in _REQUIRED if not (isinstance(value := raw.get(name), str) and value)]
     if missing:
+        if binary:
+            headers = [f"{_CE_PREFIX}{name}" for name in missing]
+            raise InvalidEnvelope(
+                f"not a binary-mode CloudEvent: missing or empty header(s) {', '.join(headers)}",
+                details={"missing": missing, "headers": headers},
+            )
         raise InvalidEnvelope(
             f"not a CloudEvent: missing or empty required attribute(s) {', '.join(missing)}",
             details={"missing": missing},

@@ -110,8 +110,9 @@ def test_binary_missing_required_attribute_is_rejected(missing: str) -> None:
             decode(b"{}", headers)
         return
     del headers[f"ce-{missing}"]
-    with pytest.raises(InvalidEnvelope, match=missing):
+    with pytest.raises(InvalidEnvelope, match=f"missing or empty header\\(s\\) ce-{missing}$") as info:
         decode(b"{}", headers)
+    assert info.value.details["headers"] == [f"ce-{missing}"]  # the header a sender has to add
 
 
 def test_empty_id_is_rejected_not_invented() -> None:
