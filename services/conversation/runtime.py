@@ -137,7 +137,7 @@ class Runtime:
         #: Leases deleted since the last scan: a conversation still in the loaded set needs an owner.
         self._released: set[str] = set()
         #: Acquisitions in progress, so two callers on this replica wait for the same one.
-        self._taking: dict[str, asyncio.Future[bool]] = {}
+        self._taking: dict[str, asyncio.Future[bool | None]] = {}
         #: Releases under way.
         self._releasing = 0
         #: Actors loaded (each one a journal read) and ownership scans done, since start.
@@ -365,13 +365,16 @@ class Runtime:
             return False
         pending = self._taking.get(key)
         if pending is not None:
-            return await asyncio.shield(pending)
-        taking: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+            result = await asyncio.shield(pending)
+            if result is None:  # the attempt under way failed to ask: so does this one
+                raise nats.errors.TimeoutError
+            return result
+        taking: asyncio.Future[bool | None] = asyncio.get_running_loop().create_future()
         self._taking[key] = taking
         try:
             taken = await self._take_lease(key, record)
         except BaseException:
-            taking.set_result(False)
+            taking.set_result(None)
             raise
         finally:
             self._taking.pop(key, None)
