@@ -28,6 +28,7 @@ from jidocode.shared.events.assets import (
     SearchAssets,
 )
 from jidocode.shared.events.conversation import (
+    DeleteConversation,
     GetProjection,
     SendEvent,
     StartConversation,
@@ -110,6 +111,9 @@ ENDPOINTS: tuple[Endpoint, ...] = (
     Endpoint("project", "project", "policy", GetPolicy, "The effective policy and tool limits"),
     Endpoint("conversation", "conversations", "start", StartConversation, "Start or reopen a conversation"),
     Endpoint("conversation", "conversations", "stop", StopConversation, "Stop a conversation"),
+    Endpoint(
+        "conversation", "conversations", "delete", DeleteConversation, "Delete a conversation and its record"
+    ),
     Endpoint("conversation", "conversations", "send_event", SendEvent, "Send an external event"),
     Endpoint("conversation", "conversations", "get_projection", GetProjection, "Read a projection"),
     Endpoint("conversation", "conversations", "replay", Subscribe, "Where to follow and replay output"),

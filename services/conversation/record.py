@@ -1,7 +1,10 @@
 """A conversation's record: its entry in the ``jido_conversations`` KV bucket.
 
 Key ``<project_id>.<conversation_id>`` (:func:`record_key`); value a
-:class:`ConversationRecord` (status ``active`` or ``stopped``, settings).
+:class:`ConversationRecord` (status ``active``, ``stopped`` or ``deleted``, settings).
+A ``deleted`` record is a tombstone: the conversation's journal, output and input
+are gone (:mod:`.deletion`); it reads as unknown, and its id can be started again
+once the streams' duplicate window has passed.
 The runtime writes and watches the records; an actor reads its own.
 """
 

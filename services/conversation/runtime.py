@@ -36,6 +36,7 @@ import secrets
 import time
 from collections import OrderedDict
 from collections.abc import Callable
+from datetime import UTC, datetime
 from typing import Any
 
 import nats.errors
@@ -53,10 +54,12 @@ from jidocode.shared.errors import Conflict, InvalidInput, NotFound
 from jidocode.shared.events.assets import AssetsReloaded, SkillRegistryUpdated
 from jidocode.shared.events.conversation import (
     PROJECTIONS,
+    ConversationDeleted,
     ConversationError,
     ConversationInfo,
     ConversationStarted,
     ConversationStopped,
+    DeleteConversation,
     EventAccepted,
     GetProjection,
     ReplayInfo,
@@ -70,6 +73,7 @@ from jidocode.shared.events.engine import ProjectStopped
 from .actor import ConversationActor
 from .codec import to_payload
 from .core import Limits, llm_context, normalize, project, replay
+from .deletion import purge_conversation, reusable_at
 from .journal import Journal, LostOwnership, ensure_streams, publish_with_retry
 from .ports import ContextWindows, LlmPort, ToolPort, ToolSpec
 from .record import ConversationRecord, record_key
@@ -279,9 +283,10 @@ class Runtime:
                 found = ConversationRecord.model_validate_json(entry.value)
                 self._remember(key, entry.revision or 0, found)
                 known = (entry.revision or 0, found)
-        if known[1] is None:
+        if known[1] is None or known[1].status == "deleted":
+            gone = " (deleted)" if known[1] is not None else ""
             raise NotFound(
-                f"unknown conversation {conversation_id!r} in project {project_id!r}",
+                f"unknown conversation {conversation_id!r} in project {project_id!r}{gone}",
                 details={"project_id": project_id, "conversation_id": conversation_id},
             )
         return known[1]
@@ -297,6 +302,15 @@ class Runtime:
             existing: ConversationRecord | None = await self.record(project_id, conversation_id)
         except NotFound:
             existing = None
+            tomb = self.known.get(key)
+            if tomb is not None and tomb[1] is not None and tomb[1].status == "deleted":
+                again = reusable_at(tomb[1].updated_at)
+                if datetime.now(UTC) < again:
+                    raise Conflict(
+                        f"conversation {conversation_id!r} was deleted at {tomb[1].updated_at}; its id can "
+                        f"be started again from {again.isoformat(timespec='seconds')} (or start a new one)",
+                        details={"conversation_id": conversation_id, "reusable_at": again.isoformat()},
+                    ) from None
         settings = {**(existing.settings if existing else {}), **cmd.settings}
         record = ConversationRecord(
             project_id=project_id,
@@ -320,6 +334,19 @@ class Runtime:
             await self._try_acquire(key, record)
         # A new conversation is loaded lazily, by whichever replica gets its first input.
         return ConversationInfo(**record.model_dump(), reopened=existing is not None)
+
+    async def delete_conversation(self, project_id: str, cmd: DeleteConversation) -> ConversationDeleted:
+        """Stop it (``NotFound`` when unknown), purge what is stored of it, leave a tombstone."""
+        await self.stop_conversation(
+            project_id, StopConversation(conversation_id=cmd.conversation_id, reason="deleted")
+        )
+        gone = await purge_conversation(self.bus, project_id, cmd.conversation_id)
+        key = record_key(project_id, cmd.conversation_id)
+        record = await self.record(project_id, cmd.conversation_id)
+        tomb = record.model_copy(update={"status": "deleted", "settings": {}, "updated_at": now_iso()})
+        revision = await self.records.put(key, tomb.model_dump_json().encode())
+        self._remember(key, revision, tomb)
+        return gone
 
     async def stop_conversation(self, project_id: str, cmd: StopConversation) -> ConversationInfo:
         record = await self.record(project_id, cmd.conversation_id)

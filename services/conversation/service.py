@@ -22,7 +22,9 @@ from jidocode.shared.endpoints import endpoint
 from jidocode.shared.envelope import Envelope
 from jidocode.shared.errors import PermissionDenied
 from jidocode.shared.events.conversation import (
+    ConversationDeleted,
     ConversationInfo,
+    DeleteConversation,
     EventAccepted,
     GetProjection,
     Projection,
@@ -143,6 +145,9 @@ async def serve(
                 await runtime.stop_conversation(scoped_project_id(env), cmd)
             )
 
+        async def delete(cmd: DeleteConversation, env: Envelope) -> ConversationDeleted:
+            return await runtime.delete_conversation(scoped_project_id(env), cmd)
+
         async def send_event(cmd: SendEvent, env: Envelope) -> EventAccepted:
             return EventAccepted.model_validate(await runtime.send_event(scoped_project_id(env), cmd, env))
 
@@ -155,6 +160,7 @@ async def serve(
 
         host.serve(endpoint("conversation", "start"), start)
         host.serve(endpoint("conversation", "stop"), stop_)
+        host.serve(endpoint("conversation", "delete"), delete)
         host.serve(endpoint("conversation", "send_event"), send_event)
         host.serve(endpoint("conversation", "get_projection"), get_projection)
         host.serve(endpoint("conversation", "replay"), replay)

@@ -5,7 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from jidocode.shared.events.conversation import (
+    ConversationDeleted,
     ConversationInfo,
+    DeleteConversation,
     EventAccepted,
     GetProjection,
     Projection,
@@ -44,6 +46,13 @@ class ConversationsClient(ProjectScoped):
     ) -> ConversationInfo:
         cmd = StopConversation(conversation_id=conversation_id, reason=reason)
         return await self._scoped("stop", cmd, timeout=timeout, **ext)
+
+    async def delete(
+        self, conversation_id: str, *, timeout: float | None = None, **ext: Ext
+    ) -> ConversationDeleted:
+        """Delete the conversation for good (stopped first): its journal, output, input and records."""
+        cmd = DeleteConversation(conversation_id=conversation_id)
+        return await self._scoped("delete", cmd, timeout=timeout, **ext)
 
     async def send_event(
         self,

@@ -33,10 +33,12 @@ __all__ = [
     "AssistantDelta",
     "AssistantMessage",
     "Cancel",
+    "ConversationDeleted",
     "ConversationError",
     "ConversationInfo",
     "ConversationStarted",
     "ConversationStopped",
+    "DeleteConversation",
     "EventAccepted",
     "EventIngested",
     "GetProjection",
@@ -284,6 +286,18 @@ class ConversationInfo(EventModel):
     reopened: bool = False
 
 
+class ConversationDeleted(EventModel):
+    """Reply of ``delete``: what was removed of the conversation (counts of stored messages)."""
+
+    channel: ClassVar[str] = "reply"
+    type: Literal["conversation.deleted"] = "conversation.deleted"
+    project_id: str
+    conversation_id: str
+    journal_entries: int = 0
+    events: int = 0
+    inputs: int = 0
+
+
 class EventAccepted(EventModel):
     """Reply of ``send_event``: the event is stored on the conversation's input stream."""
 
@@ -326,6 +340,15 @@ class StopConversation(Command[ConversationInfo]):
     type: Literal["conversation.cmd.stop"] = "conversation.cmd.stop"
     conversation_id: str
     reason: str = ""
+
+
+class DeleteConversation(Command[ConversationDeleted]):
+    """Delete a conversation for good: stop it, then remove its journal, its stored output and
+    input, and its records. The journal has no age limit (decision 0033): this is how a
+    conversation's record leaves the disk. Its token usage stays in the ledger."""
+
+    type: Literal["conversation.cmd.delete"] = "conversation.cmd.delete"
+    conversation_id: str
 
 
 class SendEvent(Command[EventAccepted]):
@@ -392,11 +415,13 @@ EVENTS: tuple[type[EventModel], ...] = (
     EventIngested,
     StartConversation,
     StopConversation,
+    DeleteConversation,
     SendEvent,
     GetProjection,
     Subscribe,
     ReplayInfo,
     ConversationInfo,
+    ConversationDeleted,
     EventAccepted,
     Projection,
 )

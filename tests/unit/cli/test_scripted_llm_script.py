@@ -33,3 +33,10 @@ def test_a_missing_script_names_the_file(tmp_path: Path) -> None:
     result = runner.invoke(app, ["dev", "scripted-llm", "--script", str(tmp_path / "nope.json")])
     assert result.exit_code == 2
     assert "cannot read" in " ".join(result.output.split())
+
+
+def test_conversations_delete_asks_first() -> None:
+    # declining the confirmation ends it before anything connects
+    result = runner.invoke(app, ["conversations", "delete", "/tmp", "c1"], input="n\n")
+    assert result.exit_code == 1
+    assert "delete conversation c1 and its whole history?" in result.output

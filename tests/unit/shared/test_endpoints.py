@@ -127,6 +127,7 @@ def test_the_project_service_no_longer_forwards_conversations() -> None:
     assert {e.verb for e in endpoints_of("conversation")} == {
         "start",
         "stop",
+        "delete",
         "send_event",
         "get_projection",
         "replay",
