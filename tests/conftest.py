@@ -23,6 +23,18 @@ from tests.llm_fixtures import scripted_llm, scripted_llm_settings  # noqa: F401
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Tests marked ``chaos`` (minutes of kill -9 under load) run only when ``-m`` names them
+    (``./dev test -m chaos``; ``.ci/run`` runs them after the main suite). Any other run, whatever
+    its ``-m`` (``-m slow``, ``-m "not slow"``) or paths, leaves them out."""
+    if "chaos" in (config.option.markexpr or ""):
+        return
+    chaos = [item for item in items if item.get_closest_marker("chaos") is not None]
+    if chaos:
+        config.hook.pytest_deselected(items=chaos)
+        items[:] = [item for item in items if item.get_closest_marker("chaos") is None]
+
+
 def _docker_available() -> str | None:
     """None when a Docker engine answers, else the reason why not."""
     try:

@@ -10,6 +10,14 @@ replica is busy starting), the same request — the same ``meta.request_id``,
 so the runner's idempotency ledger runs it at most once — is sent again with
 backoff until a runner takes it or the call's deadline passes; only then is it
 a failed result.
+
+A call also survives a runner that dies holding it, and a reply lost while NATS
+restarts: neither ever answers, so an attempt that hears nothing for
+:data:`RESEND_FIRST_S` (doubling up to :data:`RESEND_MAX_S`) is sent again — same
+request id, same deadline. The runner's ledger makes the copy safe: it returns
+the stored result, waits for the running call's result, or, for a call claimed by
+a runner that died, answers ``outcome_unknown`` once the claim's lifetime has
+passed; the side effect never runs twice.
 """
 
 from __future__ import annotations
@@ -21,7 +29,7 @@ from typing import Any
 
 from jidocode.shared.bus import Bus
 from jidocode.shared.clients import ProjectClient, ToolsClient
-from jidocode.shared.errors import JidoError, ServiceUnavailable
+from jidocode.shared.errors import JidoError, RequestTimeout, ServiceUnavailable
 from jidocode.shared.events.tools import (
     ToolCallMeta,
     ToolResult,
@@ -30,38 +38,62 @@ from jidocode.shared.events.tools import (
 
 from .ports import ToolSpec
 
-__all__ = ["RETRY_FIRST_S", "RETRY_MAX_S", "NatsToolPort", "list_tool_specs"]
+__all__ = [
+    "RESEND_FIRST_S",
+    "RESEND_MAX_S",
+    "RETRY_FIRST_S",
+    "RETRY_MAX_S",
+    "NatsToolPort",
+    "list_tool_specs",
+]
 
 log = logging.getLogger("jidocode.conversation.tools")
 
 #: Backoff between the attempts of a call nobody serves: first delay, doubling up to the cap.
 RETRY_FIRST_S = 0.1
 RETRY_MAX_S = 2.0
+#: An attempt that hears nothing for this long is sent again (same request id); doubling up to the cap.
+RESEND_FIRST_S = 15.0
+RESEND_MAX_S = 120.0
 
 
 class NatsToolPort:
-    def __init__(self, bus: Bus, *, timeout: float = 600.0) -> None:
+    def __init__(self, bus: Bus, *, timeout: float = 600.0, resend_after: float = RESEND_FIRST_S) -> None:
         self.bus = bus
         self.timeout = timeout
+        self.resend_after = resend_after
 
     async def run(self, project_id: str, name: str, args: dict[str, Any], meta: ToolCallMeta) -> ToolResult:
         deadline = time.monotonic() + self.timeout
         if meta.deadline is not None:
             deadline = min(deadline, time.monotonic() + (meta.deadline - time.time()))
-        delay, attempts = RETRY_FIRST_S, 0
+        delay, attempts, resend = RETRY_FIRST_S, 0, self.resend_after
         client = ToolsClient(self.bus, project_id)
         while True:
             attempts += 1
+            left = max(0.001, deadline - time.monotonic())
             try:
                 return await client.run(
                     name,
                     args,
                     meta=meta,
-                    timeout=max(0.001, deadline - time.monotonic()),
+                    timeout=left,
+                    wait=min(left, resend),
                     conversation_id=meta.conversation_id,
                     correlation_id=meta.correlation_id,
                     causation_id=meta.causation_id,
                 )
+            except RequestTimeout as exc:
+                if left <= resend:  # this attempt waited until the call's deadline
+                    return _failed(exc, exc.message)
+                log.warning(
+                    "tool call %s (%s) of project %s: no answer within %g s; sent again, same request id",
+                    meta.request_id,
+                    name,
+                    project_id,
+                    resend,
+                )
+                resend = min(resend * 2, RESEND_MAX_S)
             except ServiceUnavailable as exc:
                 if time.monotonic() + delay >= deadline:
                     return _failed(

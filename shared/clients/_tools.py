@@ -24,6 +24,7 @@ class ToolsClient(ProjectScoped):
         *,
         meta: ToolCallMeta,
         timeout: float | None = None,
+        wait: float | None = None,
         **ext: Ext,
     ) -> ToolResult:
         """Run one call under the project's policy; ``meta.request_id`` makes it idempotent.
@@ -32,15 +33,23 @@ class ToolsClient(ProjectScoped):
         ``ok: false`` and its ``error``; a request the runner cannot take at all
         (unknown project, bad envelope, nobody serving) raises the typed error.
         """
-        return await self.run_call(RunTool(name=name, args=args or {}, meta=meta), timeout=timeout, **ext)
+        call = RunTool(name=name, args=args or {}, meta=meta)
+        return await self.run_call(call, timeout=timeout, wait=wait, **ext)
 
-    async def run_call(self, call: RunTool, *, timeout: float | None = None, **ext: Ext) -> ToolResult:
-        """Run ``call``; its ``meta.deadline`` becomes this request's deadline when that is sooner."""
-        wait = timeout or self.timeout
-        deadline = time.time() + wait
+    async def run_call(
+        self, call: RunTool, *, timeout: float | None = None, wait: float | None = None, **ext: Ext
+    ) -> ToolResult:
+        """Run ``call`` within ``timeout`` seconds: that becomes its ``meta.deadline`` when sooner.
+
+        ``wait`` (default: ``timeout``) bounds only this request's wait for the answer, not the
+        call: a caller that hears nothing within it may send the same call again (same request id)
+        while the call keeps its deadline (``RequestTimeout`` after ``wait``).
+        """
+        budget = timeout or self.timeout
+        deadline = time.time() + budget
         if call.meta.deadline is None or call.meta.deadline > deadline:
             call = call.model_copy(update={"meta": call.meta.model_copy(update={"deadline": deadline})})
-        return await self._scoped("run", call, timeout=wait, **ext)
+        return await self._scoped("run", call, timeout=min(budget, wait or budget), **ext)
 
     async def cancel(
         self,

@@ -1,5 +1,6 @@
 """Every service in this process on a NATS cluster, a gated scripted LLM, and a conversation
-that is paused at its second LLM call while a NATS node is killed."""
+that is paused at its second LLM call while a NATS node is killed; and a conversation whose tool
+call is running when its tool-runner process (here a process of its own) is killed."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ import contextlib
 import importlib.util
 import json
 import logging
+import os
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from functools import partial
@@ -27,9 +30,10 @@ from jidocode.shared.bus import Bus
 from jidocode.shared.config import Config
 from jidocode.shared.envelope import decode
 from jidocode.shared.errors import JidoError
+from jidocode.shared.events.conversation import ToolCallCompleted, ToolCallFailed
 
 from .cluster import Cluster, stream_leader, wait_leaders_elected
-from .services import wait_answering
+from .services import ServiceProcess, killed_on_exit, wait_answering
 
 log = logging.getLogger(__name__)
 
@@ -205,4 +209,139 @@ async def run_conversation_across_kill(
         journal_after=after,
         leader_before=leader_before,
         killed=killed,
+    )
+
+
+TOOL_FINAL = "The script ran."
+#: What the tool call does: a side effect (a line in side.txt), then a wait the runner's kill cuts short.
+TOOL_COMMAND = "echo ran >> side.txt && sleep 20"
+
+
+@dataclass(frozen=True)
+class ToolRunnerKillRun:
+    answer: str
+    #: side.txt's lines: one per time the call's side effect ran
+    side_effect: list[str]
+    #: what the model was told about the call: ``completed`` or the error type (``outcome_unknown`` …)
+    tool_outcome: str
+    tool_message: str
+    #: seconds from the kill to the answer
+    finished_after_kill_s: float
+    #: the runs of the tool call the timeline holds (requested, completed/failed)
+    tool_entries: list[str]
+
+
+async def run_conversation_across_tool_runner_kill(
+    cluster: Cluster, config: Config, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> ToolRunnerKillRun:
+    """A conversation turn whose bash call (``echo … >> side.txt && sleep 20``) is running when its
+    tool-runner process gets SIGKILL; a new runner process starts at once (the platform's restart).
+    The other services run in this process. Returns what the turn ended with."""
+    project = tmp_path / "proj"
+    project.mkdir()
+    # The global layer (the project is not trusted). Short tool limits keep the lifetime of a claim
+    # whose runner died (timeout + approval + quota wait + 10 s) at 20 s.
+    (config.jido_home / "settings.json").write_text(
+        json.dumps(
+            {
+                "permissions": {"allow": ["Bash(echo:*)", "Bash(sleep:*)"]},
+                "tools": {"timeout_s": 8, "approval_timeout_s": 1},
+            }
+        )
+    )
+    side = project / "side.txt"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("NATS_")}
+    env.update(
+        NATS_URL=config.nats_url,
+        JIDO_CODE_HOME=str(config.jido_home),
+        JIDO_DATA_HOME=str(tmp_path / "data"),
+        JIDO_JS_REPLICAS=str(config.js_replicas or 3),
+        JIDO_TOOL_QUOTA_WAIT_S="1",
+        PYTHONUNBUFFERED="1",
+    )
+    runner = ServiceProcess("tool_runner", env, tmp_path / "tool_runner.log")
+
+    async with ScriptedLlm(responder=lambda body: Reply.answer(TOOL_FINAL)) as llm:
+        llm.script(Reply.tools(call("bash", command=TOOL_COMMAND)))
+        monkeypatch.setenv("JIDO_LLM_MODEL", "openai/scripted")
+        monkeypatch.setenv("JIDO_LLM_API_BASE", llm.api_base)
+        # the project service's policy reads the global layer from the environment, not the config
+        monkeypatch.setenv("JIDO_CODE_HOME", str(config.jido_home))
+        others = tuple(
+            n
+            for n in SERVICES
+            if n not in ("conversation", "tool_runner")
+            and importlib.util.find_spec(f"jidocode.services.{n}.service") is not None
+        )
+        from jidocode.services.conversation.service import serve as serve_conversation
+
+        stop = asyncio.Event()
+        llm_bus = await Bus.connect(config, "conversation-llm")
+        starters: dict[str, Callable[[], Awaitable[None]]] = {
+            n: partial(load_serve(n), config, stop) for n in others
+        }
+        starters["conversation"] = lambda: serve_conversation(
+            config, stop, llm=make_llm_port(config, bus=llm_bus)
+        )
+        tasks = [asyncio.create_task(_restarting(name, start, stop)) for name, start in starters.items()]
+        bus = await Bus.connect(config, "cluster-client")
+        with killed_on_exit([runner]):
+            try:
+                runner.start()
+                names = (*others, "conversation", "tool_runner")
+                ready = asyncio.ensure_future(wait_answering(bus.nc, names, processes=(runner,)))
+                done, _ = await asyncio.wait([ready, *tasks], return_when=asyncio.FIRST_COMPLETED)
+                if ready not in done:
+                    ready.cancel()
+                    for task in done:
+                        task.result()
+                    raise AssertionError("a service stopped before every service answered")
+                ready.result()
+                client = await JidoClient.connect(project_dir=project, bus=bus, settings=FAST)
+                turn = asyncio.ensure_future(client.send_message("Run the script.", timeout=90))
+
+                async def side_effect_done() -> None:
+                    # the file the call writes: no event says its shell got past the echo
+                    while not (side.exists() and side.read_text()):  # noqa: ASYNC110
+                        await asyncio.sleep(0.05)
+
+                try:
+                    await asyncio.wait_for(side_effect_done(), 30)  # the call runs: echoed, now sleeping
+                except TimeoutError:
+                    held = [(e["type"], e.get("data")) for e in await client.get_timeline()]
+                    raise AssertionError(
+                        f"the tool call did not run: the conversation holds {held}"
+                    ) from None
+                assert not turn.done()
+                runner.kill()  # SIGKILL, mid-call
+                killed_at = time.monotonic()
+                runner.start()  # restart: unless-stopped
+                answer = await asyncio.wait_for(turn, 90)
+                finished = time.monotonic() - killed_at
+                timeline = await client.get_timeline()
+            except BaseException:
+                log.error("tool runner output:\n%s", runner.output()[-4000:])
+                raise
+            finally:
+                stop.set()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(asyncio.gather(*tasks, return_exceptions=True), 30)
+                with contextlib.suppress(TimeoutError, AssertionError):
+                    await runner.terminate()
+                await bus.close()
+                await llm_bus.close()
+    tool_entries = [
+        str(e["type"]) for e in timeline if str(e.get("type", "")).startswith("conversation.tool.")
+    ]
+    results = [e for e in timeline if e.get("type") in (ToolCallCompleted.TYPE, ToolCallFailed.TYPE)]
+    assert len(results) == 1, results
+    data = results[0].get("data") or {}
+    outcome = "completed" if results[0]["type"] == ToolCallCompleted.TYPE else str(data.get("error_type"))
+    return ToolRunnerKillRun(
+        answer=answer,
+        side_effect=side.read_text().splitlines(),
+        tool_outcome=outcome,
+        tool_message=str(data.get("message") or ""),
+        finished_after_kill_s=finished,
+        tool_entries=tool_entries,
     )

@@ -1,5 +1,6 @@
-"""Three NATS nodes on one machine: JetStream data with 3 replicas survives the loss of a node, and a
-conversation running across a node kill finishes with nothing lost from its journal."""
+"""Three NATS nodes on one machine: JetStream data with 3 replicas survives the loss of a node, a
+conversation running across a node kill finishes with nothing lost from its journal, and one whose
+tool call is running when the tool runner is killed finishes with the call's side effect done once."""
 
 from __future__ import annotations
 
@@ -19,7 +20,13 @@ from jidocode.shared.config import Config
 from jidocode.shared.events.tools import ToolCancelRequested
 
 from .cluster import Cluster, nats_cluster, stream_leader, wait_jetstream_cluster, wait_leaders_elected
-from .conversation_system import FINAL, KillRun, run_conversation_across_kill
+from .conversation_system import (
+    FINAL,
+    TOOL_FINAL,
+    KillRun,
+    run_conversation_across_kill,
+    run_conversation_across_tool_runner_kill,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -150,3 +157,21 @@ async def test_conversation_rides_out_the_election_itself(
         cluster, cluster_config, tmp_path, monkeypatch, victim="follower", settle=False
     )
     _assert_nothing_lost(result)
+
+
+async def test_conversation_finishes_when_its_tool_runner_is_killed_mid_call(
+    cluster: Cluster, cluster_config: Config, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """kill -9 of the tool-runner process while a bash call runs (its echo done, its sleep not): the
+    conversation hears nothing from the dead runner, sends the call again with the same request id
+    (``tools_bridge``), and the new runner's ledger finds the dead runner's claim. Its side effect
+    never runs twice; the call itself is reported ``outcome_unknown`` once the claim's lifetime
+    (20 s here) has passed — it is not run again — and the model answers from that."""
+    result = await run_conversation_across_tool_runner_kill(cluster, cluster_config, tmp_path, monkeypatch)
+    assert result.answer == TOOL_FINAL
+    assert result.side_effect == ["ran"]  # once: not lost, not run again
+    assert result.tool_outcome == "outcome_unknown", result.tool_message
+    assert result.tool_entries == ["conversation.tool.requested", "conversation.tool.failed"]
+    print(
+        f"tool runner killed mid-call: the conversation finished {result.finished_after_kill_s:.1f} s later"
+    )

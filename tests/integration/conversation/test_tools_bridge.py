@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import time
 from typing import Any
 
 from jidocode.services.conversation.tools_bridge import NatsToolPort, list_tool_specs
@@ -85,6 +86,42 @@ async def test_a_call_waits_for_a_restarting_tool_runner_with_the_same_request_i
         assert [body["data"]["meta"]["request_id"] for body in seen] == ["r1"]
     finally:
         logging.getLogger("jidocode.conversation.tools").removeHandler(handler)
+
+
+async def test_a_call_nobody_answers_is_sent_again_with_the_same_request_id_and_deadline(bus: Bus) -> None:
+    # A runner that dies holding the call (or a reply lost while NATS restarts) never answers: the
+    # same request is sent again after a while, keeping the call's deadline, and the ledger of
+    # whichever runner takes it answers once (here: the second copy is answered).
+    seen: list[dict[str, Any]] = []
+
+    async def _run(msg: Any) -> None:
+        body = json.loads(msg.data)
+        seen.append(body)
+        if len(seen) == 1:
+            return  # the runner holding the first copy died: no answer ever comes
+        await msg.respond(encode(Envelope.new(ToolResult(ok=True, data="ran"), source="test/tools"))[0])
+
+    await bus.nc.subscribe(subjects.tools(P, "run"), cb=_run)
+    port = NatsToolPort(bus, timeout=30, resend_after=0.3)
+    result = await asyncio.wait_for(port.run(P, "bash", {"command": "echo hi"}, META), 20)
+    assert result.ok and result.data == "ran"
+    metas = [body["data"]["meta"] for body in seen]
+    assert [m["request_id"] for m in metas] == ["r1", "r1"]
+    # the call's deadline (30 s away), not the 0.3 s wait of one attempt
+    assert abs(metas[0]["deadline"] - metas[1]["deadline"]) < 2
+    assert metas[1]["deadline"] - time.time() > 20
+
+
+async def test_a_call_nobody_ever_answers_fails_at_its_deadline(bus: Bus) -> None:
+    async def _run(msg: Any) -> None:
+        return  # never answers
+
+    await bus.nc.subscribe(subjects.tools(P, "run"), cb=_run)
+    port = NatsToolPort(bus, timeout=1.0, resend_after=0.2)
+    started = time.monotonic()
+    result = await asyncio.wait_for(port.run(P, "bash", {"command": "echo hi"}, META), 20)
+    assert not result.ok and result.error is not None and result.error.type == "timeout"
+    assert 0.9 <= time.monotonic() - started < 5
 
 
 async def test_list_tool_specs(bus: Bus) -> None:
