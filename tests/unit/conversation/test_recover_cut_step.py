@@ -2,8 +2,9 @@
 
 Found by the chaos test (``tests/chaos``): a step of the reducer journals up to four entries one
 fenced append at a time (``Journal.append_many``, ``SMALL_BATCH``; on a server without atomic
-batches, every step), so a SIGKILL of the conversation service can leave the journal ending
-after the first entry of a step (``tool.completed``) without the rest (``llm.requested`` and its
+batches, every step), so a SIGKILL of the conversation service, or an append failing mid-step
+while NATS restarts (the actor crashes and is rebuilt), can leave the journal ending after the
+first entry of a step (``tool.completed``) without the rest (``llm.requested`` and its
 ``RunLlm``). The rebuilt state (``replay``) then waits for nothing and ``recover`` issues
 nothing: the conversation is stuck for good (status ``awaiting_tools``, so not even a new user
 message moves it). In the chaos run 9 of 37 conversations in flight at the kill were stuck so.
