@@ -70,8 +70,7 @@ from .core import (
     ingest,
     normalize,
     project,
-    recover,
-    replay,
+    resume,
 )
 from .host import ActorHost
 from .llm.options import ToolExposure
@@ -167,10 +166,12 @@ class ConversationActor:
         """Rebuild, carry on, then consume; returns once the conversation is idle (see the module docstring)."""
         p, c = self.project_id, self.conversation_id
         entries, self.last_seq = await self.rt.journal.read(p, c)
-        self.state = replay(p, c, entries, self.limits)
+        # A step cut short by a crash between its appends is carried on (its missing entries
+        # first), then what is outstanding is started again (``resume``).
+        self.state, first = resume(p, c, entries, self.limits)
         self.ready.set()
         log.info("conversation %s/%s rebuilt from %d journal entries", p, c, len(entries))
-        await self._execute(recover(self.state))
+        await self._execute(first)
         self._sub = await self.rt.bus.js.subscribe(
             subjects.conversation_in(p, c),
             stream=subjects.STREAM_CONV_IN,

@@ -11,7 +11,7 @@ from .intents import (
     RunTool,
 )
 from .projections import PROJECTIONS, llm_context, project
-from .reducer import CORE_SOURCE, drain, ingest, recover, replay, run_to_idle
+from .reducer import CORE_SOURCE, drain, ingest, recover, replay, resume, run_to_idle
 from .signal import Signal, normalize
 from .state import (
     TRANSITIONS,
@@ -55,5 +55,6 @@ __all__ = [
     "project",
     "recover",
     "replay",
+    "resume",
     "run_to_idle",
 ]

@@ -65,7 +65,7 @@ from .state import (
 )
 from .timeline import Timeline
 
-__all__ = ["CORE_SOURCE", "drain", "ingest", "recover", "replay", "run_to_idle"]
+__all__ = ["CORE_SOURCE", "drain", "ingest", "recover", "replay", "resume", "run_to_idle"]
 
 #: ``source`` of the entries the core generates.
 CORE_SOURCE = "conversation/core"
@@ -379,6 +379,51 @@ def replay(
     for entry in journal:
         if w.timeline.has((entry.id, entry.correlation_id)):
             continue  # a redelivered journal entry
+        _evolve(w, entry)
+    return _freeze(w)
+
+
+def resume(
+    project_id: str, conversation_id: str, journal: Iterable[Signal], limits: Limits | None = None
+) -> tuple[ConversationState, Intents]:
+    """Rebuild from the journal and carry on: the state, and what to do first.
+
+    A step journals its entries one fenced append after another (the opener — a
+    user message or a directive's result — then the entries it leads to), so a
+    crash between two appends leaves the journal ending in the middle of a step.
+    :func:`replay` alone would then wait for nothing. Here the last step is taken
+    again from the state before it: the reducer is deterministic and its entry ids
+    come from the state, so the step yields the same entries; when the journal
+    holds only a prefix of them, the rest come back as ``Emit`` intents (to be
+    journaled before anything else), and the state is the one after the whole
+    step. Then :func:`recover`'s intents for that state (the LLM call and tool
+    calls outstanding, a drain to continue).
+    """
+    entries = list(journal)
+    opener = next((i for i in range(len(entries) - 1, -1, -1) if entries[i].source != CORE_SOURCE), None)
+    if opener is None:
+        state = replay(project_id, conversation_id, entries, limits)
+        return state, recover(state)
+    before = replay(project_id, conversation_id, entries[:opener], limits)
+    state = _replay_onto(before, entries[opener:])
+    tail = entries[opener:]
+    if before.is_seen(tail[0]):
+        return state, recover(state)  # a redelivered opener: not a step of its own
+    w = _thaw(before)
+    _apply(w, tail[0])
+    emitted = [intent.entry for intent in w.intents if isinstance(intent, Emit)]
+    if len(emitted) <= len(tail) or [e.id for e in emitted[: len(tail)]] != [e.id for e in tail]:
+        return state, recover(state)  # the step is whole (or not one we can retake)
+    after = _freeze(w)
+    return after, (*(Emit(entry=e) for e in emitted[len(tail) :]), *recover(after))
+
+
+def _replay_onto(state: ConversationState, entries: Iterable[Signal]) -> ConversationState:
+    """``state`` with ``entries`` applied as :func:`replay` applies them."""
+    w = _thaw(state)
+    for entry in entries:
+        if w.timeline.has((entry.id, entry.correlation_id)):
+            continue
         _evolve(w, entry)
     return _freeze(w)
 
