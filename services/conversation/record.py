@@ -15,12 +15,17 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from jidocode.shared import subjects
+from jidocode.shared.errors import InvalidInput
 
 __all__ = ["ConversationRecord", "record_key"]
 
 
 def record_key(project_id: str, conversation_id: str) -> str:
-    return f"{subjects.validate_token(project_id, 'project id')}.{subjects.validate_token(conversation_id, 'conversation id')}"
+    """``<p>.<c>``; a malformed id is :class:`InvalidInput` naming it (a client's mistake, not ours)."""
+    try:
+        return f"{subjects.validate_token(project_id, 'project id')}.{subjects.validate_token(conversation_id, 'conversation id')}"
+    except ValueError as exc:
+        raise InvalidInput(str(exc), details={"conversation_id": conversation_id}) from None
 
 
 class ConversationRecord(BaseModel):

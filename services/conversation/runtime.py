@@ -293,10 +293,7 @@ class Runtime:
 
     async def start_conversation(self, project_id: str, cmd: StartConversation) -> ConversationInfo:
         conversation_id = cmd.conversation_id or new_id()
-        try:
-            key = record_key(project_id, conversation_id)
-        except ValueError as exc:
-            raise InvalidInput(str(exc), details={"conversation_id": conversation_id}) from None
+        key = record_key(project_id, conversation_id)  # InvalidInput for a malformed id
         now = now_iso()
         try:
             existing: ConversationRecord | None = await self.record(project_id, conversation_id)
@@ -678,7 +675,7 @@ class Runtime:
             project_id = subjects.project_id_of(subject)
             conversation_id = subjects.conversation_id_of(subject)
             key = record_key(project_id, conversation_id)
-        except ValueError:
+        except (ValueError, InvalidInput):
             return True
         if key in self.owned:
             return True

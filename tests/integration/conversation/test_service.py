@@ -175,6 +175,11 @@ async def test_input_to_an_unknown_conversation_gets_an_error_event(bus: Bus, co
         assert err.data["type"] == "not_found"
         with pytest.raises(NotFound):
             await _projection(bus, "ghost", "timeline")
+        for bad in ("a.b", "*", "x y"):  # a malformed id is the client's mistake, named
+            with pytest.raises(InvalidInput, match="conversation id"):
+                await _projection(bus, bad, "timeline")
+            with pytest.raises(InvalidInput, match="conversation id"):
+                await conversations(bus).stop(bad)
         with pytest.raises(InvalidInput, match="unknown projection"):
             await _projection(bus, "ghost", "bogus")
 
