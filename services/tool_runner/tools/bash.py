@@ -56,17 +56,54 @@ def _kill_group(pgid: int) -> None:
         os.killpg(pgid, signal.SIGKILL)
 
 
-async def _drain(stream: asyncio.StreamReader, cap: int, sink: list[bytes], total: list[int]) -> None:
-    kept = 0
-    while True:
-        chunk = await stream.read(65536)
-        if not chunk:
+class _Output:
+    """The command's merged output, read from the pipe's read end by a reader callback of the loop.
+
+    The descriptor is read here and closed by :func:`run_command` only, once (after
+    :meth:`stop`). Not ``loop.connect_read_pipe``: uvloop's pipe transport closes the
+    descriptor itself and then closes the file object it was given, i.e. the same number
+    a second time, and in between a worker thread (another call's :func:`sandbox.prepare`
+    pinning descriptors for bubblewrap) may have been given that number: the other call's
+    bind source or pipe was closed under it.
+    """
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, fd: int, cap: int) -> None:
+        self._loop = loop
+        self._fd = fd
+        self._cap = cap
+        self._kept = 0
+        self.sink: list[bytes] = []
+        self.total = 0
+        #: Done at end of file (the last holder of the write end closed it), or with a read error.
+        self.eof: asyncio.Future[None] = loop.create_future()
+        os.set_blocking(fd, False)
+        loop.add_reader(fd, self._readable)
+        self._watching = True
+
+    def _readable(self) -> None:
+        try:
+            chunk = os.read(self._fd, 65536)
+        except (BlockingIOError, InterruptedError):
             return
-        total[0] += len(chunk)
-        if kept < cap + 1:
-            piece = chunk[: cap + 1 - kept]
-            sink.append(piece)
-            kept += len(piece)
+        except OSError as exc:
+            self.stop()
+            self.eof.set_exception(exc)
+            return
+        if not chunk:
+            self.stop()
+            self.eof.set_result(None)
+            return
+        self.total += len(chunk)
+        if self._kept < self._cap + 1:
+            piece = chunk[: self._cap + 1 - self._kept]
+            self.sink.append(piece)
+            self._kept += len(piece)
+
+    def stop(self) -> None:
+        """Read no more (idempotent); the descriptor stays open for its owner to close."""
+        if self._watching:
+            self._watching = False
+            self._loop.remove_reader(self._fd)
 
 
 async def _stop(proc: asyncio.subprocess.Process, *, graceful: bool) -> None:
@@ -93,67 +130,62 @@ async def run_command(
     started = time.monotonic()
     loop = asyncio.get_running_loop()
     # Our own pipe, not asyncio.subprocess.PIPE: asyncio's wait() would not return before every
-    # holder of the pipe (a backgrounded grandchild) closed it, hiding the shell's exit.
+    # holder of the pipe (a backgrounded grandchild) closed it, hiding the shell's exit. Each end
+    # is closed exactly once, here: a descriptor closed twice closes whatever another call (or a
+    # worker thread) was given under that number in between.
     rfd, wfd = os.pipe()
     try:
-        proc = await asyncio.create_subprocess_exec(
-            *argv,
-            cwd=cwd,
-            env=dict(env),
-            stdin=asyncio.subprocess.DEVNULL,
-            stdout=wfd,
-            stderr=asyncio.subprocess.STDOUT,
-            start_new_session=True,
-            pass_fds=pass_fds,
-        )
-    except BaseException:
+        try:
+            out = _Output(loop, rfd, output_cap)
+        except BaseException:
+            os.close(wfd)
+            raise
+        try:
+            try:
+                proc = await asyncio.create_subprocess_exec(
+                    *argv,
+                    cwd=cwd,
+                    env=dict(env),
+                    stdin=asyncio.subprocess.DEVNULL,
+                    stdout=wfd,
+                    stderr=asyncio.subprocess.STDOUT,
+                    start_new_session=True,
+                    pass_fds=pass_fds,
+                )
+            finally:
+                os.close(wfd)
+        except BaseException:
+            out.stop()
+            raise
+        timed_out = False
+        try:
+            try:
+                await asyncio.wait_for(proc.wait(), timeout=timeout_s)
+            except TimeoutError:
+                timed_out = True
+            # the command is gone (or timed out): nothing it started may outlive the call
+            await _stop(proc, graceful=graceful)
+            await proc.wait()
+            # a process that escaped (no sandbox, a session of its own) may still hold the pipe
+            await asyncio.wait([out.eof], timeout=5.0)
+            if out.eof.done():
+                out.eof.result()  # a read error is raised
+        finally:
+            out.stop()
+            if proc.returncode is None:
+                await asyncio.shield(_stop(proc, graceful=graceful))
+                with contextlib.suppress(ProcessLookupError):
+                    proc.kill()
+                with contextlib.suppress(ProcessLookupError):
+                    await proc.wait()
+    finally:
         os.close(rfd)
-        raise
-    finally:
-        os.close(wfd)
-    stream = asyncio.StreamReader(limit=1 << 20)
-    try:
-        transport, _ = await loop.connect_read_pipe(
-            lambda: asyncio.StreamReaderProtocol(stream), os.fdopen(rfd, "rb", buffering=0)
-        )
-    except BaseException:
-        # cancelled (or failed) between the spawn and the reader: the process must not outlive it
-        await asyncio.shield(_stop(proc, graceful=graceful))
-        raise
-    sink: list[bytes] = []
-    total = [0]
-    reader = asyncio.create_task(_drain(stream, output_cap, sink, total))
-    timed_out = False
-    try:
-        try:
-            await asyncio.wait_for(proc.wait(), timeout=timeout_s)
-        except TimeoutError:
-            timed_out = True
-        # the command is gone (or timed out): nothing it started may outlive the call
-        await _stop(proc, graceful=graceful)
-        await proc.wait()
-        try:
-            await asyncio.wait_for(reader, timeout=5.0)
-        except TimeoutError:
-            # a process that escaped (no sandbox, a session of its own) still holds the pipe
-            reader.cancel()
-    finally:
-        if proc.returncode is None or not reader.done():
-            await asyncio.shield(_stop(proc, graceful=graceful))
-            with contextlib.suppress(ProcessLookupError):
-                proc.kill()
-            reader.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await reader
-            with contextlib.suppress(ProcessLookupError):
-                await proc.wait()
-        transport.close()
-    output, truncated = cap_text(b"".join(sink), output_cap)
+    output, truncated = cap_text(b"".join(out.sink), output_cap)
     result: dict[str, Any] = {
         "exit_code": proc.returncode,
         "output": output,
         "truncated": truncated,
-        "output_bytes": total[0],
+        "output_bytes": out.total,
         "duration_ms": round((time.monotonic() - started) * 1000, 1),
     }
     if timed_out:
