@@ -259,23 +259,25 @@ def _walk_for_repair(
 ) -> int | None:
     """Open the parent of ``parts[-1]``, removing links and files in the way (and creating dirs if ``needed``)."""
     fd = os.dup(root_fd)
-    for i, name in enumerate(parts[:-1]):
-        st = _lstat(name, fd)
-        if st is not None and not stat.S_ISDIR(st.st_mode):
-            _remove(name, fd)  # a link or file took the place of a directory: it makes rel reachable
-            fixed.append("/".join(parts[: i + 1]))
-            st = None
-        if st is None:
-            if not needed:
-                os.close(fd)
-                return None
-            os.mkdir(name, 0o755, dir_fd=fd)
-        try:
-            nxt = os.open(name, _DIR_FLAGS, dir_fd=fd)
-        finally:
+    handed_over = False
+    try:
+        for i, name in enumerate(parts[:-1]):
+            st = _lstat(name, fd)
+            if st is not None and not stat.S_ISDIR(st.st_mode):
+                _remove(name, fd)  # a link or file took the place of a directory: it makes rel reachable
+                fixed.append("/".join(parts[: i + 1]))
+                st = None
+            if st is None:
+                if not needed:
+                    return None
+                os.mkdir(name, 0o755, dir_fd=fd)
+            old, fd = fd, os.open(name, _DIR_FLAGS, dir_fd=fd)
+            os.close(old)
+        handed_over = True
+        return fd
+    finally:
+        if not handed_over:  # closed once, also when the removal or mkdir failed
             os.close(fd)
-        fd = nxt
-    return fd
 
 
 def repair(root: str, before: dict[str, Node]) -> list[str]:

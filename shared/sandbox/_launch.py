@@ -124,8 +124,14 @@ def _open_chain(root: str, rel: str) -> tuple[list[tuple[str, int]], int | None]
             if last:
                 return fds, fd
             fds.append((path, fd))
-            os.close(cur)
-            cur = os.dup(fd)
+            # the new one first: ``cur`` is never a number already closed (a second close
+            # would close whatever another thread was given under it since)
+            old, cur = cur, os.dup(fd)
+            os.close(old)
+    except BaseException:
+        for _, fd in fds:
+            os.close(fd)
+        raise
     finally:
         os.close(cur)
     return fds, None
