@@ -481,7 +481,12 @@ class ConversationActor:
         outcome: ToolCallCompleted | ToolCallFailed
         try:
             result = await self.rt.tools.run(self.project_id, intent.name, intent.args, meta)
-        except JidoError as exc:
+        except Exception as raised:  # a port that raises must still end the call: never wait forever
+            if isinstance(raised, JidoError):
+                exc = raised
+            else:
+                log.exception("tool port failed on %s (%s)", rid, name)
+                exc = JidoError(f"the tool call failed: {raised}", error_type="internal", retryable=True)
             outcome = ToolCallFailed(
                 request_id=rid,
                 call_id=call_id,

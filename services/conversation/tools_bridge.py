@@ -27,6 +27,8 @@ import logging
 import time
 from typing import Any
 
+import nats.errors
+
 from jidocode.shared.bus import Bus
 from jidocode.shared.clients import ProjectClient, ToolsClient
 from jidocode.shared.errors import JidoError, RequestTimeout, ServiceUnavailable
@@ -94,11 +96,18 @@ class NatsToolPort:
                     resend,
                 )
                 resend = min(resend * 2, RESEND_MAX_S)
-            except ServiceUnavailable as exc:
+            except (ServiceUnavailable, nats.errors.Error, OSError) as raw:
+                # nobody serves the endpoint, or the connection is down (a NATS restart: the
+                # client's buffer is full or it is reconnecting): the same request again, later
+                down = (
+                    raw
+                    if isinstance(raw, JidoError)
+                    else ServiceUnavailable(f"NATS: {raw or type(raw).__name__}")
+                )
                 if time.monotonic() + delay >= deadline:
                     return _failed(
-                        exc,
-                        f"no tool runner took the call within its deadline ({attempts} attempts): {exc.message}",
+                        down,
+                        f"no tool runner took the call within its deadline ({attempts} attempts): {down.message}",
                     )
                 if attempts == 1:
                     log.warning(
