@@ -223,13 +223,27 @@ def _failed_result() -> ToolResult:
     return ToolResult(ok=False, error=ToolResultError(type="internal", message="the call failed"))
 
 
+async def _stop(task: asyncio.Task[None]) -> None:
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)
+
+
 class Ledger:
     """The KV records of one replica's calls (``instance`` names the replica in its claims)."""
 
-    def __init__(self, kv: KeyValue, *, instance: str, clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self,
+        kv: KeyValue,
+        *,
+        instance: str,
+        clock: Callable[[], float] = time.time,
+        ttl: float = RESULT_TTL_S,
+    ) -> None:
         self.kv = kv
         self.instance = instance
         self.clock = clock
+        #: How long a record lives; a running claim is rewritten every third of it (see :meth:`settle`).
+        self.ttl = ttl
 
     @classmethod
     async def open(cls, bus: Bus, *, ttl: float | None = None) -> Ledger:
@@ -245,7 +259,7 @@ class Ledger:
                 log.info("tool call records now kept %g s (was %s)", ttl, info.config.max_age)
         except (nats.errors.Error, nats.js.errors.Error) as exc:
             log.warning("could not set the TTL of %s to %g s: %s", stream, ttl, exc)
-        return cls(kv, instance=bus.source)
+        return cls(kv, instance=bus.source, ttl=ttl)
 
     async def claim(self, claim: Claim, lifetime: Callable[[], Awaitable[float]]) -> ToolResult | None:
         """Claim ``claim.key``: ``None`` when this call is ours to run, else the answer the key gives.
@@ -312,16 +326,31 @@ class Ledger:
         await self._store(claim.key, done_record(result, claim))
         return result
 
+    async def _keep_alive(self, claim: Claim) -> None:
+        while True:
+            await asyncio.sleep(self.ttl / 3)  # a lease renewal period, not a synchronization
+            await self.touch(claim)
+
     async def settle(self, claim: Claim, attempt: Awaitable[ToolResult]) -> ToolResult:
-        """Await the claimed call's ``attempt`` and store its result (cancelled or failed if it raises)."""
+        """Await the claimed call's ``attempt`` and store its result (cancelled or failed if it raises).
+
+        While it runs, the claim is rewritten every third of the records' TTL: a call that runs
+        longer than the TTL (a long command, a long approval wait) would otherwise see its claim
+        expire, and a request sent again for it (the conversation resends a call it hears nothing
+        of) would claim the key anew and run the side effect a second time.
+        """
+        keeper = asyncio.create_task(self._keep_alive(claim))
         try:
             result = await attempt
         except asyncio.CancelledError:
+            await _stop(keeper)  # before the final record: a late renewal must not overwrite it
             await self._store(claim.key, done_record(cancelled_result(), claim))
             raise
         except BaseException:
+            await _stop(keeper)
             await self._store(claim.key, done_record(_failed_result(), claim))
             raise
+        await _stop(keeper)
         await self._store(claim.key, done_record(result, claim))
         return result
 
