@@ -42,6 +42,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TextIO
 
 from jidocode.shared import nats_permissions as perms
 from jidocode.shared.config import NatsCredentials, credentials_dir, read_credentials
@@ -136,6 +137,7 @@ class NatsServer:
     #: Linux: the server gets SIGTERM when the thread that started it ends (``PR_SET_PDEATHSIG``).
     die_with_parent: bool = False
     process: subprocess.Popen[bytes] | None = field(default=None, init=False)
+    _log: TextIO | None = field(default=None, init=False, repr=False)
     _lines: list[str] = field(default_factory=list, init=False)
 
     @property
@@ -184,7 +186,9 @@ class NatsServer:
             start_new_session=True,
             preexec_fn=_die_with_parent() if self.die_with_parent else None,
         )
-        log = self.log_file.open("a") if self.log_file else None
+        if self._log is not None:  # a restart: the previous process's log is done
+            self._log.close()
+        log = self._log = self.log_file.open("a") if self.log_file else None
 
         def _pump() -> None:
             assert self.process is not None and self.process.stderr is not None
@@ -254,8 +258,9 @@ def _die_with_parent() -> Callable[[], None] | None:
 def stop_orphan(pid_file: Path, timeout: float = 10.0) -> int | None:
     """Stop the nats-server whose pid ``pid_file`` holds, if it still runs; its pid, or ``None``.
 
-    Only a live process whose command line names ``nats-server`` is touched (a pid
-    reused by another program is left alone): SIGTERM, then SIGKILL after ``timeout``.
+    Only a live ``nats-server`` whose command line names a config in the pid file's
+    folder (the store it ran on) is touched — a pid reused by another program, or
+    another store's server, is left alone: SIGTERM, then SIGKILL after ``timeout``.
     """
     try:
         pid = int(pid_file.read_text().strip())
@@ -265,7 +270,9 @@ def stop_orphan(pid_file: Path, timeout: float = 10.0) -> int | None:
         cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
     except OSError:
         cmdline = b""
-    if pid <= 1 or not pid_alive(pid) or b"nats-server" not in cmdline:
+    args = cmdline.split(b"\0")
+    ours = any(arg.startswith(str(pid_file.parent).encode() + b"/") for arg in args)
+    if pid <= 1 or not pid_alive(pid) or b"nats-server" not in cmdline or not ours:
         return None
     with contextlib.suppress(ProcessLookupError):
         os.kill(pid, signal.SIGTERM)

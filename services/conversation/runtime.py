@@ -337,13 +337,14 @@ class Runtime:
         await self.stop_conversation(
             project_id, StopConversation(conversation_id=cmd.conversation_id, reason="deleted")
         )
-        gone = await purge_conversation(self.bus, project_id, cmd.conversation_id)
+        # The tombstone first: from now on no replica reopens it (start answers conflict) while
+        # its streams are purged.
         key = record_key(project_id, cmd.conversation_id)
         record = await self.record(project_id, cmd.conversation_id)
         tomb = record.model_copy(update={"status": "deleted", "settings": {}, "updated_at": now_iso()})
         revision = await self.records.put(key, tomb.model_dump_json().encode())
         self._remember(key, revision, tomb)
-        return gone
+        return await purge_conversation(self.bus, project_id, cmd.conversation_id)
 
     async def stop_conversation(self, project_id: str, cmd: StopConversation) -> ConversationInfo:
         record = await self.record(project_id, cmd.conversation_id)
