@@ -110,10 +110,16 @@ class ToolResponder:
         self.arrived = asyncio.Queue[str]()
         self.pending: dict[str, Any] = {}
         self.answering = False
+        #: Answers given, by request id: a request sent again (the conversation resends a call
+        #: it hears nothing of) gets the same answer at once, as the real runner's ledger gives.
+        self.answered: dict[str, bytes] = {}
 
     async def start(self) -> None:
         async def _cb(msg: Any) -> None:
             run = RunTool.model_validate({**json.loads(msg.data)["data"], "type": "tool.run"})
+            if run.meta.request_id in self.answered:
+                await msg.respond(self.answered[run.meta.request_id])
+                return
             self.requests.append((run.meta.request_id, run.name))
             self.pending[run.meta.request_id] = (msg, run)
             await self.arrived.put(run.meta.request_id)
@@ -124,7 +130,8 @@ class ToolResponder:
     async def answer(self, request_id: str) -> None:
         msg, run = self.pending.pop(request_id)
         result = ToolResult(ok=True, data=f"{run.name}: {json.dumps(run.args, sort_keys=True)}")
-        await msg.respond(encode(Envelope.new(result, source="test/tools"))[0])
+        self.answered[request_id] = encode(Envelope.new(result, source="test/tools"))[0]
+        await msg.respond(self.answered[request_id])
 
 
 def _script(llm: ScriptedLlm, tag: str) -> None:
