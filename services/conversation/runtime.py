@@ -50,7 +50,7 @@ from pydantic import ValidationError
 from jidocode.shared import subjects
 from jidocode.shared.bus import Bus
 from jidocode.shared.envelope import Envelope, encode, error_envelope, new_id, now_iso
-from jidocode.shared.errors import Conflict, InvalidInput, NotFound
+from jidocode.shared.errors import Conflict, InvalidInput, NotFound, RequestTimeout, ServiceUnavailable
 from jidocode.shared.events.assets import AssetsReloaded, SkillRegistryUpdated
 from jidocode.shared.events.conversation import (
     PROJECTIONS,
@@ -818,9 +818,28 @@ class Runtime:
         now = time.monotonic()
         if cached is not None and now - cached[0] < self.settings.tool_specs_ttl_s:
             return cached[1]
-        specs = await list_tool_specs(self.bus, project_id, timeout=self.settings.list_tools_timeout_s)
-        self._specs[project_id] = (now, specs)
-        return specs
+        give_up = now + self.settings.list_tools_patience_s
+        delay = 0.2
+        while True:
+            try:
+                specs = await list_tool_specs(
+                    self.bus, project_id, timeout=self.settings.list_tools_timeout_s
+                )
+            except (ServiceUnavailable, RequestTimeout) as exc:
+                # the project service or NATS restarting: the list it gave last is still the
+                # best guess (it changes only on reloads); without one, ask again for a while
+                if cached is not None:
+                    log.warning(
+                        "tool list of %s unavailable (%s): using the last one", project_id, exc.message
+                    )
+                    return cached[1]
+                if time.monotonic() + delay >= give_up:
+                    raise
+                await asyncio.sleep(delay)  # backoff between attempts, bounded by give_up
+                delay = min(delay * 2, 2.0)
+                continue
+            self._specs[project_id] = (time.monotonic(), specs)
+            return specs
 
     async def _drop_specs(self, env: Envelope) -> None:
         if env.type in _SPECS_STALE and env.project_id:

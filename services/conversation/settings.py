@@ -29,8 +29,13 @@ class RuntimeSettings(BaseModel):
     #: How long a project's tool list is reused before asking the project service
     #: again (an asset reload or a project stop drops it at once).
     tool_specs_ttl_s: float = Field(default=5.0, ge=0.0)
-    #: How long ``STREAM_EVENTS`` keeps output for late subscribers.
-    events_max_age_s: float = Field(default=7 * 24 * 3600.0, gt=0.0)
+    #: How long ``STREAM_EVENTS`` keeps output for late subscribers; ``None``: the stream limits
+    #: of the environment (``JIDO_EVENTS_MAX_AGE_S``, 7 days: ``retention.py``).
+    events_max_age_s: float | None = Field(default=None, gt=0.0)
+    #: How long a model call waits for a first tool list of its project (a restart of the
+    #: project service or of NATS) before going without tools (a ``tools_unavailable`` entry
+    #: says so); with a list from before, that one is used at once.
+    list_tools_patience_s: float = Field(default=20.0, ge=0.0, le=600.0)
 
     @classmethod
     def from_env(cls) -> RuntimeSettings:

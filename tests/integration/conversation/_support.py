@@ -130,7 +130,7 @@ async def running_service(
             stop,
             llm=llm,
             tools=tools,
-            settings=settings or RuntimeSettings(lease_ttl_s=1.5),
+            settings=settings or RuntimeSettings(lease_ttl_s=1.5, list_tools_patience_s=0.0),
             started=started,
             on_runtime=runtimes.append,
         )

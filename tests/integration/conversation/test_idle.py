@@ -95,7 +95,7 @@ async def _consumers(bus: Bus) -> list[str]:
 
 async def test_idle_conversations_cost_nothing_and_a_restart_loads_none(bus: Bus, config: Config) -> None:
     # (a lease TTL long enough that a busy machine never lets a renewal come late)
-    settings = RuntimeSettings(lease_ttl_s=5.0, idle_timeout_s=1.0)
+    settings = RuntimeSettings(lease_ttl_s=5.0, idle_timeout_s=1.0, list_tools_patience_s=0.0)
     llm = EchoLlm()
     answers = Answers()
     await answers.start(bus)
@@ -158,7 +158,7 @@ async def test_release_and_reload_in_the_middle_of_use_lose_and_duplicate_nothin
     (by either replica) between messages, and messages arrive at the worst moments of a
     release: after its actor stopped reading but before its lease went (a waker then finds
     the lease held), and right after the lease went."""
-    settings = RuntimeSettings(lease_ttl_s=1.5, idle_timeout_s=0.2)
+    settings = RuntimeSettings(lease_ttl_s=1.5, idle_timeout_s=0.2, list_tools_patience_s=0.0)
     llm = EchoLlm()
     answers = Answers()
     await answers.start(bus)
