@@ -4,15 +4,18 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Iterable
+from collections.abc import AsyncIterator, Iterable
+from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
 
 import nats
 
 from jidocode.services.registry import SERVICES
 from jidocode.shared import subjects
-from jidocode.shared.bus import connect_nats, gather
+from jidocode.shared.bus import Bus, connect_nats, gather
 from jidocode.shared.config import Config
+from jidocode.shared.natsserver import NatsServer
 
 
 async def ping_services(nc: nats.aio.client.Client, wait: float = 0.3) -> dict[str, list[dict[str, Any]]]:
@@ -41,3 +44,16 @@ async def wait_for_services(
         return await asyncio.wait_for(_loop(), timeout)
     finally:
         await nc.close()
+
+
+@asynccontextmanager
+async def private_bus(store: Path, name: str) -> AsyncIterator[Bus]:
+    """A Bus on a nats-server of the caller's own (store under ``store``): for tests that change
+    stream or bucket limits, which must not reach other tests' shared server."""
+    server = await asyncio.to_thread(NatsServer(store_dir=store, sync="default").start)
+    bus = await Bus.connect(Config(nats_url=server.url), name)
+    try:
+        yield bus
+    finally:
+        await bus.close()
+        await asyncio.to_thread(server.stop)

@@ -15,20 +15,14 @@ from jidocode.services.conversation.journal import ensure_streams
 from jidocode.services.conversation.retention import GIB, StreamLimits
 from jidocode.shared import subjects
 from jidocode.shared.bus import Bus
-from jidocode.shared.config import Config
-from jidocode.shared.natsserver import NatsServer
+from tests.helpers import private_bus
 
 
 @pytest.fixture
 async def own_bus(tmp_path: Path) -> AsyncIterator[Bus]:
-    """A server of this test's own: stream limits set here must not reach other tests."""
-    server = await asyncio.to_thread(NatsServer(store_dir=tmp_path / "js", sync="default").start)
-    bus = await Bus.connect(Config(nats_url=server.url), "retention-test")
-    try:
+    """A server of this test's own: limits set here must not reach other tests."""
+    async with private_bus(tmp_path / "js", "retention-test") as bus:
         yield bus
-    finally:
-        await bus.close()
-        await asyncio.to_thread(server.stop)
 
 
 def test_limits_from_the_environment() -> None:

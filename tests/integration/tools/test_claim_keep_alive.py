@@ -12,9 +12,8 @@ import pytest
 
 from jidocode.services.tool_runner.idempotency import Claim, Ledger
 from jidocode.shared.bus import Bus
-from jidocode.shared.config import Config
 from jidocode.shared.events.tools import ToolResult
-from jidocode.shared.natsserver import NatsServer
+from tests.helpers import private_bus
 
 TTL = 1.2  # the records' time to live in this test (the smallest the bucket takes well)
 
@@ -25,14 +24,9 @@ async def _lifetime() -> float:
 
 @pytest.fixture
 async def own_bus(tmp_path: Path) -> AsyncIterator[Bus]:
-    """A server of this test's own: the short TTL set here must not reach other tests' bucket."""
-    server = await asyncio.to_thread(NatsServer(store_dir=tmp_path / "js", sync="default").start)
-    bus = await Bus.connect(Config(nats_url=server.url), "keep-alive-test")
-    try:
+    """A server of this test's own: limits set here must not reach other tests."""
+    async with private_bus(tmp_path / "js", "keep-alive-test") as bus:
         yield bus
-    finally:
-        await bus.close()
-        await asyncio.to_thread(server.stop)
 
 
 async def test_a_call_longer_than_the_ttl_keeps_its_claim(own_bus: Bus) -> None:
