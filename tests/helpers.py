@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 from collections.abc import AsyncIterator, Iterable
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -57,3 +58,18 @@ async def private_bus(store: Path, name: str) -> AsyncIterator[Bus]:
     finally:
         await bus.close()
         await asyncio.to_thread(server.stop)
+
+
+def count_scandir(monkeypatch: Any) -> list[int]:
+    """Make ``os.scandir`` record how many entries each call reads (bounds are checked in
+    entries read, not in seconds, so they hold on a loaded machine); the list fills as it runs."""
+    read: list[int] = []
+    scandir = os.scandir
+
+    def counting(path: str) -> list[os.DirEntry[str]]:
+        entries = list(scandir(path))
+        read.append(len(entries))
+        return entries
+
+    monkeypatch.setattr(os, "scandir", counting)
+    return read

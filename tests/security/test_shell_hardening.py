@@ -9,7 +9,6 @@ system is tested through the bus in ``test_policy_bus.py``.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
@@ -18,6 +17,7 @@ from hypothesis import strategies as st
 
 from jidocode.shared.policy import Effect, Policy, authorize
 from jidocode.shared.policy.expand import MAX_GLOB_ENTRIES
+from tests.helpers import count_scandir
 
 SAFE = (Effect.ASK, Effect.DENY)
 DENY = (Effect.DENY,)
@@ -370,15 +370,7 @@ def test_a_glob_over_the_whole_file_system_costs_little(
     project: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     policy = _policy(project, ["Bash(cat:*)"], [])
-    read: list[int] = []
-    scandir = os.scandir
-
-    def counting(path: str) -> list[os.DirEntry[str]]:
-        entries = list(scandir(path))
-        read.append(len(entries))
-        return entries
-
-    monkeypatch.setattr(os, "scandir", counting)
+    read = count_scandir(monkeypatch)
     d = authorize(policy, "bash", {"command": "cat /*/*/*/*/*/*/*/nothing-here"})
     assert d.effect is Effect.ASK
     # a bounded scan, not a walk of the file system: each expansion stops at its entry budget

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from jidocode.shared.policy.expand import MAX_BRACE_WORDS, MAX_GLOB_ENTRIES, brace_expand, glob_paths
+from tests.helpers import count_scandir
 
 
 @pytest.mark.parametrize(
@@ -52,15 +53,7 @@ def test_glob_paths_follows_bash(tmp_path: Path) -> None:
 
 
 def test_glob_paths_gives_up_on_huge_scans(monkeypatch: pytest.MonkeyPatch) -> None:
-    read: list[int] = []
-    scandir = os.scandir
-
-    def counting(path: str) -> list[os.DirEntry[str]]:
-        entries = list(scandir(path))
-        read.append(len(entries))
-        return entries
-
-    monkeypatch.setattr(os, "scandir", counting)
+    read = count_scandir(monkeypatch)
     assert glob_paths("/", "/*/*/*/*/*/*/*/nothing") is None
     # bounded by entries read, not by a walk of the file system (the last directory may overshoot)
     assert sum(read[:-1]) <= MAX_GLOB_ENTRIES
