@@ -16,6 +16,8 @@ started process can touch*, whatever the command line says:
   it (what bubblewrap cannot bind, and everything under Landlock);
 - :mod:`._env`: the scrubbed environment and git's pinned configuration;
 - :mod:`._paths`: the protected, hidden and readable paths;
+- :mod:`._namespace`: the pid namespace of a bubblewrap call, ended by killing
+  its first process (whenever the stop comes);
 - :mod:`._launch`: :func:`prepare`, the I/O that puts the plans together.
 
 Refusals are :class:`~jidocode.shared.errors.PermissionDenied` with
@@ -33,6 +35,7 @@ from ._guard import GUARD, Guard, TooLarge, capture, repair
 from ._launch import LAUNCHER, Launch, prepare
 from ._launcher import abi as landlock_abi
 from ._mode import INSTALL_HINT, Choice, choose, effective_settings
+from ._namespace import Namespace, child_pid
 from ._paths import PROTECTED, hidden_paths, protected_rels, read_cover
 
 __all__ = [
@@ -47,9 +50,11 @@ __all__ = [
     "Guard",
     "Launch",
     "Mount",
+    "Namespace",
     "TooLarge",
     "bwrap_argv",
     "capture",
+    "child_pid",
     "choose",
     "detect",
     "effective_settings",

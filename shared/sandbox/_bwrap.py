@@ -53,6 +53,7 @@ def bwrap_argv(
     network: bool = False,
     bwrap: str = "bwrap",
     disable_userns: bool = True,
+    info_fd: int | None = None,
 ) -> list[str]:
     """``bwrap …  -- argv``: new user, mount, pid, ipc, uts, cgroup and (unless ``network``) net namespaces.
 
@@ -63,9 +64,15 @@ def bwrap_argv(
     user namespace, enough to unmount a protected path) and, where bubblewrap
     supports it, no further user namespace can be created inside. The command
     runs in a session of its own and dies with bubblewrap; when it exits, the
-    pid namespace ends and every process it left behind is killed.
+    pid namespace ends and every process it left behind is killed. With
+    ``info_fd``, bubblewrap writes there the pid of the namespace's first
+    process (``child-pid``), whose death ends the namespace: see
+    :class:`jidocode.shared.sandbox.Namespace`.
     """
-    out = [bwrap, "--unshare-all"]
+    out = [bwrap]
+    if info_fd is not None:
+        out += ["--info-fd", str(info_fd)]
+    out.append("--unshare-all")
     if network:
         out.append("--share-net")
     out += ["--unshare-user"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import shutil
 import stat
@@ -48,6 +49,8 @@ class Launch:
     scratch: str | None = None
     #: Protected paths the repair after the call had to put back.
     repaired: list[str] = field(default_factory=list)
+    #: Under bubblewrap: the read end of its ``--info-fd`` (see :class:`Namespace`).
+    info_fd: int | None = None
 
     @property
     def mode(self) -> str:
@@ -66,6 +69,9 @@ class Launch:
             except OSError:
                 pass
         self.pass_fds = ()
+        if self.info_fd is not None:
+            info_fd, self.info_fd = self.info_fd, None
+            os.close(info_fd)
         if self.scratch is not None:
             scratch, self.scratch = self.scratch, None
             await asyncio.to_thread(shutil.rmtree, scratch, True)
@@ -224,22 +230,36 @@ def _plan(
     rels = protected_rels(data_dir)
     if choice.mode == "bubblewrap":
         mounts, fds, sandbox_home = _bwrap_mounts(root, rels, home, hidden, additional_directories)
-        env = sandbox_env(
-            source_env, home=sandbox_home, tmpdir="/tmp", hidden=hidden, visible=additional_directories
-        )
-        full = bwrap_argv(
-            argv,
-            root=root,
-            mounts=mounts,
-            env=env,
-            network=choice.network,
-            bwrap=caps.bwrap or "bwrap",
-            disable_userns=caps.bwrap_disable_userns,
-        )
-        # bubblewrap's own environment is scrubbed too (--clearenv sets the command's)
-        return Launch(
-            choice=choice, argv=full, env=env, cwd=root, pass_fds=tuple(fds), root=root, guarded=True
-        )
+        info_r, info_w = os.pipe()
+        try:
+            env = sandbox_env(
+                source_env, home=sandbox_home, tmpdir="/tmp", hidden=hidden, visible=additional_directories
+            )
+            full = bwrap_argv(
+                argv,
+                root=root,
+                mounts=mounts,
+                env=env,
+                network=choice.network,
+                bwrap=caps.bwrap or "bwrap",
+                disable_userns=caps.bwrap_disable_userns,
+                info_fd=info_w,
+            )
+            # bubblewrap's own environment is scrubbed too (--clearenv sets the command's)
+            return Launch(
+                choice=choice,
+                argv=full,
+                env=env,
+                cwd=root,
+                pass_fds=(*fds, info_w),
+                root=root,
+                guarded=True,
+                info_fd=info_r,
+            )
+        except BaseException:
+            for fd in (*fds, info_r, info_w):
+                os.close(fd)
+            raise
     scratch = tempfile.mkdtemp(prefix="jidocode-sandbox-")
     try:
         os.mkdir(os.path.join(scratch, "home"), 0o700)
@@ -296,8 +316,8 @@ async def prepare(
                 f"kept by a snapshot; {choice.hint}",
                 details={"sandbox": "protected_too_large", "path": str(exc.args[0])},
             ) from None
-    try:
-        return await asyncio.to_thread(
+    plan = asyncio.ensure_future(
+        asyncio.to_thread(
             _plan,
             argv,
             choice,
@@ -308,7 +328,28 @@ async def prepare(
             additional_directories=additional_directories,
             source_env=env,
         )
+    )
+    try:
+        return await asyncio.shield(plan)
     except BaseException:
+        # cancelled (maybe while the plan is made in its thread): nobody starts the launch, its
+        # descriptors are closed once the plan is done
+        plan.add_done_callback(_abandon)
         if guarded:
             await asyncio.shield(GUARD.leave(root))
         raise
+
+
+def _abandon(plan: asyncio.Future[Launch]) -> None:
+    """Close the descriptors and scratch folder of a launch nobody will start."""
+    if plan.cancelled() or plan.exception() is not None:
+        return
+    launch = plan.result()
+    launch.guarded = False  # the guard was left by the caller of prepare
+    for fd in (*launch.pass_fds, *(() if launch.info_fd is None else (launch.info_fd,))):
+        with contextlib.suppress(OSError):
+            os.close(fd)
+    launch.pass_fds, launch.info_fd = (), None
+    if launch.scratch is not None:
+        shutil.rmtree(launch.scratch, ignore_errors=True)
+        launch.scratch = None

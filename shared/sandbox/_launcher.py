@@ -324,6 +324,8 @@ def main(argv: list[str]) -> int:
                 for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
                     signal.signal(sig, signal.SIG_DFL)
                 libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+                if os.getppid() != me:
+                    os._exit(126)  # the launcher died before the line above: nobody would end us
                 _drop_capabilities(libc)
                 _check(libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "prctl(NO_NEW_PRIVS)")
                 _check(int(libc.syscall(_SYS_RESTRICT_SELF, fd, 0)), "landlock_restrict_self")

@@ -106,14 +106,38 @@ class _Output:
             self._loop.remove_reader(self._fd)
 
 
-async def _stop(proc: asyncio.subprocess.Process, *, graceful: bool) -> None:
-    """End the call's processes: SIGTERM to a Landlock launcher first (it kills its tree), then the group."""
+async def _stop(
+    proc: asyncio.subprocess.Process, *, graceful: bool, namespace: sandbox.Namespace | None = None
+) -> None:
+    """End the call's processes: a bubblewrap call's pid namespace (by its first process), or SIGTERM to
+    a Landlock launcher first (it kills its tree); then the group."""
+    if namespace is not None:
+        await namespace.end(proc, _STOP_GRACE_S)
     if graceful and proc.returncode is None:
         with contextlib.suppress(ProcessLookupError):
             proc.send_signal(signal.SIGTERM)
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(asyncio.shield(proc.wait()), timeout=_STOP_GRACE_S)
     _kill_group(proc.pid)  # start_new_session: the child leads a group of its own id
+
+
+async def _started(
+    spawn: asyncio.Future[asyncio.subprocess.Process],
+) -> tuple[asyncio.subprocess.Process, bool]:
+    """The started process, and whether the call was cancelled while it started.
+
+    Not cancellable: asyncio's own clean-up of a start cancelled half-way kills only the
+    process it started, not what that process had started already (bubblewrap's namespace,
+    the Landlock launcher's command), and gives the caller no pid to stop them by.
+    """
+    cancelled = False
+    while True:
+        try:
+            return await asyncio.shield(spawn), cancelled
+        except asyncio.CancelledError:
+            if spawn.cancelled():
+                raise
+            cancelled = True  # the start goes on; the caller stops the process once it has it
 
 
 async def run_command(
@@ -125,8 +149,13 @@ async def run_command(
     env: Mapping[str, str],
     pass_fds: tuple[int, ...] = (),
     graceful: bool = False,
+    info_fd: int | None = None,
 ) -> dict[str, Any]:
-    """Run ``argv``; on timeout or cancellation stop it (:func:`_stop`) and everything it started."""
+    """Run ``argv``; on timeout or cancellation stop it (:func:`_stop`) and everything it started.
+
+    ``info_fd``: the read end of bubblewrap's ``--info-fd`` (its pid namespace is then ended by
+    killing the namespace's first process, even when the stop comes during bubblewrap's set-up).
+    """
     started = time.monotonic()
     loop = asyncio.get_running_loop()
     # Our own pipe, not asyncio.subprocess.PIPE: asyncio's wait() would not return before every
@@ -134,6 +163,7 @@ async def run_command(
     # is closed exactly once, here: a descriptor closed twice closes whatever another call (or a
     # worker thread) was given under that number in between.
     rfd, wfd = os.pipe()
+    namespace: sandbox.Namespace | None = None
     try:
         try:
             out = _Output(loop, rfd, output_cap)
@@ -142,29 +172,36 @@ async def run_command(
             raise
         try:
             try:
-                proc = await asyncio.create_subprocess_exec(
-                    *argv,
-                    cwd=cwd,
-                    env=dict(env),
-                    stdin=asyncio.subprocess.DEVNULL,
-                    stdout=wfd,
-                    stderr=asyncio.subprocess.STDOUT,
-                    start_new_session=True,
-                    pass_fds=pass_fds,
+                spawn = asyncio.ensure_future(
+                    asyncio.create_subprocess_exec(
+                        *argv,
+                        cwd=cwd,
+                        env=dict(env),
+                        stdin=asyncio.subprocess.DEVNULL,
+                        stdout=wfd,
+                        stderr=asyncio.subprocess.STDOUT,
+                        start_new_session=True,
+                        pass_fds=pass_fds,
+                    )
                 )
+                proc, cancelled = await _started(spawn)
             finally:
                 os.close(wfd)
         except BaseException:
             out.stop()
             raise
+        if info_fd is not None:
+            namespace = sandbox.Namespace(loop, info_fd, proc.pid)
         timed_out = False
         try:
             try:
+                if cancelled:
+                    raise asyncio.CancelledError  # stopped like a call cancelled while it runs (below)
                 await asyncio.wait_for(proc.wait(), timeout=timeout_s)
             except TimeoutError:
                 timed_out = True
             # the command is gone (or timed out): nothing it started may outlive the call
-            await _stop(proc, graceful=graceful)
+            await _stop(proc, graceful=graceful, namespace=namespace)
             await proc.wait()
             # a process that escaped (no sandbox, a session of its own) may still hold the pipe
             await asyncio.wait([out.eof], timeout=5.0)
@@ -173,12 +210,14 @@ async def run_command(
         finally:
             out.stop()
             if proc.returncode is None:
-                await asyncio.shield(_stop(proc, graceful=graceful))
+                await asyncio.shield(_stop(proc, graceful=graceful, namespace=namespace))
                 with contextlib.suppress(ProcessLookupError):
                     proc.kill()
                 with contextlib.suppress(ProcessLookupError):
                     await proc.wait()
     finally:
+        if namespace is not None:
+            namespace.close()
         os.close(rfd)
     output, truncated = cap_text(b"".join(out.sink), output_cap)
     result: dict[str, Any] = {
@@ -229,6 +268,7 @@ async def _bash(args: BashInput, ctx: ToolContext) -> dict[str, Any]:
             env=launch.env,
             pass_fds=launch.pass_fds,
             graceful=launch.graceful_stop,
+            info_fd=launch.info_fd,
         )
     finally:
         repaired = await launch.close()
