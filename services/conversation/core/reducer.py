@@ -246,6 +246,9 @@ def _apply(w: _Work, s: Signal) -> None:
         case UserMessage.TYPE:
             if w.status is Status.IDLE:
                 _request_llm(w, s)
+        case Resume.TYPE:
+            if w.status is Status.IDLE and w.unanswered:
+                _request_llm(w, s)  # a message received while cancelled is answered now (seed 002)
         case LlmRequested.TYPE:
             w.intents.append(
                 RunLlm(

@@ -184,8 +184,8 @@ async def test_input_to_an_unknown_conversation_gets_an_error_event(bus: Bus, co
             await _projection(bus, "ghost", "bogus")
 
 
-async def test_cancel_stops_tools_and_resume_returns_to_idle(bus: Bus, config: Config) -> None:
-    llm = ScriptLlm(tool_calls("bash", "bash"), answer("after resume"))
+async def test_cancel_stops_tools_and_resume_answers_what_came_meanwhile(bus: Bus, config: Config) -> None:
+    llm = ScriptLlm(tool_calls("bash", "bash"), answer("after resume"), answer("go on answered"))
     tools = ToolsDouble()
     tools.gate = asyncio.Event()  # tools never finish on their own
     await answer_list_tools(bus, [ToolSpec(name="bash")])  # the model is offered bash
@@ -200,18 +200,20 @@ async def test_cancel_stops_tools_and_resume_returns_to_idle(bus: Bus, config: C
         await out.wait_type("conversation.cancel")
         diag = await _projection(bus, "c3", "diagnostics")
         assert isinstance(diag, dict) and diag["status"] == "cancelled"
-        await _send(bus, "c3", "conversation.user.message", {"text": "ignored while cancelled"})
+        await _send(bus, "c3", "conversation.user.message", {"text": "received while cancelled"})
         await out.wait_for(lambda e: e.type == "conversation.user.message", count=2)
-        assert len(llm.requests) == 1
-        await _send(bus, "c3", "conversation.resume", {})
-        await out.wait_type("conversation.resume")
         diag = await _projection(bus, "c3", "diagnostics")
-        assert isinstance(diag, dict) and diag["status"] == "idle"
-        await _send(bus, "c3", "conversation.user.message", {"text": "go on"})
+        assert isinstance(diag, dict) and diag["status"] == "cancelled"
+        assert len(llm.requests) == 1  # nothing is asked while cancelled
+        # resume continues the normal flow: the message received meanwhile is answered (seed 002)
+        await _send(bus, "c3", "conversation.resume", {})
         [msg] = await out.wait_type("conversation.assistant.message")
         assert msg.data["text"] == "after resume"
         contents = [m.get("content") for m in llm.requests[1].messages]
-        assert "ignored while cancelled" in contents and "go on" in contents
+        assert contents[-1] == "received while cancelled"
+        await _send(bus, "c3", "conversation.user.message", {"text": "go on"})
+        await out.wait_type("conversation.assistant.message", 2)
+        assert llm.requests[2].messages[-1].get("content") == "go on"
 
 
 async def test_turn_limit_from_settings(bus: Bus, config: Config) -> None:

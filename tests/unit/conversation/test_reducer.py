@@ -116,13 +116,23 @@ def test_cancel_stops_orchestration_until_resume() -> None:
     state, intents = run_to_idle(state, [result_after_cancel, user("more")])
     assert not _of(intents, RunLlm) and not _of(intents, RunTool)
     assert state.status is Status.CANCELLED
+    # resume continues the normal flow: the message received while cancelled is answered now
     state, intents = run_to_idle(state, [sig("conversation.resume")])
-    assert state.status is Status.IDLE and not _of(intents, RunLlm)
-    state, intents = run_to_idle(state, [user("again")])
     [run] = _of(intents, RunLlm)
+    assert state.status is Status.AWAITING_LLM
+    assert run.messages[-1] == {"role": "user", "content": "more"}
     # the cancelled call without a result keeps the context a valid transcript
     tool_msgs = [m for m in run.messages if m["role"] == "tool"]
     assert [m["content"] for m in tool_msgs] == ["out", NO_RESULT]
+
+
+def test_resume_without_a_new_message_asks_nothing() -> None:
+    state, _ = run_to_idle(initial_state("p", "c"), [user(id="u1")])
+    state, _ = run_to_idle(state, [sig("conversation.cancel")])
+    state, intents = run_to_idle(state, [sig("conversation.resume")])
+    assert state.status is Status.IDLE and not _of(intents, RunLlm)
+    state, intents = run_to_idle(state, [user("again")])
+    assert _of(intents, RunLlm)
 
 
 def test_cancel_during_llm_call_cancels_it_and_ignores_the_late_answer() -> None:
