@@ -27,6 +27,7 @@ __all__ = [
     "ToolPolicy",
     "ToolResult",
     "ToolResultError",
+    "ToolSafety",
     "ToolSpec",
     "ToolStarted",
 ]
@@ -146,14 +147,50 @@ class ToolFailed(EventModel):
     duration_ms: float = 0.0
 
 
+class ToolSafety(BaseModel):
+    """What a call of a tool may do (seed 000 ``ToolSpec.safety``), in the terms of MCP's tool
+    annotations (``readOnlyHint``, ``destructiveHint``, ``idempotentHint``, ``openWorldHint``).
+
+    Hints for a client and for whoever writes the project's rules, never a permission: the
+    policy decides what runs. The defaults are the cautious ones, for a tool nobody described.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    read_only: bool = Field(default=False, description="it changes nothing: no file, no process")
+    destructive: bool = Field(
+        default=True, description="it may overwrite or delete what exists (false whenever read_only)"
+    )
+    idempotent: bool = Field(
+        default=False, description="a second call with the same arguments changes nothing more"
+    )
+    open_world: bool = Field(
+        default=True, description="it may reach past the project's files: processes it starts, the network"
+    )
+    permission: str = Field(
+        default="", description="the name permission rules give it (Read, Edit, Bash); empty: its own name"
+    )
+
+
 class ToolSpec(BaseModel):
-    """A tool as exposed to an LLM: name, description, JSON-schema input."""
+    """A tool of the catalogue (seed 000 ``ToolSpec``): name, description, the JSON schema of its
+    input and of its output, and what a call may do.
+
+    A model is shown only the name, the description and the input schema (the conversation's
+    LLM adapter sends ``name``/``description``/``parameters``); ``output_schema`` and
+    ``safety`` are for clients.
+    """
 
     model_config = ConfigDict(frozen=True, extra="ignore")
 
     name: str
     description: str = ""
     input_schema: dict[str, Any] = Field(default_factory=dict)
+    output_schema: dict[str, Any] = Field(
+        default_factory=dict,
+        description="JSON schema of the data of a successful tool.result; {}: not described",
+    )
+    safety: ToolSafety = Field(default_factory=ToolSafety, description="what a call may do")
 
 
 class ToolCatalog(EventModel):
