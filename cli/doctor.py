@@ -10,11 +10,15 @@ Checks, each printed with what to do when it is a problem:
   (or ``NATS_URL`` when set), and which services answer ``$SRV.PING``;
 * **model**: the model and API base of the global settings and this shell's environment,
   and whether the API key's variable is set (never its value);
+* **settings**: what the settings files (global, and the project's: ``-p`` or the current
+  folder) say is wrong or has no effect, one line per problem with its file and key
+  (e.g. a ``signal_bus`` middleware: NATS runs none);
 * **sandbox**: which OS sandbox tool commands run in here, with a test command.
 
 Exit code 1 when something needed is missing or broken (Python, the NATS binary, the
 data home, a running system whose services do not answer, the sandbox); no running
-system and no configured model are warnings: ``up`` starts one, ``chat --model`` picks one.
+system, no configured model and settings problems are warnings: ``up`` starts one,
+``chat --model`` picks one, and a bad key falls back to the layer below.
 """
 
 from __future__ import annotations
@@ -49,6 +53,7 @@ __all__ = [
     "check_model",
     "check_nats",
     "check_python",
+    "check_settings",
     "check_system",
     "doctor",
     "provider_key",
@@ -265,6 +270,36 @@ def check_model(jido_home: Path | None = None, env: dict[str, str] | None = None
     return _check("model", "ok", f"{detail}; key variable {wanted} is set")
 
 
+#: Settings problems ``doctor`` prints (the rest are counted).
+MAX_SETTINGS_LINES = 20
+
+
+def check_settings(project: str | None = None, jido_home: Path | None = None) -> Check:
+    """The diagnostics of the settings layers of ``project`` (or the global layer alone)."""
+    root = Path(os.path.realpath(project)) if project else None
+    loaded = load_settings(root, jido_home=jido_home)
+    read = ", ".join(loaded.files) or "no settings file"
+    if not loaded.diagnostics:
+        return _check("settings", "ok", f"{read}: no problems")
+    lines = [
+        f"{d.severity} {d.file}" + (f" [{d.key}]" if d.key else "") + f": {d.problem}"
+        for d in loaded.diagnostics[:MAX_SETTINGS_LINES]
+    ]
+    more = len(loaded.diagnostics) - len(lines)
+    if more:
+        lines.append(f"… and {more} more (`jidocode assets diagnostics <dir>`)")
+    return {
+        **_check(
+            "settings",
+            "warn",
+            f"{len(loaded.diagnostics)} problem(s) in {read}",
+            "fix or remove the keys named (each falls back to the layer below, or has no effect)",
+        ),
+        "diagnostics": [d.model_dump() for d in loaded.diagnostics],
+        "lines": lines,
+    }
+
+
 async def _try(root: str, jido_home: str) -> tuple[bool, str]:
     """Run ``echo ok`` the way the bash tool would, in ``root``."""
     try:
@@ -329,6 +364,8 @@ def _print_check(c: Check) -> None:
         highlight=False,
         soft_wrap=True,
     )
+    for line in c.get("lines", []):
+        console.print(f"{'':<16}{escape(line)}", highlight=False, soft_wrap=True)
     if c["fix"] and c["status"] != "ok":
         console.print(f"{'':<16}[{colour}]→[/] {escape(c['fix'])}", highlight=False, soft_wrap=True)
 
@@ -361,13 +398,16 @@ def doctor(
 ) -> None:
     """Check Python, the NATS binary, the data home, a running system, the model and the sandbox."""
     checks = [check_python(), check_nats(), check_data_home(), check_system(), check_model()]
+    # Settings problems are never fatal (a bad key falls back): printed after the checks, and under
+    # their own key in --json (the sandbox report already has a "settings" key: its own).
+    settings_check = check_settings(project or os.getcwd())
     report = sandbox_report(project, check=not no_check)
     sandbox_ok = report["sandbox"] != "unavailable" and report.get("check", {"ok": True})["ok"]
     failed = [c["name"] for c in checks if c["status"] == "fail"] + ([] if sandbox_ok else ["sandbox"])
     if json_out:
-        print_json({**report, "checks": checks, "ok": not failed})
+        print_json({**report, "checks": checks, "settings_check": settings_check, "ok": not failed})
     else:
-        for c in checks:
+        for c in (*checks, settings_check):
             _print_check(c)
         _print_sandbox(report)
         if failed:

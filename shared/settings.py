@@ -25,6 +25,12 @@ key whose value is invalid, becomes a :class:`Diagnostic` naming the file, the
 key and the problem, and that key falls back to the value of the lower layer
 (or the default). Unknown top-level keys (``$schema`` …) are ignored; unknown
 keys inside a known section are ignored with a warning.
+
+``signal_bus`` and a hook's ``bus`` load as seed 001 writes them, but NATS is
+the one bus (``jido_code_bus``) and runs no middleware: another bus name, any
+``middleware`` entry (its Logger included) or an unknown key is a warning
+saying it has no effect and why (:func:`signal_bus_diagnostics`,
+:func:`hook_bus_problem`), for each layer that counts.
 """
 
 from __future__ import annotations
@@ -44,6 +50,7 @@ from jidocode.shared.trust import trust_state
 __all__ = [
     "MAX_SETTINGS_BYTES",
     "MERGED_LISTS",
+    "SIGNAL_BUS_NAME",
     "UNTRUSTED_IGNORED",
     "Diagnostic",
     "HookSettings",
@@ -56,17 +63,22 @@ __all__ = [
     "ToolSettings",
     "deep_merge",
     "global_home",
+    "hook_bus_problem",
     "load_settings",
     "merge_layers",
     "parse_settings_bytes",
     "restrict_project_layer",
     "settings_files",
+    "signal_bus_diagnostics",
 ]
 
 #: A settings file larger than this is not read at all (checked before decoding).
 MAX_SETTINGS_BYTES: Final = 1024 * 1024
 
 _FROZEN = ConfigDict(frozen=True, extra="ignore", populate_by_name=True)
+
+#: The one signal bus (seed 001's ``:jido_code_bus``): NATS, subjects ``jido.>``.
+SIGNAL_BUS_NAME: Final = "jido_code_bus"
 
 
 class PermissionsSettings(BaseModel):
@@ -322,6 +334,78 @@ def _clean_hooks(hooks: Mapping[str, Any], file: str, diags: list[Diagnostic]) -
     return kept
 
 
+# --- signal_bus (seed 001) -------------------------------------------------------
+
+_WATCH_HINT: Final = "to see every signal as it passes, run `jidocode watch` (--json for one JSON line each)"
+
+
+def hook_bus_problem(bus: str) -> str | None:
+    """Why a hook's ``bus`` has no effect, or ``None`` when it names the one bus (``:jido_code_bus``)."""
+    if bus.removeprefix(":") == SIGNAL_BUS_NAME:
+        return None
+    return (
+        f"no bus named {bus!r}: JidoCode has one signal bus (NATS, {SIGNAL_BUS_NAME!r}), "
+        "so the hook is published there, on jido.hook.<signal_type>"
+    )
+
+
+def signal_bus_diagnostics(value: Mapping[str, Any], file: str) -> list[Diagnostic]:
+    """What of ``signal_bus`` has no effect, one warning per key, saying why (pure).
+
+    The bus is NATS: it has one name and runs no middleware. ``name`` naming
+    the one bus and an empty ``middleware`` list are what the system does, so
+    they are silent; anything else is reported, never silently dropped.
+    """
+    diags: list[Diagnostic] = []
+
+    def warn(key: str, problem: str) -> None:
+        diags.append(Diagnostic(file=file, key=f"signal_bus.{key}", problem=problem, severity="warning"))
+
+    for key, sub in value.items():
+        if key == "name":
+            if not isinstance(sub, str):
+                warn(key, "must be a string, ignored")
+            elif sub.removeprefix(":") != SIGNAL_BUS_NAME:
+                warn(
+                    key,
+                    f"JidoCode has one signal bus (NATS, subjects jido.>), called {SIGNAL_BUS_NAME!r}: "
+                    f"no bus named {sub!r} is created and every signal goes on the one bus",
+                )
+        elif key == "middleware":
+            if not isinstance(sub, list):
+                warn(key, "must be a list, ignored")
+                continue
+            for index, item in enumerate(sub):
+                module = item.get("module") if isinstance(item, Mapping) else None
+                opts = item.get("opts") if isinstance(item, Mapping) else None
+                level = opts.get("level") if isinstance(opts, Mapping) else None
+                what = f"middleware {module!r}" if isinstance(module, str) else "this middleware"
+                warn(
+                    f"middleware[{index}]",
+                    f"{what} is not supported, ignored: the bus is NATS, which runs no middleware"
+                    + (f" (the level {level!r} is not applied)" if level is not None else "")
+                    + f"; {_WATCH_HINT}",
+                )
+        else:
+            warn(str(key), "unknown key, ignored (signal_bus has name and middleware)")
+    return diags
+
+
+def _bus_diagnostics(clean: Mapping[str, Any], file: str) -> list[Diagnostic]:
+    """The :func:`signal_bus_diagnostics` and hook ``bus`` warnings of what a layer kept."""
+    diags: list[Diagnostic] = []
+    signal_bus = clean.get("signal_bus")
+    if isinstance(signal_bus, Mapping):
+        diags.extend(signal_bus_diagnostics(signal_bus, file))
+    hooks = clean.get("hooks")
+    for name, hook in hooks.items() if isinstance(hooks, Mapping) else ():
+        bus = hook.get("bus") if isinstance(hook, Mapping) else None
+        problem = hook_bus_problem(bus) if isinstance(bus, str) else None
+        if problem is not None:
+            diags.append(Diagnostic(file=file, key=f"hooks.{name}.bus", problem=problem, severity="warning"))
+    return diags
+
+
 def _finish(merged: dict[str, Any], origin: dict[str, str], diags: list[Diagnostic]) -> Settings:
     """Validate the merged dict; a hook still incomplete after the merge is dropped."""
     hooks = merged.get("hooks")
@@ -459,6 +543,7 @@ def merge_layers(
         if scope == "project":
             clean, ignored = restrict_project_layer(clean, merged, file=file, trusted=trusted, root=root)
             diags.extend(ignored)
+        diags.extend(_bus_diagnostics(clean, file))  # what the layer kept: an ignored one is said so above
         _origins(clean, file, origin)
         llm = clean.get("llm")
         if isinstance(llm, Mapping):
