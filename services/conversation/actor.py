@@ -58,6 +58,7 @@ from .core import (
     CancelLlm,
     CancelPendingSubagents,
     CancelPendingTools,
+    ContinueDrain,
     ConversationState,
     Emit,
     Intent,
@@ -89,9 +90,12 @@ INGEST_SOURCE = "conversation/ingest"
 #: Validated input kept for its message to arrive, per conversation (the oldest is dropped first).
 MAX_VALIDATED_PENDING: Final = 256
 
+#: The mailbox item that asks for the next drain step (the reducer's ``continue_drain``).
+CONTINUE: Final = "continue"
+
 #: A mailbox item: a signal and the ``JIDO_CONV_IN`` sequence it came from (0 for a
-#: directive's result), or ``None``, the tick that asks whether the actor is idle.
-_Item = tuple[Signal, int] | None
+#: directive's result), :data:`CONTINUE`, or ``None``, the tick that asks whether the actor is idle.
+_Item = tuple[Signal, int] | str | None
 
 
 class ValidatedInput:
@@ -187,14 +191,15 @@ class ConversationActor:
                 items = [await self.mailbox.get()]
                 while len(items) < self.limits.max_queue and not self.mailbox.empty():
                     items.append(self.mailbox.get_nowait())
-                batch = [item for item in items if item is not None]
-                if not batch:
+                batch = [item for item in items if isinstance(item, tuple)]
+                if not batch and CONTINUE not in items:
                     if self._idle_due():
                         log.info("conversation %s/%s is idle", p, c)
                         return
                     continue
                 await self._process([signal for signal, _ in batch])
-                self.input_seq = max(self.input_seq, *(seq for _, seq in batch))
+                if batch:
+                    self.input_seq = max(self.input_seq, *(seq for _, seq in batch))
                 self._touch()
         finally:
             await self.close()
@@ -299,14 +304,17 @@ class ConversationActor:
     # -- the loop ----------------------------------------------------------------
 
     async def _process(self, signals: list[Signal]) -> None:
+        """Ingest ``signals`` (at a full queue the reducer drops the new one, naming it in a
+        ``conversation.queue.overflow`` entry), then one drain step: at most ``max_drain_steps``
+        queued signals are applied; the rest wait for the next step (``continue_drain``), taken
+        after whatever else reached the mailbox, and after other conversations had their turn."""
         assert self.state is not None
         out: list[Intent] = []
         for signal in signals:
             self.state, intents = ingest(self.state, signal)
             out.extend(intents)
-        while self.state.event_queue:
-            self.state, intents = drain(self.state)
-            out.extend(intents)
+        self.state, intents = drain(self.state)
+        out.extend(intents)
         await self._execute(tuple(out))
 
     async def _execute(self, intents: tuple[Intent, ...]) -> None:
@@ -340,6 +348,8 @@ class ConversationActor:
             elif isinstance(intent, CancelPendingSubagents):
                 if intent.subagent_ids:
                     log.info("cancel sub-agents %s (no sub-agent runner yet)", intent.subagent_ids)
+            elif isinstance(intent, ContinueDrain):
+                self.mailbox.put_nowait(CONTINUE)
         if entries:
             await self._emit(entries)
 

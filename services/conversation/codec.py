@@ -8,7 +8,7 @@ from jidocode.shared.envelope import MSG_ID_HEADER, Envelope, encode
 
 from .core import Signal
 
-__all__ = ["from_envelope", "journal_msg_id", "to_envelope", "to_payload"]
+__all__ = ["from_envelope", "input_msg_id", "input_payload", "journal_msg_id", "to_envelope", "to_payload"]
 
 
 def to_envelope(signal: Signal, project_id: str, conversation_id: str) -> Envelope:
@@ -45,6 +45,20 @@ def journal_msg_id(project_id: str, conversation_id: str, signal_id: str) -> str
     having one of them dropped by the stream's duplicate window.
     """
     return f"{project_id}/{conversation_id}/{signal_id}"
+
+
+def input_msg_id(project_id: str, conversation_id: str, signal: Signal) -> str:
+    """``Nats-Msg-Id`` of an input message: the reducer's dedup key ``(id, correlation_id)``,
+    scoped to its conversation. The stream's duplicate window and the reducer then agree: two
+    inputs with one id but different correlation ids are both kept by both; a copy of one input
+    is dropped by the stream (within its window) and by the reducer (always)."""
+    return f"{journal_msg_id(project_id, conversation_id, signal.id)}|{signal.correlation_id}"
+
+
+def input_payload(signal: Signal, project_id: str, conversation_id: str) -> tuple[bytes, dict[str, str]]:
+    """The message of an input ``signal`` on the conversation's input subject."""
+    payload, _ = encode(to_envelope(signal, project_id, conversation_id))
+    return payload, {MSG_ID_HEADER: input_msg_id(project_id, conversation_id, signal)}
 
 
 def to_payload(signal: Signal, project_id: str, conversation_id: str) -> tuple[bytes, dict[str, str]]:

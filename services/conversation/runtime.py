@@ -71,7 +71,7 @@ from jidocode.shared.events.conversation import (
 from jidocode.shared.events.engine import ProjectStopped
 
 from .actor import ConversationActor
-from .codec import to_payload
+from .codec import input_payload
 from .core import Limits, llm_context, normalize, project, replay
 from .deletion import purge_conversation, reusable_at
 from .journal import Journal, LostOwnership, ensure_streams, publish_with_retry
@@ -721,9 +721,9 @@ class Runtime:
         }
         # Validated here, so that bad input is this call's error rather than a later error event.
         signal = normalize(raw, external=True, max_data_bytes=self.settings.max_message_bytes)
-        # The message id is scoped to the conversation: a client reusing an event id in
-        # another conversation must not have it dropped by the stream's duplicate window.
-        payload, headers = to_payload(signal, project_id, cmd.conversation_id)
+        # The message id is the reducer's dedup key, scoped to the conversation: a client reusing
+        # an event id in another conversation (or with another correlation id) is not dropped.
+        payload, headers = input_payload(signal, project_id, cmd.conversation_id)
         # Nobody holds it (released while idle, or never loaded): this replica takes it.
         key = record_key(project_id, cmd.conversation_id)
         if key not in self.owned and self._maybe_free(key):

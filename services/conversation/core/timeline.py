@@ -24,9 +24,20 @@ from typing import Any, Protocol, TypeVar, overload
 from pydantic import GetCoreSchemaHandler
 from pydantic_core import core_schema
 
+from jidocode.shared.events.conversation import QueueOverflow
+
 from .signal import Signal
 
-__all__ = ["Fold", "Timeline"]
+__all__ = ["Fold", "Timeline", "dedup_keys"]
+
+
+def dedup_keys(entry: Signal) -> tuple[tuple[str, str], ...]:
+    """The dedup keys an entry stands for: its own ``(id, correlation_id)``, and for an overflow
+    entry also the dropped input's (so a copy of it delivered again, e.g. when the input stream
+    is read again after a reload, stays dropped: decided once, the same way on every replica)."""
+    own = (entry.id, entry.correlation_id)
+    dropped = entry.data.get("dropped_id") if entry.type == QueueOverflow.TYPE else None
+    return (own, (str(dropped), entry.correlation_id)) if dropped else (own,)
 
 
 class Fold(Protocol):
@@ -48,7 +59,8 @@ class _Store:
         #: dedup key -> position of the first entry with it
         self.positions: dict[tuple[str, str], int] = {}
         for index, entry in enumerate(entries):
-            self.positions.setdefault((entry.id, entry.correlation_id), index)
+            for key in dedup_keys(entry):
+                self.positions.setdefault(key, index)
         #: fold factory -> (the fold, how many entries it was fed)
         self.folds: dict[Callable[[], Any], tuple[Any, int]] = {}
 
@@ -77,7 +89,8 @@ class Timeline(Sequence[Signal]):
         store, n = self._store, self._n
         if n != len(store.entries):
             store = _Store(store.entries[:n])
-        store.positions.setdefault((entry.id, entry.correlation_id), n)
+        for key in dedup_keys(entry):
+            store.positions.setdefault(key, n)
         store.entries.append(entry)
         return Timeline._view(store, n + 1)
 

@@ -251,7 +251,7 @@ def test_overflow_loses_nothing_accepted_and_drain_is_bounded(
         state, intents = ingest(state, s)
         assert state.queue_size <= lim.max_queue and state.queue_size == len(state.event_queue)
         if state is before:
-            assert s.id in accepted  # a duplicate of an accepted signal
+            assert s.id in accepted or s.id in dropped  # a copy of an accepted or dropped signal
         elif intents:
             [emit] = intents
             assert isinstance(emit, Emit) and emit.entry.type == "conversation.queue.overflow"
