@@ -137,6 +137,9 @@ class WorkflowStep(BaseModel):
     args: Any = None
     #: Step ids whose outputs this step reads (``{{steps.<id>…}}``), in order of appearance.
     needs: list[str] = Field(default_factory=list)
+    #: Every step this one runs after: the ``depends_on`` it declares, the steps it reads and,
+    #: in a linear workflow, the step before it. The run's dependency graph.
+    depends_on: list[str] = Field(default_factory=list)
     continue_on_error: bool = False
 
 
@@ -148,6 +151,11 @@ class Workflow(BaseModel):
     inputs: list[WorkflowInput] = Field(default_factory=list)
     steps: list[WorkflowStep]
     outputs: dict[str, Any] = Field(default_factory=dict)
+    #: Whether a step declares ``depends_on``/``needs``: the steps form a graph and independent
+    #: ones run at the same time. Otherwise each step runs after the one before it.
+    graph: bool = False
+    #: Steps one run of this workflow may take, its sub-workflows run inline included.
+    max_steps: int | None = None
     body: str = ""
     path: str
     layer: str

@@ -26,6 +26,7 @@ once, whatever ``continue_on_error`` says.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import re
@@ -33,6 +34,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Final, Protocol
 
@@ -41,6 +43,7 @@ from jidocode.services.asset_loader.hooks import HookSignal, hook_signal
 from jidocode.services.asset_loader.loaders.command import render_command
 from jidocode.services.asset_loader.loaders.workflow import REF
 from jidocode.services.asset_loader.models import Skill, Workflow, WorkflowStep
+from jidocode.services.asset_loader.step_graph import StepPlan
 from jidocode.shared.envelope import new_id
 from jidocode.shared.errors import InvalidInput, JidoError, NotFound, PermissionDenied, RequestTimeout
 from jidocode.shared.events import EventModel
@@ -54,7 +57,9 @@ from jidocode.shared.events.tools import ToolCallMeta, ToolResult, ToolResultErr
 
 __all__ = [
     "DEFAULT_STEP_BUDGET",
+    "MAX_PARALLEL_STEPS",
     "MAX_WORKFLOW_DEPTH",
+    "RunSteps",
     "Runtime",
     "SignalPort",
     "StepBudgetExceeded",
@@ -70,6 +75,8 @@ __all__ = [
 MAX_WORKFLOW_DEPTH: Final = 8
 #: Workflow steps one top-level call may run in all, nested workflows included.
 DEFAULT_STEP_BUDGET: Final = 200
+#: Steps of one workflow run that run at the same time (independent steps of a graph workflow).
+MAX_PARALLEL_STEPS: Final = 8
 #: Cancelled calls remembered per project (a cancel arriving for a run that is over is harmless).
 _MAX_STOPPED: Final = 4096
 _SKILL_PARAM: Final = re.compile(r"\{\{\s*([A-Za-z_][A-Za-z0-9_\-]*)\s*\}\}")
@@ -158,6 +165,24 @@ class StepBudgets:
 
     def stopped(self, root: str) -> bool:
         return root in self._stopped
+
+
+@dataclass
+class RunSteps:
+    """The steps one run of a workflow with ``max_steps`` took (its inline sub-workflows' included)."""
+
+    workflow: str
+    limit: int
+    used: int = 0
+
+    def check(self) -> None:
+        """:class:`StepBudgetExceeded` when the run took ``limit`` steps already."""
+        if self.used >= self.limit:
+            raise StepBudgetExceeded(
+                f"workflow {self.workflow!r} ran out of its step budget (max_steps: {self.limit}, "
+                "sub-workflows run inline included): stopped",
+                details={"budget": self.limit, "workflow": self.workflow},
+            )
 
 
 def error_result(exc: JidoError) -> ToolResult:
@@ -266,8 +291,9 @@ class Runtime:
         """The call ``request_id`` was cancelled: its workflows stop before their next step."""
         self.budgets.stop(request_id)
 
-    def _before_step(self, meta: ToolCallMeta) -> None:
-        """Stop when the caller stopped (cancel, deadline) or the call's step budget is spent."""
+    def _before_step(self, meta: ToolCallMeta, limits: tuple[RunSteps, ...] = ()) -> None:
+        """Stop when the caller stopped (cancel, deadline) or a step budget is spent: the call's,
+        or the ``max_steps`` of a workflow whose run this step is part of (``limits``)."""
         root = meta.root_request_id
         if self.budgets.stopped(root):
             raise WorkflowStopped(
@@ -279,7 +305,11 @@ class Runtime:
                 details={"deadline": meta.deadline},
                 retryable=False,
             )
+        for limit in limits:
+            limit.check()
         self.budgets.take(root)
+        for limit in limits:
+            limit.used += 1
 
     # -- skills --------------------------------------------------------------------------
 
@@ -333,6 +363,7 @@ class Runtime:
         meta: ToolCallMeta,
         *,
         depth: int = 0,
+        limits: tuple[RunSteps, ...] = (),
     ) -> ToolResult:
         workflow = gen.workflows.get(name)
         if workflow is None:
@@ -342,8 +373,10 @@ class Runtime:
                 f"sub-workflows nested deeper than {MAX_WORKFLOW_DEPTH}", details={"workflow": name}
             )
         values = _inputs(workflow, inputs)
+        if workflow.max_steps is not None:
+            limits = (*limits, RunSteps(workflow=name, limit=workflow.max_steps))
         with self.budgets.run(meta.root_request_id):
-            return await self._run_workflow(gen, name, workflow, values, meta, depth)
+            return await self._run_workflow(gen, name, workflow, values, meta, depth, limits)
 
     async def _run_workflow(
         self,
@@ -353,69 +386,115 @@ class Runtime:
         values: dict[str, Any],
         meta: ToolCallMeta,
         depth: int,
+        limits: tuple[RunSteps, ...],
     ) -> ToolResult:
+        """Run the steps as their dependency graph allows, at most :data:`MAX_PARALLEL_STEPS` at once.
+
+        A failed step (without ``continue_on_error``) skips every step that depends on it;
+        the others still run, and the run fails naming the step. A stop (budget, deadline,
+        cancel) starts no further step, waits for the running ones and raises.
+        """
         run_id = new_id()
         started = time.monotonic()
         await self.signals.signal(
             WorkflowRunStarted(project_id=self.project_id, run_id=run_id, workflow=name, inputs=values)
         )
+        steps = {step.id: step for step in workflow.steps}
+        index = {step.id: i for i, step in enumerate(workflow.steps)}
+        plan = StepPlan({step.id: step.depends_on for step in workflow.steps})
         ctx: dict[str, Any] = {"inputs": values, "steps": {}}
-        for index, step in enumerate(workflow.steps):
-            try:
-                self._before_step(meta)
-            except JidoError as exc:
-                await self.signals.signal(
-                    WorkflowRunFailed(
-                        project_id=self.project_id,
-                        run_id=run_id,
-                        workflow=name,
-                        step=step.id,
-                        error=exc.to_info().model_dump(mode="json"),
-                        duration_ms=_ms(started),
+        ready = plan.start()
+        running: dict[asyncio.Task[tuple[ToolResult, float]], str] = {}
+        failures: list[tuple[str, dict[str, Any]]] = []
+        stopped: tuple[str, JidoError] | None = None
+        try:
+            while ready or running:
+                while ready and stopped is None and len(running) < MAX_PARALLEL_STEPS:
+                    step_id = ready.pop(0)
+                    try:
+                        self._before_step(meta, limits)
+                    except JidoError as exc:
+                        stopped = (step_id, exc)
+                        break
+                    task = asyncio.create_task(
+                        self._guarded_step(gen, workflow, steps[step_id], ctx, meta, run_id, depth, limits)
                     )
-                )
-                raise
-            step_started = time.monotonic()
-            try:
-                result = await self._step(gen, workflow, step, ctx, meta, run_id, depth)
-            except JidoError as exc:
-                result = error_result(exc)
-            ctx["steps"][step.id] = {"ok": result.ok, "output": result.data, "error": _err(result)}
+                    running[task] = step_id
+                if not running:
+                    break
+                done, _ = await asyncio.wait(running, return_when=asyncio.FIRST_COMPLETED)
+                for task in sorted(done, key=lambda t: index[running[t]]):
+                    step_id = running.pop(task)
+                    result, duration = task.result()
+                    step = steps[step_id]
+                    ctx["steps"][step_id] = {"ok": result.ok, "output": result.data, "error": _err(result)}
+                    await self.signals.signal(
+                        WorkflowRunStep(
+                            project_id=self.project_id,
+                            run_id=run_id,
+                            workflow=name,
+                            step=step_id,
+                            index=index[step_id],
+                            kind=step.kind,
+                            target=step.target,
+                            ok=result.ok,
+                            error=_err(result),
+                            duration_ms=duration,
+                        )
+                    )
+                    passed = result.ok or step.continue_on_error
+                    if not passed:
+                        failures.append(
+                            (step_id, _err(result) or {"type": "error", "message": "step failed"})
+                        )
+                    newly_ready, _skipped = plan.finish(step_id, passed=passed)
+                    ready = plan.sort([*ready, *newly_ready])
+        finally:
+            for task in running:
+                task.cancel()
+            if running:
+                await asyncio.gather(*running, return_exceptions=True)
+        skipped = {step: {"after_failed": cause} for step, cause in plan.skipped.items()}
+        if stopped is not None:
+            stop_step, stop = stopped
             await self.signals.signal(
-                WorkflowRunStep(
+                WorkflowRunFailed(
                     project_id=self.project_id,
                     run_id=run_id,
                     workflow=name,
-                    step=step.id,
-                    index=index,
-                    kind=step.kind,
-                    target=step.target,
-                    ok=result.ok,
-                    error=_err(result),
-                    duration_ms=_ms(step_started),
+                    step=stop_step,
+                    error=stop.to_info().model_dump(mode="json"),
+                    duration_ms=_ms(started),
                 )
             )
-            if not result.ok and not step.continue_on_error:
-                error = _err(result) or {"type": "error", "message": "step failed"}
-                await self.signals.signal(
-                    WorkflowRunFailed(
-                        project_id=self.project_id,
-                        run_id=run_id,
-                        workflow=name,
-                        step=step.id,
-                        error=error,
-                        duration_ms=_ms(started),
-                    )
+            raise stop
+        if failures:
+            step_id, error = failures[0]
+            details: dict[str, Any] = {"run_id": run_id, "step": step_id}
+            if len(failures) > 1:
+                details["failed"] = [f[0] for f in failures]
+            if skipped:
+                details["skipped"] = sorted(skipped, key=index.__getitem__)
+            await self.signals.signal(
+                WorkflowRunFailed(
+                    project_id=self.project_id,
+                    run_id=run_id,
+                    workflow=name,
+                    step=step_id,
+                    error=error,
+                    duration_ms=_ms(started),
                 )
-                return ToolResult(
-                    ok=False,
-                    data={"run_id": run_id, "steps": ctx["steps"]},
-                    error=ToolResultError(
-                        type=str(error.get("type", "error")),
-                        message=f"workflow {name!r} failed at step {step.id!r}: {error.get('message', '')}",
-                        details={"run_id": run_id, "step": step.id},
-                    ),
-                )
+            )
+            return ToolResult(
+                ok=False,
+                data={"run_id": run_id, "steps": ctx["steps"], "skipped": skipped},
+                error=ToolResultError(
+                    type=str(error.get("type", "error")),
+                    message=f"workflow {name!r} failed at step {step_id!r}: {error.get('message', '')}"
+                    + (f" (not run: {', '.join(details['skipped'])})" if skipped else ""),
+                    details=details,
+                ),
+            )
         outputs = resolve_refs(workflow.outputs, ctx) if workflow.outputs else {}
         await self.signals.signal(
             WorkflowRunCompleted(
@@ -428,6 +507,25 @@ class Runtime:
         )
         return ToolResult(ok=True, data={"run_id": run_id, "outputs": outputs, "steps": ctx["steps"]})
 
+    async def _guarded_step(
+        self,
+        gen: Generation,
+        workflow: Workflow,
+        step: WorkflowStep,
+        ctx: Mapping[str, Any],
+        meta: ToolCallMeta,
+        run_id: str,
+        depth: int,
+        limits: tuple[RunSteps, ...],
+    ) -> tuple[ToolResult, float]:
+        """One step's result (a :class:`JidoError` becomes an error result) and its duration."""
+        step_started = time.monotonic()
+        try:
+            result = await self._step(gen, workflow, step, ctx, meta, run_id, depth, limits)
+        except JidoError as exc:
+            result = error_result(exc)
+        return result, _ms(step_started)
+
     async def _step(
         self,
         gen: Generation,
@@ -437,6 +535,7 @@ class Runtime:
         meta: ToolCallMeta,
         run_id: str,
         depth: int,
+        limits: tuple[RunSteps, ...] = (),
     ) -> ToolResult:
         args = resolve_refs(step.args, ctx)
         child = meta.model_copy(update={"request_id": f"{meta.request_id}/wf/{run_id}/{step.id}"})
@@ -458,7 +557,7 @@ class Runtime:
             params = args if isinstance(args, dict) else ({} if args is None else {"input": args})
             return await self.invoke_skill(gen, step.target, step.route or "", params, child)
         sub_inputs = args if isinstance(args, dict) else {}
-        return await self.run_workflow(gen, step.target, sub_inputs, child, depth=depth + 1)
+        return await self.run_workflow(gen, step.target, sub_inputs, child, depth=depth + 1, limits=limits)
 
 
 def _skill_dir(skill: Skill, root: str) -> str:

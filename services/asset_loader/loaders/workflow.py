@@ -23,9 +23,24 @@ A definition::
     outputs:
       notes: "{{steps.notes.output}}"
 
-Compilation checks ids, kinds, that every ``{{steps.X…}}`` names an
-*earlier* step and every ``{{inputs.Y}}`` a declared input. Cycles through
-sub-workflows are found across the whole generation by :func:`find_cycles`.
+A **linear** workflow (no step says ``depends_on``) runs its steps in order:
+each depends on the one before, and ``{{steps.X…}}`` must name an earlier
+step. A **graph** workflow (any step says ``depends_on: [a, b]``, or
+``needs``, a step id or a list) runs each step after the steps it declares
+and the steps it reads (``{{steps.X…}}``, which may name any step); steps
+with nothing between them may run at the same time::
+
+    steps:
+      - {id: lint, tool: bash, args: {command: "ruff check ."}}
+      - {id: test, tool: bash, args: {command: "pytest -q"}}
+      - {id: pkg,  tool: bash, args: {command: "python -m build"}, depends_on: [lint, test]}
+    max_steps: 20                   # optional: steps one run may take, inline sub-workflows included
+
+Compilation checks ids, kinds, that every ``{{inputs.Y}}`` names a declared
+input, that every dependency names a step of the workflow and that the
+dependencies form no cycle (each a diagnostic naming the step). Cycles
+through sub-workflows are found across the whole generation by
+:func:`find_cycles`.
 """
 
 from __future__ import annotations
@@ -38,6 +53,7 @@ from pydantic import ValidationError
 
 from jidocode.services.asset_loader.models import StepKind, Workflow, WorkflowInput, WorkflowStep
 from jidocode.services.asset_loader.safe_yaml import YamlError, load_yaml
+from jidocode.services.asset_loader.step_graph import find_cycle
 from jidocode.services.asset_loader.text import (
     decode_text,
     jsonable,
@@ -46,9 +62,12 @@ from jidocode.services.asset_loader.text import (
 )
 from jidocode.shared.settings import Diagnostic
 
-__all__ = ["MAX_STEPS", "REF", "find_cycles", "parse_workflow", "references"]
+__all__ = ["MAX_STEPS", "MAX_STEP_BUDGET", "REF", "find_cycles", "parse_workflow", "references"]
 
 MAX_STEPS: Final = 200
+#: The largest ``max_steps`` a workflow may declare.
+MAX_STEP_BUDGET: Final = 10_000
+_DEPS_KEYS: Final = ("depends_on", "needs")
 #: ``{{ inputs.x }}`` / ``{{ steps.id.output.field }}``.
 REF: Final = re.compile(r"\{\{\s*((?:inputs|steps)(?:\.[A-Za-z0-9_\-]+)+)\s*\}\}")
 _STEP_ID: Final = re.compile(r"^[A-Za-z0-9_\-]{1,64}$")
@@ -118,6 +137,16 @@ def parse_workflow(
         return None, diags
     if not _check_refs(outputs, "outputs", {s.id for s in steps}, {i.name for i in inputs}, path, diags):
         return None, diags
+    max_steps = definition.get("max_steps")
+    if max_steps is not None and (
+        not isinstance(max_steps, int) or isinstance(max_steps, bool) or not 1 <= max_steps <= MAX_STEP_BUDGET
+    ):
+        diags.append(
+            Diagnostic(
+                file=path, key="max_steps", problem=f"must be a whole number from 1 to {MAX_STEP_BUDGET}"
+            )
+        )
+        return None, diags
     try:
         workflow = Workflow(
             name=name,
@@ -125,6 +154,8 @@ def parse_workflow(
             inputs=inputs,
             steps=steps,
             outputs=jsonable(outputs) or {},
+            graph=_is_graph(definition["steps"]),
+            max_steps=max_steps,
             body=body,
             path=path,
             layer=layer,
@@ -163,6 +194,29 @@ def _inputs(value: Any, path: str, diags: list[Diagnostic]) -> list[WorkflowInpu
     return out
 
 
+def _is_graph(steps: list[Any]) -> bool:
+    """A step declares ``depends_on``/``needs``: the workflow is a graph, not a list."""
+    return any(isinstance(item, dict) and k in item for item in steps for k in _DEPS_KEYS)
+
+
+def _declared_deps(item: Mapping[str, Any], key: str, path: str, diags: list[Diagnostic]) -> list[str] | None:
+    """The ``depends_on`` (or ``needs``) of one step: a step id or a list of them."""
+    given = [k for k in _DEPS_KEYS if k in item]
+    if len(given) > 1:
+        diags.append(Diagnostic(file=path, key=key, problem="give depends_on or needs, not both"))
+        return None
+    if not given:
+        return []
+    value = item[given[0]]
+    names = [value] if isinstance(value, str) else value
+    if not isinstance(names, list) or not all(isinstance(n, str) and _STEP_ID.match(n) for n in names):
+        diags.append(
+            Diagnostic(file=path, key=f"{key}.{given[0]}", problem="must be a step id or a list of step ids")
+        )
+        return None
+    return list(dict.fromkeys(names))
+
+
 def _steps(value: Any, path: str, inputs: set[str], diags: list[Diagnostic]) -> list[WorkflowStep] | None:
     if not isinstance(value, list) or not value:
         diags.append(Diagnostic(file=path, key="steps", problem="a workflow needs a non-empty list of steps"))
@@ -170,8 +224,8 @@ def _steps(value: Any, path: str, inputs: set[str], diags: list[Diagnostic]) -> 
     if len(value) > MAX_STEPS:
         diags.append(Diagnostic(file=path, key="steps", problem=f"more than {MAX_STEPS} steps"))
         return None
-    steps: list[WorkflowStep] = []
-    ids: set[str] = set()
+    # First pass: the ids, so a graph step may name (and read) any step, wherever it is listed.
+    ids: list[str] = []
     for i, item in enumerate(value):
         key = f"steps[{i}]"
         if not isinstance(item, dict):
@@ -183,6 +237,11 @@ def _steps(value: Any, path: str, inputs: set[str], diags: list[Diagnostic]) -> 
                 Diagnostic(file=path, key=f"{key}.id", problem=f"invalid or repeated step id {step_id!r}")
             )
             return None
+        ids.append(step_id)
+    graph = _is_graph(value)
+    steps: list[WorkflowStep] = []
+    for i, (item, step_id) in enumerate(zip(value, ids, strict=True)):
+        key = f"steps[{i}]"
         kinds = [k for k in _KINDS if k in item]
         if len(kinds) != 1:
             diags.append(
@@ -201,13 +260,28 @@ def _steps(value: Any, path: str, inputs: set[str], diags: list[Diagnostic]) -> 
             diags.append(Diagnostic(file=path, key=f"{key}.route", problem="a skill step needs a route"))
             return None
         args = jsonable(item.get("args", item.get("with")))
-        if not _check_refs(args, f"{key}.args", ids, inputs, path, diags):
+        visible = set(ids) if graph else set(ids[:i])
+        if not _check_refs(args, f"{key}.args", visible, inputs, path, diags, graph=graph):
             return None
         needs: list[str] = []
         for ref in references(args):
             parts = ref.split(".")
             if parts[0] == "steps" and parts[1] not in needs:
                 needs.append(parts[1])
+        declared = _declared_deps(item, key, path, diags)
+        if declared is None:
+            return None
+        for dep in declared:
+            if dep not in visible:
+                diags.append(
+                    Diagnostic(
+                        file=path,
+                        key=f"{key}.depends_on",
+                        problem=f"step {step_id!r} depends on unknown step {dep!r}",
+                    )
+                )
+                return None
+        previous = [ids[i - 1]] if not graph and i else []
         steps.append(
             WorkflowStep(
                 id=step_id,
@@ -216,22 +290,39 @@ def _steps(value: Any, path: str, inputs: set[str], diags: list[Diagnostic]) -> 
                 route=route if kind == "skill" else None,
                 args=args,
                 needs=needs,
+                depends_on=list(dict.fromkeys([*previous, *declared, *needs])),
                 continue_on_error=item.get("continue_on_error") is True,
             )
         )
-        ids.add(step_id)
+    cycle = find_cycle({s.id: s.depends_on for s in steps})
+    if cycle is not None:
+        names = " -> ".join(cycle)
+        diags.append(
+            Diagnostic(
+                file=path,
+                key="steps",
+                problem=f"steps depend on each other in a cycle: {names} (step {cycle[0]!r} can never run)",
+            )
+        )
+        return None
     return steps
 
 
 def _check_refs(
-    value: Any, key: str, earlier: set[str], inputs: set[str], path: str, diags: list[Diagnostic]
+    value: Any,
+    key: str,
+    earlier: set[str],
+    inputs: set[str],
+    path: str,
+    diags: list[Diagnostic],
+    *,
+    graph: bool = False,
 ) -> bool:
     for ref in references(value):
         head, name = ref.split(".")[:2]
         if head == "steps" and name not in earlier:
-            diags.append(
-                Diagnostic(file=path, key=key, problem=f"{{{{{ref}}}}} does not name an earlier step")
-            )
+            where = "a step of this workflow" if graph else "an earlier step"
+            diags.append(Diagnostic(file=path, key=key, problem=f"{{{{{ref}}}}} does not name {where}"))
             return False
         if head == "inputs" and name not in inputs:
             diags.append(Diagnostic(file=path, key=key, problem=f"{{{{{ref}}}}} names an undeclared input"))

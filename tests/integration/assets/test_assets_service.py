@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 import pytest
@@ -13,10 +12,10 @@ from jidocode.shared import subjects
 from jidocode.shared.bus import Bus
 from jidocode.shared.clients import AssetsClient, EngineClient, ToolsClient
 from jidocode.shared.config import Config
-from jidocode.shared.envelope import Envelope
 from jidocode.shared.errors import InvalidInput, NotFound
 from jidocode.shared.events.assets import GraphQuery
 from jidocode.shared.events.tools import ToolCallMeta
+from tests.integration.assets.signals import Signals
 
 SKILL = """---
 name: notes-reader
@@ -76,46 +75,6 @@ def project_dir(tmp_path: Path) -> Path:
     _write(data / "skill_graph" / "git.md", "# Git\nSee [[rebase]].")
     _write(data / "skill_graph" / "rebase.md", "# Rebase\nRewrite history.")
     return root
-
-
-class Signals:
-    """Collects envelopes from a subject filter; wait for one matching a predicate."""
-
-    def __init__(self) -> None:
-        self.seen: list[Envelope] = []
-        self._changed = asyncio.Condition()
-
-    async def __call__(self, env: Envelope) -> None:
-        async with self._changed:
-            self.seen.append(env)
-            self._changed.notify_all()
-
-    async def wait(self, pred: Callable[[Envelope], bool], timeout: float = 10.0) -> Envelope:
-        async def _find() -> Envelope:
-            async with self._changed:
-                while True:
-                    for env in self.seen:
-                        if pred(env):
-                            return env
-                    await self._changed.wait()
-
-        return await asyncio.wait_for(_find(), timeout)
-
-
-@pytest.fixture
-async def running(config: Config) -> AsyncIterator[Config]:
-    from jidocode.services.registry import serve_many
-    from tests.helpers import wait_for_services
-
-    names = ("engine", "asset_loader", "tool_runner")
-    stop = asyncio.Event()
-    task = asyncio.create_task(serve_many(config, stop, names))
-    try:
-        await wait_for_services(config, names, timeout=20)
-        yield config
-    finally:
-        stop.set()
-        await asyncio.wait_for(task, 20)
 
 
 def _meta(rid: str) -> ToolCallMeta:
