@@ -6,9 +6,14 @@ outcome; ``ask`` rules prompt for approval (``--approve yes|no`` answers
 without asking). Ctrl-C cancels the running turn and its tools; at the
 prompt, ``/resume`` resumes a cancelled conversation, ``/usage`` shows the
 tokens used against the context window, ``/reset`` starts a fresh
-conversation, ``/quit`` (or Ctrl-D) leaves. ``--json`` prints every event of
-the conversation as one JSON line (for scripts) and the final answer as a
-``chat.answer`` line.
+conversation, ``/history`` shows it, ``/quit`` (or Ctrl-D) leaves. Any other
+``/name arguments`` runs the project's slash command ``name``
+(``.jido/commands/<name>.md``): it is rendered with the arguments and sent as
+the user's message, and the line says which command ran; an unknown name lists
+the commands there are. A one-shot message is dispatched the same way.
+``--json`` prints every event of the conversation as one JSON line (for
+scripts), a ``chat.command`` line for a command that ran, and the final answer
+as a ``chat.answer`` line.
 
 At start, a project the user has not trusted is said so on stderr (its own
 settings can only restrict until ``jidocode projects trust <dir>``); on a
@@ -23,16 +28,24 @@ import json
 import signal
 import sys
 import threading
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Final, Literal
 
 import typer
 from rich.console import Console
 from rich.markup import escape
 
-from jidocode.client import ApprovalRequest, Decision, JidoClient, TurnFailed
+from jidocode.client import (
+    ApprovalRequest,
+    Decision,
+    JidoClient,
+    RenderedCommand,
+    TurnFailed,
+    parse_slash_command,
+)
 from jidocode.shared.config import Config
 from jidocode.shared.envelope import Envelope
-from jidocode.shared.errors import JidoError
+from jidocode.shared.errors import JidoError, NotFound
 from jidocode.shared.events.conversation import (
     ConversationError,
     ToolCallCompleted,
@@ -42,12 +55,53 @@ from jidocode.shared.events.conversation import (
 
 from .common import NatsReach, run
 
-__all__ = ["chat", "trust_line"]
+__all__ = ["BUILTINS", "ChatInput", "chat", "parse_input", "trust_line"]
 
 out = Console(highlight=False)
 err = Console(stderr=True, highlight=False)
 
 _ARG_PREVIEW = 60
+
+#: The chat's own commands (``/exit`` is ``/quit``); every other ``/name`` is the project's.
+BUILTINS: Final = ("usage", "reset", "resume", "history", "quit", "exit")
+
+
+@dataclass(frozen=True)
+class ChatInput:
+    """What a line typed at the chat is.
+
+    ==========  ===========================================================
+    ``empty``   nothing (blank line)
+    ``builtin`` one of :data:`BUILTINS` (``name``; its arguments are ignored)
+    ``command`` a project slash command: ``name`` and ``arguments``
+    ``unknown`` a lone ``/word`` that cannot name a command (``name`` = the word)
+    ``message`` anything else: sent to the model as written (``text``)
+    ==========  ===========================================================
+    """
+
+    kind: Literal["empty", "builtin", "command", "unknown", "message"]
+    text: str = ""
+    name: str = ""
+    arguments: str = ""
+
+
+def parse_input(line: str) -> ChatInput:
+    """Classify one typed line (pure). A line that only starts with a slash, such as
+    ``/etc/hosts is empty?``, is a message; a lone ``/Word`` is an unknown command."""
+    text = line.strip()
+    if not text:
+        return ChatInput("empty")
+    command = parse_slash_command(text)
+    if command is not None:
+        kind: Literal["builtin", "command"] = "builtin" if command.name in BUILTINS else "command"
+        return ChatInput(kind, text=text, name=command.name, arguments=command.arguments)
+    if text.startswith("/") and len(text.split()) == 1:
+        return ChatInput("unknown", text=text, name=text[1:])
+    return ChatInput("message", text=text)
+
+
+def _builtins_line() -> str:
+    return " ".join(f"/{name}" for name in BUILTINS if name != "exit")
 
 
 def _preview(args: dict[str, Any]) -> str:
@@ -192,6 +246,28 @@ class _Screen:
             return "approve_session"
         return "deny"
 
+    def command(self, rendered: RenderedCommand) -> None:
+        """Say which project command runs (its prompt goes to the model as the user's message)."""
+        if self.as_json:
+            line = {
+                "type": "chat.command",
+                "command": rendered.name,
+                "arguments": rendered.arguments,
+                "prompt": rendered.prompt,
+            }
+            sys.stdout.write(json.dumps(line, ensure_ascii=False) + "\n")
+            sys.stdout.flush()
+            return
+        self._newline()
+        first = next((ln.strip() for ln in rendered.prompt.splitlines() if ln.strip()), "")
+        if len(first) > _ARG_PREVIEW:
+            first = first[: _ARG_PREVIEW - 1] + "…"
+        args = f" {rendered.arguments}" if rendered.arguments else ""
+        out.print(
+            f"[magenta]» /{escape(rendered.name)}[/]{escape(args)} [dim](project command: "
+            f"{len(rendered.prompt)} characters sent as your message: {escape(first)})[/]"
+        )
+
     def end_turn(self, answer: str | None) -> None:
         self.stop_wait()
         if self.as_json:
@@ -314,36 +390,76 @@ def _history_line(message: dict[str, Any]) -> str:
     return f"[bold]{role}[/]: " + " ".join(parts)
 
 
+def _unknown(name: str, available: list[str] | None) -> None:
+    """Say that ``/name`` is no command, with the chat's own and the project's."""
+    project = (
+        ("; this project's: " + " ".join(f"/{escape(n)}" for n in available))
+        if available
+        else "; this project has none (add .jido/commands/<name>.md)"
+        if available is not None
+        else ""
+    )
+    err.print(f"unknown command /{escape(name)}: built-in {_builtins_line()}{project}")
+
+
+async def _command(client: JidoClient, screen: _Screen, typed: ChatInput, timeout: float | None) -> bool:
+    """Render the project's command and send it as the user's message. True when it answered."""
+    try:
+        rendered = await client.render_command(typed.name, typed.arguments)
+    except NotFound as exc:
+        if exc.details.get("command") != typed.name:
+            raise
+        available = exc.details.get("available")
+        _unknown(typed.name, [str(n) for n in available] if isinstance(available, list) else None)
+        return False
+    screen.command(rendered)
+    return await _turn(client, screen, rendered.prompt, timeout)
+
+
+async def _dispatch(client: JidoClient, screen: _Screen, typed: ChatInput, timeout: float | None) -> bool:
+    """Do what one typed line asks; True when it went well. ``/quit`` is the caller's, and so
+    is a :class:`JidoError` (interactive: printed, one-shot: the exit code)."""
+    if typed.kind == "empty":
+        return True
+    if typed.kind == "unknown":
+        try:
+            available: list[str] | None = sorted(str(c.get("name")) for c in await client.list_commands())
+        except JidoError:
+            available = None  # the built-ins still help
+        _unknown(typed.name, available)
+        return False
+    if typed.kind == "command":
+        return await _command(client, screen, typed, timeout)
+    if typed.kind == "message":
+        return await _turn(client, screen, typed.text, timeout)
+    if typed.name == "usage":
+        await _usage(client)
+    elif typed.name == "reset":
+        cid = await client.reset_session()
+        out.print(f"[dim]new conversation {cid}[/]")
+    elif typed.name == "resume":
+        await client.resume()
+        out.print("[dim]resumed[/]")
+    elif typed.name == "history":
+        for message in await client.get_history():
+            out.print(_history_line(message))
+    return True
+
+
 async def _interactive(client: JidoClient, screen: _Screen, timeout: float | None) -> int:
     out.print(
         f"[dim]project {escape(client.root_path)} · conversation {client.conversation_id} · "
-        "/usage /reset /resume /quit · Ctrl-C cancels a turn[/]"
+        f"{_builtins_line()} · /<command> runs a project command · Ctrl-C cancels a turn[/]"
     )
     while True:
         line = await _read_line("> ")
         if line is None:
             return 0
-        text = line.strip()
-        if not text:
-            continue
-        if text in ("/quit", "/exit"):
+        typed = parse_input(line)
+        if typed.kind == "builtin" and typed.name in ("quit", "exit"):
             return 0
         try:
-            if text == "/usage":
-                await _usage(client)
-            elif text == "/reset":
-                cid = await client.reset_session()
-                out.print(f"[dim]new conversation {cid}[/]")
-            elif text == "/resume":
-                await client.resume()
-                out.print("[dim]resumed[/]")
-            elif text == "/history":
-                for message in await client.get_history():
-                    out.print(_history_line(message))
-            elif text.startswith("/") and " " not in text and text not in ("/",):
-                err.print(f"unknown command {escape(text)}: /usage /reset /resume /history /quit")
-            else:
-                await _turn(client, screen, text, timeout)
+            await _dispatch(client, screen, typed, timeout)
         except JidoError as exc:
             err.print(f"[bold red]error[/] ({exc.type}): {escape(exc.message)}")
 
@@ -401,7 +517,10 @@ def chat(
             if interactive:
                 return await _interactive(client, screen, timeout)
             assert text is not None
-            return 0 if await _turn(client, screen, text, timeout) else 1
+            typed = parse_input(text)
+            if typed.kind == "builtin" and typed.name in ("quit", "exit"):
+                return 0
+            return 0 if await _dispatch(client, screen, typed, timeout) else 1
 
         talking = asyncio.create_task(session())
         gone = asyncio.create_task(lost.wait())

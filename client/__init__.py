@@ -1,5 +1,6 @@
 """The JidoCode client SDK over NATS (seed 003): connect, configure_tools, send_message,
-get_history, reset_session, get_context_usage, cancel, resume."""
+get_history, reset_session, get_context_usage, cancel, resume; seed 000's slash commands
+(run_command, parse_slash_command) and reload_assets."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from ._client import (
     TurnFailed,
     connect,
 )
+from ._commands import RenderedCommand, SlashCommand, is_command_name, parse_slash_command
 from ._turn import TurnOutcome, TurnTracker
 
 __all__ = [
@@ -20,8 +22,12 @@ __all__ = [
     "ContextUsage",
     "Decision",
     "JidoClient",
+    "RenderedCommand",
+    "SlashCommand",
     "TurnFailed",
     "TurnOutcome",
     "TurnTracker",
     "connect",
+    "is_command_name",
+    "parse_slash_command",
 ]

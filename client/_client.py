@@ -8,6 +8,8 @@
     usage = await client.get_context_usage()      # tokens used vs the model's context window
     history = await client.get_history()          # OpenAI-style messages
     await client.reset_session()                  # a fresh conversation in the same project
+    answer = await client.run_command("review", "src/app.py")   # .jido/commands/review.md, rendered and sent
+    report = await client.reload_assets()         # reload skills, commands, workflows now
     await client.close()
 
 What it talks to, through the typed clients of ``shared.clients``: the
@@ -19,6 +21,13 @@ timeline entries and approval requests. Approval requests reach the
 ``approve`` callback; its answer goes back as an
 :class:`~jidocode.shared.events.conversation.ApprovalResponse` on the
 conversation's input.
+
+Slash commands (seed 000 ``Loaders.Command``, "command descriptors usable by
+dispatch"): :meth:`JidoClient.run_command` renders the project's command with
+its arguments (the asset loader's ``run_command`` tool via
+``AssetsClient.render_command``) and sends the prompt as the user's message, so
+the turn is an ordinary one; :func:`~jidocode.client.parse_slash_command`
+reads ``/name arguments`` from a line the user typed.
 
 Trust: :attr:`JidoClient.trust_state` says whether the user trusts the
 project's root (its own settings, hooks and MCP servers count only then), read
@@ -44,11 +53,12 @@ from pydantic import BaseModel, ConfigDict
 
 from jidocode.shared import subjects
 from jidocode.shared.bus import Bus
-from jidocode.shared.clients import AssetsClient, ConversationsClient, EngineClient
+from jidocode.shared.clients import AssetsClient, ConversationsClient, EngineClient, ProjectClient
 from jidocode.shared.config import Config
 from jidocode.shared.envelope import Envelope, new_id
-from jidocode.shared.errors import JidoError, RequestTimeout
+from jidocode.shared.errors import ErrorInfo, InvalidInput, JidoError, NotFound, RequestTimeout, from_info
 from jidocode.shared.events import EventModel
+from jidocode.shared.events.assets import AssetReport
 from jidocode.shared.events.conversation import (
     ApprovalRequested,
     ApprovalResponse,
@@ -63,6 +73,7 @@ from jidocode.shared.ledger import LedgerReader
 from jidocode.shared.settings import global_home
 from jidocode.shared.trust import TrustState, trust_project, trust_state
 
+from ._commands import RenderedCommand, is_command_name
 from ._turn import TurnOutcome, TurnTracker
 
 __all__ = [
@@ -83,6 +94,8 @@ EventCallback = Callable[[Envelope], Awaitable[None] | None]
 
 #: Seconds a request to the engine or the conversation service may take.
 REQUEST_TIMEOUT = 15.0
+#: Seconds a reload of the project's assets may take (it reads every asset file).
+RELOAD_TIMEOUT = 30.0
 
 
 class ApprovalRequest(BaseModel):
@@ -442,6 +455,74 @@ class JidoClient:
             retryable=outcome.retryable,
             details={"status": outcome.status, "conversation_id": self.conversation_id},
         )
+
+    # -- slash commands and assets ------------------------------------------------
+
+    async def list_commands(self) -> list[dict[str, Any]]:
+        """The project's slash commands: ``{name, description, layer, path, …}`` each."""
+        assets = AssetsClient(self.bus, self.project_id, timeout=REQUEST_TIMEOUT)
+        return list((await assets.list("command")).items)
+
+    async def render_command(self, name: str, arguments: str = "") -> RenderedCommand:
+        """The project's command ``name`` rendered with ``arguments`` (nothing is sent).
+
+        Raises :class:`~jidocode.shared.errors.NotFound` for a command the project does
+        not have (``details["available"]`` lists those it has, and the message names
+        them), :class:`~jidocode.shared.errors.InvalidInput` for a name that cannot be a
+        command or a missing required argument.
+        """
+        if not is_command_name(name):
+            raise InvalidInput(
+                f"{name!r} is not a command name (a-z, 0-9, single hyphens, at most 64 characters)",
+                details={"command": name},
+            )
+        assets = AssetsClient(self.bus, self.project_id, timeout=REQUEST_TIMEOUT)
+        result = await assets.render_command(
+            name, arguments, conversation_id=self.conversation_id, timeout=REQUEST_TIMEOUT
+        )
+        if result.ok and isinstance(result.data, dict) and isinstance(result.data.get("prompt"), str):
+            model = result.data.get("model")
+            return RenderedCommand(
+                name=name,
+                arguments=arguments,
+                prompt=result.data["prompt"],
+                model=model if isinstance(model, str) else None,
+            )
+        error = result.error
+        if error is None:
+            raise JidoError(f"the asset loader rendered /{name} without a prompt", details={"command": name})
+        if error.type == NotFound.error_type:
+            available = sorted(str(item.get("name")) for item in await self.list_commands())
+            listed = ", ".join(f"/{n}" for n in available) or "none (add .jido/commands/<name>.md)"
+            raise NotFound(
+                f"this project has no command /{name}; its commands: {listed}",
+                details={"command": name, "available": available},
+            )
+        raise from_info(ErrorInfo(type=error.type, message=error.message, details=dict(error.details)))
+
+    async def run_command(
+        self,
+        name: str,
+        arguments: str = "",
+        on_delta: DeltaCallback | None = None,
+        *,
+        timeout: float | None = None,
+    ) -> str:
+        """Run the slash command ``/name arguments``: render it, send the prompt as the user's message.
+
+        Returns the final answer like :meth:`send_message` (and raises like it); a
+        command that does not render raises before anything is sent (see
+        :meth:`render_command`).
+        """
+        rendered = await self.render_command(name, arguments)
+        return await self.send_message(rendered.prompt, on_delta, timeout=timeout)
+
+    async def reload_assets(self) -> AssetReport:
+        """Seed 000 ``reload_assets``: reload the project's skills, commands, workflows and settings now.
+
+        Returns the new generation with its counts and diagnostics (settings problems included).
+        """
+        return await ProjectClient(self.bus, self.project_id, timeout=RELOAD_TIMEOUT).reload_assets()
 
     async def cancel(self, reason: str | None = None) -> None:
         """Cancel the running turn (the LLM call and the running tools stop)."""

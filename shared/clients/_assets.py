@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from jidocode.shared.envelope import new_id
 from jidocode.shared.events.assets import (
     AssetDocument,
     AssetItems,
@@ -15,7 +19,7 @@ from jidocode.shared.events.assets import (
     ReloadAssets,
     SearchAssets,
 )
-from jidocode.shared.events.tools import ListTools, RunTool, ToolCatalog, ToolResult
+from jidocode.shared.events.tools import ListTools, RunTool, ToolCallMeta, ToolCatalog, ToolResult
 
 from ._base import Ext, ProjectScoped
 
@@ -65,3 +69,26 @@ class AssetsClient(ProjectScoped):
     async def call_tool(self, call: RunTool, *, timeout: float | None = None, **ext: Ext) -> ToolResult:
         """Run an asset tool; only the tool runner calls this, after authorizing the call."""
         return await self._scoped("call_tool", call, timeout=timeout, **ext)
+
+    async def render_command(
+        self,
+        name: str,
+        arguments: str | Sequence[str] | Mapping[str, Any] | None = None,
+        *,
+        conversation_id: str | None = None,
+        timeout: float | None = None,
+        **ext: Ext,
+    ) -> ToolResult:
+        """Render the slash command ``name`` with ``arguments``: ``data`` is ``{command, prompt, model}``.
+
+        The asset tool ``run_command`` through ``call_tool``. Rendering only reads the
+        project's command files, so a user's client calls it directly: the tool runner
+        authorizes what the model calls, and a command the user types is the user's own
+        request. An unknown command is ``ok: false`` with ``error.type`` ``not_found``, a
+        missing required argument ``invalid_input``.
+        """
+        args: dict[str, Any] = {"name": name}
+        if arguments is not None:
+            args["arguments"] = arguments if isinstance(arguments, str | Mapping) else list(arguments)
+        meta = ToolCallMeta(request_id=new_id(), conversation_id=conversation_id)
+        return await self.call_tool(RunTool(name="run_command", args=args, meta=meta), timeout=timeout, **ext)

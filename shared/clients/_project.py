@@ -1,10 +1,12 @@
-"""The project service's client: a project's record, tool catalogue and policy."""
+"""The project service's client: a project's record, tool catalogue and policy; its assets' reload."""
 
 from __future__ import annotations
 
+from jidocode.shared.events.assets import AssetReport
 from jidocode.shared.events.engine import GetProject, ProjectInfo
 from jidocode.shared.events.tools import GetPolicy, ListTools, ToolCatalog, ToolPolicy
 
+from ._assets import AssetsClient
 from ._base import Ext, ProjectScoped
 
 __all__ = ["ProjectClient"]
@@ -28,3 +30,15 @@ class ProjectClient(ProjectScoped):
 
     async def policy(self, *, timeout: float | None = None, **ext: Ext) -> ToolPolicy:
         return await self._scoped("policy", GetPolicy(), timeout=timeout, **ext)
+
+    async def reload_assets(self, *, timeout: float | None = None, **ext: Ext) -> AssetReport:
+        """Seed 000 ``reload_assets(project_id)``: reload the project's assets now; the new generation.
+
+        The seed's project server forwards ``:reload_assets`` to its ``AssetStore``; here the
+        asset loader is that store, so this verb is its ``jido.assets.<p>.reload``, composed in
+        the client rather than forwarded by the project service (one hop, nothing for the
+        project service to add: its tool catalogue asks the loader on every call). The report
+        carries the loader's diagnostics, the settings files' included.
+        """
+        assets = AssetsClient(self.bus, self.project_id, timeout=self.timeout)
+        return await assets.reload(timeout=timeout, **ext)
