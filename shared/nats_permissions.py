@@ -35,7 +35,7 @@ conversation   serve ``jido.conversations.*.*``; own the streams JIDO_CONV_IN,
                ledger read/write;
                request tools, the project's ``list_tools`` and ``info``, assets;
                follow signals (to drop cached tool specs)
-tool_runner    serve ``jido.tools.*.*``; KV tool_calls read/write, projects read;
+tool_runner    serve ``jido.tools.*.*``; KV tool_calls and tool_quotas read/write, projects read;
                publish signals and ``…conversation.approval.requested`` output;
                request asset tools; read conversation input (approval answers)
                and ``tool.cancel_requested`` signals. Never publishes
@@ -234,9 +234,17 @@ def _private_bucket(bucket: str) -> tuple[str, ...]:
     return (*_stream_read(stream), *_stream_create(stream), *_stream_admin(stream), f"{_KV}.{bucket}.>")
 
 
-#: Stored tool results (and their claims) are the tool runner's alone; so is the cancel broadcast
+#: The tool runner's quota leases (services/tool_runner/quota_leases.py); subjects may not name it yet.
+_BUCKET_TOOL_QUOTAS: str = getattr(subjects, "BUCKET_TOOL_QUOTAS", "jido_tool_quotas")
+
+#: Stored tool results (and their claims) are the tool runner's alone; so are its quota leases
+#: (anybody else could fill a project's slots, or free them) and the cancel broadcast
 #: (it stops a running call: only the runner, after checking the canceller owns the call, sends it).
-_TOOL_CALLS_PRIVATE = (*_private_bucket(subjects.BUCKET_TOOL_CALLS), subjects.signal("tool.cancel_requested"))
+_TOOL_CALLS_PRIVATE = (
+    *_private_bucket(subjects.BUCKET_TOOL_CALLS),
+    *_private_bucket(_BUCKET_TOOL_QUOTAS),
+    subjects.signal("tool.cancel_requested"),
+)
 
 
 # --- models -----------------------------------------------------------------------------------
@@ -341,6 +349,7 @@ def _tool_runner() -> Permissions:
         _approval_requested_filter(),
         assets_requests(),  # asset-derived tools: the loader's ``tools`` and ``call_tool``
         *_kv_write(subjects.BUCKET_TOOL_CALLS),
+        *_kv_write(_BUCKET_TOOL_QUOTAS),
         *_kv_read(subjects.BUCKET_PROJECTS),
         *_stream_read(subjects.STREAM_CONV_IN),
     ]

