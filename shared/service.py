@@ -40,17 +40,17 @@ from nats.micro.service import EndpointConfig, Service, ServiceConfig
 from pydantic import BaseModel
 
 from jidocode.shared.bus import Bus
-from jidocode.shared.endpoints import Endpoint
+from jidocode.shared.endpoints import ENDPOINTS, Endpoint
 from jidocode.shared.envelope import (
-    DEFAULT_MAX_BYTES,
+    MAX_PAYLOAD_BYTES,
     Envelope,
     decode,
     encode,
     encode_event,
     error_envelope,
 )
-from jidocode.shared.errors import InvalidInput, JidoError
-from jidocode.shared.events import Command, EventModel
+from jidocode.shared.errors import InvalidInput, JidoError, PayloadTooLarge
+from jidocode.shared.events import EVENT_TYPES, Command, EventModel
 from jidocode.shared.subjects import SERVICE_NAMES, project_id_of
 
 __all__ = ["Handler", "ServiceHost", "expect", "scoped_project_id", "to_jsonable"]
@@ -66,18 +66,35 @@ Handler = Callable[[C, Envelope], Awaitable[EventModel]]
 VERSION = "0.1.0"
 
 
-def expect(env: Envelope, cls: type[E]) -> E:
-    """The request's catalogue event, which must be a ``cls``; else ``InvalidInput`` naming both."""
+def expect(env: Envelope, cls: type[E], *, endpoint: str | None = None) -> E:
+    """The request's catalogue event, which must be a ``cls``.
+
+    The type is compared before the data is read, so a request of another type is an
+    ``InvalidInput`` naming the type received, the type expected and ``endpoint`` (with the
+    subjects that do take that type), never a schema error of the expected type's fields.
+    """
     expected = cls.model_fields["type"].default
     if env.type != expected:
-        raise InvalidInput(
-            f"expected a {expected!r} request, got {env.type!r}",
-            details={"expected": expected, "type": env.type},
-        )
+        raise _wrong_type(env, expected, endpoint)
     event = env.event()
     if not isinstance(event, cls):  # a command served on another's endpoint: same type, other class
         raise InvalidInput(f"expected a {cls.__name__}, got {type(event).__name__}")
     return event
+
+
+def _wrong_type(env: Envelope, expected: str, endpoint: str | None) -> InvalidInput:
+    details: dict[str, Any] = {"expected": expected, "type": env.type}
+    message = f"expected a {expected!r} request, got {env.type!r}"
+    if endpoint is not None:
+        details["endpoint"] = endpoint
+        message = f"{endpoint} (on {env.nats_subject}) {message}"
+    served = [e.pattern() for e in ENDPOINTS if e.request_type == env.type]
+    if served:
+        details["served_on"] = served
+        message += f"; {env.type!r} is served on {', '.join(served)}"
+    elif env.type not in EVENT_TYPES:
+        message += f"; {env.type!r} is no type of the catalogue"
+    return InvalidInput(message, details=details)
 
 
 def scoped_project_id(env: Envelope) -> str:
@@ -119,7 +136,7 @@ class ServiceHost:
         name: str,
         version: str = VERSION,
         description: str = "",
-        max_request_bytes: int = DEFAULT_MAX_BYTES,
+        max_request_bytes: int = MAX_PAYLOAD_BYTES,
         metadata: dict[str, str] | None = None,
         max_concurrent: int = 256,
         drain_timeout: float = 10.0,
@@ -130,6 +147,11 @@ class ServiceHost:
             raise ValueError(f"max_concurrent must be at least 1, got {max_concurrent}")
         if drain_timeout < 0:
             raise ValueError(f"drain_timeout must not be negative, got {drain_timeout}")
+        if not 1 <= max_request_bytes <= MAX_PAYLOAD_BYTES:
+            raise ValueError(
+                f"max_request_bytes must be 1 to {MAX_PAYLOAD_BYTES} (the bus payload limit), "
+                f"got {max_request_bytes}"
+            )
         self.bus = bus
         self.name = name
         self.micro_name = SERVICE_NAMES[name]
@@ -163,7 +185,7 @@ class ServiceHost:
         """Answer ``command`` requests on ``subject`` with ``handler`` (before :meth:`start`).
 
         The middleware validates the request as ``command`` (another type is an
-        ``invalid_input`` error naming both), calls ``handler(command, envelope)``
+        ``invalid_input`` error naming both and the endpoint), calls ``handler(command, envelope)``
         and replies with what it returns, which must be a ``command.reply``. The
         endpoint's ``$SRV.INFO`` metadata names the request and reply types.
         """
@@ -187,16 +209,18 @@ class ServiceHost:
         source = self.bus.source
         max_bytes = self.max_request_bytes
         reply_cls = command.reply
+        label = f"{self.name}.{endpoint}"
 
         async def _handle(request: Request) -> None:
             env: Envelope | None = None
             try:
                 env = decode(request.data, request.headers, max_bytes=max_bytes, nats_subject=request.subject)
-                result = await handler(expect(env, command), env)
+                result = await handler(expect(env, command, endpoint=label), env)
                 if not isinstance(result, reply_cls):
                     raise TypeError(
                         f"handler answered {type(result).__name__}, the contract says {reply_cls.__name__}"
                     )
+                reply = _reply(source, env, result)  # a reply over the bus limit is an error reply
             except JidoError as exc:
                 await _reply_error(request, source, exc, env)
                 return
@@ -207,7 +231,7 @@ class ServiceHost:
                 )
                 await _reply_error(request, source, err, env)
                 return
-            await request.respond(_reply(source, env, result))
+            await request.respond(reply)
 
         async def _spawn(request: Request) -> None:
             await self._slots.acquire()
@@ -311,7 +335,16 @@ async def _reply_error(request: Request, source: str, error: JidoError, env: Env
     ext: dict[str, str | None] = {}
     if env is not None:
         ext = {"causation_id": env.id, "correlation_id": env.correlation_id, "project_id": env.project_id}
-    payload = encode(error_envelope(source, error, **ext))[0]
+    try:
+        payload = encode(error_envelope(source, error, **ext))[0]
+    except PayloadTooLarge as too_large:  # details too large to send: the error without them
+        shrunk = JidoError(
+            error.message[:4000],
+            error_type=error.type,
+            retryable=error.retryable,
+            details={"details_dropped": too_large.details},
+        )
+        payload = encode(error_envelope(source, shrunk, **ext))[0]
     # The micro error headers let stock tooling see the failure; the body is our error event.
     code = "500" if error.type == "internal" else "400"
     await request.respond(

@@ -143,7 +143,12 @@ async def test_a_request_of_another_type_is_invalid_input_naming_both(bus: Bus, 
         InvalidInput, match=r"expected a 'engine\.start_project' request, got 'engine\.list_projects'"
     ) as info:
         await bus.call("t.typed", ListProjects())
-    assert info.value.details == {"expected": "engine.start_project", "type": "engine.list_projects"}
+    assert info.value.details == {
+        "expected": "engine.start_project",
+        "type": "engine.list_projects",
+        "endpoint": "engine.typed",
+        "served_on": ["jido.engine.list_projects"],
+    }
     assert not called
 
 
