@@ -15,6 +15,11 @@ that binding, written on the ``cloudevents`` package:
 A message missing ``id``, ``source``, ``type`` or ``specversion`` is rejected
 by looking at the raw message first (the SDK would invent an id). A payload
 whose content is not inside ``data`` is rejected with ``missing_data_envelope``.
+
+**One size limit**, :data:`MAX_PAYLOAD_BYTES`, bounds every message of the bus:
+:func:`decode` and :func:`decode_reply` refuse a larger one, and :func:`encode`
+and :func:`encode_event` refuse to make one, so a sender learns it before
+publishing (``payload_too_large``, naming the size and the limit).
 """
 
 from __future__ import annotations
@@ -37,8 +42,8 @@ from jidocode.shared.events import ERROR_TYPE, EventModel, parse_event
 
 __all__ = [
     "CONTENT_TYPE_STRUCTURED",
-    "DEFAULT_MAX_BYTES",
     "EXTENSIONS",
+    "MAX_PAYLOAD_BYTES",
     "MSG_ID_HEADER",
     "Envelope",
     "decode",
@@ -55,7 +60,11 @@ SPECVERSION: Final = "1.0"
 CONTENT_TYPE_STRUCTURED: Final = "application/cloudevents+json"
 CONTENT_TYPE_JSON: Final = "application/json"
 MSG_ID_HEADER: Final = "Nats-Msg-Id"
-DEFAULT_MAX_BYTES: Final = 1024 * 1024
+#: The bus payload limit: the largest NATS payload (one encoded CloudEvent, headers not
+#: counted) a JidoCode service sends or accepts. 960 KiB leaves 64 KiB for headers under NATS's
+#: default ``max_payload`` of 1 MiB (which counts them); the servers we configure allow 1 MiB
+#: (embedded) and 8 MiB (deploy/, k8s/). A service may take less (``ServiceHost.max_request_bytes``).
+MAX_PAYLOAD_BYTES: Final = 960 * 1024
 
 #: Our extension attributes, by keyword name.
 EXTENSIONS: Final[Mapping[str, str]] = {
@@ -251,10 +260,25 @@ def error_envelope(source: str, error: JidoError, **ext: str | None) -> Envelope
     return env.with_extensions(**ext) if ext else env
 
 
-def encode(envelope: Envelope, *, jetstream: bool = False) -> tuple[bytes, dict[str, str] | None]:
-    """Structured mode: the payload and the headers to publish with it."""
+def encode(
+    envelope: Envelope, *, jetstream: bool = False, max_bytes: int = MAX_PAYLOAD_BYTES
+) -> tuple[bytes, dict[str, str] | None]:
+    """Structured mode: the payload and the headers to publish with it.
+
+    Raises :class:`PayloadTooLarge` when the payload is over ``max_bytes``.
+    """
     payload = _dumps(envelope.to_dict())
+    _check_size(payload, envelope.type, max_bytes)
     return payload, ({MSG_ID_HEADER: envelope.id} if jetstream else None)
+
+
+def _check_size(payload: bytes, event_type: str, max_bytes: int) -> None:
+    """A message about to be sent fits the limit (checked here, so a sender knows before publishing)."""
+    if len(payload) > max_bytes:
+        raise PayloadTooLarge(
+            f"{event_type!r} event of {len(payload)} bytes is over the limit of {max_bytes} bytes",
+            details={"size": len(payload), "limit": max_bytes, "type": event_type},
+        )
 
 
 def _dumps(value: Any) -> bytes:
@@ -268,12 +292,18 @@ def _dumps(value: Any) -> bytes:
 
 
 def encode_event(
-    event: EventModel, *, source: str, extensions: Mapping[str, str] | None = None, id: str | None = None
+    event: EventModel,
+    *,
+    source: str,
+    extensions: Mapping[str, str] | None = None,
+    id: str | None = None,
+    max_bytes: int = MAX_PAYLOAD_BYTES,
 ) -> tuple[str, bytes]:
     """Structured mode straight from a catalogue event: ``(event id, payload)``.
 
     The same bytes as ``encode(Envelope.new(event, …))`` without building the
-    envelope: this is every request's and every reply's path.
+    envelope: this is every request's and every reply's path. Raises
+    :class:`PayloadTooLarge` when the payload is over ``max_bytes``.
     """
     event_id = id or new_id()
     out: dict[str, Any] = {
@@ -288,9 +318,11 @@ def encode_event(
         out.update(extensions)
     # The data straight from pydantic's serializer into the envelope's bytes: no Python dict.
     head = _dumps(out)
-    return event_id, b"".join(
+    payload = b"".join(
         (head[:-1], b',"data":', event.__pydantic_serializer__.to_json(event, exclude=_TYPE_ONLY), b"}")
     )
+    _check_size(payload, event.type, max_bytes)
+    return event_id, payload
 
 
 def encode_binary(envelope: Envelope) -> tuple[bytes, dict[str, str]]:
@@ -305,6 +337,7 @@ def encode_binary(envelope: Envelope) -> tuple[bytes, dict[str, str]]:
         body = envelope.data.encode()
     else:
         body = _dumps(envelope.data)
+    _check_size(body, envelope.type, MAX_PAYLOAD_BYTES)
     return body, headers
 
 
@@ -312,7 +345,7 @@ def decode(
     payload: bytes,
     headers: Mapping[str, str] | None = None,
     *,
-    max_bytes: int = DEFAULT_MAX_BYTES,
+    max_bytes: int = MAX_PAYLOAD_BYTES,
     nats_subject: str | None = None,
 ) -> Envelope:
     """Decode a NATS message into an :class:`Envelope`, in either mode.
@@ -331,7 +364,7 @@ def decode(
     return _decode_structured(payload, nats_subject)
 
 
-def decode_reply(payload: bytes, *, max_bytes: int = DEFAULT_MAX_BYTES) -> dict[str, Any]:
+def decode_reply(payload: bytes, *, max_bytes: int = MAX_PAYLOAD_BYTES) -> dict[str, Any]:
     """A structured-mode reply as its raw JSON object, checked for the required attributes
     and ``data`` (the caller validates ``data`` as the reply model it expects).
 

@@ -3,13 +3,26 @@
 from __future__ import annotations
 
 import json
+import re
+from dataclasses import replace
+from pathlib import Path
 
+import orjson
 import pytest
 from cloudevents.core.formats.json import JSONFormat
 from hypothesis import given
 from hypothesis import strategies as st
 
-from jidocode.shared.envelope import Envelope, decode, encode, encode_binary, error_envelope
+from jidocode.shared.envelope import (
+    MAX_PAYLOAD_BYTES,
+    Envelope,
+    decode,
+    decode_reply,
+    encode,
+    encode_binary,
+    encode_event,
+    error_envelope,
+)
 from jidocode.shared.errors import (
     InvalidEnvelope,
     InvalidInput,
@@ -18,6 +31,8 @@ from jidocode.shared.errors import (
     PayloadTooLarge,
 )
 from jidocode.shared.events.engine import ProjectStarted
+from jidocode.shared.events.tools import RunTool, ToolCallMeta
+from jidocode.shared.natsserver import NatsServer
 
 
 def _env(**ext: str) -> Envelope:
@@ -213,3 +228,84 @@ def test_decode_never_crashes_on_garbage(payload: bytes) -> None:
         decode(payload)
     except InvalidEnvelope:
         pass
+
+
+# -- the bus payload limit ----------------------------------------------------------------
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+def _sized(size: int) -> Envelope:
+    """An envelope whose structured encoding is exactly ``size`` bytes."""
+    base = Envelope(id="01J", source="s", type="tool.run", data={"pad": ""}, time="2026-01-01T00:00:00Z")
+    empty = len(orjson.dumps(base.to_dict()))
+    return replace(base, data={"pad": "x" * (size - empty)})
+
+
+def test_one_limit_bounds_encoding_and_decoding() -> None:
+    at = _sized(MAX_PAYLOAD_BYTES)
+    payload, _ = encode(at)
+    assert len(payload) == MAX_PAYLOAD_BYTES
+    assert decode(payload) == at and decode_reply(payload)["id"] == "01J"
+    over = _sized(MAX_PAYLOAD_BYTES + 1)
+    with pytest.raises(
+        PayloadTooLarge, match=f"{MAX_PAYLOAD_BYTES + 1} bytes is over the limit of {MAX_PAYLOAD_BYTES}"
+    ) as sent:
+        encode(over)
+    assert sent.value.details == {
+        "size": MAX_PAYLOAD_BYTES + 1,
+        "limit": MAX_PAYLOAD_BYTES,
+        "type": "tool.run",
+    }
+    raw = orjson.dumps(over.to_dict())  # what another sender could still publish
+    for refuse in (decode, decode_reply):
+        with pytest.raises(
+            PayloadTooLarge, match=f"{len(raw)} bytes is over the limit of {MAX_PAYLOAD_BYTES}"
+        ):
+            refuse(raw)
+    with pytest.raises(PayloadTooLarge, match=r"'tool\.run' event of"):
+        encode_binary(replace(over, data={"pad": "x" * MAX_PAYLOAD_BYTES}))
+
+
+def test_encode_event_refuses_a_message_over_the_limit_before_it_is_sent() -> None:
+    small = RunTool(name="write_file", args={"content": ""}, meta=ToolCallMeta(request_id="r"))
+    empty = len(encode_event(small, source="s")[1])
+    fits = small.model_copy(update={"args": {"content": "x" * (MAX_PAYLOAD_BYTES - empty)}})
+    assert len(encode_event(fits, source="s")[1]) == MAX_PAYLOAD_BYTES
+    over = small.model_copy(update={"args": {"content": "x" * (MAX_PAYLOAD_BYTES - empty + 1)}})
+    with pytest.raises(PayloadTooLarge) as info:
+        encode_event(over, source="s")
+    assert info.value.details == {
+        "size": MAX_PAYLOAD_BYTES + 1,
+        "limit": MAX_PAYLOAD_BYTES,
+        "type": "tool.run",
+    }
+
+
+@given(pad=st.integers(min_value=0, max_value=300), limit=st.integers(min_value=150, max_value=400))
+def test_a_payload_is_encoded_exactly_when_it_fits(pad: int, limit: int) -> None:
+    env = Envelope(id="1", source="s", type="t", data="x" * pad)
+    size = len(orjson.dumps(env.to_dict()))
+    try:
+        payload, _ = encode(env, max_bytes=limit)
+    except PayloadTooLarge as exc:
+        assert size > limit and exc.details["size"] == size and exc.details["limit"] == limit
+    else:
+        assert len(payload) == size <= limit
+
+
+def _size(text: str) -> int:
+    """A nats-server size (``8388608``, ``1MB``: NATS's units are powers of 1024)."""
+    found = re.fullmatch(r"(\d+)\s*([KMG]B)?", text.strip().strip('"'))
+    assert found is not None, text
+    return int(found[1]) * {None: 1, "KB": 1024, "MB": 1024**2, "GB": 1024**3}[found[2]]
+
+
+def test_every_nats_server_we_configure_carries_a_message_at_the_limit_with_its_headers() -> None:
+    embedded = NatsServer(store_dir=Path("/nonexistent")).render_config()
+    configs = [embedded] + [p.read_text() for p in sorted((ROOT / "deploy" / "nats").glob("nats-*.conf"))]
+    configs.append((ROOT / "k8s" / "base" / "nats.yaml").read_text())
+    sizes = [_size(m) for text in configs for m in re.findall(r"^\s*max_payload:\s*(\S+)", text, re.M)]
+    assert len(sizes) == len(configs) >= 3
+    # NATS counts headers in max_payload: a JetStream publish adds Nats-Msg-Id, an error reply two headers
+    assert all(size >= MAX_PAYLOAD_BYTES + 16 * 1024 for size in sizes), sizes
