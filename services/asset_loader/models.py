@@ -29,7 +29,8 @@ _FROZEN = ConfigDict(frozen=True, extra="forbid")
 
 class SkillAction(BaseModel):
     """One action of a skill. ``tool``/``args`` say how it runs through the tool runner;
-    without ``tool`` the action name itself is the tool name."""
+    ``script`` (an action module's Python equivalent: ``scripts/<snake_name>.py`` of the
+    skill) runs through the ``bash`` tool; with neither, the action name is the tool name."""
 
     model_config = _FROZEN
 
@@ -38,6 +39,8 @@ class SkillAction(BaseModel):
     tool: str | None = None
     args: dict[str, Any] = Field(default_factory=dict)
     description: str | None = None
+    #: The script, relative to the skill's folder, that stands for the action module.
+    script: str | None = None
 
     @property
     def tool_name(self) -> str:

@@ -30,6 +30,7 @@ import asyncio
 import json
 import os
 import re
+import shlex
 import time
 from collections import OrderedDict
 from collections.abc import Iterator, Mapping
@@ -42,7 +43,7 @@ from jidocode.services.asset_loader.generation import Generation
 from jidocode.services.asset_loader.hooks import HookSignal, hook_signal
 from jidocode.services.asset_loader.loaders.command import render_command
 from jidocode.services.asset_loader.loaders.workflow import REF
-from jidocode.services.asset_loader.models import Skill, Workflow, WorkflowStep
+from jidocode.services.asset_loader.models import Skill, SkillAction, Workflow, WorkflowStep
 from jidocode.services.asset_loader.step_graph import StepPlan
 from jidocode.shared.envelope import new_id
 from jidocode.shared.errors import InvalidInput, JidoError, NotFound, PermissionDenied, RequestTimeout
@@ -58,7 +59,9 @@ from jidocode.shared.events.tools import ToolCallMeta, ToolResult, ToolResultErr
 __all__ = [
     "DEFAULT_STEP_BUDGET",
     "MAX_PARALLEL_STEPS",
+    "MAX_SCRIPT_PARAMS_BYTES",
     "MAX_WORKFLOW_DEPTH",
+    "SCRIPT_PYTHON",
     "RunSteps",
     "Runtime",
     "SignalPort",
@@ -75,6 +78,10 @@ __all__ = [
 MAX_WORKFLOW_DEPTH: Final = 8
 #: Workflow steps one top-level call may run in all, nested workflows included.
 DEFAULT_STEP_BUDGET: Final = 200
+#: The interpreter of an action module's script (``python`` is missing on many systems).
+SCRIPT_PYTHON: Final = "python3"
+#: The params of a script action travel as one JSON argument of the command line.
+MAX_SCRIPT_PARAMS_BYTES: Final = 16 * 1024
 #: Steps of one workflow run that run at the same time (independent steps of a graph workflow).
 MAX_PARALLEL_STEPS: Final = 8
 #: Cancelled calls remembered per project (a cancel arriving for a run that is over is harmless).
@@ -330,20 +337,10 @@ class Runtime:
         if pre is not None:
             await self.signals.hook(pre)
         try:
-            tool = action.tool_name
-            if action.args:
-                # ``{{skill_dir}}`` names the skill's folder (relative to the root when inside it),
-                # so an action can run the skill's ``scripts/``.
-                args = _fill_params(action.args, {"skill_dir": _skill_dir(skill, self.root), **params})
+            if action.script is not None:
+                result = await self._run_script(skill, action, params, meta, route)
             else:
-                args = dict(params)
-            if not isinstance(args, dict):
-                raise InvalidInput(f"action {action.name!r} of skill {skill_name!r} needs object args")
-            allowed, reason = skill_allows(skill, self.root, tool, args)
-            if not allowed:
-                raise PermissionDenied(reason, details={"skill": skill_name, "tool": tool})
-            child = meta.model_copy(update={"request_id": f"{meta.request_id}/skill/{skill_name}/{route}"})
-            result = await self.tools.run(tool, args, child)
+                result = await self._run_action(skill, action, params, meta, route)
         except JidoError as exc:
             result = error_result(exc)
         post = hook_signal(
@@ -352,6 +349,73 @@ class Runtime:
         if post is not None:
             await self.signals.hook(post)
         return result
+
+    async def _run_action(
+        self, skill: Skill, action: SkillAction, params: Mapping[str, Any], meta: ToolCallMeta, route: str
+    ) -> ToolResult:
+        skill_name = skill.name
+        tool = action.tool_name
+        if action.args:
+            # ``{{skill_dir}}`` names the skill's folder (relative to the root when inside it),
+            # so an action can run the skill's ``scripts/``.
+            args = _fill_params(action.args, {"skill_dir": _skill_dir(skill, self.root), **params})
+        else:
+            args = dict(params)
+        if not isinstance(args, dict):
+            raise InvalidInput(f"action {action.name!r} of skill {skill_name!r} needs object args")
+        allowed, reason = skill_allows(skill, self.root, tool, args)
+        if not allowed:
+            raise PermissionDenied(reason, details={"skill": skill_name, "tool": tool})
+        child = meta.model_copy(update={"request_id": f"{meta.request_id}/skill/{skill_name}/{route}"})
+        return await self.tools.run(tool, args, child)
+
+    async def _run_script(
+        self, skill: Skill, action: SkillAction, params: Mapping[str, Any], meta: ToolCallMeta, route: str
+    ) -> ToolResult:
+        """An action module's script: ``python3 <skill_dir>/<script> '<params as JSON>'`` through
+        the ``bash`` tool. Exit 0 is success, its output (JSON when it parses) the result."""
+        assert action.script is not None
+        script = f"{_skill_dir(skill, self.root)}/{action.script}"
+        payload = json.dumps(dict(params), ensure_ascii=False, separators=(",", ":"))
+        if len(payload) > MAX_SCRIPT_PARAMS_BYTES:
+            raise InvalidInput(
+                f"params of action {action.name!r} of skill {skill.name!r} are {len(payload)} bytes as JSON; "
+                f"a script action takes at most {MAX_SCRIPT_PARAMS_BYTES}",
+                details={"skill": skill.name, "action": action.name, "limit": MAX_SCRIPT_PARAMS_BYTES},
+            )
+        tail = f"{shlex.quote(script)} {shlex.quote(payload)}"
+        args = {"command": f"{SCRIPT_PYTHON} {tail}"}
+        allowed, reason = skill_allows(skill, self.root, "bash", args)
+        if not allowed:
+            # A skill writes ``Bash(python:*)`` (seed 001) for the interpreter we spell python3.
+            allowed = skill_allows(skill, self.root, "bash", {"command": f"python {tail}"})[0]
+        if not allowed:
+            raise PermissionDenied(reason, details={"skill": skill.name, "tool": "bash"})
+        child = meta.model_copy(update={"request_id": f"{meta.request_id}/skill/{skill.name}/{route}"})
+        result = await self.tools.run("bash", args, child)
+        if not result.ok or not isinstance(result.data, dict):
+            return result
+        output = result.data.get("output", "")
+        if result.data.get("exit_code") != 0:
+            return ToolResult(
+                ok=False,
+                data=result.data,
+                error=ToolResultError(
+                    type="action_failed",
+                    message=f"action {action.name!r} of skill {skill.name!r} ({action.script}) exited with "
+                    f"{result.data.get('exit_code')}: {str(output)[-500:]}",
+                    details={
+                        "skill": skill.name,
+                        "action": action.name,
+                        "exit_code": result.data.get("exit_code"),
+                    },
+                ),
+            )
+        try:
+            value: Any = json.loads(output)
+        except (TypeError, ValueError):
+            value = output
+        return ToolResult(ok=True, data={"result": value, **result.data})
 
     # -- workflows -------------------------------------------------------------------------
 

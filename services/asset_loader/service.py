@@ -17,6 +17,11 @@ event loop and swaps it in atomically, then publishes
 ``skill/registry/updated`` and ``project.assets_reloaded``. A watchfiles
 watcher per project reloads after debounced changes; ``project.stopped``
 stops it.
+
+Routed skill signals: a CloudEvent published on ``jido.assets.<p>.signal``
+(queue group, one replica takes it) whose type is a skill route runs that
+route through the tool runner's ``invoke_skill`` and publishes
+``skill.route.completed``/``skill.route.failed`` (:mod:`.skill_signals`).
 """
 
 from __future__ import annotations
@@ -36,6 +41,7 @@ from jidocode.services.asset_loader.generation import Generation, load_generatio
 from jidocode.services.asset_loader.hooks import HookSignal
 from jidocode.services.asset_loader.layout import Layer, ensure_layout, layers
 from jidocode.services.asset_loader.runtime import Runtime, error_result
+from jidocode.services.asset_loader.skill_signals import SIGNAL_VERB, SkillSignals
 from jidocode.services.asset_loader.store import AssetStore, get_asset, list_assets, search_assets
 from jidocode.services.asset_loader.tools import call_asset_tool, graph_query, tool_specs
 from jidocode.services.asset_loader.watcher import DEFAULT_DEBOUNCE_MS, watch_layers
@@ -60,6 +66,8 @@ from jidocode.shared.events.assets import (
     ReloadAssets,
     SearchAssets,
     SkillRegistryUpdated,
+    SkillRouteCompleted,
+    SkillRouteFailed,
 )
 from jidocode.shared.events.engine import ProjectInfo, ProjectStarted, ProjectStopped
 from jidocode.shared.events.tools import (
@@ -84,6 +92,8 @@ MAX_SIGNAL_DIAGNOSTICS: Final = 100
 WATCH_READY_TIMEOUT_S: Final = 5.0
 #: Requests handled at the same time by one replica.
 MAX_INFLIGHT: Final = 256
+#: The queue group of routed skill signals (each is handled by one replica).
+SIGNAL_QUEUE: Final = "jidocode-asset-loader-signals"
 
 
 @dataclass
@@ -161,6 +171,8 @@ class AssetService:
         self.projects: dict[str, ProjectAssets] = {}
         self._loading: dict[str, asyncio.Task[ProjectAssets]] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
+        #: Skill routes dispatched by signals on ``jido.assets.<p>.signal``.
+        self.skill_signals = SkillSignals(self._generation_of, self._run_tool, self._publish_outcome)
 
     # -- projects --------------------------------------------------------------------------
 
@@ -274,6 +286,7 @@ class AssetService:
         await self._stop_watcher(pa)
 
     async def close(self) -> None:
+        await self.skill_signals.close()
         for pid in list(self.projects):
             await self.forget(pid)
         for task in list(self._tasks):
@@ -302,6 +315,36 @@ class AssetService:
             request_id = data.get("request_id")
             if loaded is not None and loaded.runtime is not None and isinstance(request_id, str):
                 loaded.runtime.stop(request_id)
+
+    async def on_skill_signal(self, env: Envelope) -> None:
+        """A signal on ``jido.assets.<p>.signal``: run the skill route its type names (in the
+        background; this waits only while every dispatch slot is taken)."""
+        try:
+            pid = scoped_project_id(env)
+        except JidoError as exc:
+            log.warning("routed signal %s refused: %s", env.id, exc.message)
+            return
+        await self.skill_signals.submit(pid, env)
+
+    async def _generation_of(self, project_id: str) -> Generation:
+        return (await self.project(project_id)).store.current
+
+    async def _run_tool(
+        self, project_id: str, name: str, args: dict[str, Any], meta: ToolCallMeta
+    ) -> ToolResult:
+        pa = await self.project(project_id)
+        return await _BusPorts(self.bus, pa).run(name, args, meta)
+
+    async def _publish_outcome(
+        self, project_id: str, event: SkillRouteCompleted | SkillRouteFailed, cause: Envelope
+    ) -> None:
+        await self.bus.emit(
+            event,
+            project_id=project_id,
+            causation_id=cause.id,
+            correlation_id=cause.correlation_id or cause.id,
+            conversation_id=cause.conversation_id,
+        )
 
     async def _load_quietly(self, project_id: str) -> None:
         try:
@@ -393,6 +436,8 @@ async def serve(config: Config, stop: asyncio.Event) -> None:
         await bus.subscribe(subjects.signal(ProjectStarted.TYPE), service.on_signal)
         await bus.subscribe(subjects.signal(ProjectStopped.TYPE), service.on_signal)
         await bus.subscribe(subjects.signal(ToolCancelRequested.TYPE), service.on_signal)
+        # Routed skill signals: one replica takes each.
+        await bus.subscribe(subjects.assets_pattern(SIGNAL_VERB), service.on_skill_signal, queue=SIGNAL_QUEUE)
         await host.start()
         log.info("asset loader ready")
         await stop.wait()

@@ -39,6 +39,8 @@ __all__ = [
     "ReloadAssets",
     "SearchAssets",
     "SkillRegistryUpdated",
+    "SkillRouteCompleted",
+    "SkillRouteFailed",
     "WorkflowRunCompleted",
     "WorkflowRunFailed",
     "WorkflowRunStarted",
@@ -202,3 +204,35 @@ EVENTS: tuple[type[EventModel], ...] = (
     WorkflowRunCompleted,
     WorkflowRunFailed,
 )
+
+
+# --- skill routes dispatched by signals (seed 001 ``handle_signal``) ------------------------------
+#
+# A CloudEvent published on ``jido.assets.<p>.signal`` whose type is a skill route runs that
+# route's action (through the tool runner's ``invoke_skill``); its outcome is one of these two
+# signals. Not yet in ``EVENTS``: registering them also needs their row in
+# ``shared/contract/_routes.py`` (sender asset_loader) and the AsyncAPI document regenerated.
+
+
+class SkillRouteCompleted(EventModel):
+    """A routed signal's action succeeded; ``data`` is its result (the ``invoke_skill`` tool's)."""
+
+    type: Literal["skill.route.completed"] = "skill.route.completed"
+    project_id: str
+    #: The id of the CloudEvent that asked for the route (also the ``causationid``).
+    signal_id: str
+    route: str
+    skill: str | None = None
+    data: Any = None
+
+
+class SkillRouteFailed(EventModel):
+    """A routed signal could not run (no skill routes its type, policy …) or its action failed."""
+
+    type: Literal["skill.route.failed"] = "skill.route.failed"
+    project_id: str
+    signal_id: str
+    route: str
+    skill: str | None = None
+    error: dict[str, Any] = Field(default_factory=dict)
+    data: Any = None

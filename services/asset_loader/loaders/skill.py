@@ -23,11 +23,12 @@ from jidocode.services.asset_loader.text import (
 )
 from jidocode.shared.settings import Diagnostic, HookSettings
 
-__all__ = ["MAX_DESCRIPTION", "ROUTE", "parse_skill"]
+__all__ = ["MAX_DESCRIPTION", "ROUTE", "parse_skill", "script_name"]
 
 MAX_DESCRIPTION: Final = 1024
 #: A route: ``/``-separated segments of letters, digits, ``_`` and ``-``.
 ROUTE: Final = re.compile(r"^[A-Za-z0-9_\-]+(?:/[A-Za-z0-9_\-]+){0,15}$")
+_CAMEL: Final = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
 _KNOWN: Final = {"name", "description", "version", "allowed-tools", "allowed_tools", "jido"}
 
 
@@ -100,7 +101,7 @@ def parse_skill(
             )
         elif isinstance(module_value, str):
             module = module_value
-        actions = _actions(jido.get("actions"), path, diags)
+        actions = _actions(jido.get("actions"), path, diags, scripts or [])
         router = _router(jido.get("router"), path, diags, actions)
         hooks = _hooks(jido.get("hooks"), path, diags)
 
@@ -131,7 +132,33 @@ def _short(module: str) -> str:
     return module.rsplit(".", 1)[-1]
 
 
-def _actions(value: Any, path: str, diags: list[Diagnostic]) -> list[SkillAction]:
+def script_name(action: str) -> str:
+    """The script standing for an action module: ``ExtractPdfText`` -> ``scripts/extract_pdf_text.py``."""
+    return f"scripts/{_CAMEL.sub('_', action).lower().replace('-', '_')}.py"
+
+
+def _module_action(
+    module: str, scripts: list[str], path: str, key: str, diags: list[Diagnostic]
+) -> SkillAction:
+    """A bare action module (seed 001 ``JidoCode.Actions.X``): its script when the skill has one."""
+    name = _short(module)
+    script = script_name(name)
+    if script in scripts:
+        return SkillAction(name=name, module=module, script=script)
+    if "." in module:
+        diags.append(
+            Diagnostic(
+                file=path,
+                key=key,
+                problem=f"action module {module!r} has no {script} in the skill folder: "
+                f"the action runs as the tool named {name!r}",
+                severity="warning",
+            )
+        )
+    return SkillAction(name=name, module=module if "." in module else None)
+
+
+def _actions(value: Any, path: str, diags: list[Diagnostic], scripts: list[str]) -> list[SkillAction]:
     if value is None:
         return []
     if not isinstance(value, list):
@@ -141,7 +168,7 @@ def _actions(value: Any, path: str, diags: list[Diagnostic]) -> list[SkillAction
     for i, item in enumerate(value):
         key = f"jido.actions[{i}]"
         if isinstance(item, str) and item:
-            out.append(SkillAction(name=_short(item), module=item))
+            out.append(_module_action(item, scripts, path, key, diags))
         elif isinstance(item, dict):
             name = item.get("name")
             tool = item.get("tool")
@@ -155,6 +182,9 @@ def _actions(value: Any, path: str, diags: list[Diagnostic]) -> list[SkillAction
                 continue
             if not isinstance(args, dict):
                 diags.append(Diagnostic(file=path, key=f"{key}.args", problem="must be a mapping"))
+                continue
+            if tool is None and not args and desc is None:
+                out.append(_module_action(name, scripts, path, key, diags))
                 continue
             out.append(
                 SkillAction(
