@@ -90,6 +90,9 @@ INGEST_SOURCE = "conversation/ingest"
 #: Validated input kept for its message to arrive, per conversation (the oldest is dropped first).
 MAX_VALIDATED_PENDING: Final = 256
 
+#: Key prefix of the tasks that ask the tool runner to cancel a call.
+_CANCEL_PREFIX: Final = "cancel:"
+
 #: The mailbox item that asks for the next drain step (the reducer's ``continue_drain``).
 CONTINUE: Final = "continue"
 
@@ -250,8 +253,11 @@ class ConversationActor:
         if self._idle_timer is not None:
             self._idle_timer.cancel()
             self._idle_timer = None
-        for task in list(self.tasks.values()):
-            task.cancel()
+        for key, task in list(self.tasks.items()):
+            # a cancel sent to the tool runner is let finish: a stop's cancel is applied just
+            # before the stop lets the actor go, and its tool processes must still end
+            if not key.startswith(_CANCEL_PREFIX):
+                task.cancel()
         self.tasks.clear()
         if self._sub is not None:
             sub, self._sub = self._sub, None
@@ -342,7 +348,7 @@ class ConversationActor:
                 for request_id in intent.request_ids:
                     self._cancel(request_id)
                     self._spawn(
-                        f"cancel:{request_id}",
+                        f"{_CANCEL_PREFIX}{request_id}",
                         self.rt.tools.cancel(self.project_id, request_id, self.conversation_id),
                     )
             elif isinstance(intent, CancelPendingSubagents):

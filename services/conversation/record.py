@@ -37,3 +37,5 @@ class ConversationRecord(BaseModel):
     settings: dict[str, Any] = Field(default_factory=dict)
     created_at: str = ""
     updated_at: str = ""
+    #: Stopped with work outstanding, which the stop cancelled: ``start`` resumes it.
+    resume_on_start: bool = False

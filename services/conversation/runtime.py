@@ -49,11 +49,20 @@ from pydantic import ValidationError
 
 from jidocode.shared import subjects
 from jidocode.shared.bus import Bus
-from jidocode.shared.envelope import Envelope, encode, error_envelope, new_id, now_iso
-from jidocode.shared.errors import Conflict, InvalidInput, NotFound, RequestTimeout, ServiceUnavailable
+from jidocode.shared.envelope import Envelope, decode, encode, error_envelope, new_id, now_iso
+from jidocode.shared.errors import (
+    Conflict,
+    InvalidInput,
+    JidoError,
+    NotFound,
+    RequestTimeout,
+    ServiceUnavailable,
+)
+from jidocode.shared.events import EventModel
 from jidocode.shared.events.assets import AssetsReloaded, SkillRegistryUpdated
 from jidocode.shared.events.conversation import (
     PROJECTIONS,
+    Cancel,
     ConversationDeleted,
     ConversationError,
     ConversationInfo,
@@ -63,6 +72,7 @@ from jidocode.shared.events.conversation import (
     EventAccepted,
     GetProjection,
     ReplayInfo,
+    Resume,
     SendEvent,
     StartConversation,
     StopConversation,
@@ -91,6 +101,9 @@ _RECORDS_PREFIX = f"$KV.{subjects.BUCKET_CONVERSATIONS}."
 _WAKE_CONCURRENCY = 64
 #: Records kept in memory at most (a record not kept is read again when needed).
 _KNOWN_MAX = 10_000
+#: ``source`` of the inputs the service puts on a conversation's input itself (a stop's cancel,
+#: a restart's resume).
+RUNTIME_SOURCE = "conversation/runtime"
 
 #: Signals after which a project's cached tool list is stale.
 _SPECS_STALE: frozenset[str] = frozenset(
@@ -317,6 +330,10 @@ class Runtime:
             created_at=existing.created_at if existing else now,
             updated_at=now,
         )
+        if existing is not None and existing.resume_on_start:
+            # The stop cancelled what was running: started again, the conversation carries on
+            # (its cancel is in the input stream before this resume).
+            await self._send_own(project_id, conversation_id, Resume(), f"{new_id()}.resume")
         revision = await self.records.put(key, record.model_dump_json().encode())
         self._remember(key, revision, record)
         await self.bus.emit(
@@ -347,9 +364,17 @@ class Runtime:
         return await purge_conversation(self.bus, project_id, cmd.conversation_id)
 
     async def stop_conversation(self, project_id: str, cmd: StopConversation) -> ConversationInfo:
+        """Stop it: what it runs is cancelled first (its LLM call, its tool calls, whose processes
+        end), through its journal as a ``conversation.cancel``, then its owner lets it go."""
         record = await self.record(project_id, cmd.conversation_id)
         key = record_key(project_id, cmd.conversation_id)
-        stopped = record.model_copy(update={"status": "stopped", "updated_at": now_iso()})
+        cancelled = record.resume_on_start
+        if record.status == "active" and self._busy(key):
+            await self._cancel_for_stop(project_id, cmd.conversation_id, cmd.reason)
+            cancelled = True
+        stopped = record.model_copy(
+            update={"status": "stopped", "updated_at": now_iso(), "resume_on_start": cancelled}
+        )
         revision = await self.records.put(key, stopped.model_dump_json().encode())
         self._remember(key, revision, stopped)
         if key in self.owned:
@@ -362,6 +387,70 @@ class Runtime:
             conversation_id=cmd.conversation_id,
         )
         return ConversationInfo(**stopped.model_dump())
+
+    def _busy(self, key: str) -> bool:
+        """Whether the conversation may have work running: loaded here and not quiescent, or
+        held by another replica (which may be running anything)."""
+        owned = self.owned.get(key)
+        if owned is not None:
+            return not owned.actor.quiescent()
+        return key in self.lease_seen and not self._maybe_free(key)
+
+    async def _send_own(
+        self, project_id: str, conversation_id: str, event: EventModel, event_id: str
+    ) -> None:
+        """Put an input of the service's own (source ``conversation/runtime``) on the conversation's
+        input stream, where the owner applies it like any other input."""
+        signal = normalize(
+            {
+                "id": event_id,
+                "type": event.type,
+                "source": RUNTIME_SOURCE,
+                "data": event.model_dump(mode="json", exclude={"type"}),
+                "correlation_id": event_id,
+                "time": now_iso(),
+            },
+            external=True,
+        )
+        payload, headers = input_payload(signal, project_id, conversation_id)
+        await publish_with_retry(
+            self.bus, subjects.conversation_in(project_id, conversation_id), payload, headers
+        )
+
+    async def _cancel_for_stop(self, project_id: str, conversation_id: str, reason: str | None) -> None:
+        """A ``conversation.cancel`` through the input stream, applied by the owner (wherever it
+        runs) before the stop lets the owner go: the owner cancels the LLM call and asks the tool
+        runner to cancel the tool calls, as for a user's cancel. Waits for it to be journaled at
+        most ``stop_cancel_wait_s``; an owner that does not apply it in time applies it when it is
+        loaded again (it is in the input stream)."""
+        cancel_id = f"{new_id()}.stop"
+        applied = asyncio.Event()
+
+        async def on_cancel(msg: Msg) -> None:
+            try:
+                if decode(msg.data, msg.headers).id == cancel_id:
+                    applied.set()
+            except JidoError:
+                pass
+
+        sub = await self.bus.nc.subscribe(
+            subjects.conversation_out(project_id, conversation_id, Cancel.TYPE), cb=on_cancel
+        )
+        try:
+            await self.bus.nc.flush()
+            why = f"conversation stopped ({reason or 'stop'})"
+            await self._send_own(project_id, conversation_id, Cancel(reason=why), cancel_id)
+            try:
+                await asyncio.wait_for(applied.wait(), self.settings.stop_cancel_wait_s)
+            except TimeoutError:
+                log.warning(
+                    "stop of %s/%s: its owner did not apply the cancel within %g s",
+                    project_id,
+                    conversation_id,
+                    self.settings.stop_cancel_wait_s,
+                )
+        finally:
+            await sub.unsubscribe()
 
     # -- ownership ---------------------------------------------------------------
 

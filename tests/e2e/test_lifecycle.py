@@ -1,0 +1,114 @@
+"""Stopping ends what runs (issue 12 items 1 and 3), on the whole system with a scripted model.
+
+Stopping a conversation, or ``reset_session`` (which stops the old one), cancels
+its running tool calls, whose processes end, and its LLM call, as a user's
+cancel does; started again, the conversation carries on with its history.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from jidocode.cli.dev.scripted_llm import Reply, call
+from jidocode.client import TurnFailed
+from tests.e2e.test_chat import System
+
+pytestmark = pytest.mark.slow
+
+#: Bounds of waits on conditions (a loaded machine); the kill itself is measured and reported.
+PATIENCE_S = 20.0
+
+
+def _alive(marker: str) -> list[int]:
+    """Live (not zombie) processes whose command line holds ``marker``."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            cmdline = Path(f"/proc/{entry}/cmdline").read_bytes()
+            state = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[-1].split()[0]
+        except OSError:
+            continue
+        if marker.encode() in cmdline and state != "Z":
+            found.append(int(entry))
+    return found
+
+
+async def _until_alive(marker: str) -> None:
+    async def poll() -> None:
+        while not _alive(marker):  # noqa: ASYNC110
+            await asyncio.sleep(0.01)  # /proc has no change notification
+
+    await asyncio.wait_for(poll(), PATIENCE_S)
+
+
+async def _gone_within(marker: str) -> float:
+    """Seconds until no process holds ``marker`` (fails past :data:`PATIENCE_S`)."""
+    start = time.monotonic()
+
+    async def poll() -> None:
+        while _alive(marker):  # noqa: ASYNC110
+            await asyncio.sleep(0.01)  # /proc has no change notification
+
+    await asyncio.wait_for(poll(), PATIENCE_S)
+    return time.monotonic() - start
+
+
+async def test_stopping_a_conversation_ends_its_running_tool_and_start_carries_on(system: System) -> None:
+    marker = f"59.{os.getpid()}31"
+    system.llm.script(Reply.tools(call("bash", command=f"sleep {marker}")))
+    client = await system.client()
+    cid = await client.start_conversation()
+    turn = asyncio.create_task(client.send_message("Wait a minute", timeout=60))
+    await system.wait_signal("tool.started")
+    await _until_alive(marker)
+    info = await client.conversations.stop(cid, reason="user")
+    assert info.status == "stopped"
+    with pytest.raises(TurnFailed) as failed:
+        await asyncio.wait_for(turn, PATIENCE_S)
+    assert failed.value.type == "cancelled"
+    await _gone_within(marker)
+    tool = await system.wait_signal("tool.failed")
+    assert tool.data["error"]["type"] == "cancelled"
+    # started again: the history is there and it answers (no resume needed)
+    reopened = await client.conversations.start(cid)
+    assert reopened.reopened and reopened.status == "active"
+    system.llm.script(Reply.answer("back again"))
+    assert await client.send_message("still there?", timeout=60) == "back again"
+    history = [m for m in await client.get_history() if m.get("role") == "user"]
+    assert [m["content"] for m in history] == ["Wait a minute", "still there?"]
+
+
+async def test_reset_session_ends_the_running_tool_and_llm_call(system: System) -> None:
+    marker = f"59.{os.getpid()}32"
+    system.llm.script(Reply.tools(call("bash", command=f"sleep {marker}")))
+    client = await system.client()
+    old = client.conversation_id
+    turn = asyncio.create_task(client.send_message("Wait a minute", timeout=60))
+    await system.wait_signal("tool.started")
+    await _until_alive(marker)
+    new = await client.reset_session()
+    assert new != old
+    with pytest.raises(TurnFailed):
+        await asyncio.wait_for(turn, PATIENCE_S)
+    await _gone_within(marker)
+
+    # an LLM call in flight: the stop cancels it (the turn fails at once, not after the reply)
+    # (streamed slowly: a chunk every 0.2 s for 60 s; the server's handler ends when the
+    # client is gone, at its next write)
+    system.llm.script(Reply.answer("x" * 300, chunk_chars=1, chunk_delay_s=0.2))
+    streaming = asyncio.Event()
+    turn = asyncio.create_task(
+        client.send_message("think slowly", timeout=120, on_delta=lambda _piece: streaming.set())
+    )
+    await asyncio.wait_for(streaming.wait(), PATIENCE_S)  # the answer is being streamed
+    await client.reset_session()
+    with pytest.raises(TurnFailed) as failed:
+        await asyncio.wait_for(turn, PATIENCE_S)
+    assert failed.value.type == "cancelled"
