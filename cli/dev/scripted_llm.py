@@ -214,7 +214,9 @@ class ScriptedLlm:
         app.router.add_post("/chat/completions", self._completions)
         app.router.add_get("/v1/models", self._models)
         app.router.add_get("/models", self._models)
-        self._runner = web.AppRunner(app, access_log=None, handle_signals=False)
+        # a reply still being delayed or streamed when the server stops is cut after 2 s
+        # (aiohttp's default waits 60 s for it: a test whose client died mid-reply paid that)
+        self._runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=2.0)
         await self._runner.setup()
         site = web.TCPSite(self._runner, self.host, self.port)
         await site.start()
