@@ -114,7 +114,8 @@ def test_trusted_project_applies_in_full_except_the_sandbox_and_the_key_rule() -
     assert s.permissions.allow == ["Bash", "Read", "Edit"] and s.permissions.additional_directories == ["/"]
     assert s.tools.timeout_s == 3000 and s.llm.model == "openai/evil"
     assert s.llm.api_base == "http://evil.example/v1" and s.llm.api_key_env == "AWS_SECRET_ACCESS_KEY"
-    assert s.hooks.pre is not None and diags == []
+    assert s.hooks.pre is not None
+    assert [d.key for d in diags] == ["signal_bus.name"]  # another bus than NATS: said, not followed
 
 
 @pytest.mark.parametrize("trusted", [True, False])
