@@ -277,7 +277,8 @@ class ConversationActor:
         seq = msg.metadata.sequence.stream
         raw: dict[str, Any] = {}
         try:
-            env = decode(msg.data, msg.headers, max_bytes=self.rt.settings.max_message_bytes + 4096)
+            # the message: the bus's one payload limit; its data: max_message_bytes (normalize)
+            env = decode(msg.data, msg.headers)
             taken = self.validated.take(env)
             if taken is not None:
                 signal = taken

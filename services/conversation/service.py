@@ -125,7 +125,6 @@ async def serve(
             bus,
             name="conversation",
             description="JidoCode conversations: reducer, journal, projections",
-            max_request_bytes=settings.max_message_bytes + 64 * 1024,
         )
 
         async def start(cmd: StartConversation, env: Envelope) -> ConversationInfo:

@@ -6,6 +6,8 @@ import os
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from jidocode.shared.envelope import MAX_PAYLOAD_BYTES
+
 from .core import Limits
 
 __all__ = ["RuntimeSettings"]
@@ -20,8 +22,9 @@ class RuntimeSettings(BaseModel):
     #: outstanding) for this many seconds is released: its lease, its input consumer and
     #: its actor go, and it is loaded again from its journal on its next input.
     idle_timeout_s: float = Field(default=300.0, ge=0.05, le=7 * 24 * 3600.0)
-    #: Largest ``data`` of one external event (bytes of JSON).
-    max_message_bytes: int = Field(default=256 * 1024, ge=64, le=8 * 1024 * 1024)
+    #: Largest ``data`` of one external event (bytes of JSON); the whole message is bounded by
+    #: the bus's one payload limit (``MAX_PAYLOAD_BYTES``), with room kept for the envelope.
+    max_message_bytes: int = Field(default=256 * 1024, ge=64, le=MAX_PAYLOAD_BYTES - 64 * 1024)
     #: Queue, drain and turn limits of each conversation (``max_turns`` may come from its settings).
     limits: Limits = Field(default_factory=Limits)
     tool_timeout_s: float = Field(default=600.0, gt=0.0)

@@ -21,6 +21,7 @@ def test_defaults() -> None:
     [
         {"lease_ttl_s": 0.1},
         {"max_message_bytes": 10},
+        {"max_message_bytes": 8 * 1024 * 1024},  # over the bus's one payload limit (with the envelope)
         {"tool_timeout_s": 0},
         {"list_tools_timeout_s": -1},
         {"idle_timeout_s": 0},
