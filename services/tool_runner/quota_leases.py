@@ -278,13 +278,14 @@ class QuotaLeases:
                 if synced and remaining <= 0:
                     return None
                 try:
-                    update = await watcher.updates(
-                        timeout=remaining if synced else max(remaining, _SNAPSHOT_S)
-                    )  # type: ignore[no-untyped-call]
-                except nats.errors.TimeoutError:
+                    # not watcher.updates(): its asyncio.wait_for (CPython 3.11) can swallow a cancel
+                    # that comes with an update, and the wait would go on after its call was stopped
+                    async with asyncio.timeout(remaining if synced else max(remaining, _SNAPSHOT_S)):
+                        update = await anext(watcher)
+                except TimeoutError:
                     if synced:
                         return None
-                    raise
+                    raise nats.errors.TimeoutError from None
                 if update is None:
                     synced = True  # the snapshot is complete: every key's last message was seen
                 else:

@@ -69,6 +69,28 @@ class Leases(Protocol):
         ...
 
 
+#: How long a cancelled lease task may take to end before it is cancelled again.
+_RECANCEL_S = 1.0
+
+
+async def _cancelled(take: asyncio.Task[HeldLease]) -> HeldLease | None:
+    """Cancel ``take`` and wait for its end: the lease it got all the same, else ``None``.
+
+    The cancel is sent again while the task goes on: asyncio.wait_for (CPython 3.11, inside
+    nats-py's requests) swallows a cancel that comes with the reply it waited for.
+    """
+    while not take.done():
+        take.cancel()
+        try:
+            await asyncio.wait((take,), timeout=_RECANCEL_S)
+        except asyncio.CancelledError:
+            take.cancel()
+            raise
+    if take.cancelled() or take.exception() is not None:
+        return None
+    return take.result()
+
+
 @dataclass
 class _Quota:
     limit: int
@@ -156,9 +178,8 @@ class Quotas:
             if stop.done():
                 stop.exception()  # retrieved, also when a cancel of this call came first
             if interrupted or not take.done():  # interrupted, or this call was cancelled
-                take.cancel()
-                (got,) = await asyncio.gather(take, return_exceptions=True)
-                if not isinstance(got, BaseException):
+                got = await _cancelled(take)
+                if got is not None:
                     await got.release()  # taken just as the wait was stopped: give it back
         if interrupted:
             stop.result()  # raises the interrupt's error
