@@ -43,6 +43,8 @@ SIGNALS: Final = MappingProxyType(
         "workflow.run.step": Route(("asset_loader",)),
         "workflow.run.completed": Route(("asset_loader",)),
         "workflow.run.failed": Route(("asset_loader",)),
+        "skill.route.completed": Route(("asset_loader",)),
+        "skill.route.failed": Route(("asset_loader",)),
         "conversation.started": Route(_CONV),
         "conversation.stopped": Route(_CONV),
         "conversation.event_ingested": Route(_CONV),

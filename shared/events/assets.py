@@ -186,32 +186,11 @@ class WorkflowRunFailed(EventModel):
     duration_ms: float = 0.0
 
 
-EVENTS: tuple[type[EventModel], ...] = (
-    AssetDocument,
-    AssetItems,
-    AssetReport,
-    GraphResult,
-    GetAsset,
-    ListAssets,
-    SearchAssets,
-    ReloadAssets,
-    GetDiagnostics,
-    GraphQuery,
-    SkillRegistryUpdated,
-    AssetsReloaded,
-    WorkflowRunStarted,
-    WorkflowRunStep,
-    WorkflowRunCompleted,
-    WorkflowRunFailed,
-)
-
-
 # --- skill routes dispatched by signals (seed 001 ``handle_signal``) ------------------------------
 #
 # A CloudEvent published on ``jido.assets.<p>.signal`` whose type is a skill route runs that
 # route's action (through the tool runner's ``invoke_skill``); its outcome is one of these two
-# signals. Not yet in ``EVENTS``: registering them also needs their row in
-# ``shared/contract/_routes.py`` (sender asset_loader) and the AsyncAPI document regenerated.
+# signals.
 
 
 class SkillRouteCompleted(EventModel):
@@ -236,3 +215,25 @@ class SkillRouteFailed(EventModel):
     skill: str | None = None
     error: dict[str, Any] = Field(default_factory=dict)
     data: Any = None
+
+
+EVENTS: tuple[type[EventModel], ...] = (
+    AssetDocument,
+    AssetItems,
+    AssetReport,
+    GraphResult,
+    GetAsset,
+    ListAssets,
+    SearchAssets,
+    ReloadAssets,
+    GetDiagnostics,
+    GraphQuery,
+    SkillRegistryUpdated,
+    AssetsReloaded,
+    WorkflowRunStarted,
+    WorkflowRunStep,
+    WorkflowRunCompleted,
+    WorkflowRunFailed,
+    SkillRouteCompleted,
+    SkillRouteFailed,
+)

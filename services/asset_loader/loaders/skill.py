@@ -21,7 +21,7 @@ from jidocode.services.asset_loader.text import (
     parse_tool_list,
     split_frontmatter,
 )
-from jidocode.shared.settings import Diagnostic, HookSettings
+from jidocode.shared.settings import Diagnostic, HookSettings, hook_bus_problem
 
 __all__ = ["MAX_DESCRIPTION", "ROUTE", "parse_skill", "script_name"]
 
@@ -271,8 +271,12 @@ def _hooks(value: Any, path: str, diags: list[Diagnostic]) -> SkillHooks:
         if data.get("enabled") is False and "signal_type" not in data:
             data["signal_type"] = "disabled"  # a switch-off needs no signal type
         try:
-            found[phase] = HookSettings.model_validate(jsonable(data))
+            settings = found[phase] = HookSettings.model_validate(jsonable(data))
         except ValidationError as exc:
             problem = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
             diags.append(Diagnostic(file=path, key=key, problem=problem))
+            continue
+        bus_problem = hook_bus_problem(settings.bus) if "bus" in data else None
+        if bus_problem is not None:  # said, never silently ignored (decision 0163)
+            diags.append(Diagnostic(file=path, key=f"{key}.bus", problem=bus_problem, severity="warning"))
     return SkillHooks(**found)

@@ -191,6 +191,17 @@ def test_jido_block_problems_keep_the_skill(jido: str, key: str) -> None:
     assert any(d.key == key for d in diags), diags
 
 
+def test_a_hook_bus_other_than_nats_is_a_warning_not_ignored() -> None:
+    one_bus = "hooks: {pre: {signal_type: s/pre, bus: ':jido_code_bus'}}"
+    skill, diags = _parse(f"---\nname: a\ndescription: d\njido:\n  {one_bus}\n---\n", folder="a")
+    assert skill is not None and diags == []
+    other = "hooks: {pre: {signal_type: s/pre, bus: ':elsewhere'}}"
+    skill, diags = _parse(f"---\nname: a\ndescription: d\njido:\n  {other}\n---\n", folder="a")
+    assert skill is not None and skill.hooks.pre is not None  # the hook still runs, on NATS
+    [diag] = diags
+    assert (diag.key, diag.severity) == ("jido.hooks.pre.bus", "warning") and "':elsewhere'" in diag.problem
+
+
 def test_missing_description_is_a_warning() -> None:
     skill, diags = _parse("---\nname: a\n---\nbody", folder="a")
     assert skill is not None and skill.description == ""
