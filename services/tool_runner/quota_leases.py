@@ -48,7 +48,7 @@ from jidocode.shared.bus import Bus
 from jidocode.shared.errors import ServiceUnavailable
 
 from .errors import QuotaExceeded
-from .quotas import Slot
+from .quotas import Slot, cancel_and_wait
 
 __all__ = [
     "BUCKET_TOOL_QUOTAS",
@@ -176,8 +176,7 @@ class Lease:
 
     async def release(self) -> None:
         """Stop renewing and free the key (unless another holder has it now); never raises."""
-        self._keeper.cancel()
-        await asyncio.gather(self._keeper, return_exceptions=True)
+        await cancel_and_wait(self._keeper)
         if self.lost:
             return
         try:

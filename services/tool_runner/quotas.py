@@ -22,7 +22,7 @@ import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 from jidocode.shared.errors import JidoError
 from jidocode.shared.settings import ToolSettings
@@ -30,7 +30,9 @@ from jidocode.shared.settings import ToolSettings
 from .call import Call, CallKey
 from .errors import QuotaExceeded
 
-__all__ = ["HeldLease", "Leases", "Quotas", "Slot", "slots_for"]
+__all__ = ["HeldLease", "Leases", "Quotas", "Slot", "cancel_and_wait", "slots_for"]
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,26 +71,26 @@ class Leases(Protocol):
         ...
 
 
-#: How long a cancelled lease task may take to end before it is cancelled again.
+#: How long a cancelled task may take to end before it is cancelled again.
 _RECANCEL_S = 1.0
 
 
-async def _cancelled(take: asyncio.Task[HeldLease]) -> HeldLease | None:
-    """Cancel ``take`` and wait for its end: the lease it got all the same, else ``None``.
+async def cancel_and_wait(task: asyncio.Task[T]) -> T | None:
+    """Cancel ``task`` and wait for its end: what it returned all the same, else ``None``.
 
     The cancel is sent again while the task goes on: asyncio.wait_for (CPython 3.11, inside
     nats-py's requests) swallows a cancel that comes with the reply it waited for.
     """
-    while not take.done():
-        take.cancel()
+    while not task.done():
+        task.cancel()
         try:
-            await asyncio.wait((take,), timeout=_RECANCEL_S)
+            await asyncio.wait((task,), timeout=_RECANCEL_S)
         except asyncio.CancelledError:
-            take.cancel()
+            task.cancel()
             raise
-    if take.cancelled() or take.exception() is not None:
+    if task.cancelled() or task.exception() is not None:
         return None
-    return take.result()
+    return task.result()
 
 
 @dataclass
@@ -178,7 +180,7 @@ class Quotas:
             if stop.done():
                 stop.exception()  # retrieved, also when a cancel of this call came first
             if interrupted or not take.done():  # interrupted, or this call was cancelled
-                got = await _cancelled(take)
+                got = await cancel_and_wait(take)
                 if got is not None:
                     await got.release()  # taken just as the wait was stopped: give it back
         if interrupted:

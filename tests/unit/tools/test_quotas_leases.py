@@ -22,7 +22,7 @@ from jidocode.services.tool_runner.quota_leases import (
     lease_key,
     lease_seconds,
 )
-from jidocode.services.tool_runner.quotas import HeldLease, Quotas, Slot
+from jidocode.services.tool_runner.quotas import HeldLease, Quotas, Slot, cancel_and_wait
 from jidocode.shared import nats_permissions as perms
 from tests.deploy.natsutil import matches, may_publish
 
@@ -205,3 +205,35 @@ async def test_a_cancelled_call_leaves_no_lease_behind() -> None:
         await task
     assert not entered.is_set() and cluster.taking == 0 and cluster.held == 1
     assert quotas.queued == 0 and quotas.running("p:P") == 0
+
+
+async def test_a_task_that_swallows_a_cancel_is_cancelled_again() -> None:
+    """As asyncio.wait_for does (CPython 3.11) when the cancel comes with the reply it awaited."""
+    waiting, swallowed = asyncio.Event(), asyncio.Event()
+
+    async def stubborn() -> str:
+        try:
+            waiting.set()
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            swallowed.set()  # the first cancel is lost: it goes on waiting
+        await asyncio.Event().wait()
+        return "never"
+
+    task = asyncio.create_task(stubborn())
+    await waiting.wait()
+    assert await asyncio.wait_for(cancel_and_wait(task), 30) is None
+    assert swallowed.is_set() and task.cancelled()
+
+
+async def test_cancel_and_wait_hands_back_what_the_task_got() -> None:
+    got = asyncio.Event()
+
+    async def quick() -> str:
+        got.set()
+        return "lease"
+
+    task = asyncio.create_task(quick())
+    await got.wait()  # it set the event and returned in one step
+    assert task.done()
+    assert await cancel_and_wait(task) == "lease"
