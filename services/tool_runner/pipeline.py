@@ -9,7 +9,8 @@
    arguments (:mod:`.projects`); deny refuses;
 3. **ask** a human when the policy says ``ask`` (:mod:`.approvals`), holding no
    request slot while it waits;
-4. take the project's and the conversation's **quota** slots (:mod:`.quotas`);
+4. take the project's and the conversation's **quota** slots, counted across the
+   replicas (:mod:`.quotas`, :mod:`.quota_leases`);
 5. **execute**: a built-in in-process under the limits (:mod:`.executor`), an
    asset tool on the asset loader — in a task a cancel kills (:mod:`.running`);
 6. **report**: ``tool.started`` once the call holds its slots, ``tool.completed``

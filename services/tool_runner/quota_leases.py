@@ -227,12 +227,12 @@ class QuotaLeases:
     async def take(self, slot: Slot, wait_s: float) -> Lease:
         """A lease of ``slot``'s quota: at once if one is free, else the first to free up within
         ``wait_s`` (:class:`QuotaExceeded` past it; ``ServiceUnavailable`` when NATS is away)."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + wait_s
         try:
             lease = await self._take_quickly(slot)
             if lease is not None:
                 return lease
-            loop = asyncio.get_running_loop()
-            deadline = loop.time() + wait_s
             while True:  # each round: a fresh snapshot of the keys, then their changes
                 lease = await self._watch(slot, min(deadline, loop.time() + self.resync_s))
                 if lease is not None:
