@@ -49,7 +49,8 @@ def start(
 
 @app.command()
 def stop(project_id: str = typer.Argument(...), json_out: bool = JSON) -> None:
-    """Stop a project."""
+    """Stop a project: its running turns and tool calls are cancelled, its conversations stopped;
+    `projects start <dir>` runs it again under the same id, with its conversations."""
 
     async def main() -> ProjectInfo:
         async with cli_bus() as bus:
@@ -64,7 +65,7 @@ def stop(project_id: str = typer.Argument(...), json_out: bool = JSON) -> None:
 
 @app.command("list")
 def list_(json_out: bool = JSON) -> None:
-    """List running projects."""
+    """List projects, running and stopped."""
 
     async def main() -> ProjectList:
         async with cli_bus() as bus:
@@ -74,9 +75,9 @@ def list_(json_out: bool = JSON) -> None:
     if json_out:
         print_json(projects)  # a list of project records, as before the reply was a model
         return
-    table = Table("project id", "root", "data dir", "started at")
+    table = Table("project id", "status", "root", "data dir", "started at")
     for p in projects:
-        table.add_row(p.project_id, p.root_path, p.data_dir, p.started_at)
+        table.add_row(p.project_id, p.status, p.root_path, p.data_dir, p.started_at)
     console.print(table)
 
 

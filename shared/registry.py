@@ -27,7 +27,7 @@ from nats.js.kv import KeyValue
 
 from jidocode.shared import subjects
 from jidocode.shared.bus import Bus
-from jidocode.shared.errors import InvalidInput, NotFound
+from jidocode.shared.errors import Conflict, InvalidInput, NotFound
 from jidocode.shared.events.engine import ProjectInfo
 
 __all__ = ["ROOT_PREFIX", "ProjectDirectory", "WatchedDirectory", "root_key"]
@@ -66,7 +66,8 @@ class ProjectDirectory:
         return ProjectInfo.model_validate_json(entry.value)
 
     async def get(self, project_id: str) -> ProjectInfo:
-        """The running project ``project_id``; ``NotFound`` when the engine has no such project."""
+        """The running project ``project_id``; ``NotFound`` when the engine has no such project,
+        ``Conflict`` when it is stopped."""
         try:
             subjects.validate_token(project_id, "project id")
         except ValueError as exc:
@@ -76,6 +77,16 @@ class ProjectDirectory:
             raise NotFound(
                 f"unknown project id {project_id!r}: start it with `jidocode projects start <dir>`",
                 details={"project_id": project_id},
+            )
+        if info.status == "stopped":
+            # the bucket itself, not a copy the watch may not have brought up to date yet: a
+            # project started again a moment ago is running
+            info = await ProjectDirectory.lookup(self, project_id) or info
+        if info.status == "stopped":
+            raise Conflict(
+                f"project {project_id!r} ({info.root_path}) is stopped: start it again with "
+                f"`jidocode projects start {info.root_path}` (same id, same conversations)",
+                details={"project_id": project_id, "status": "stopped", "root_path": info.root_path},
             )
         return info
 
@@ -90,7 +101,7 @@ class ProjectDirectory:
         return await self.lookup(entry.value.decode())
 
     async def list(self) -> list[ProjectInfo]:
-        """Every registered project, oldest first."""
+        """Every registered project (running or stopped), oldest first."""
         try:
             keys = await self.kv.keys()
         except nats.js.errors.NoKeysError:

@@ -933,3 +933,26 @@ class Runtime:
     async def _drop_specs(self, env: Envelope) -> None:
         if env.type in _SPECS_STALE and env.project_id:
             self._specs.pop(env.project_id, None)
+        if env.type == ProjectStopped.TYPE and env.project_id:
+            # every replica stops the conversations it runs (a stop waits for their cancels)
+            task = asyncio.create_task(self._stop_project(env.project_id))
+            self._wake_tasks.add(task)
+            task.add_done_callback(self._wake_tasks.discard)
+
+    async def _stop_project(self, project_id: str) -> None:
+        """The project was stopped: the conversations this replica runs of it are stopped (their
+        turns and tool calls cancelled, their leases released); started again, each is resumed."""
+        prefix = f"{project_id}."
+        keys = [key for key in self.owned if key.startswith(prefix)]
+        results = await asyncio.gather(
+            *(
+                self.stop_conversation(
+                    project_id, StopConversation(conversation_id=key[len(prefix) :], reason="project stopped")
+                )
+                for key in keys
+            ),
+            return_exceptions=True,
+        )
+        for key, result in zip(keys, results, strict=True):
+            if isinstance(result, BaseException) and not isinstance(result, NotFound):
+                log.warning("stopping %s with its project: %s", key, result)

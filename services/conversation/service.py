@@ -148,7 +148,9 @@ async def serve(
             return await runtime.delete_conversation(scoped_project_id(env), cmd)
 
         async def send_event(cmd: SendEvent, env: Envelope) -> EventAccepted:
-            return EventAccepted.model_validate(await runtime.send_event(scoped_project_id(env), cmd, env))
+            project_id = scoped_project_id(env)
+            await directory.get(project_id)  # Conflict: the project is stopped (no new input then)
+            return EventAccepted.model_validate(await runtime.send_event(project_id, cmd, env))
 
         async def get_projection(cmd: GetProjection, env: Envelope) -> Projection:
             value = await runtime.get_projection(scoped_project_id(env), cmd)

@@ -21,9 +21,10 @@ __all__ = ["ProjectRegistry"]
 
 
 class ProjectRegistry(ProjectDirectory):
-    """The registry's reader plus its writes (create, remove)."""
+    """The registry's reader plus its writes (create, stop)."""
 
     async def get(self, project_id: str) -> ProjectInfo:
+        """The record of ``project_id``, running or stopped (``NotFound`` when there is none)."""
         info = await self.lookup(project_id)
         if info is None:
             raise NotFound(f"unknown project id {project_id!r}", details={"project_id": project_id})
@@ -36,6 +37,17 @@ class ProjectRegistry(ProjectDirectory):
         """
         existing = await self.find_root(realpath)
         if existing is not None:
+            if existing.status == "stopped":
+                # started again: the same id, so its conversations and their history come back
+                again = existing.model_copy(
+                    update={
+                        "status": "running",
+                        "stopped_at": None,
+                        "started_at": datetime.now(UTC).isoformat(),
+                    }
+                )
+                await self.kv.put(again.project_id, again.model_dump_json().encode())
+                return again, True
             return existing, False
         info = ProjectInfo(
             project_id=str(ULID()),
@@ -58,8 +70,12 @@ class ProjectRegistry(ProjectDirectory):
             await self.kv.put(key, info.project_id.encode())
         return info, True
 
-    async def remove(self, project_id: str) -> ProjectInfo:
+    async def stop(self, project_id: str) -> tuple[ProjectInfo, bool]:
+        """Mark the project stopped (its record and root index stay: the same root starts it again
+        under the same id); ``(info, changed)``, ``changed`` false when it was stopped already."""
         info = await self.get(project_id)
-        await self.kv.delete(root_key(info.root_path))
-        await self.kv.delete(project_id)
-        return info
+        if info.status == "stopped":
+            return info, False
+        stopped = info.model_copy(update={"status": "stopped", "stopped_at": datetime.now(UTC).isoformat()})
+        await self.kv.put(project_id, stopped.model_dump_json().encode())
+        return stopped, True

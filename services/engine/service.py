@@ -66,7 +66,9 @@ class Engine:
 
     async def stop_project(self, cmd: StopProject, env: Envelope) -> ProjectInfo:
         _check_id(cmd.project_id)
-        info = await self.registry.remove(cmd.project_id)
+        info, changed = await self.registry.stop(cmd.project_id)
+        if not changed:
+            return info  # stopped already: nothing more to say
         log.info("project %s stopped", info.project_id)
         await self.bus.emit(
             ProjectStopped(project_id=info.project_id, root_path=info.root_path),

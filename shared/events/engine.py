@@ -34,6 +34,10 @@ class ProjectInfo(EventModel):
     started_at: str
     host: str | None = None
     opts: dict[str, Any] = Field(default_factory=dict)
+    #: ``running``, or ``stopped`` (``stop_project``; starting the same root again runs it again,
+    #: with the same id and its conversations).
+    status: Literal["running", "stopped"] = "running"
+    stopped_at: str | None = None
 
 
 class ProjectList(EventModel):

@@ -3,6 +3,8 @@
 Stopping a conversation, or ``reset_session`` (which stops the old one), cancels
 its running tool calls, whose processes end, and its LLM call, as a user's
 cancel does; started again, the conversation carries on with its history.
+Stopping a project stops its conversations that way; starting its root again
+gives back the same project id and its conversations.
 """
 
 from __future__ import annotations
@@ -16,6 +18,8 @@ import pytest
 
 from jidocode.cli.dev.scripted_llm import Reply, call
 from jidocode.client import TurnFailed
+from jidocode.shared.clients import EngineClient
+from jidocode.shared.errors import Conflict
 from tests.e2e.test_chat import System
 
 pytestmark = pytest.mark.slow
@@ -112,3 +116,41 @@ async def test_reset_session_ends_the_running_tool_and_llm_call(system: System) 
     with pytest.raises(TurnFailed) as failed:
         await asyncio.wait_for(turn, PATIENCE_S)
     assert failed.value.type == "cancelled"
+
+
+async def test_stopping_the_project_stops_its_conversations_and_starting_it_gives_them_back(
+    system: System,
+) -> None:
+    marker = f"59.{os.getpid()}33"
+    system.llm.script(Reply.tools(call("bash", command=f"sleep {marker}")))
+    client = await system.client()
+    cid = await client.start_conversation()
+    project_id = client.project_id
+    turn = asyncio.create_task(client.send_message("Wait a minute", timeout=60))
+    await system.wait_signal("tool.started")
+    await _until_alive(marker)
+
+    engine = EngineClient(system.bus)
+    stopped = await engine.stop_project(project_id)
+    assert stopped.status == "stopped"
+    with pytest.raises(TurnFailed) as failed:
+        await asyncio.wait_for(turn, PATIENCE_S)
+    assert failed.value.type == "cancelled"
+    await _gone_within(marker)
+    # a stopped project takes no input and starts no conversation, and says how to go on
+    with pytest.raises(Conflict, match="is stopped: start it again"):
+        await client.conversations.send_message(cid, "anyone?")
+    with pytest.raises(Conflict, match="is stopped"):
+        await client.conversations.start("another")
+    info = await client.conversations.get_projection(cid, "diagnostics")  # its history stays readable
+    assert isinstance(info.value, dict)
+
+    # started again on the same root: the same id, the conversation with its history, answering
+    again = await engine.start_project(str(system.project))
+    assert (again.project_id, again.status) == (project_id, "running")
+    reopened = await client.conversations.start(cid)
+    assert reopened.reopened and reopened.status == "active"
+    system.llm.script(Reply.answer("back after the restart"))
+    assert await client.send_message("still there?", timeout=60) == "back after the restart"
+    users = [m["content"] for m in await client.get_history() if m.get("role") == "user"]
+    assert users == ["Wait a minute", "still there?"]

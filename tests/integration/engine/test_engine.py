@@ -79,10 +79,23 @@ async def test_start_list_whereis_stop(engine: EngineProcess, bus: Bus, tmp_path
     assert where.project.root_path == info.root_path
 
     stopped = await client.stop_project(info.project_id)
-    assert stopped.project_id == info.project_id
+    assert stopped.project_id == info.project_id and stopped.status == "stopped" and stopped.stopped_at
     sig = await asyncio.wait_for(started.get(), 5)
     assert sig.type == "project.stopped"
-    assert (await client.list_projects()).projects == []
+    [listed_stopped] = (await client.list_projects()).projects
+    assert (listed_stopped.project_id, listed_stopped.status) == (info.project_id, "stopped")
+    again = await client.stop_project(info.project_id)  # stopping twice is no error, and says nothing
+    assert again.status == "stopped"
+    # started again on the same root: the same id, running, announced again
+    restarted = await client.start_project(str(tmp_path))
+    assert (restarted.project_id, restarted.status, restarted.stopped_at) == (
+        info.project_id,
+        "running",
+        None,
+    )
+    sig = await asyncio.wait_for(started.get(), 5)
+    assert sig.type == "project.started" and sig.project_id == info.project_id
+    assert started.empty()  # the second stop said nothing
 
 
 async def test_same_root_twice_gives_the_same_project(
