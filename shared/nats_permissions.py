@@ -235,7 +235,7 @@ def _private_bucket(bucket: str) -> tuple[str, ...]:
 
 
 #: The tool runner's quota leases (services/tool_runner/quota_leases.py); subjects may not name it yet.
-_BUCKET_TOOL_QUOTAS: str = getattr(subjects, "BUCKET_TOOL_QUOTAS", "jido_tool_quotas")
+_BUCKET_TOOL_QUOTAS: str = subjects.BUCKET_TOOL_QUOTAS
 
 #: Stored tool results (and their claims) are the tool runner's alone; so are its quota leases
 #: (anybody else could fill a project's slots, or free them) and the cancel broadcast

@@ -28,6 +28,7 @@ __all__ = [
     "BUCKET_OWNERS",
     "BUCKET_PROJECTS",
     "BUCKET_TOOL_CALLS",
+    "BUCKET_TOOL_QUOTAS",
     "PREFIX",
     "SERVICE_NAMES",
     "STREAM_CONV_IN",
@@ -72,6 +73,8 @@ BUCKET_PROJECTS = "jido_projects"
 BUCKET_CONVERSATIONS = "jido_conversations"
 BUCKET_OWNERS = "jido_conv_owners"
 BUCKET_TOOL_CALLS = "jido_tool_calls"
+#: Cluster-wide tool quota slots: one key per slot, a lease with a per-message TTL (tool runner only).
+BUCKET_TOOL_QUOTAS = "jido_tool_quotas"
 BUCKET_LEDGER = "jido_llm_ledger"
 
 _TOKEN = re.compile(r"^[A-Za-z0-9_\-]{1,128}$")

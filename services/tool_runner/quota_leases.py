@@ -66,7 +66,7 @@ log = logging.getLogger("jidocode.tool_runner")
 
 #: The bucket of the quota leases (``shared/subjects.py`` should own this name; until it does, its
 #: spelling here and in ``shared/nats_permissions.py`` must match).
-BUCKET_TOOL_QUOTAS: Final[str] = getattr(subjects, "BUCKET_TOOL_QUOTAS", "jido_tool_quotas")
+BUCKET_TOOL_QUOTAS: Final[str] = subjects.BUCKET_TOOL_QUOTAS
 #: How long a slot of a replica that stopped renewing stays busy, by default.
 DEFAULT_LEASE_S: Final = 15
 #: The bounds of ``JIDO_TOOL_QUOTA_LEASE_S`` (whole seconds: the server's TTLs are).

@@ -391,6 +391,8 @@ async def test_every_process_killed_mid_load_loses_and_doubles_nothing(
         monkeypatch.setenv("JIDO_LLM_MODEL", "openai/scripted")
         monkeypatch.setenv("JIDO_LLM_API_BASE", llm.api_base)
         monkeypatch.setenv("JIDO_TOOL_QUOTA_WAIT_S", "5")
+        # a killed tool runner's quota slots come back after their lease: shorter than the wait
+        monkeypatch.setenv("JIDO_TOOL_QUOTA_LEASE_S", "2")
         up = UpProcess(tmp_path)  # its environment: ours, with its own data home and JIDO_CODE_HOME=home
         await up.start_reader()
         drain: asyncio.Task[None] | None = None
