@@ -1,17 +1,123 @@
-"""``jidocode conversations …``: a project's conversations (delete; more verbs to come)."""
+"""``jidocode conversations list|show|stop|delete``: a project's conversations and their lifecycle.
+
+``list`` shows each conversation's status, the replica running it (none when it
+is idle or stopped: it is loaded again by its next input), when it was created
+and when it last did something; ``show`` adds what its projections say (its
+state, LLM calls, tokens and cost); ``stop`` ends what it runs (its LLM call,
+its tool calls) and lets it go (``jidocode chat <dir> --conversation <id>`` or
+``start`` brings it back, history and all); ``delete`` removes it for good.
+"""
 
 from __future__ import annotations
 
+from typing import Any
+
 import typer
+from rich.table import Table
 
 from jidocode.shared.clients import ConversationsClient
-from jidocode.shared.events.conversation import ConversationDeleted
+from jidocode.shared.errors import NotFound
+from jidocode.shared.events.conversation import ConversationDeleted, ConversationInfo, ConversationList
 
 from .common import cli_bus, console, print_json, resolve_project, run
 
 __all__ = ["app"]
 
-app = typer.Typer(help="A project's conversations.", no_args_is_help=True)
+app = typer.Typer(help="A project's conversations: list, show, stop, delete.", no_args_is_help=True)
+
+PROJECT_DIR = typer.Argument(..., help="the project's directory")
+JSON = typer.Option(False, "--json", help="print JSON")
+
+
+@app.command("list")
+def list_(project_dir: str = PROJECT_DIR, json_out: bool = JSON) -> None:
+    """The project's conversations, newest first."""
+
+    async def main() -> ConversationList:
+        async with cli_bus("conversations") as bus:
+            info = await resolve_project(bus, project_dir)
+            return await ConversationsClient(bus, info.project_id).list()
+
+    found = run(main)
+    if json_out:
+        print_json(found)
+        return
+    table = Table("conversation", "status", "running on", "created", "last activity")
+    for c in found.conversations:
+        table.add_row(c.conversation_id, c.status, c.owner or "-", c.created_at, c.last_activity or "-")
+    console.print(table)
+    if found.truncated:
+        console.print(f"[dim]only the newest {len(found.conversations)} are shown[/]")
+
+
+@app.command()
+def show(
+    project_dir: str = PROJECT_DIR,
+    conversation_id: str = typer.Argument(..., help="the conversation"),
+    json_out: bool = JSON,
+) -> None:
+    """One conversation: its record, where it runs, its state, LLM calls, tokens and cost."""
+
+    async def main() -> dict[str, Any]:
+        async with cli_bus("conversations") as bus:
+            info = await resolve_project(bus, project_dir)
+            client = ConversationsClient(bus, info.project_id)
+            listed = await client.list(limit=5000)
+            found = next((c for c in listed.conversations if c.conversation_id == conversation_id), None)
+            if found is None:
+                raise NotFound(
+                    f"no conversation {conversation_id!r} in {info.root_path}",
+                    details={"conversation_id": conversation_id},
+                )
+            diagnostics = (await client.get_projection(conversation_id, "diagnostics")).value or {}
+            usage = (await client.get_projection(conversation_id, "usage")).value or {}
+            return {**found.model_dump(mode="json"), "diagnostics": diagnostics, "usage": usage}
+
+    shown = run(main)
+    if json_out:
+        print_json(shown)
+        return
+    diag, usage = shown["diagnostics"], shown["usage"]
+    rows = [
+        ("conversation", shown["conversation_id"]),
+        ("status", f"{shown['status']} ({diag.get('status', '?')})"),
+        ("running on", shown["owner"] or "- (loaded again by its next input)"),
+        ("created", shown["created_at"]),
+        ("last activity", shown["last_activity"] or "-"),
+        ("entries", str(diag.get("timeline_length", 0))),
+        ("llm calls", str(usage.get("calls", 0))),
+        (
+            "tokens",
+            f"{usage.get('total_tokens', 0)} ({usage.get('prompt_tokens', 0)} in, "
+            f"{usage.get('completion_tokens', 0)} out)",
+        ),
+        ("cost", f"${usage.get('cost_usd', 0.0):.4f}"),
+        ("model", str(usage.get("model") or "-")),
+        ("problems", str(len(diag.get("problems", [])))),
+    ]
+    for key, value in rows:
+        console.print(f"{key + ':':<15}{value}")
+
+
+@app.command()
+def stop(
+    project_dir: str = PROJECT_DIR,
+    conversation_id: str = typer.Argument(..., help="the conversation to stop"),
+    json_out: bool = JSON,
+) -> None:
+    """Stop a conversation: its LLM call and tool calls are cancelled and it is let go; its
+    history stays, and starting it again (chat --conversation) carries on."""
+
+    async def main() -> ConversationInfo:
+        async with cli_bus("conversations") as bus:
+            info = await resolve_project(bus, project_dir)
+            return await ConversationsClient(bus, info.project_id).stop(conversation_id, reason="cli")
+
+    stopped = run(main)
+    if json_out:
+        print_json(stopped)
+        return
+    console.print(f"stopped {stopped.conversation_id}")
 
 
 @app.command()

@@ -30,6 +30,7 @@ from jidocode.shared.events.assets import (
 from jidocode.shared.events.conversation import (
     DeleteConversation,
     GetProjection,
+    ListConversations,
     SendEvent,
     StartConversation,
     StopConversation,
@@ -111,6 +112,7 @@ ENDPOINTS: tuple[Endpoint, ...] = (
     Endpoint("project", "project", "policy", GetPolicy, "The effective policy and tool limits"),
     Endpoint("conversation", "conversations", "start", StartConversation, "Start or reopen a conversation"),
     Endpoint("conversation", "conversations", "stop", StopConversation, "Stop a conversation"),
+    Endpoint("conversation", "conversations", "list", ListConversations, "List a project's conversations"),
     Endpoint(
         "conversation", "conversations", "delete", DeleteConversation, "Delete a conversation and its record"
     ),

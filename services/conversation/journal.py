@@ -207,6 +207,20 @@ class Journal:
             return 0
         return int(msg.seq or 0)
 
+    async def last_activity(self, project_id: str, conversation_id: str) -> tuple[int, str | None]:
+        """How many entries the journal holds up to its last (its sequence) and that entry's time."""
+        try:
+            msg = await self.bus.js.get_last_msg(
+                subjects.STREAM_JOURNAL, subjects.journal(project_id, conversation_id)
+            )
+        except nats.js.errors.NotFoundError:
+            return 0, None
+        try:
+            when = _fast_signal(msg.data or b"").time
+        except Exception:  # an unreadable entry: its time is unknown, the journal still there
+            when = None
+        return int(msg.seq or 0), when
+
     async def last_input_sequence(self, project_id: str, conversation_id: str) -> int:
         """The ``JIDO_CONV_IN`` sequence of the conversation's latest input (0: none)."""
         try:

@@ -66,11 +66,14 @@ from jidocode.shared.events.conversation import (
     ConversationDeleted,
     ConversationError,
     ConversationInfo,
+    ConversationList,
     ConversationStarted,
     ConversationStopped,
+    ConversationSummary,
     DeleteConversation,
     EventAccepted,
     GetProjection,
+    ListConversations,
     ReplayInfo,
     Resume,
     SendEvent,
@@ -362,6 +365,53 @@ class Runtime:
         revision = await self.records.put(key, tomb.model_dump_json().encode())
         self._remember(key, revision, tomb)
         return await purge_conversation(self.bus, project_id, cmd.conversation_id)
+
+    async def list_conversations(self, project_id: str, cmd: ListConversations) -> ConversationList:
+        """The project's conversations (not the deleted), newest first: record, owner, last activity."""
+        prefix = f"{subjects.validate_token(project_id, 'project id')}."
+        # the server filters by the project's keys (nats-py's keys(filters=) reads every key)
+        keys: list[str] = []
+        watcher = await self.records.watch(f"{prefix}*", ignore_deletes=True, meta_only=True)
+        try:
+            async for entry in watcher:
+                if entry is None:  # the current keys are in
+                    break
+                keys.append(entry.key)
+        finally:
+            await watcher.stop()  # type: ignore[no-untyped-call]
+        records = await asyncio.gather(
+            *(self.record(project_id, key[len(prefix) :]) for key in keys if key.startswith(prefix)),
+            return_exceptions=True,
+        )
+        found = sorted(
+            (r for r in records if isinstance(r, ConversationRecord)),
+            key=lambda r: r.created_at,
+            reverse=True,
+        )
+        shown = found[: cmd.limit]
+        gate = asyncio.Semaphore(32)
+
+        async def summary(record: ConversationRecord) -> ConversationSummary:
+            key = record_key(project_id, record.conversation_id)
+            async with gate:
+                owner: str | None = None
+                try:
+                    entry = await self.owners.get(key)
+                    owner = str(json.loads(entry.value or b"{}").get("owner") or "").rsplit("/", 1)[0] or None
+                except (nats.js.errors.KeyNotFoundError, nats.js.errors.KeyDeletedError, ValueError):
+                    owner = None
+                _, last = await self.journal.last_activity(project_id, record.conversation_id)
+            return ConversationSummary(
+                conversation_id=record.conversation_id,
+                status=record.status,
+                owner=owner,
+                created_at=record.created_at,
+                updated_at=record.updated_at,
+                last_activity=last,
+            )
+
+        items = await asyncio.gather(*(summary(r) for r in shown))
+        return ConversationList(project_id=project_id, conversations=items, truncated=len(found) > len(shown))
 
     async def stop_conversation(self, project_id: str, cmd: StopConversation) -> ConversationInfo:
         """Stop it: what it runs is cancelled first (its LLM call, its tool calls, whose processes

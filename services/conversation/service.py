@@ -24,9 +24,11 @@ from jidocode.shared.errors import PermissionDenied
 from jidocode.shared.events.conversation import (
     ConversationDeleted,
     ConversationInfo,
+    ConversationList,
     DeleteConversation,
     EventAccepted,
     GetProjection,
+    ListConversations,
     Projection,
     ReplayInfo,
     SendEvent,
@@ -144,6 +146,9 @@ async def serve(
                 await runtime.stop_conversation(scoped_project_id(env), cmd)
             )
 
+        async def list_(cmd: ListConversations, env: Envelope) -> ConversationList:
+            return await runtime.list_conversations(scoped_project_id(env), cmd)
+
         async def delete(cmd: DeleteConversation, env: Envelope) -> ConversationDeleted:
             return await runtime.delete_conversation(scoped_project_id(env), cmd)
 
@@ -162,6 +167,7 @@ async def serve(
         host.serve(endpoint("conversation", "start"), start)
         host.serve(endpoint("conversation", "stop"), stop_)
         host.serve(endpoint("conversation", "delete"), delete)
+        host.serve(endpoint("conversation", "list"), list_)
         host.serve(endpoint("conversation", "send_event"), send_event)
         host.serve(endpoint("conversation", "get_projection"), get_projection)
         host.serve(endpoint("conversation", "replay"), replay)

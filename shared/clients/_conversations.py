@@ -7,9 +7,11 @@ from typing import Any
 from jidocode.shared.events.conversation import (
     ConversationDeleted,
     ConversationInfo,
+    ConversationList,
     DeleteConversation,
     EventAccepted,
     GetProjection,
+    ListConversations,
     Projection,
     ReplayInfo,
     SendEvent,
@@ -46,6 +48,10 @@ class ConversationsClient(ProjectScoped):
     ) -> ConversationInfo:
         cmd = StopConversation(conversation_id=conversation_id, reason=reason)
         return await self._scoped("stop", cmd, timeout=timeout, **ext)
+
+    async def list(self, *, limit: int = 500, timeout: float | None = None, **ext: Ext) -> ConversationList:
+        """The project's conversations, newest first: status, owner replica, last activity."""
+        return await self._scoped("list", ListConversations(limit=limit), timeout=timeout, **ext)
 
     async def delete(
         self, conversation_id: str, *, timeout: float | None = None, **ext: Ext

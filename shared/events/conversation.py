@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import Any, ClassVar, Final, Literal
 
-from pydantic import Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from ._base import Command, EventModel
 
@@ -36,12 +36,15 @@ __all__ = [
     "ConversationDeleted",
     "ConversationError",
     "ConversationInfo",
+    "ConversationList",
     "ConversationStarted",
     "ConversationStopped",
+    "ConversationSummary",
     "DeleteConversation",
     "EventAccepted",
     "EventIngested",
     "GetProjection",
+    "ListConversations",
     "LlmCompleted",
     "LlmFailed",
     "LlmRequested",
@@ -298,6 +301,33 @@ class ConversationDeleted(EventModel):
     inputs: int = 0
 
 
+class ConversationSummary(BaseModel):
+    """One conversation of ``list``: its record, who runs it, and when it last did something."""
+
+    model_config = ConfigDict(frozen=True)
+
+    conversation_id: str
+    #: ``active`` or ``stopped``.
+    status: str
+    #: The replica running it (its bus source); ``None`` when nobody has it loaded (idle, stopped).
+    owner: str | None = None
+    created_at: str = ""
+    updated_at: str = ""
+    #: Time of its latest journal entry (``None``: nothing journaled yet).
+    last_activity: str | None = None
+
+
+class ConversationList(EventModel):
+    """Reply of ``list``: the project's conversations (deleted ones excluded), newest first."""
+
+    channel: ClassVar[str] = "reply"
+    type: Literal["conversation.list"] = "conversation.list"
+    project_id: str
+    conversations: list[ConversationSummary] = Field(default_factory=list)
+    #: More conversations exist than the request's ``limit``.
+    truncated: bool = False
+
+
 class EventAccepted(EventModel):
     """Reply of ``send_event``: the event is stored on the conversation's input stream."""
 
@@ -340,6 +370,14 @@ class StopConversation(Command[ConversationInfo]):
     type: Literal["conversation.cmd.stop"] = "conversation.cmd.stop"
     conversation_id: str
     reason: str = ""
+
+
+class ListConversations(Command[ConversationList]):
+    """The project's conversations: status, owner replica, last activity (``show`` adds turns and
+    tokens from a conversation's projections)."""
+
+    type: Literal["conversation.cmd.list"] = "conversation.cmd.list"
+    limit: int = Field(default=500, ge=1, le=5000)
 
 
 class DeleteConversation(Command[ConversationDeleted]):
@@ -416,12 +454,14 @@ EVENTS: tuple[type[EventModel], ...] = (
     StartConversation,
     StopConversation,
     DeleteConversation,
+    ListConversations,
     SendEvent,
     GetProjection,
     Subscribe,
     ReplayInfo,
     ConversationInfo,
     ConversationDeleted,
+    ConversationList,
     EventAccepted,
     Projection,
 )

@@ -10,7 +10,9 @@ gives back the same project id and its conversations.
 from __future__ import annotations
 
 import asyncio
+import json
 import os
+import sys
 import time
 from pathlib import Path
 
@@ -154,3 +156,51 @@ async def test_stopping_the_project_stops_its_conversations_and_starting_it_give
     assert await client.send_message("still there?", timeout=60) == "back after the restart"
     users = [m["content"] for m in await client.get_history() if m.get("role") == "user"]
     assert users == ["Wait a minute", "still there?"]
+
+
+async def _cli(system: System, *args: str) -> tuple[int, str, str]:
+    """``jidocode …`` in a process of its own, against this system's NATS."""
+    exe = Path(sys.executable).parent / "jidocode"
+    env = {**os.environ, "NATS_URL": system.config.nats_url, "JIDO_CODE_HOME": str(system.config.jido_home)}
+    proc = await asyncio.create_subprocess_exec(
+        str(exe), *args, env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
+    )
+    out, err = await asyncio.wait_for(proc.communicate(), 60)
+    assert proc.returncode is not None
+    return proc.returncode, out.decode(), err.decode()
+
+
+async def test_conversations_list_show_and_stop_on_the_bus_and_the_cli(system: System) -> None:
+    system.llm.script(Reply.answer("first answer"))
+    client = await system.client()
+    busy = await client.start_conversation()
+    assert await client.send_message("hello", timeout=60) == "first answer"
+    quiet = "never-used"
+    await client.conversations.start(quiet)
+    await client.conversations.stop(quiet)
+
+    listed = {c.conversation_id: c for c in (await client.conversations.list()).conversations}
+    assert set(listed) == {busy, quiet}
+    assert listed[busy].status == "active" and listed[busy].owner is not None
+    assert listed[busy].owner.startswith("conversation/")  # the replica that runs it
+    assert listed[busy].last_activity is not None
+    assert (listed[quiet].status, listed[quiet].owner, listed[quiet].last_activity) == ("stopped", None, None)
+
+    code, out, err = await _cli(system, "conversations", "list", str(system.project), "--json")
+    assert code == 0, err
+    assert {c["conversation_id"]: c["status"] for c in json.loads(out)["conversations"]} == {
+        busy: "active",
+        quiet: "stopped",
+    }
+    code, out, err = await _cli(system, "conversations", "show", str(system.project), busy, "--json")
+    assert code == 0, err
+    shown = json.loads(out)
+    assert shown["usage"]["calls"] == 1 and shown["usage"]["total_tokens"] > 0
+    assert shown["diagnostics"]["status"] == "idle" and shown["owner"] == listed[busy].owner
+    code, out, err = await _cli(system, "conversations", "show", str(system.project), "ghost")
+    assert code != 0 and "no conversation 'ghost'" in out + err
+
+    code, out, err = await _cli(system, "conversations", "stop", str(system.project), busy)
+    assert code == 0 and f"stopped {busy}" in out, err
+    after = {c.conversation_id: c for c in (await client.conversations.list()).conversations}
+    assert (after[busy].status, after[busy].owner) == ("stopped", None)
