@@ -439,6 +439,11 @@ class ConversationActor:
 
     async def _run_llm(self, intent: RunLlm) -> None:
         p, c = self.project_id, self.conversation_id
+        # its settings as they are now: a tool exposure changed since the conversation was loaded
+        # (configure_tools) counts from the next model call on, whichever replica took the change
+        current = await self.rt.current_record(p, c)
+        if current is not None and current.status == "active":
+            self.record = current
         tools = await self._tool_specs(intent)
         messages = list(intent.messages)
         system = self.record.settings.get("system_prompt")

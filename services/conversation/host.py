@@ -13,6 +13,7 @@ from jidocode.shared.bus import Bus
 
 from .journal import Journal
 from .ports import LlmPort, ToolPort, ToolSpec
+from .record import ConversationRecord
 from .settings import RuntimeSettings
 
 __all__ = ["ActorHost"]
@@ -36,4 +37,9 @@ class ActorHost(Protocol):
 
     async def tool_specs(self, project_id: str) -> list[ToolSpec]:
         """The project's policy-filtered tool list (cached by the runtime)."""
+        ...
+
+    async def current_record(self, project_id: str, conversation_id: str) -> ConversationRecord | None:
+        """The conversation's record as stored now (its settings may have changed since it was
+        loaded: ``configure_tools``); ``None`` when it cannot be read."""
         ...

@@ -366,6 +366,26 @@ class Runtime:
         self._remember(key, revision, tomb)
         return await purge_conversation(self.bus, project_id, cmd.conversation_id)
 
+    async def current_record(self, project_id: str, conversation_id: str) -> ConversationRecord | None:
+        """The record as stored now, read from the bucket (not the watch, which may lag behind a
+        ``start`` that just changed its settings); ``None`` when it cannot be read."""
+        key = record_key(project_id, conversation_id)
+        try:
+            entry = await self.records.get(key)
+        except (nats.js.errors.KeyNotFoundError, nats.js.errors.KeyDeletedError):
+            return None
+        except (TimeoutError, nats.errors.Error, nats.js.errors.Error) as exc:
+            log.debug("record %s: %s", key, exc)
+            return None
+        if not entry.value:
+            return None
+        try:
+            record = ConversationRecord.model_validate_json(entry.value)
+        except ValidationError:
+            return None
+        self._remember(key, entry.revision or 0, record)
+        return record
+
     async def list_conversations(self, project_id: str, cmd: ListConversations) -> ConversationList:
         """The project's conversations (not the deleted), newest first: record, owner, last activity."""
         prefix = f"{subjects.validate_token(project_id, 'project id')}."
