@@ -14,9 +14,11 @@ A project is loaded when ``project.started`` is seen on ``jido.sig.*`` and
 lazily on its first request; its root comes from the engine's registry, read
 through the shared :class:`~jidocode.shared.registry.ProjectDirectory`. Each load builds a complete :class:`Generation` off the
 event loop and swaps it in atomically, then publishes
-``skill/registry/updated`` and ``project.assets_reloaded``. A watchfiles
-watcher per project reloads after debounced changes; ``project.stopped``
-stops it.
+``skill/registry/updated``, ``project.assets_loaded`` (seed 000 §6: counts,
+diagnostics count, trigger, duration) and ``project.assets_reloaded`` (the same
+generation with its diagnostics). A watchfiles watcher per project publishes
+``assets.changed`` (the changed files, at most ``MAX_CHANGES_PER_SIGNAL``) and
+reloads after debounced changes; ``project.stopped`` stops it.
 
 Routed skill signals: a CloudEvent published on ``jido.assets.<p>.signal``
 (queue group, one replica takes it) whose type is a skill route runs that
@@ -44,7 +46,7 @@ from jidocode.services.asset_loader.runtime import Runtime, error_result
 from jidocode.services.asset_loader.skill_signals import SIGNAL_VERB, SkillSignals
 from jidocode.services.asset_loader.store import AssetStore, get_asset, list_assets, search_assets
 from jidocode.services.asset_loader.tools import call_asset_tool, graph_query, tool_specs
-from jidocode.services.asset_loader.watcher import DEFAULT_DEBOUNCE_MS, watch_layers
+from jidocode.services.asset_loader.watcher import DEFAULT_DEBOUNCE_MS, asset_changes, watch_layers
 from jidocode.shared import subjects
 from jidocode.shared.bus import Bus
 from jidocode.shared.clients import ToolsClient
@@ -54,9 +56,12 @@ from jidocode.shared.envelope import Envelope, new_id, now_iso
 from jidocode.shared.errors import JidoError
 from jidocode.shared.events import EventModel
 from jidocode.shared.events.assets import (
+    MAX_CHANGES_PER_SIGNAL,
     AssetDocument,
     AssetItems,
     AssetReport,
+    AssetsChanged,
+    AssetsLoaded,
     AssetsReloaded,
     GetAsset,
     GetDiagnostics,
@@ -212,7 +217,8 @@ class AssetService:
     async def _start_watcher(self, pa: ProjectAssets) -> None:
         """Watch the layer folders that exist now; return once the watcher is armed."""
 
-        async def on_change(_changes: set[Any]) -> None:
+        async def on_change(changes: set[Any]) -> None:
+            await self._changed(pa, changes)
             await self.reload(pa, trigger="watch")
 
         pa.watch_stop = asyncio.Event()
@@ -226,6 +232,23 @@ class AssetService:
         )
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(ready.wait(), WATCH_READY_TIMEOUT_S)
+
+    async def _changed(self, pa: ProjectAssets, changes: set[Any]) -> None:
+        """Publish ``assets.changed`` for a burst the watcher saw (a lost signal only logs)."""
+        found = asset_changes(changes, self._layers(pa))
+        if not found:
+            return
+        pid = pa.info.project_id
+        event = AssetsChanged(
+            project_id=pid,
+            changes=found[:MAX_CHANGES_PER_SIGNAL],
+            count=len(found),
+            kinds=sorted({c.kind for c in found}),
+        )
+        try:
+            await self.bus.emit(event, project_id=pid)
+        except (nats.errors.Error, JidoError):  # the reload that follows matters more
+            log.warning("could not publish assets.changed of project %s", pid, exc_info=True)
 
     async def _stop_watcher(self, pa: ProjectAssets) -> None:
         pa.watch_stop.set()
@@ -253,6 +276,7 @@ class AssetService:
                 number=number,
             )
             pa.store.swap(gen)
+            took_ms = (time.monotonic() - started) * 1000
             log.info(
                 "project %s generation %d (%s): %s, %d diagnostics in %.0f ms",
                 pa.info.project_id,
@@ -260,11 +284,22 @@ class AssetService:
                 trigger,
                 gen.counts,
                 len(gen.diagnostics),
-                (time.monotonic() - started) * 1000,
+                took_ms,
             )
         pid = pa.info.project_id
         await self.bus.emit(
             SkillRegistryUpdated(project_id=pid, skills=list(gen.skills), count=len(gen.skills)),
+            project_id=pid,
+        )
+        await self.bus.emit(
+            AssetsLoaded(
+                project_id=pid,
+                generation=gen.number,
+                counts=gen.counts,
+                diagnostics=len(gen.diagnostics),
+                trigger=trigger,
+                duration_ms=took_ms,
+            ),
             project_id=pid,
         )
         await self.bus.emit(

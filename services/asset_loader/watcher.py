@@ -4,6 +4,9 @@ Only asset files matter: ``skills/``, ``commands/``, ``workflows/``,
 ``skill_graph/``, ``settings.json`` and ``JIDO.md`` of each layer. The data
 dir's ``state/`` (written by other services) and editor droppings are
 ignored, so a reload never triggers another one.
+
+:func:`asset_changes` names what a burst changed (path, layer, kind) for the
+``assets.changed`` signal the service publishes before the reload.
 """
 
 from __future__ import annotations
@@ -12,13 +15,14 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Final
+from typing import Final, Literal
 
 from watchfiles import Change, DefaultFilter, awatch
 
 from jidocode.services.asset_loader.layout import ASSET_DIRS, Layer
+from jidocode.shared.events.assets import AssetChange
 
-__all__ = ["DEFAULT_DEBOUNCE_MS", "AssetFilter", "watch_layers"]
+__all__ = ["DEFAULT_DEBOUNCE_MS", "AssetFilter", "asset_changes", "watch_layers"]
 
 log = logging.getLogger("jidocode.asset_loader.watcher")
 
@@ -26,6 +30,21 @@ log = logging.getLogger("jidocode.asset_loader.watcher")
 DEFAULT_DEBOUNCE_MS: Final = 50
 #: ``trusted_projects.json`` (the global home's trust store): trusting a project reloads its settings.
 _FILES: Final = {"settings.json", "JIDO.md", "trusted_projects.json"}
+#: The ``kind`` of a changed file, by its first path part inside its layer.
+_KINDS: Final = {
+    "skills": "skill",
+    "commands": "command",
+    "workflows": "workflow",
+    "skill_graph": "skill_graph",
+    "settings.json": "settings",
+    "JIDO.md": "instructions",
+    "trusted_projects.json": "trust",
+}
+_CHANGES: Final[dict[Change, Literal["added", "modified", "deleted"]]] = {
+    Change.added: "added",
+    Change.modified: "modified",
+    Change.deleted: "deleted",
+}
 
 
 class AssetFilter(DefaultFilter):
@@ -88,3 +107,28 @@ async def watch_layers(
             await on_change(changes)
         except Exception:  # a failed reload must not end the watcher
             log.exception("reload after a file change failed")
+
+
+def asset_changes(changes: set[tuple[Change, str]], layers: list[Layer]) -> list[AssetChange]:
+    """The asset files of a burst, sorted by path (then change), each with its layer and kind.
+
+    A file both added and modified in one burst is named once per change. A path is matched against each layer folder as given and resolved (the
+    watcher may report either); one under no layer, or not an asset file, is left out.
+    """
+    bases: list[tuple[str, Layer]] = []
+    for layer in layers:
+        for base in {str(layer.path), str(layer.path.resolve())}:
+            bases.append((base, layer))
+    found: dict[tuple[str, str], AssetChange] = {}
+    for change, path in changes:
+        for base, layer in bases:
+            if not path.startswith(base + "/"):
+                continue
+            rel = path[len(base) + 1 :]
+            head = rel.split("/", 1)[0]
+            kind = _KINDS.get(head) if head in ASSET_DIRS or rel in _FILES else None
+            if kind is not None:
+                what = _CHANGES[change]
+                found[(path, what)] = AssetChange(change=what, path=path, layer=layer.name, kind=kind)
+                break
+    return [found[key] for key in sorted(found)]

@@ -12,24 +12,30 @@ Requests (``jido.assets.<p>.<verb>``, reply in brackets)::
     call_tool    tools.RunTool     [tools.ToolResult]
 
 Signals (``jido.sig.<type>``): ``skill/registry/updated``,
-``project.assets_reloaded``, ``workflow.run.*``. Skill hook signals are
+``project.assets_reloaded``, ``workflow.run.*``, ``skill.route.*``, and seed 000
+§6's ``project.assets_loaded`` (every load, a summary) and ``assets.changed``
+(what the watcher saw change, before the reload it triggers). Skill hook signals are
 published on ``jido.hook.<signal_type>`` with the type settings give them, so
 they are not catalogue types.
 """
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Final, Literal
 
-from pydantic import Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from ._base import Command, EventModel
 
 __all__ = [
     "EVENTS",
+    "MAX_CHANGES_PER_SIGNAL",
+    "AssetChange",
     "AssetDocument",
     "AssetItems",
     "AssetReport",
+    "AssetsChanged",
+    "AssetsLoaded",
     "AssetsReloaded",
     "GetAsset",
     "GetDiagnostics",
@@ -217,6 +223,60 @@ class SkillRouteFailed(EventModel):
     data: Any = None
 
 
+#: Changed files named by one ``assets.changed`` (its ``count`` says how many there were).
+MAX_CHANGES_PER_SIGNAL: Final = 100
+
+
+class AssetsLoaded(EventModel):
+    """A project's assets were (re)loaded (seed 000 §6 ``project.assets_loaded``).
+
+    Published on every load of a generation, the first one (``trigger`` ``"load"``)
+    and every reload (``"watch"``, ``"request"``, …), just before
+    ``project.assets_reloaded``, which carries the same generation with its
+    diagnostics themselves. ``counts`` are the generation's
+    (``skill``, ``command``, ``workflow``, ``graph_node``).
+    """
+
+    type: Literal["project.assets_loaded"] = "project.assets_loaded"
+    project_id: str
+    generation: int = Field(ge=0)
+    counts: dict[str, int]
+    diagnostics: int = Field(default=0, ge=0)
+    trigger: str = "request"
+    duration_ms: float = Field(default=0.0, ge=0.0)
+
+
+class AssetChange(BaseModel):
+    """One changed file of an ``assets.changed``."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    change: Literal["added", "modified", "deleted"]
+    #: The file as the watcher saw it (absolute).
+    path: str
+    #: ``global`` (the JidoCode home) or ``project``.
+    layer: str
+    #: ``skill``, ``command``, ``workflow``, ``skill_graph`` (a file under that folder),
+    #: ``settings`` (settings.json), ``instructions`` (JIDO.md) or ``trust`` (trusted_projects.json).
+    kind: str
+
+
+class AssetsChanged(EventModel):
+    """The watcher saw asset files change (seed 000 ``Watcher``: "Emit ``assets.changed``").
+
+    One per debounced burst, before the reload it triggers (whose
+    ``project.assets_loaded`` has ``trigger`` ``"watch"``). At most
+    :data:`MAX_CHANGES_PER_SIGNAL` files are named; ``count`` is all of them and
+    ``kinds`` every kind that changed.
+    """
+
+    type: Literal["assets.changed"] = "assets.changed"
+    project_id: str
+    changes: list[AssetChange] = Field(default_factory=list, max_length=MAX_CHANGES_PER_SIGNAL)
+    count: int = Field(default=0, ge=0)
+    kinds: list[str] = Field(default_factory=list)
+
+
 EVENTS: tuple[type[EventModel], ...] = (
     AssetDocument,
     AssetItems,
@@ -236,4 +296,6 @@ EVENTS: tuple[type[EventModel], ...] = (
     WorkflowRunFailed,
     SkillRouteCompleted,
     SkillRouteFailed,
+    AssetsLoaded,
+    AssetsChanged,
 )

@@ -6,6 +6,7 @@
 - :mod:`.adapter`  the only importer of litellm: streaming, tool-call assembly, usage, cost, errors, retries
 - :mod:`.options`  model settings: settings.json ``llm``, environment, per-conversation overrides
 - :mod:`.stream`   pure assembly of a streamed completion
+- :mod:`.deltas`   pure coalescing of streamed text into few ``llm.delta`` signals
 - :mod:`.retry`    pure bounded backoff
 - :mod:`.prompt`   the system prompt (JIDO.md, AGENTS.md/CLAUDE.md, root, policy, skill/command index)
 - :mod:`.ledger`   the token ledger: usage totals per conversation and project, budgets
@@ -34,9 +35,9 @@ def make_llm_port(
     """The litellm port.
 
     With ``bus``: each call gets the project's system prompt (:mod:`.prompt`)
-    unless its messages already have one; llm.* signals (``llm.usage``, ``llm.retrying``,
-    ``llm.failed``, ``llm.budget.exceeded``) are published on
-    ``jido.sig.<type>`` and usage is kept in the KV ledger (per conversation
+    unless its messages already have one; llm.* signals (``llm.started``, ``llm.delta``,
+    ``llm.completed``, ``llm.usage``, ``llm.retrying``, ``llm.failed``,
+    ``llm.budget.exceeded``) are published on ``jido.sig.<type>`` and usage is kept in the KV ledger (per conversation
     and project, and checked against ``llm.budget_*``). ``sink``/``store``
     replace either. Without any: no signals, an in-memory ledger.
 

@@ -28,6 +28,13 @@ error_type                 cause                                          retrie
 A failure after text was already streamed is not retried (the deltas cannot
 be taken back); it is raised with ``retryable=True`` for the caller to decide.
 
+Telemetry (seed 000 §6, on ``jido.sig.llm.<…>`` through the sink): each call
+is ``llm.started``, any ``llm.retrying``, its text as coalesced ``llm.delta``
+(:mod:`.deltas`: at most one per ``delta_interval_s`` plus one per
+``delta_max_chars`` characters), then ``llm.usage`` + ``llm.completed``, or
+``llm.failed`` (also when the call is cancelled: ``error_type``
+``llm_cancelled``), all with the call's ``call_id``.
+
 litellm is imported lazily (it takes seconds) and with
 ``LITELLM_LOCAL_MODEL_COST_MAP=True``, so importing it never fetches anything.
 """
@@ -49,11 +56,13 @@ from jidocode.shared.events import llm as llm_events
 from jidocode.shared.events._base import EventModel
 from jidocode.shared.events.llm import UsageTotals
 
+from .deltas import DEFAULT_DELTA_INTERVAL_S, DEFAULT_DELTA_MAX_CHARS, check_delta_limits
 from .ledger import EventSink, MemoryLedger, UsageStore, check_budget
 from .options import DEFAULT_CONTEXT_WINDOW, LlmOptions, resolve_api_key, resolve_options
 from .prompt import SystemPrompts
 from .retry import backoff_delay
 from .stream import StreamAssembler
+from .telemetry import CallSignals
 
 __all__ = [
     "EventSink",
@@ -279,7 +288,11 @@ def _check_provider_key(model: str) -> None:
 
 
 class LitellmPort:
-    """``LlmPort`` over litellm. ``sink`` publishes llm.* signals (usage, retries, failures)."""
+    """``LlmPort`` over litellm. ``sink`` publishes llm.* signals (calls, text, usage, retries, failures).
+
+    ``delta_interval_s``/``delta_max_chars`` bound the ``llm.delta`` signals of a call
+    (:mod:`.deltas`); a bad value is a ``ValueError`` naming it.
+    """
 
     def __init__(
         self,
@@ -289,7 +302,14 @@ class LitellmPort:
         system_prompts: SystemPrompts | None = None,
         env: Mapping[str, str] | None = None,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        clock: Callable[[], float] = time.monotonic,
+        delta_interval_s: float = DEFAULT_DELTA_INTERVAL_S,
+        delta_max_chars: int = DEFAULT_DELTA_MAX_CHARS,
     ) -> None:
+        check_delta_limits(delta_interval_s, delta_max_chars)
+        self.delta_interval_s = delta_interval_s
+        self.delta_max_chars = delta_max_chars
+        self._clock = clock
         self._sink = sink
         self.store: UsageStore = store if store is not None else MemoryLedger()
         self._system_prompts = system_prompts
@@ -326,50 +346,62 @@ class LitellmPort:
         on_retry: RetryCallback | None = None,
     ) -> LlmResult:
         await load_litellm_async()
+        signals = CallSignals(
+            request,
+            emit=self._emit,
+            clock=self._clock,
+            interval_s=self.delta_interval_s,
+            max_chars=self.delta_max_chars,
+        )
         try:
             options = self.options(request)
             api_key = resolve_api_key(options, self.env)
             if api_key is None:
                 _check_provider_key(options.model)
         except JidoError as exc:
-            await self._emit(
-                llm_events.LlmCallFailed(
-                    project_id=request.project_id,
-                    conversation_id=request.conversation_id,
-                    correlation_id=request.correlation_id,
-                    error_type=exc.type,
-                    message=exc.message,
-                )
-            )
+            await signals.failed(exc.type, exc.message, model=None, attempts=1)
             raise
         await self._check_budget(request, options)
         request = await self._with_system_prompt(request)
+        signals.request = request
+        await signals.started(options.model, len(_tools_param(request, options)))
+        try:
+            return await self._attempts(request, options, api_key, on_delta, on_retry, signals)
+        except asyncio.CancelledError:
+            # The conversation stopped the call: its observers still see it end.
+            await signals.failed(
+                "llm_cancelled", "the call was cancelled", model=options.model, attempts=signals.attempts
+            )
+            raise
+
+    async def _attempts(
+        self,
+        request: LlmRequest,
+        options: LlmOptions,
+        api_key: str | None,
+        on_delta: Callable[[str], Awaitable[None]],
+        on_retry: RetryCallback | None,
+        signals: CallSignals,
+    ) -> LlmResult:
+        """The call and its retries (see the module docstring)."""
         retries = 0
         started = time.perf_counter()
         while True:
             streamed = False
+            signals.attempts = retries + 1
 
             async def delta(piece: str) -> None:
                 nonlocal streamed
                 streamed = True
                 await on_delta(piece)
+                await signals.text(piece)
 
             try:
                 result = await self._once(options, api_key, request, delta)
             except Exception as exc:  # mapped to a typed JidoError below, never swallowed
                 error = map_error(exc, options.model)
                 if not error.retryable or streamed or retries >= options.max_retries:
-                    await self._emit(
-                        llm_events.LlmCallFailed(
-                            project_id=request.project_id,
-                            conversation_id=request.conversation_id,
-                            correlation_id=request.correlation_id,
-                            model=options.model,
-                            error_type=error.type,
-                            message=error.message,
-                            attempts=retries + 1,
-                        )
-                    )
+                    await signals.failed(error.type, error.message, model=options.model, attempts=retries + 1)
                     if error is exc:
                         raise
                     raise error from exc
@@ -384,6 +416,7 @@ class LitellmPort:
                     project_id=request.project_id,
                     conversation_id=request.conversation_id,
                     correlation_id=request.correlation_id,
+                    call_id=signals.call_id,
                     model=options.model,
                     attempt=retries,
                     max_retries=options.max_retries,
@@ -396,12 +429,14 @@ class LitellmPort:
                     await on_retry(notice)
                 await self._sleep(delay)
                 continue
+            await signals.flush()
             usage = result.usage.model_copy(update={"cost_usd": _cost(options.model, result.usage)})
             result = result.model_copy(update={"usage": usage})
             recorded = llm_events.LlmUsage(
                 project_id=request.project_id,
                 conversation_id=request.conversation_id,
                 correlation_id=request.correlation_id,
+                call_id=signals.call_id,
                 model=result.model or options.model,
                 prompt_tokens=usage.prompt_tokens,
                 completion_tokens=usage.completion_tokens,
@@ -414,6 +449,7 @@ class LitellmPort:
             )
             self._record_later(recorded)
             await self._emit(recorded)
+            await signals.completed(recorded, result)
             return result
 
     def _record_later(self, event: llm_events.LlmUsage) -> None:
