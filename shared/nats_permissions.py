@@ -338,8 +338,10 @@ def _conversation() -> Permissions:
         assets_requests(),
     ]
     # Signals (assets reloaded, project stopped, skill registry updated) invalidate its cached
-    # tool specs; it listens on the whole signal space.
-    sub += [subjects.conversation_in_filter(), subjects.signal_filter()]
+    # tool specs; it listens on the whole signal space. It reads its conversations' output: a
+    # stop waits for its cancel to be journaled, an owner journals the tool runner's approval
+    # requests.
+    sub += [subjects.conversation_in_filter(), subjects.signal_filter(), subjects.conversation_out_filter()]
     return Permissions(publish_allow=tuple(pub), subscribe_allow=tuple(sub), publish_deny=_TOOL_CALLS_PRIVATE)
 
 

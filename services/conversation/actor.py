@@ -28,6 +28,7 @@ arrived while it was letting go (then it loads the conversation again).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections import OrderedDict
 from collections.abc import Coroutine
@@ -42,6 +43,7 @@ from jidocode.shared.envelope import Envelope, decode, now_iso
 from jidocode.shared.errors import JidoError
 from jidocode.shared.events import EventModel
 from jidocode.shared.events.conversation import (
+    ApprovalRequested,
     AssistantDelta,
     ConversationError,
     EventIngested,
@@ -86,6 +88,8 @@ log = logging.getLogger("jidocode.conversation.actor")
 LLM_SOURCE = "conversation/llm"
 TOOLS_SOURCE = "conversation/tools"
 INGEST_SOURCE = "conversation/ingest"
+#: Source of the journaled approval requests of the tool runner.
+APPROVAL_SOURCE = "tool_runner/approval"
 
 #: Validated input kept for its message to arrive, per conversation (the oldest is dropped first).
 MAX_VALIDATED_PENDING: Final = 256
@@ -160,6 +164,7 @@ class ConversationActor:
         self.tasks: dict[str, asyncio.Task[None]] = {}
         self.ready = asyncio.Event()
         self._sub: Subscription | None = None
+        self._asks: Subscription | None = None
         self._cache: dict[str, tuple[tuple[int, int], Any]] = {}
         #: What the runtime's ``send_event`` validated for this conversation and is publishing.
         self.validated = ValidatedInput(self.project_id, self.conversation_id)
@@ -179,6 +184,11 @@ class ConversationActor:
         self.ready.set()
         log.info("conversation %s/%s rebuilt from %d journal entries", p, c, len(entries))
         await self._execute(first)
+        # the tool runner asks for approvals on the conversation's output: journaled here, beside
+        # the answers that come on the input, so the timeline shows both
+        self._asks = await self.rt.bus.nc.subscribe(
+            subjects.conversation_out(p, c, ApprovalRequested.TYPE), cb=self._on_approval_requested
+        )
         self._sub = await self.rt.bus.js.subscribe(
             subjects.conversation_in(p, c),
             stream=subjects.STREAM_CONV_IN,
@@ -259,6 +269,10 @@ class ConversationActor:
             if not key.startswith(_CANCEL_PREFIX):
                 task.cancel()
         self.tasks.clear()
+        if self._asks is not None:
+            asks, self._asks = self._asks, None
+            with contextlib.suppress(Exception):  # the connection may be closing
+                await asks.unsubscribe()
         if self._sub is not None:
             sub, self._sub = self._sub, None
             # The input consumer goes with the actor (the server would drop it only after
@@ -288,6 +302,28 @@ class ConversationActor:
         except JidoError as exc:
             signal = self._rejection(exc, seq, raw)
         await self.mailbox.put((signal, seq))
+
+    async def _on_approval_requested(self, msg: Msg) -> None:
+        """A question of the tool runner (published on the output already): journal it, once."""
+        try:
+            env = decode(msg.data, msg.headers)
+            asked = ApprovalRequested.model_validate(env.data)
+        except (JidoError, ValueError) as exc:
+            log.debug("unreadable approval request: %s", exc)
+            return
+        await self.mailbox.put(
+            (
+                Signal.of(
+                    asked,
+                    id=f"{asked.request_id}:approval.requested",  # the same question asked again is one entry
+                    source=APPROVAL_SOURCE,
+                    correlation_id=env.correlation_id or asked.request_id,
+                    causation_id=env.id,
+                    time=env.time or now_iso(),
+                ),
+                0,
+            )
+        )
 
     def _rejection(self, exc: JidoError, seq: int, raw: dict[str, Any]) -> Signal:
         rid = f"{self.project_id}:{self.conversation_id}:in:{seq}"
@@ -368,8 +404,11 @@ class ConversationActor:
 
     async def _publish(self, entry: Signal) -> None:
         p, c = self.project_id, self.conversation_id
-        payload, headers = to_payload(entry, p, c)
-        await self.rt.bus.nc.publish(subjects.conversation_out(p, c, entry.type), payload, headers=headers)
+        if entry.source != APPROVAL_SOURCE:  # the tool runner published its question itself
+            payload, headers = to_payload(entry, p, c)
+            await self.rt.bus.nc.publish(
+                subjects.conversation_out(p, c, entry.type), payload, headers=headers
+            )
         if entry.source != CORE_SOURCE:
             await self.rt.bus.emit(
                 EventIngested(project_id=p, conversation_id=c, event_id=entry.id, event_type=entry.type),

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from jidocode.cli.dev.scripted_llm import Reply, call
-from jidocode.client import TurnFailed
+from jidocode.client import ApprovalRequest, TurnFailed
 from jidocode.shared.clients import EngineClient
 from jidocode.shared.errors import Conflict
 from tests.e2e.test_chat import System
@@ -204,3 +204,32 @@ async def test_conversations_list_show_and_stop_on_the_bus_and_the_cli(system: S
     assert code == 0 and f"stopped {busy}" in out, err
     after = {c.conversation_id: c for c in (await client.conversations.list()).conversations}
     assert (after[busy].status, after[busy].owner) == ("stopped", None)
+
+
+async def test_approval_requests_are_journaled_beside_their_answers(system: System) -> None:
+    """Issue 12 item 14: the timeline shows the question and the answer, the client is asked once."""
+    system.llm.script(
+        Reply.tools(call("write_file", path="ask/x.txt", content="after\n")),
+        Reply.answer("Done asking."),
+    )
+    asked: list[ApprovalRequest] = []
+
+    async def approve(request: ApprovalRequest) -> str:
+        asked.append(request)
+        return "approve_once"
+
+    client = await system.client()
+    await client.configure_tools(approve=approve)
+    assert await client.send_message("Write x", timeout=60) == "Done asking."
+    assert len(asked) == 1  # the journaled copy is not published a second time
+    cid = client.conversation_id
+    assert cid is not None
+    timeline = (await client.conversations.get_projection(cid, "timeline")).value
+    kinds = [e["type"] for e in timeline]
+    requested = [e for e in timeline if e["type"] == "conversation.approval.requested"]
+    answered = [e for e in timeline if e["type"] == "conversation.approval.response"]
+    assert len(requested) == 1 and len(answered) == 1, kinds
+    call_id = next(e["id"] for e in timeline if e["type"] == "conversation.tool.requested")
+    assert requested[0]["data"]["request_id"] == answered[0]["data"]["request_id"] == call_id
+    assert requested[0]["data"]["tool"] == "write_file" and requested[0]["source"] == "tool_runner/approval"
+    assert kinds.index("conversation.approval.requested") < kinds.index("conversation.approval.response")
