@@ -23,6 +23,7 @@ from jidocode.client import ApprovalRequest, TurnFailed
 from jidocode.shared.clients import EngineClient
 from jidocode.shared.errors import Conflict
 from tests.e2e.test_chat import System
+from tests.security.sandbox_support import processes_with
 
 pytestmark = pytest.mark.slow
 
@@ -30,25 +31,9 @@ pytestmark = pytest.mark.slow
 PATIENCE_S = 20.0
 
 
-def _alive(marker: str) -> list[int]:
-    """Live (not zombie) processes whose command line holds ``marker``."""
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            cmdline = Path(f"/proc/{entry}/cmdline").read_bytes()
-            state = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[-1].split()[0]
-        except OSError:
-            continue
-        if marker.encode() in cmdline and state != "Z":
-            found.append(int(entry))
-    return found
-
-
 async def _until_alive(marker: str) -> None:
     async def poll() -> None:
-        while not _alive(marker):  # noqa: ASYNC110
+        while not processes_with(marker):  # noqa: ASYNC110
             await asyncio.sleep(0.01)  # /proc has no change notification
 
     await asyncio.wait_for(poll(), PATIENCE_S)
@@ -59,7 +44,7 @@ async def _gone_within(marker: str) -> float:
     start = time.monotonic()
 
     async def poll() -> None:
-        while _alive(marker):  # noqa: ASYNC110
+        while processes_with(marker):  # noqa: ASYNC110
             await asyncio.sleep(0.01)  # /proc has no change notification
 
     await asyncio.wait_for(poll(), PATIENCE_S)
