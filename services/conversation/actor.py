@@ -492,6 +492,7 @@ class ConversationActor:
             project_id=p,
             conversation_id=c,
             correlation_id=intent.correlation_id,
+            request_id=intent.request_id,
             messages=messages,
             tools=tools,
             settings={k: v for k, v in self.record.settings.items() if k != "system_prompt"},

@@ -63,6 +63,9 @@ class LlmRequest(BaseModel):
     project_id: str
     conversation_id: str
     correlation_id: str
+    #: The conversation's id of this call (its ``conversation.llm.requested`` entry): the
+    #: ``request_id`` of the ``llm.*`` signals.
+    request_id: str | None = None
     #: OpenAI-style chat messages (``role``, ``content``, ``tool_calls``, ``tool_call_id``).
     #: Not validated: the shell builds them from the ``llm_context`` projection, and checking
     #: thousands of messages would make each call cost more the longer the conversation.

@@ -53,6 +53,9 @@ async def test_conversation_lifecycle_ingest_and_llm_signals(
         call_id = completed.data["call_id"]
         [llm_started] = log.of("llm.started", lambda e: e.data["call_id"] == call_id)
         assert llm_started.data["model"] == "openai/scripted" and llm_started.data["conversation_id"] == "c1"
+        timeline = (await client.get_projection("c1", "timeline")).value
+        requested = next(e["id"] for e in timeline if e["type"] == "conversation.llm.requested")
+        assert llm_started.data["request_id"] == completed.data["request_id"] == requested
         deltas = log.of("llm.delta", lambda e: e.data["call_id"] == call_id)
         assert deltas and "".join(d.data["text"] for d in deltas) == ANSWER
         # the model's answer is ingested too (it is not minted by the core)
