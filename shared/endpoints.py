@@ -110,6 +110,13 @@ ENDPOINTS: tuple[Endpoint, ...] = (
     Endpoint("project", "project", "info", GetProject, "The project's registry record"),
     Endpoint("project", "project", "list_tools", ListTools, "The policy-filtered tool catalogue"),
     Endpoint("project", "project", "policy", GetPolicy, "The effective policy and tool limits"),
+    Endpoint(
+        "project",
+        "project",
+        "reload_assets",
+        ReloadAssets,
+        "Reload the project's assets (by its asset loader)",
+    ),
     Endpoint("conversation", "conversations", "start", StartConversation, "Start or reopen a conversation"),
     Endpoint("conversation", "conversations", "stop", StopConversation, "Stop a conversation"),
     Endpoint("conversation", "conversations", "list", ListConversations, "List a project's conversations"),

@@ -5,6 +5,7 @@ project: ``jido.project.<p>.<verb>``)::
 
     info                 GetProject -> ProjectInfo, the project's registry record
     list_tools, policy   the policy-filtered tool catalog (tooling.py)
+    reload_assets        ReloadAssets -> AssetReport, forwarded to the asset loader
 
 Conversations are not forwarded through here: clients call the conversation
 service directly (``jido.conversations.<p>.<verb>``), which reads the same
@@ -19,9 +20,11 @@ import asyncio
 import logging
 
 from jidocode.shared.bus import Bus
+from jidocode.shared.clients import AssetsClient
 from jidocode.shared.config import Config
 from jidocode.shared.endpoints import endpoint
 from jidocode.shared.envelope import Envelope
+from jidocode.shared.events.assets import AssetReport, ReloadAssets
 from jidocode.shared.events.engine import GetProject, ProjectInfo
 from jidocode.shared.registry import WatchedDirectory
 from jidocode.shared.service import ServiceHost, scoped_project_id
@@ -31,6 +34,9 @@ from . import tooling
 __all__ = ["serve"]
 
 log = logging.getLogger("jidocode.project")
+
+#: How long a forwarded reload may take (the loader reads every asset file again).
+RELOAD_TIMEOUT_S = 60.0
 
 #: Modules that add endpoints with ``register(host, bus, directory)``.
 _PARTS = (tooling,)
@@ -45,7 +51,14 @@ async def serve(config: Config, stop: asyncio.Event) -> None:
         async def info(request: GetProject, env: Envelope) -> ProjectInfo:
             return await directory.get(scoped_project_id(env))
 
+        async def reload_assets(request: ReloadAssets, env: Envelope) -> AssetReport:
+            """Seed 000 ``Project.Server`` forwards ``:reload_assets`` to its ``AssetStore``."""
+            project_id = scoped_project_id(env)
+            await directory.get(project_id)  # unknown or stopped: said here, not by the loader
+            return await AssetsClient(bus, project_id, timeout=RELOAD_TIMEOUT_S).reload()
+
         host.serve(endpoint("project", "info"), info)
+        host.serve(endpoint("project", "reload_assets"), reload_assets)
         for part in _PARTS:
             part.register(host, bus, directory)
         await host.start()

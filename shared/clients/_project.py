@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from jidocode.shared.events.assets import AssetReport
+from jidocode.shared.events.assets import AssetReport, ReloadAssets
 from jidocode.shared.events.engine import GetProject, ProjectInfo
 from jidocode.shared.events.tools import GetPolicy, ListTools, ToolCatalog, ToolPolicy
 
-from ._assets import AssetsClient
 from ._base import Ext, ProjectScoped
 
 __all__ = ["ProjectClient"]
@@ -34,11 +33,8 @@ class ProjectClient(ProjectScoped):
     async def reload_assets(self, *, timeout: float | None = None, **ext: Ext) -> AssetReport:
         """Seed 000 ``reload_assets(project_id)``: reload the project's assets now; the new generation.
 
-        The seed's project server forwards ``:reload_assets`` to its ``AssetStore``; here the
-        asset loader is that store, so this verb is its ``jido.assets.<p>.reload``, composed in
-        the client rather than forwarded by the project service (one hop, nothing for the
-        project service to add: its tool catalogue asks the loader on every call). The report
-        carries the loader's diagnostics, the settings files' included.
+        The project service forwards it to the project's ``AssetStore``, the asset loader
+        (``jido.assets.<p>.reload``), as the seed's project server does. The report carries the
+        loader's diagnostics, the settings files' included.
         """
-        assets = AssetsClient(self.bus, self.project_id, timeout=self.timeout)
-        return await assets.reload(timeout=timeout, **ext)
+        return await self._scoped("reload_assets", ReloadAssets(), timeout=timeout, **ext)

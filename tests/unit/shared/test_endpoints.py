@@ -123,10 +123,12 @@ def test_request_and_reply_types() -> None:
 
 
 def test_the_project_service_no_longer_forwards_conversations() -> None:
-    assert {e.verb for e in endpoints_of("project")} == {"info", "list_tools", "policy"}
+    # reload_assets is the seed's Project.Server verb, forwarded to the asset loader
+    assert {e.verb for e in endpoints_of("project")} == {"info", "list_tools", "policy", "reload_assets"}
     assert {e.verb for e in endpoints_of("conversation")} == {
         "start",
         "stop",
+        "list",
         "delete",
         "send_event",
         "get_projection",
