@@ -71,7 +71,8 @@ class Launch:
         self.pass_fds = ()
         if self.info_fd is not None:
             info_fd, self.info_fd = self.info_fd, None
-            os.close(info_fd)
+            with contextlib.suppress(OSError):
+                os.close(info_fd)
         if self.scratch is not None:
             scratch, self.scratch = self.scratch, None
             await asyncio.to_thread(shutil.rmtree, scratch, True)

@@ -173,3 +173,43 @@ async def test_a_call_cancelled_at_any_moment_leaves_nothing(
         await _until(
             f"no process of the call stopped after {moment} s", lambda m=marker: not processes_with(m)
         )
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_a_call_cancelled_twice_returns_only_once_its_processes_are_gone(
+    mode: str, tmp_path: Path
+) -> None:
+    """A second cancel while the first one's stop runs (shutdown's cancel of every call beside a
+    handler's own, a user's cancel beside a stop's) must not let the call return, and its sandbox
+    be taken down, while the command still runs."""
+    skip_unless(mode)
+    jido_home = tmp_path / "jido_home"
+    write_global(jido_home, {"mode": mode})
+    root = make_project(tmp_path / "proj")
+    for i, moment in enumerate([0.0, 0.002, 0.02, 0.2]):
+        marker = f"96.{os.getpid()}{i}7"
+        launch = await sandbox.prepare(
+            ["/bin/bash", "-c", f"sleep {marker}"], root=str(root), jido_home=str(jido_home)
+        )
+        try:
+            call = asyncio.create_task(
+                run_command(
+                    launch.argv,
+                    cwd=launch.cwd,
+                    timeout_s=120,
+                    output_cap=4096,
+                    env=launch.env,
+                    pass_fds=launch.pass_fds,
+                    graceful=launch.graceful_stop,
+                    info_fd=launch.info_fd,
+                )
+            )
+            await asyncio.sleep(moment)  # not a synchronization: the moment of the stop is what varies
+            call.cancel()
+            await asyncio.sleep(0)  # the first cancel is being handled
+            call.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await call
+            assert not processes_with(marker), f"a process outlived the call cancelled twice after {moment} s"
+        finally:
+            await launch.close()

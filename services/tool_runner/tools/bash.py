@@ -23,7 +23,7 @@ import os
 import signal
 import time
 from collections.abc import Mapping
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 from jidocode.shared import sandbox
 from jidocode.shared.errors import RequestTimeout
@@ -37,6 +37,8 @@ __all__ = ["BASH", "ENV_ALLOWLIST", "run_command", "sandbox_status", "scrubbed_e
 
 #: Variables of the runner's environment that reach the command (everything else is dropped).
 ENV_ALLOWLIST: Final = sandbox.ENV_ALLOWLIST
+
+T = TypeVar("T")
 
 _SHELL: Final = ("/bin/bash", "--noprofile", "--norc", "-c")
 #: How long the Landlock launcher gets to kill what the command left before its group is killed.
@@ -121,23 +123,35 @@ async def _stop(
     _kill_group(proc.pid)  # start_new_session: the child leads a group of its own id
 
 
-async def _started(
-    spawn: asyncio.Future[asyncio.subprocess.Process],
-) -> tuple[asyncio.subprocess.Process, bool]:
-    """The started process, and whether the call was cancelled while it started.
+async def _to_the_end(work: asyncio.Future[T]) -> tuple[T, bool]:
+    """``work``'s result, awaited to its end even when the caller is cancelled meanwhile (once or
+    more), and whether it was: the caller raises that cancel once the work is done.
 
-    Not cancellable: asyncio's own clean-up of a start cancelled half-way kills only the
-    process it started, not what that process had started already (bubblewrap's namespace,
-    the Landlock launcher's command), and gives the caller no pid to stop them by.
+    For what must not be left half-done: starting the process (asyncio's own clean-up of a start
+    cancelled half-way kills only the process it started, not what that process had started
+    already — bubblewrap's namespace, the Landlock launcher's command — and gives the caller no
+    pid to stop them by), and stopping it (a second cancel during the stop would let the call
+    return, and its sandbox be taken down, while the command still runs).
     """
     cancelled = False
     while True:
         try:
-            return await asyncio.shield(spawn), cancelled
+            return await asyncio.shield(work), cancelled
         except asyncio.CancelledError:
-            if spawn.cancelled():
+            if work.cancelled():
                 raise
-            cancelled = True  # the start goes on; the caller stops the process once it has it
+            cancelled = True  # the work goes on; the caller is told once it is done
+
+
+async def _end(
+    proc: asyncio.subprocess.Process, *, graceful: bool, namespace: sandbox.Namespace | None
+) -> None:
+    """Stop a command still running (:func:`_stop`), then kill and reap the process itself."""
+    await _stop(proc, graceful=graceful, namespace=namespace)
+    with contextlib.suppress(ProcessLookupError):
+        proc.kill()
+    with contextlib.suppress(ProcessLookupError):
+        await proc.wait()
 
 
 async def run_command(
@@ -184,7 +198,7 @@ async def run_command(
                         pass_fds=pass_fds,
                     )
                 )
-                proc, cancelled = await _started(spawn)
+                proc, cancelled = await _to_the_end(spawn)
             finally:
                 os.close(wfd)
         except BaseException:
@@ -210,11 +224,11 @@ async def run_command(
         finally:
             out.stop()
             if proc.returncode is None:
-                await asyncio.shield(_stop(proc, graceful=graceful, namespace=namespace))
-                with contextlib.suppress(ProcessLookupError):
-                    proc.kill()
-                with contextlib.suppress(ProcessLookupError):
-                    await proc.wait()
+                _, again = await _to_the_end(
+                    asyncio.ensure_future(_end(proc, graceful=graceful, namespace=namespace))
+                )
+                if again:
+                    raise asyncio.CancelledError  # cancelled (again) while it stopped the command
     finally:
         if namespace is not None:
             namespace.close()
