@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 
 from jidocode.shared.events import EventModel
 from jidocode.shared.events.conversation import (
+    EXTERNAL_TYPES,
     AssistantMessage,
     Cancel,
     LlmCompleted,
@@ -333,13 +334,17 @@ def _request_llm(w: _Work, cause: Signal) -> None:
 def ingest(state: ConversationState, signal: Signal) -> tuple[ConversationState, Intents]:
     """Enqueue ``signal`` unless it is a duplicate or the queue is full.
 
-    A duplicate ``(id, correlation_id)`` is ignored. At a full queue the NEW
-    signal is dropped and a :class:`QueueOverflow` entry is applied
-    (and emitted); nothing already accepted is lost.
+    A duplicate ``(id, correlation_id)`` is ignored. At a full queue a NEW
+    input from outside (:data:`EXTERNAL_TYPES`) is dropped and a
+    :class:`QueueOverflow` entry is applied (and emitted); nothing already
+    accepted is lost. What answers the conversation's own requests (LLM and tool
+    results, an approval question) is always taken: dropping it would leave the
+    conversation waiting for good. There are only as many of those as requests
+    outstanding, so the queue stays bounded.
     """
     if state.is_seen(signal):
         return state, ()
-    if state.queue_size >= state.limits.max_queue:
+    if state.queue_size >= state.limits.max_queue and signal.type in EXTERNAL_TYPES:
         w = _thaw(state)
         overflow = QueueOverflow(
             dropped_id=signal.id,

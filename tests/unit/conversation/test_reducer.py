@@ -195,6 +195,22 @@ def test_overflow_drops_the_new_signal_and_keeps_the_queue() -> None:
     assert [s.id for s in state.event_queue] == ["c2"]
 
 
+def test_a_result_of_the_conversations_own_request_is_never_dropped_at_a_full_queue() -> None:
+    state, _ = run_to_idle(initial_state("p", "c", Limits(max_queue=2)), [user(id="u0")])
+    result = llm_done(state, "the answer", [])  # its LLM call is outstanding
+    for i in range(2):
+        state, _ = ingest(state, user(id=f"u{i + 1}"))
+    assert state.queue_size == 2
+    state, intents = ingest(state, result)
+    assert not _of(intents, Emit) and state.queue_size == 3  # taken, not an overflow
+    while state.event_queue:
+        state, _ = drain(state)
+    answers = [e.data["text"] for e in state.timeline if e.type == "conversation.assistant.message"]
+    assert answers == ["the answer"]  # the turn was answered
+    assert state.pending_llm != result.data["request_id"]  # and the messages meanwhile asked anew
+    assert not [e for e in state.timeline if e.type == "conversation.queue.overflow"]
+
+
 def test_drain_is_bounded_and_yields_continue_drain() -> None:
     state = initial_state("p", "c", Limits(max_drain_steps=3, max_queue=10))
     for i in range(7):
