@@ -103,10 +103,20 @@ async def cli_bus(name: str = "cli") -> AsyncIterator[Bus]:
         await bus.close()
 
 
-async def resolve_project(bus: Bus, project_dir: str, *, data_dir: str = ".jido") -> ProjectInfo:
-    """The project on ``project_dir`` (started if needed: the engine returns the same one for a root)."""
+async def resolve_project(
+    bus: Bus, project_dir: str, *, data_dir: str = ".jido", restart: bool = False
+) -> ProjectInfo:
+    """The project on ``project_dir``: started if it never was (the engine returns the same one for
+    a root); a stopped one is returned as it is (its record says ``stopped``, and what needs it
+    running says so) unless ``restart`` (``jidocode projects start``)."""
     root = os.path.abspath(os.path.expanduser(project_dir))
-    return await EngineClient(bus).start_project(root, data_dir=data_dir)
+    engine = EngineClient(bus)
+    if not restart:
+        real = os.path.realpath(root)
+        for info in (await engine.list_projects()).projects:
+            if info.root_path == real and info.status == "stopped":
+                return info
+    return await engine.start_project(root, data_dir=data_dir)
 
 
 def fields(reply: EventModel, *, exclude: frozenset[str] = frozenset()) -> dict[str, Any]:

@@ -62,8 +62,8 @@ def show(
         async with cli_bus("conversations") as bus:
             info = await resolve_project(bus, project_dir)
             client = ConversationsClient(bus, info.project_id)
-            listed = await client.list(limit=5000)
-            found = next((c for c in listed.conversations if c.conversation_id == conversation_id), None)
+            listed = await client.list(conversation_id=conversation_id)
+            found = next(iter(listed.conversations), None)
             if found is None:
                 raise NotFound(
                     f"no conversation {conversation_id!r} in {info.root_path}",

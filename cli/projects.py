@@ -38,7 +38,7 @@ def start(
 
     async def main() -> ProjectInfo:
         async with cli_bus() as bus:
-            return await resolve_project(bus, project_dir, data_dir=data_dir)
+            return await resolve_project(bus, project_dir, data_dir=data_dir, restart=True)
 
     info = run(main)
     if json_out:

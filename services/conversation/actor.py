@@ -183,12 +183,13 @@ class ConversationActor:
         self.state, first = resume(p, c, entries, self.limits)
         self.ready.set()
         log.info("conversation %s/%s rebuilt from %d journal entries", p, c, len(entries))
-        await self._execute(first)
         # the tool runner asks for approvals on the conversation's output: journaled here, beside
-        # the answers that come on the input, so the timeline shows both
+        # the answers that come on the input, so the timeline shows both (listening before the
+        # recovered tool calls are sent again, which may ask)
         self._asks = await self.rt.bus.nc.subscribe(
             subjects.conversation_out(p, c, ApprovalRequested.TYPE), cb=self._on_approval_requested
         )
+        await self._execute(first)
         self._sub = await self.rt.bus.js.subscribe(
             subjects.conversation_in(p, c),
             stream=subjects.STREAM_CONV_IN,
@@ -257,6 +258,17 @@ class ConversationActor:
             self._idle_timer = loop.call_later(remaining, self.mailbox.put_nowait, None)
             return False
         return True
+
+    def cancel_tool_calls(self) -> None:
+        """Ask the tool runner to cancel every tool call outstanding (a stop whose cancel could not
+        go through the journal in time); the tasks finish even when the actor closes."""
+        if self.state is None:
+            return
+        for call in self.state.pending_tool_calls:
+            self._spawn(
+                f"{_CANCEL_PREFIX}{call.request_id}",
+                self.rt.tools.cancel(self.project_id, call.request_id, self.conversation_id),
+            )
 
     async def close(self) -> None:
         self._closed = True

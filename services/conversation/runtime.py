@@ -389,27 +389,35 @@ class Runtime:
     async def list_conversations(self, project_id: str, cmd: ListConversations) -> ConversationList:
         """The project's conversations (not the deleted), newest first: record, owner, last activity."""
         prefix = f"{subjects.validate_token(project_id, 'project id')}."
-        # the server filters by the project's keys (nats-py's keys(filters=) reads every key)
         keys: list[str] = []
-        watcher = await self.records.watch(f"{prefix}*", ignore_deletes=True, meta_only=True)
-        try:
-            async for entry in watcher:
-                if entry is None:  # the current keys are in
-                    break
-                keys.append(entry.key)
-        finally:
-            await watcher.stop()  # type: ignore[no-untyped-call]
-        records = await asyncio.gather(
-            *(self.record(project_id, key[len(prefix) :]) for key in keys if key.startswith(prefix)),
-            return_exceptions=True,
-        )
+        if cmd.conversation_id is not None:
+            keys.append(record_key(project_id, cmd.conversation_id))
+        else:
+            # the server filters by the project's keys (nats-py's keys(filters=) reads every key)
+            watcher = await self.records.watch(f"{prefix}*", ignore_deletes=True, meta_only=True)
+            try:
+                async for entry in watcher:
+                    if entry is None:  # the current keys are in
+                        break
+                    keys.append(entry.key)
+            finally:
+                await watcher.stop()  # type: ignore[no-untyped-call]
+        gate = asyncio.Semaphore(32)
+
+        async def read(key: str) -> ConversationRecord | None:
+            async with gate:
+                try:
+                    return await self.record(project_id, key[len(prefix) :])
+                except NotFound:
+                    return None
+
+        records = await asyncio.gather(*(read(key) for key in keys if key.startswith(prefix)))
         found = sorted(
             (r for r in records if isinstance(r, ConversationRecord)),
             key=lambda r: r.created_at,
             reverse=True,
         )
         shown = found[: cmd.limit]
-        gate = asyncio.Semaphore(32)
 
         async def summary(record: ConversationRecord) -> ConversationSummary:
             key = record_key(project_id, record.conversation_id)
@@ -420,7 +428,10 @@ class Runtime:
                     owner = str(json.loads(entry.value or b"{}").get("owner") or "").rsplit("/", 1)[0] or None
                 except (nats.js.errors.KeyNotFoundError, nats.js.errors.KeyDeletedError, ValueError):
                     owner = None
-                _, last = await self.journal.last_activity(project_id, record.conversation_id)
+                try:
+                    _, last = await self.journal.last_activity(project_id, record.conversation_id)
+                except (nats.errors.Error, TimeoutError):
+                    last = None  # a row without it beats no list
             return ConversationSummary(
                 conversation_id=record.conversation_id,
                 status=record.status,
@@ -438,15 +449,16 @@ class Runtime:
         end), through its journal as a ``conversation.cancel``, then its owner lets it go."""
         record = await self.record(project_id, cmd.conversation_id)
         key = record_key(project_id, cmd.conversation_id)
-        cancelled = record.resume_on_start
+        cancelled = False
         if record.status == "active" and self._busy(key):
-            await self._cancel_for_stop(project_id, cmd.conversation_id, cmd.reason)
+            applied = await self._cancel_for_stop(project_id, cmd.conversation_id, cmd.reason)
+            owned = self.owned.get(key)
+            if not applied and owned is not None:
+                # its queue was full or its owner slow: the tool runner is told here, as the
+                # cancel would have done (the LLM call ends with the actor)
+                owned.actor.cancel_tool_calls()
             cancelled = True
-        stopped = record.model_copy(
-            update={"status": "stopped", "updated_at": now_iso(), "resume_on_start": cancelled}
-        )
-        revision = await self.records.put(key, stopped.model_dump_json().encode())
-        self._remember(key, revision, stopped)
+        stopped = await self._write_stopped(key, cancelled)
         if key in self.owned:
             await self._release(key, keep_loaded=False)
         await self.bus.emit(
@@ -457,6 +469,34 @@ class Runtime:
             conversation_id=cmd.conversation_id,
         )
         return ConversationInfo(**stopped.model_dump())
+
+    async def _write_stopped(self, key: str, cancelled: bool) -> ConversationRecord:
+        """Mark the record stopped, compare-and-set on the revision read now: a ``start`` that
+        changed it while the stop waited keeps its settings (the stop still stops it)."""
+        for _ in range(8):
+            try:
+                entry = await self.records.get(key)
+            except (nats.js.errors.KeyNotFoundError, nats.js.errors.KeyDeletedError):
+                raise NotFound(f"unknown conversation {key!r}", details={"key": key}) from None
+            current = ConversationRecord.model_validate_json(entry.value or b"{}")
+            stopped = current.model_copy(
+                update={
+                    "status": "stopped",
+                    "updated_at": now_iso(),
+                    "resume_on_start": cancelled or current.resume_on_start,
+                }
+            )
+            try:
+                revision = await self.records.update(
+                    key, stopped.model_dump_json().encode(), last=entry.revision
+                )
+            except nats.js.errors.KeyWrongLastSequenceError:
+                continue  # written meanwhile: read it again
+            self._remember(key, revision, stopped)
+            return stopped
+        raise Conflict(
+            f"conversation {key!r} kept changing while it was stopped; try again", details={"key": key}
+        )
 
     def _busy(self, key: str) -> bool:
         """Whether the conversation may have work running: loaded here and not quiescent, or
@@ -487,7 +527,7 @@ class Runtime:
             self.bus, subjects.conversation_in(project_id, conversation_id), payload, headers
         )
 
-    async def _cancel_for_stop(self, project_id: str, conversation_id: str, reason: str | None) -> None:
+    async def _cancel_for_stop(self, project_id: str, conversation_id: str, reason: str | None) -> bool:
         """A ``conversation.cancel`` through the input stream, applied by the owner (wherever it
         runs) before the stop lets the owner go: the owner cancels the LLM call and asks the tool
         runner to cancel the tool calls, as for a user's cancel. Waits for it to be journaled at
@@ -519,6 +559,8 @@ class Runtime:
                     conversation_id,
                     self.settings.stop_cancel_wait_s,
                 )
+                return False
+            return True
         finally:
             await sub.unsubscribe()
 

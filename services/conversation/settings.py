@@ -41,7 +41,7 @@ class RuntimeSettings(BaseModel):
     list_tools_patience_s: float = Field(default=20.0, ge=0.0, le=600.0)
     #: How long a stop waits for the conversation's owner to apply its cancel (the LLM call and
     #: tool calls it ends) before the owner is let go anyway (the cancel stays in its input).
-    stop_cancel_wait_s: float = Field(default=5.0, gt=0.0, le=600.0)
+    stop_cancel_wait_s: float = Field(default=2.0, gt=0.0, le=600.0)
 
     @classmethod
     def from_env(cls) -> RuntimeSettings:

@@ -67,9 +67,8 @@ class Engine:
     async def stop_project(self, cmd: StopProject, env: Envelope) -> ProjectInfo:
         _check_id(cmd.project_id)
         info, changed = await self.registry.stop(cmd.project_id)
-        if not changed:
-            return info  # stopped already: nothing more to say
-        log.info("project %s stopped", info.project_id)
+        # said again on a second stop: a replica that missed the first (reconnecting) hears it then
+        log.info("project %s %s", info.project_id, "stopped" if changed else "stopped (again)")
         await self.bus.emit(
             ProjectStopped(project_id=info.project_id, root_path=info.root_path),
             project_id=info.project_id,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Final
 
 from jidocode.shared.events.conversation import (
     ConversationDeleted,
@@ -22,6 +22,15 @@ from jidocode.shared.events.conversation import (
 )
 
 from ._base import Ext, ProjectScoped
+
+#: The least a stop (or a delete, which stops first) is waited for: the service gives the
+#: conversation's owner a moment to cancel what it runs before letting it go.
+STOP_TIMEOUT_S: Final = 15.0
+
+
+def _at_least(timeout: float | None) -> float:
+    return max(timeout or 0.0, STOP_TIMEOUT_S)
+
 
 __all__ = ["ConversationsClient"]
 
@@ -46,19 +55,30 @@ class ConversationsClient(ProjectScoped):
     async def stop(
         self, conversation_id: str, *, reason: str = "", timeout: float | None = None, **ext: Ext
     ) -> ConversationInfo:
+        """Stop it: its LLM call and tool calls are cancelled first (the service waits a moment for
+        its owner to apply that), then it is let go; waits at least :data:`STOP_TIMEOUT_S`."""
         cmd = StopConversation(conversation_id=conversation_id, reason=reason)
-        return await self._scoped("stop", cmd, timeout=timeout, **ext)
+        return await self._scoped("stop", cmd, timeout=_at_least(timeout or self.timeout), **ext)
 
-    async def list(self, *, limit: int = 500, timeout: float | None = None, **ext: Ext) -> ConversationList:
-        """The project's conversations, newest first: status, owner replica, last activity."""
-        return await self._scoped("list", ListConversations(limit=limit), timeout=timeout, **ext)
+    async def list(
+        self,
+        *,
+        limit: int = 500,
+        conversation_id: str | None = None,
+        timeout: float | None = None,
+        **ext: Ext,
+    ) -> ConversationList:
+        """The project's conversations, newest first: status, owner replica, last activity
+        (``conversation_id``: only that one, an empty list when it is unknown)."""
+        cmd = ListConversations(limit=limit, conversation_id=conversation_id)
+        return await self._scoped("list", cmd, timeout=timeout, **ext)
 
     async def delete(
         self, conversation_id: str, *, timeout: float | None = None, **ext: Ext
     ) -> ConversationDeleted:
         """Delete the conversation for good (stopped first): its journal, output, input and records."""
         cmd = DeleteConversation(conversation_id=conversation_id)
-        return await self._scoped("delete", cmd, timeout=timeout, **ext)
+        return await self._scoped("delete", cmd, timeout=_at_least(timeout or self.timeout), **ext)
 
     async def send_event(
         self,

@@ -377,7 +377,10 @@ class ListConversations(Command[ConversationList]):
     tokens from a conversation's projections)."""
 
     type: Literal["conversation.cmd.list"] = "conversation.cmd.list"
-    limit: int = Field(default=500, ge=1, le=5000)
+    #: At most this many, newest first (a reply of 2,000 stays well within the bus payload limit).
+    limit: int = Field(default=500, ge=1, le=2000)
+    #: Only this conversation (``show``): its summary, or an empty list when it is unknown.
+    conversation_id: str | None = None
 
 
 class DeleteConversation(Command[ConversationDeleted]):

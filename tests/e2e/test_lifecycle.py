@@ -131,6 +131,11 @@ async def test_stopping_the_project_stops_its_conversations_and_starting_it_give
         await client.conversations.start("another")
     info = await client.conversations.get_projection(cid, "diagnostics")  # its history stays readable
     assert isinstance(info.value, dict)
+    # looking at it from the CLI does not start it again
+    code, out, err = await _cli(system, "conversations", "list", str(system.project), "--json")
+    assert code == 0 and cid in out, err
+    [listed] = (await engine.list_projects()).projects
+    assert listed.status == "stopped"
 
     # started again on the same root: the same id, the conversation with its history, answering
     again = await engine.start_project(str(system.project))
