@@ -65,6 +65,8 @@ class LlmCallFailed(EventModel):
     attempts: int = Field(default=1, ge=1)
     #: The call (see :class:`LlmCallStarted`); ``None`` from senders older than it.
     call_id: str | None = None
+    #: The conversation's id of the call (its ``conversation.llm.requested`` entry).
+    request_id: str | None = None
 
 
 class LlmUsage(EventModel):

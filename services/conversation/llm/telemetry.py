@@ -22,8 +22,7 @@ __all__ = ["CallSignals"]
 
 
 def _request_id(request: LlmRequest) -> str | None:
-    """The conversation's id of the request, once ``LlmRequest`` carries one (it does not yet:
-    the port is the conversation's, so the signals pick it up without a change here)."""
+    """The conversation's id of the request (``LlmRequest.request_id``), when it has one."""
     value = getattr(request, "request_id", None)
     return value if isinstance(value, str) and value else None
 
@@ -89,7 +88,12 @@ class CallSignals:
         await self.flush()
         await self._emit(
             llm_events.LlmCallFailed(
-                **self.ids(), model=model, error_type=error_type, message=message, attempts=attempts
+                **self.ids(),
+                request_id=self.request_id,
+                model=model,
+                error_type=error_type,
+                message=message,
+                attempts=attempts,
             )
         )
 
