@@ -21,7 +21,7 @@ after a timeout or "no responders" is dropped as a duplicate, never a second tur
 is read from the conversation's ``timeline`` projection, asked again through errors, so nothing
 depends on a core-NATS subscription that would miss events published while the client was cut off.
 
-Not in the default run: only a run whose ``-m`` names it (``./dev test -m chaos -s``) selects it
+Not in the default run: only a run whose ``-m`` names it (``./dev test -m chaos -n 0 -s``: in one process, so its table is printed) selects it
 (``tests/conftest.py``); ``.ci/run`` runs it after the main suite. About 80 s on 2 cores.
 """
 

@@ -151,7 +151,12 @@ async def test_stopping_the_project_stops_its_conversations_and_starting_it_give
 async def _cli(system: System, *args: str) -> tuple[int, str, str]:
     """``jidocode …`` in a process of its own, against this system's NATS."""
     exe = Path(sys.executable).parent / "jidocode"
-    env = {**os.environ, "NATS_URL": system.config.nats_url, "JIDO_CODE_HOME": str(system.config.jido_home)}
+    env = {
+        **os.environ,
+        "NATS_URL": system.config.nats_url,
+        "JIDO_CODE_HOME": str(system.config.jido_home),
+        "COLUMNS": "500",  # no line wrapped in the middle of what the test looks for
+    }
     proc = await asyncio.create_subprocess_exec(
         str(exe), *args, env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
     )

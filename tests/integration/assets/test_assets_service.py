@@ -214,7 +214,13 @@ async def _cli(config: Config, *args: str) -> tuple[int, str, str]:
     import sys
 
     exe = Path(sys.executable).parent / "jidocode"
-    env = {**os.environ, "NATS_URL": config.nats_url, "JIDO_CODE_HOME": str(config.jido_home)}
+    # wide: a long temporary path must not be wrapped in the middle of the name the test looks for
+    env = {
+        **os.environ,
+        "NATS_URL": config.nats_url,
+        "JIDO_CODE_HOME": str(config.jido_home),
+        "COLUMNS": "500",
+    }
     proc = await asyncio.create_subprocess_exec(
         str(exe), *args, env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
     )
