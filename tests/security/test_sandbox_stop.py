@@ -68,6 +68,22 @@ def _wchan(pid: int) -> str:
         return ""
 
 
+def _start(launch: sandbox.Launch) -> asyncio.Task[dict[str, object]]:
+    """The launch's command run as a bash call runs it (a long sleep: it ends only when stopped)."""
+    return asyncio.create_task(
+        run_command(
+            launch.argv,
+            cwd=launch.cwd,
+            timeout_s=120,
+            output_cap=4096,
+            env=launch.env,
+            pass_fds=launch.pass_fds,
+            graceful=launch.graceful_stop,
+            info_fd=launch.info_fd,
+        )
+    )
+
+
 def test_child_pid_is_read_once_complete() -> None:
     info = b'{\n    "child-pid": 4242,\n    "pid-namespace": 4026531836\n}\n'
     assert sandbox.child_pid(info) == 4242
@@ -150,18 +166,7 @@ async def test_a_call_cancelled_at_any_moment_leaves_nothing(
         )
         assert launch.mode == mode
         try:
-            call = asyncio.create_task(
-                run_command(
-                    launch.argv,
-                    cwd=launch.cwd,
-                    timeout_s=120,
-                    output_cap=4096,
-                    env=launch.env,
-                    pass_fds=launch.pass_fds,
-                    graceful=launch.graceful_stop,
-                    info_fd=launch.info_fd,
-                )
-            )
+            call = _start(launch)
             # not a synchronization: the moment of the stop is what varies
             await asyncio.sleep(moment)
             call.cancel()
@@ -192,18 +197,7 @@ async def test_a_call_cancelled_twice_returns_only_once_its_processes_are_gone(
             ["/bin/bash", "-c", f"sleep {marker}"], root=str(root), jido_home=str(jido_home)
         )
         try:
-            call = asyncio.create_task(
-                run_command(
-                    launch.argv,
-                    cwd=launch.cwd,
-                    timeout_s=120,
-                    output_cap=4096,
-                    env=launch.env,
-                    pass_fds=launch.pass_fds,
-                    graceful=launch.graceful_stop,
-                    info_fd=launch.info_fd,
-                )
-            )
+            call = _start(launch)
             await asyncio.sleep(moment)  # not a synchronization: the moment of the stop is what varies
             call.cancel()
             await asyncio.sleep(0)  # the first cancel is being handled
