@@ -41,7 +41,7 @@ except ImportError:  # pragma: no cover
 
 @app.command()
 def serve(
-    name: str = typer.Argument(..., help="engine, project, conversation, tool_runner or asset_loader"),
+    name: str = typer.Argument(..., help="a service (engine, project, ...) or gateway"),
 ) -> None:
     """Run one service in the foreground (what containers run)."""
     run_service(name.replace("-", "_"))

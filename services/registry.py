@@ -13,16 +13,21 @@ from typing import cast
 from jidocode.shared.config import Config
 from jidocode.shared.runner import Serve
 
-__all__ = ["SERVICES", "Serve", "load_serve", "serve_many"]
+__all__ = ["FRONTENDS", "RUNNABLE", "SERVICES", "Serve", "load_serve", "serve_many"]
 
 #: Start order: the engine first (it owns the project registry), then the rest.
 SERVICES: tuple[str, ...] = ("engine", "project", "asset_loader", "tool_runner", "conversation")
+#: Services that face users over HTTP rather than answer on the bus (no ``$SRV.PING``):
+#: ``jidocode up`` starts them after :data:`SERVICES`.
+FRONTENDS: tuple[str, ...] = ("gateway",)
+#: Everything ``jidocode serve <name>`` runs.
+RUNNABLE: tuple[str, ...] = (*SERVICES, *FRONTENDS)
 
 
 def load_serve(name: str) -> Serve:
     """The ``serve`` coroutine function of service ``name``."""
-    if name not in SERVICES:
-        raise ValueError(f"unknown service {name!r}: expected one of {', '.join(SERVICES)}")
+    if name not in RUNNABLE:
+        raise ValueError(f"unknown service {name!r}: expected one of {', '.join(RUNNABLE)}")
     module = importlib.import_module(f"jidocode.services.{name}.service")
     return cast(Serve, module.serve)
 

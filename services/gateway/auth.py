@@ -1,0 +1,75 @@
+"""The gateway's one access token: where it comes from and how a request shows it.
+
+A token is generated on first run (``secrets.token_urlsafe``, 256 bits) and
+kept in ``<data home>/gateway/token`` (0700 folder, 0600 file), or configured
+through ``JIDO_GATEWAY_TOKEN`` (replicas share it). A request shows it as
+``Authorization: Bearer <token>`` or as the ``jidocode_token`` cookie that
+``GET /login?token=`` sets. Comparisons are constant-time.
+"""
+
+from __future__ import annotations
+
+import hmac
+import os
+import secrets
+from pathlib import Path
+
+from starlette.requests import HTTPConnection
+
+from jidocode.shared.natsserver import write_private
+
+__all__ = ["COOKIE", "TokenChecker", "load_or_create_token", "token_file"]
+
+#: The cookie ``/login`` sets.
+COOKIE = "jidocode_token"
+
+
+def token_file(data_home: Path) -> Path:
+    """``<data home>/gateway/token``."""
+    return data_home / "gateway" / "token"
+
+
+def load_or_create_token(data_home: Path) -> str:
+    """The stored token, generated (and stored 0600) when there is none yet."""
+    path = token_file(data_home)
+    try:
+        token = path.read_text().strip()
+    except FileNotFoundError:
+        token = ""
+    if token:
+        if path.stat().st_mode & 0o077:
+            os.chmod(path, 0o600)  # never leave it readable by others
+        return token
+    path.parent.mkdir(parents=True, exist_ok=True)
+    os.chmod(path.parent, 0o700)
+    token = secrets.token_urlsafe(32)
+    write_private(path, token + "\n")
+    return token
+
+
+class TokenChecker:
+    """Whether a request carries the deployment's token."""
+
+    def __init__(self, token: str) -> None:
+        if not token:
+            raise ValueError("the gateway token must not be empty")
+        self._token = token.encode()
+
+    def matches(self, candidate: str | None) -> bool:
+        if not candidate:
+            return False
+        return hmac.compare_digest(candidate.encode(), self._token)
+
+    def presented(self, conn: HTTPConnection) -> str | None:
+        """The token the request shows: the bearer header first, else the cookie."""
+        header = conn.headers.get("authorization", "")
+        scheme, _, value = header.partition(" ")
+        if scheme.lower() == "bearer" and value.strip():
+            return value.strip()
+        return conn.cookies.get(COOKIE)
+
+    def allows(self, conn: HTTPConnection) -> bool:
+        return self.matches(self.presented(conn))
+
+    def __repr__(self) -> str:
+        return "TokenChecker(<hidden>)"

@@ -1,0 +1,121 @@
+"""The gateway's ASGI middleware: the token check and the request body limit.
+
+Both are plain ASGI (not ``BaseHTTPMiddleware``) so streamed responses (SSE)
+pass through untouched.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from starlette.requests import HTTPConnection
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from .auth import TokenChecker
+
+__all__ = ["PUBLIC_PATHS", "BodyLimit", "RequireToken", "error_body"]
+
+#: Paths that need no token: the health check and the login that checks one.
+PUBLIC_PATHS = frozenset({"/healthz", "/login"})
+
+
+def error_body(error_type: str, message: str, details: dict[str, Any] | None = None) -> bytes:
+    """``{"error": {"type", "message", "details"}}`` as JSON bytes."""
+    return json.dumps({"error": {"type": error_type, "message": message, "details": details or {}}}).encode()
+
+
+async def _send_json(send: Send, status: int, body: bytes) -> None:
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})
+
+
+class RequireToken:
+    """Refuse (401) every HTTP request but :data:`PUBLIC_PATHS` that lacks the token."""
+
+    def __init__(self, app: ASGIApp, checker: TokenChecker) -> None:
+        self.app = app
+        self.checker = checker
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] not in ("http", "websocket") or scope["path"] in PUBLIC_PATHS:
+            await self.app(scope, receive, send)
+            return
+        if self.checker.allows(HTTPConnection(scope)):
+            await self.app(scope, receive, send)
+            return
+        if scope["type"] == "websocket":
+            await send({"type": "websocket.close", "code": 1008})
+            return
+        body = error_body("unauthorized", "a valid token is required (Authorization: Bearer, or log in)")
+        await _send_json(send, 401, body)
+
+
+class BodyLimit:
+    """Refuse (413) a request whose body is larger than ``limit`` bytes, declared or streamed."""
+
+    def __init__(self, app: ASGIApp, limit: int) -> None:
+        self.app = app
+        self.limit = limit
+
+    def _message(self) -> bytes:
+        return error_body(
+            "payload_too_large",
+            f"the request body is larger than the limit of {self.limit} bytes",
+            {"limit": self.limit},
+        )
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        for name, value in scope["headers"]:
+            if name == b"content-length":
+                try:
+                    declared = int(value)
+                except ValueError:
+                    await _send_json(send, 400, error_body("invalid_input", "Content-Length is not a number"))
+                    return
+                if declared > self.limit:
+                    await _send_json(send, 413, self._message())
+                    return
+        received = 0
+        started = False
+        too_large = False
+
+        async def limited_receive() -> Message:
+            nonlocal received, too_large
+            message = await receive()
+            if message["type"] == "http.request":
+                received += len(message.get("body", b""))
+                if received > self.limit:
+                    too_large = True
+                    raise _TooLarge
+            return message
+
+        async def tracking_send(message: Message) -> None:
+            nonlocal started
+            if message["type"] == "http.response.start":
+                started = True
+            await send(message)
+
+        try:
+            await self.app(scope, limited_receive, tracking_send)
+        except _TooLarge:
+            if not started:
+                await _send_json(send, 413, self._message())
+        except Exception:
+            if too_large and not started:  # the app wrapped our signal in its own error
+                await _send_json(send, 413, self._message())
+                return
+            raise
+
+
+class _TooLarge(Exception):
+    """Raised inside ``receive`` when a streamed body passes the limit."""
