@@ -179,7 +179,7 @@ async def main(rounds: int, per_round: int, viewers: int, fanout_turns: int) -> 
             sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
             from tests.helpers import wait_for_services
 
-            await wait_for_services(config, SERVICES, timeout=60)
+            await wait_for_services(config, SERVICES, timeout=180)  # a loaded machine starts slowly
             for _ in range(300):
                 try:
                     if (await http.get("/healthz")).status_code == 200:
@@ -272,7 +272,11 @@ async def main(rounds: int, per_round: int, viewers: int, fanout_turns: int) -> 
             for proc in procs:
                 proc.terminate()
             for proc in procs:
-                await asyncio.wait_for(proc.wait(), 30)
+                try:
+                    await asyncio.wait_for(proc.wait(), 30)
+                except TimeoutError:
+                    proc.kill()
+                    await proc.wait()
             await bus.close()
             await llm.stop()
             server.stop()

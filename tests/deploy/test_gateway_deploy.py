@@ -11,7 +11,13 @@ import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 
-from jidocode.cli.deploy import GATEWAY_TOKEN_VAR, env_file, generate_passwords, k8s_secret
+from jidocode.cli.deploy import (
+    GATEWAY_TOKEN_VAR,
+    env_file,
+    generate_gateway_token,
+    generate_passwords,
+    k8s_secret,
+)
 from jidocode.shared import nats_permissions as perms
 from jidocode.shared import subjects
 
@@ -67,7 +73,11 @@ def test_compose_runs_the_gateway_as_its_own_user_on_loopback() -> None:
 
 def test_deploy_env_and_the_k8s_secret_carry_a_fresh_gateway_token() -> None:
     passwords = generate_passwords()
-    first, second = env_file(passwords), env_file(passwords)
+    assert GATEWAY_TOKEN_VAR not in env_file(passwords)  # nats-config's credentials.env: NATS only
+    first, second = (
+        env_file(passwords, generate_gateway_token()),
+        env_file(passwords, generate_gateway_token()),
+    )
     token_line = next(line for line in first.splitlines() if line.startswith(f"{GATEWAY_TOKEN_VAR}="))
     assert len(token_line.split("=", 1)[1]) >= 40 and token_line not in second
     secret = yaml.safe_load(k8s_secret(passwords))
