@@ -1,0 +1,210 @@
+"""The SDK's ``AgentExecutor`` over one project's conversations.
+
+``execute`` turns an A2A message into the conversation's input and the
+conversation's live output into A2A events (:class:`.view.TurnFollower` decides
+which):
+
+* a new task starts the conversation (its id is the task's), sends the text as a
+  ``conversation.user.message`` and follows the turn;
+* a task in ``input-required`` reads the message as the answer to the oldest pending
+  approval (:func:`.view.parse_decision`) and sends a ``conversation.approval.response``;
+* assistant deltas stream as pieces of the ``answer`` artifact; the final answer
+  replaces it whole and completes the task; an approval the tool runner asks for
+  ends ``execute`` in ``input-required`` (the SDK calls it again with the answer);
+  ``llm.failed``/``loop.stopped`` fail the task; ``conversation.cancel`` cancels it.
+
+``cancel`` sends the conversation's ``cancel``. Nothing here outlives a request:
+a later message may reach another gateway replica, which reads the task back from
+the conversation's projections (:mod:`.tasks`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from typing import Final
+
+from a2a.helpers.proto_helpers import get_data_parts, get_text_parts
+from a2a.server.agent_execution import AgentExecutor, RequestContext
+from a2a.server.events import EventQueue
+from a2a.server.tasks.task_updater import TaskUpdater
+from a2a.types.a2a_pb2 import Message, Part, Task, TaskState, TaskStatus
+from nats.aio.subscription import Subscription
+
+from jidocode.shared import subjects
+from jidocode.shared.bus import Bus
+from jidocode.shared.clients import ConversationsClient
+from jidocode.shared.envelope import Envelope, new_id
+from jidocode.shared.events.conversation import ApprovalResponse, Cancel, EventIngested, UserMessage
+
+from .tasks import ANSWER_ARTIFACT, agent_message, read_view
+from .view import AnswerError, Asked, Delta, Ended, PendingApproval, TaskView, TurnFollower, parse_decision
+
+__all__ = ["JOURNAL_WAIT_S", "ConversationExecutor"]
+
+log = logging.getLogger("jidocode.gateway.a2a")
+
+#: How long an approval question waits to be journaled before the task reports
+#: ``input-required`` anyway (so that a replica reading the task sees the question).
+JOURNAL_WAIT_S: Final = 30.0
+
+
+class ConversationExecutor(AgentExecutor):
+    """Runs A2A requests of one project as turns of its conversations."""
+
+    def __init__(self, bus: Bus, conversations: ConversationsClient) -> None:
+        self.bus = bus
+        self.conversations = conversations
+
+    @property
+    def project_id(self) -> str:
+        return self.conversations.project_id
+
+    async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
+        task_id = context.task_id
+        if not task_id or context.message is None:
+            raise ValueError("an A2A request without a task id or a message")
+        updater = TaskUpdater(event_queue, task_id, task_id)
+        message: Message = context.message
+        if context.current_task is None:
+            await self.conversations.start(task_id)
+            await event_queue.enqueue_event(
+                Task(
+                    id=task_id,
+                    context_id=task_id,
+                    status=TaskStatus(state=TaskState.TASK_STATE_SUBMITTED),
+                    history=[message],
+                )
+            )
+            view = TaskView()
+        else:
+            view = await read_view(self.conversations, task_id) or TaskView()
+        inbox: asyncio.Queue[Envelope] = asyncio.Queue()
+
+        async def on_output(env: Envelope) -> None:
+            inbox.put_nowait(env)
+
+        sub = await self.bus.subscribe(subjects.conversation_out_filter(self.project_id, task_id), on_output)
+        await self.bus.nc.flush()  # listening before anything is sent
+        try:
+            follower = await self._send(task_id, message, view, updater)
+            if follower is not None:
+                await self._follow(task_id, inbox, follower, updater)
+        finally:
+            await sub.unsubscribe()
+
+    async def _send(
+        self, task_id: str, message: Message, view: TaskView, updater: TaskUpdater
+    ) -> TurnFollower | None:
+        """Send the message as what the task waits for; ``None`` when nothing was sent."""
+        texts = get_text_parts(message.parts)
+        datas = get_data_parts(message.parts)
+        if view.state == "input-required":
+            try:
+                approval, decision = parse_decision(texts, datas, view.pending)
+            except AnswerError as exc:
+                question = view.pending[0].question() if view.pending else ""
+                await updater.requires_input(
+                    agent_message(task_id, f"{exc}. {question}".strip(), mid=new_id())
+                )
+                return None
+            answer = ApprovalResponse(request_id=approval.request_id, decision=decision)
+            await self.conversations.send_event(
+                task_id, answer.type, answer.to_data(), correlation_id=approval.correlation_id
+            )
+            await updater.start_work()
+            return TurnFollower(None)
+        text = "\n".join(texts).strip() or ("\n".join(json.dumps(d) for d in datas) if datas else "")
+        if not text:
+            await updater.reject(agent_message(task_id, "the message has no text or data part", mid=new_id()))
+            return None
+        message_id = new_id()
+        user = UserMessage(text=text)
+        await self.conversations.send_event(
+            task_id, user.type, user.to_data(), event_id=message_id, correlation_id=message_id
+        )
+        await updater.start_work()
+        return TurnFollower(message_id)
+
+    async def _follow(
+        self, task_id: str, inbox: asyncio.Queue[Envelope], follower: TurnFollower, updater: TaskUpdater
+    ) -> None:
+        streamed = False
+        while True:
+            env = await inbox.get()
+            data = env.data if isinstance(env.data, dict) else {}
+            for update in follower.feed(env.type, data, event_id=env.id):
+                if isinstance(update, Delta):
+                    await updater.add_artifact(
+                        [Part(text=update.text)],
+                        artifact_id=ANSWER_ARTIFACT,
+                        name="answer",
+                        append=streamed,
+                        last_chunk=False,
+                    )
+                    streamed = True
+                elif isinstance(update, Asked):
+                    await self._wait_journaled(task_id, update.approval)
+                    question = agent_message(
+                        task_id, update.approval.question(), approval=update.approval, mid=new_id()
+                    )
+                    await updater.requires_input(question)
+                    return
+                elif isinstance(update, Ended):
+                    await self._end(task_id, update, updater)
+                    return
+
+    async def _end(self, task_id: str, ended: Ended, updater: TaskUpdater) -> None:
+        if ended.state == "completed":
+            await updater.add_artifact(
+                [Part(text=ended.text)],
+                artifact_id=ANSWER_ARTIFACT,
+                name="answer",
+                append=False,
+                last_chunk=True,
+            )
+            await updater.complete()
+        elif ended.state == "failed":
+            await updater.failed(agent_message(task_id, ended.text or "the turn failed", mid=new_id()))
+        else:
+            await updater.cancel(agent_message(task_id, ended.text or "cancelled", mid=new_id()))
+
+    async def _wait_journaled(self, task_id: str, approval: PendingApproval) -> None:
+        """Wait until the conversation journaled the question, so ``GetTask`` shows it.
+
+        The tool runner publishes the question before the conversation journals it;
+        an answer read back from the task must find it there. Listening first, then
+        reading the projection, leaves no gap between the two.
+        """
+        journaled = asyncio.Event()
+        wanted = f"{approval.request_id}:approval.requested"
+
+        async def on_ingested(env: Envelope) -> None:
+            data = env.data if isinstance(env.data, dict) else {}
+            if data.get("conversation_id") == task_id and data.get("event_id") == wanted:
+                journaled.set()
+
+        sub: Subscription = await self.bus.subscribe(subjects.signal(EventIngested.TYPE), on_ingested)
+        try:
+            await self.bus.nc.flush()
+            view = await read_view(self.conversations, task_id)
+            if view is not None and any(p.request_id == approval.request_id for p in view.pending):
+                return
+            try:
+                await asyncio.wait_for(journaled.wait(), JOURNAL_WAIT_S)
+            except TimeoutError:
+                log.warning(
+                    "approval %s of %s not journaled in %g s", approval.request_id, task_id, JOURNAL_WAIT_S
+                )
+        finally:
+            await sub.unsubscribe()
+
+    async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:
+        task_id = context.task_id
+        if not task_id:
+            raise ValueError("a cancel without a task id")
+        cancel = Cancel(reason="cancelled by the A2A client")
+        await self.conversations.send_event(task_id, cancel.type, cancel.to_data())
+        updater = TaskUpdater(event_queue, task_id, context.context_id or task_id)
+        await updater.cancel(agent_message(task_id, "cancelled by the A2A client", mid=new_id()))
