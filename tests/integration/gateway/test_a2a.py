@@ -1,0 +1,265 @@
+"""A2A against the running gateway with the a2a-sdk's own client (JSON-RPC and HTTP+JSON).
+
+One system per module (``a2a_fixtures``): card, send, stream, get, cancel, and an approval
+answered through ``input-required``; each over both bindings where the SDK offers them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import httpx
+import pytest
+from a2a.client import Client, ClientConfig, ClientFactory
+from a2a.helpers.proto_helpers import get_artifact_text, get_data_parts, get_text_parts
+from a2a.types.a2a_pb2 import (
+    CancelTaskRequest,
+    GetTaskRequest,
+    Message,
+    Part,
+    Role,
+    SendMessageRequest,
+    StreamResponse,
+    Task,
+    TaskState,
+)
+from a2a.utils.constants import TransportProtocol
+from a2a.utils.errors import TaskNotFoundError, UnsupportedOperationError
+from google.protobuf.json_format import ParseDict
+from google.protobuf.struct_pb2 import Value
+
+from jidocode.shared.clients import ConversationsClient
+from jidocode.shared.envelope import new_id
+from tests.integration.gateway.a2a_fixtures import TURN_S, A2ASystem, a2a_system
+
+__all__ = ["a2a_system"]
+
+pytestmark = [pytest.mark.slow, pytest.mark.asyncio(loop_scope="module")]
+
+BINDINGS = [TransportProtocol.JSONRPC.value, TransportProtocol.HTTP_JSON.value]
+
+
+@asynccontextmanager
+async def _client(system: A2ASystem, binding: str, *, streaming: bool) -> AsyncIterator[Client]:
+    """The SDK's client for ``binding``, built from the card (fetched with the token)."""
+    async with system.http() as http:
+        config = ClientConfig(streaming=streaming, httpx_client=http, supported_protocol_bindings=[binding])
+        client = await ClientFactory(config).create_from_url(system.agent_url)
+        try:
+            yield client
+        finally:
+            await client.close()
+
+
+def _message(text: str = "", *, task_id: str = "", data: dict[str, Any] | None = None) -> SendMessageRequest:
+    parts = [Part(text=text)] if text else []
+    if data is not None:
+        value = Value()
+        ParseDict(data, value)
+        parts.append(Part(data=value))
+    msg = Message(message_id=new_id(), role=Role.ROLE_USER, parts=parts, task_id=task_id)
+    return SendMessageRequest(message=msg)
+
+
+async def _events(client: Client, request: SendMessageRequest) -> list[StreamResponse]:
+    async def collect() -> list[StreamResponse]:
+        return [event async for event in client.send_message(request)]
+
+    return await asyncio.wait_for(collect(), TURN_S)
+
+
+def _final_task(events: list[StreamResponse]) -> Task:
+    (response,) = events
+    assert response.HasField("task"), response
+    return response.task
+
+
+# -- the card ---------------------------------------------------------------------
+
+
+async def test_card_names_the_project_its_skills_bindings_and_the_bearer_scheme(
+    a2a_system: A2ASystem,
+) -> None:
+    system = a2a_system
+    async with system.http() as http:
+        response = await http.get(f"{system.agent_url}/.well-known/agent-card.json")
+    assert response.status_code == 200
+    card = response.json()
+    assert card["name"] == "JidoCode: proj"
+    skills = {s["name"]: s for s in card["skills"]}
+    assert skills["review"]["description"] == "Review a change for bugs and style"
+    urls = {i["protocolBinding"]: i["url"] for i in card["supportedInterfaces"]}
+    assert urls == {
+        "JSONRPC": f"{system.agent_url}/a2a/jsonrpc",
+        "HTTP+JSON": f"{system.agent_url}/a2a/rest",
+    }
+    assert card["securitySchemes"]["bearer"]["httpAuthSecurityScheme"]["scheme"] == "Bearer"
+    assert card["securityRequirements"] == [{"schemes": {"bearer": {}}}]
+    assert card["capabilities"]["streaming"] is True
+
+
+async def test_card_and_calls_need_the_token_and_a_known_project(a2a_system: A2ASystem) -> None:
+    system = a2a_system
+    async with httpx.AsyncClient(timeout=TURN_S) as anonymous:
+        card = await anonymous.get(f"{system.agent_url}/.well-known/agent-card.json")
+        rpc = await anonymous.post(f"{system.agent_url}/a2a/jsonrpc", json={"jsonrpc": "2.0", "id": 1})
+        wrong = await anonymous.get(
+            f"{system.agent_url}/a2a/rest/tasks/x", headers={"Authorization": "Bearer not-the-token"}
+        )
+    for response in (card, rpc, wrong):
+        assert response.status_code == 401
+        assert response.json()["error"]["type"] == "unauthorized"
+        assert system.token not in response.text
+    async with system.http() as http:
+        unknown = await http.get(f"{system.base_url}/projects/nosuchproject/.well-known/agent-card.json")
+        bad = await http.post(f"{system.base_url}/projects/a.b/a2a/jsonrpc", json={})
+    assert unknown.status_code == 404
+    assert unknown.json()["error"]["type"] == "not_found"
+    assert bad.status_code == 404
+
+
+# -- send, get ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("binding", BINDINGS)
+async def test_send_completes_the_task_and_get_reads_it_back(a2a_system: A2ASystem, binding: str) -> None:
+    async with _client(a2a_system, binding, streaming=False) as client:
+        task = _final_task(await _events(client, _message(f"hello over {binding}")))
+        assert task.status.state == TaskState.TASK_STATE_COMPLETED
+        assert task.context_id == task.id
+        (artifact,) = task.artifacts
+        assert get_artifact_text(artifact) == f"You said: hello over {binding}"
+
+        got = await client.get_task(GetTaskRequest(id=task.id))
+    assert got.status.state == TaskState.TASK_STATE_COMPLETED
+    assert [get_artifact_text(a) for a in got.artifacts] == [f"You said: hello over {binding}"]
+    roles = [(m.role, get_text_parts(m.parts)) for m in got.history]
+    assert roles == [
+        (Role.ROLE_USER, [f"hello over {binding}"]),
+        (Role.ROLE_AGENT, [f"You said: hello over {binding}"]),
+    ]
+    # the task is the conversation: the service knows it by the same id
+    timeline = await ConversationsClient(a2a_system.bus, a2a_system.project_id).get_projection(task.id)
+    assert any(e["type"] == "conversation.user.message" for e in timeline.value)
+
+
+async def test_get_of_an_unknown_task_is_task_not_found(a2a_system: A2ASystem) -> None:
+    async with _client(a2a_system, TransportProtocol.JSONRPC.value, streaming=False) as client:
+        with pytest.raises(TaskNotFoundError):
+            await client.get_task(GetTaskRequest(id="no-such-task"))
+        with pytest.raises(TaskNotFoundError):  # not even a bus token: never reaches a subject
+            await client.get_task(GetTaskRequest(id="a.b>"))
+
+
+async def test_a_completed_task_takes_no_more_messages(a2a_system: A2ASystem) -> None:
+    async with _client(a2a_system, TransportProtocol.JSONRPC.value, streaming=False) as client:
+        task = _final_task(await _events(client, _message("first")))
+        with pytest.raises(UnsupportedOperationError) as info:
+            await _events(client, _message("second", task_id=task.id))
+    assert "terminal" in str(info.value).lower()
+
+
+# -- streaming ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("binding", BINDINGS)
+async def test_stream_shows_working_then_answer_pieces_then_completed(
+    a2a_system: A2ASystem, binding: str
+) -> None:
+    text = f"stream me please over {binding}"
+    async with _client(a2a_system, binding, streaming=True) as client:
+        events = await _events(client, _message(text))
+    kinds = [e.WhichOneof("payload") for e in events]
+    assert kinds[0] == "task"
+    assert events[0].task.status.state == TaskState.TASK_STATE_SUBMITTED
+    states = [e.status_update.status.state for e in events if e.HasField("status_update")]
+    assert states[0] == TaskState.TASK_STATE_WORKING
+    assert states[-1] == TaskState.TASK_STATE_COMPLETED
+    pieces = [e.artifact_update for e in events if e.HasField("artifact_update")]
+    assert len(pieces) >= 3  # several deltas, then the whole answer
+    *deltas, final = pieces
+    assert not deltas[0].append and all(d.append for d in deltas[1:])
+    assert "".join(get_artifact_text(d.artifact) for d in deltas) == f"You said: {text}"
+    assert final.last_chunk and not final.append
+    assert get_artifact_text(final.artifact) == f"You said: {text}"
+    assert kinds[-1] == "status_update"
+
+
+# -- cancel -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("binding", BINDINGS)
+async def test_cancel_stops_the_conversation(a2a_system: A2ASystem, binding: str) -> None:
+    working: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+
+    async def stream() -> list[StreamResponse]:
+        seen = []
+        async for event in client.send_message(_message("wait for a minute")):
+            seen.append(event)
+            if event.HasField("status_update") and not working.done():
+                working.set_result(event.status_update.task_id)
+        return seen
+
+    async with _client(a2a_system, binding, streaming=True) as client:
+        streaming = asyncio.create_task(stream())
+        task_id = await asyncio.wait_for(working, TURN_S)
+        cancelled = await client.cancel_task(CancelTaskRequest(id=task_id))
+        assert cancelled.status.state == TaskState.TASK_STATE_CANCELED
+        await asyncio.wait_for(asyncio.gather(streaming, return_exceptions=True), TURN_S)
+        got = await client.get_task(GetTaskRequest(id=task_id))
+    assert got.status.state == TaskState.TASK_STATE_CANCELED
+    diagnostics = await ConversationsClient(a2a_system.bus, a2a_system.project_id).get_projection(
+        task_id, "diagnostics"
+    )
+    assert diagnostics.value["status"] == "cancelled"
+
+
+# -- input-required -------------------------------------------------------------------
+
+
+async def _ask(client: Client) -> Task:
+    events = await _events(client, _message("write after into ask/x.txt"))
+    task = _final_task(events)
+    assert task.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
+    return task
+
+
+async def test_an_approval_is_input_required_and_the_next_message_answers_it(a2a_system: A2ASystem) -> None:
+    system = a2a_system
+    (system.project / "ask" / "x.txt").write_text("before\n")
+    async with _client(system, TransportProtocol.JSONRPC.value, streaming=False) as client:
+        task = await _ask(client)
+        (question,) = get_data_parts(task.status.message.parts)
+        assert question["tool"] == "write_file"
+        assert question["args"]["path"] == "ask/x.txt"
+        assert "allow" in get_text_parts(task.status.message.parts)[0]
+        # any replica reads the same state back from the conversation
+        got = await client.get_task(GetTaskRequest(id=task.id))
+        assert got.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
+
+        unclear = _final_task(await _events(client, _message("maybe later", task_id=task.id)))
+        assert unclear.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
+        assert "'maybe later' is no answer" in get_text_parts(unclear.status.message.parts)[0]
+
+        done = _final_task(await _events(client, _message("allow", task_id=task.id)))
+    assert done.status.state == TaskState.TASK_STATE_COMPLETED
+    assert get_artifact_text(done.artifacts[0]).startswith("Done:")
+    assert (system.project / "ask" / "x.txt").read_text() == "after\n"
+
+
+async def test_a_data_part_denies_over_rest_while_streaming(a2a_system: A2ASystem) -> None:
+    system = a2a_system
+    (system.project / "ask" / "x.txt").write_text("before\n")
+    async with _client(system, TransportProtocol.HTTP_JSON.value, streaming=True) as client:
+        events = await _events(client, _message("write after into ask/x.txt"))
+        last = events[-1].status_update
+        assert last.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
+        (question,) = get_data_parts(last.status.message.parts)
+        answer = {"decision": "deny", "request_id": question["request_id"]}
+        events = await _events(client, _message(task_id=last.task_id, data=answer))
+    states = [e.status_update.status.state for e in events if e.HasField("status_update")]
+    assert states[-1] == TaskState.TASK_STATE_COMPLETED
+    assert (system.project / "ask" / "x.txt").read_text() == "before\n"
