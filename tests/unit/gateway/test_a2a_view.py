@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from a2a.helpers.proto_helpers import get_artifact_text, get_data_parts
 from a2a.types.a2a_pb2 import Role, TaskState
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from jidocode.services.gateway.a2a.tasks import to_task
@@ -139,6 +139,7 @@ _AFTER_USER = st.sampled_from(
 )
 
 
+@settings(max_examples=200, deadline=None)
 @given(st.lists(_AFTER_USER, max_size=12))
 def test_the_live_follower_and_the_fold_agree_when_the_turn_ends(events: list[dict[str, Any]]) -> None:
     """What a streaming client saw at the end of the turn is what GetTask says right then."""
