@@ -66,11 +66,17 @@ class A2ASystem:
     project: Path
     project_id: str
     base_url: str
+    #: A second gateway replica on the same bus (another port): no state shared but the bus.
+    replica_url: str
     token: str
 
     @property
     def agent_url(self) -> str:
         return f"{self.base_url}/projects/{self.project_id}"
+
+    @property
+    def replica_agent_url(self) -> str:
+        return f"{self.replica_url}/projects/{self.project_id}"
 
     def http(self, **kw: Any) -> httpx.AsyncClient:
         """An HTTP client carrying the gateway's token."""
@@ -116,9 +122,12 @@ async def a2a_system(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[
             gateway_bus = await Bus.connect(config, "gateway")
             settings = GatewaySettings(host="127.0.0.1", port=0, token=TOKEN, data_home=base / "data")
             gateway = GatewayServer(make_context(gateway_bus, config, settings))
+            replica_bus = await Bus.connect(config, "gateway")
+            replica = GatewayServer(make_context(replica_bus, config, settings))
             try:
                 await wait_for_services(config, SERVICES, timeout=60)
                 await gateway.start()
+                await replica.start()
                 info = await EngineClient(bus, timeout=30).start_project(str(project))
                 yield A2ASystem(
                     config=config,
@@ -127,12 +136,15 @@ async def a2a_system(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[
                     project=project,
                     project_id=info.project_id,
                     base_url=gateway.base_url,
+                    replica_url=replica.base_url,
                     token=TOKEN,
                 )
             finally:
                 await gateway.stop()
+                await replica.stop()
                 stop.set()
                 await asyncio.wait_for(asyncio.gather(services, return_exceptions=True), 30)
                 await gateway_bus.close()
+                await replica_bus.close()
                 await bus.close()
                 await asyncio.to_thread(server.stop)

@@ -27,7 +27,7 @@ from a2a.types.a2a_pb2 import (
     TaskState,
 )
 from a2a.utils.constants import TransportProtocol
-from a2a.utils.errors import TaskNotFoundError, UnsupportedOperationError
+from a2a.utils.errors import InvalidParamsError, TaskNotFoundError, UnsupportedOperationError
 from google.protobuf.json_format import ParseDict
 from google.protobuf.struct_pb2 import Value
 
@@ -43,24 +43,32 @@ BINDINGS = [TransportProtocol.JSONRPC.value, TransportProtocol.HTTP_JSON.value]
 
 
 @asynccontextmanager
-async def _client(system: A2ASystem, binding: str, *, streaming: bool) -> AsyncIterator[Client]:
-    """The SDK's client for ``binding``, built from the card (fetched with the token)."""
+async def _client(
+    system: A2ASystem, binding: str, *, streaming: bool, replica: bool = False
+) -> AsyncIterator[Client]:
+    """The SDK's client for ``binding``, built from the card (fetched with the token) of the
+    first gateway, or of the second replica."""
     async with system.http() as http:
         config = ClientConfig(streaming=streaming, httpx_client=http, supported_protocol_bindings=[binding])
-        client = await ClientFactory(config).create_from_url(system.agent_url)
+        url = system.replica_agent_url if replica else system.agent_url
+        client = await ClientFactory(config).create_from_url(url)
         try:
             yield client
         finally:
             await client.close()
 
 
-def _message(text: str = "", *, task_id: str = "", data: dict[str, Any] | None = None) -> SendMessageRequest:
+def _message(
+    text: str = "", *, task_id: str = "", context_id: str = "", data: dict[str, Any] | None = None
+) -> SendMessageRequest:
     parts = [Part(text=text)] if text else []
     if data is not None:
         value = Value()
         ParseDict(data, value)
         parts.append(Part(data=value))
-    msg = Message(message_id=new_id(), role=Role.ROLE_USER, parts=parts, task_id=task_id)
+    msg = Message(
+        message_id=new_id(), role=Role.ROLE_USER, parts=parts, task_id=task_id, context_id=context_id
+    )
     return SendMessageRequest(message=msg)
 
 
@@ -154,6 +162,15 @@ async def test_get_of_an_unknown_task_is_task_not_found(a2a_system: A2ASystem) -
             await client.get_task(GetTaskRequest(id="a.b>"))
 
 
+async def test_a_context_id_names_a_new_task_and_must_be_a_bus_token(a2a_system: A2ASystem) -> None:
+    async with _client(a2a_system, TransportProtocol.HTTP_JSON.value, streaming=False) as client:
+        task = _final_task(await _events(client, _message("named", context_id="my-own-context-1")))
+        assert (task.id, task.context_id) == ("my-own-context-1", "my-own-context-1")
+        assert task.status.state == TaskState.TASK_STATE_COMPLETED
+        with pytest.raises(InvalidParamsError, match="task id"):
+            await _events(client, _message("bad", context_id="a.b"))
+
+
 async def test_a_completed_task_takes_no_more_messages(a2a_system: A2ASystem) -> None:
     async with _client(a2a_system, TransportProtocol.JSONRPC.value, streaming=False) as client:
         task = _final_task(await _events(client, _message("first")))
@@ -191,8 +208,12 @@ async def test_stream_shows_working_then_answer_pieces_then_completed(
 # -- cancel -------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("binding", BINDINGS)
-async def test_cancel_stops_the_conversation(a2a_system: A2ASystem, binding: str) -> None:
+@pytest.mark.parametrize(
+    ("binding", "elsewhere"),
+    [(TransportProtocol.JSONRPC.value, False), (TransportProtocol.HTTP_JSON.value, True)],
+)
+async def test_cancel_stops_the_conversation(a2a_system: A2ASystem, binding: str, elsewhere: bool) -> None:
+    """Cancelled on the replica streaming the turn, or on another one (through the task store)."""
     working: asyncio.Future[str] = asyncio.get_running_loop().create_future()
 
     async def stream() -> list[StreamResponse]:
@@ -203,13 +224,18 @@ async def test_cancel_stops_the_conversation(a2a_system: A2ASystem, binding: str
                 working.set_result(event.status_update.task_id)
         return seen
 
-    async with _client(a2a_system, binding, streaming=True) as client:
+    async with (
+        _client(a2a_system, binding, streaming=True) as client,
+        _client(a2a_system, binding, streaming=False, replica=elsewhere) as canceller,
+    ):
         streaming = asyncio.create_task(stream())
         task_id = await asyncio.wait_for(working, TURN_S)
-        cancelled = await client.cancel_task(CancelTaskRequest(id=task_id))
+        cancelled = await canceller.cancel_task(CancelTaskRequest(id=task_id))
         assert cancelled.status.state == TaskState.TASK_STATE_CANCELED
-        await asyncio.wait_for(asyncio.gather(streaming, return_exceptions=True), TURN_S)
+        seen = await asyncio.wait_for(streaming, TURN_S)
         got = await client.get_task(GetTaskRequest(id=task_id))
+    if elsewhere:  # the streaming replica learnt it from the conversation's cancel
+        assert seen[-1].status_update.status.state == TaskState.TASK_STATE_CANCELED
     assert got.status.state == TaskState.TASK_STATE_CANCELED
     diagnostics = await ConversationsClient(a2a_system.bus, a2a_system.project_id).get_projection(
         task_id, "diagnostics"
@@ -236,15 +262,17 @@ async def test_an_approval_is_input_required_and_the_next_message_answers_it(a2a
         assert question["tool"] == "write_file"
         assert question["args"]["path"] == "ask/x.txt"
         assert "allow" in get_text_parts(task.status.message.parts)[0]
-        # any replica reads the same state back from the conversation
-        got = await client.get_task(GetTaskRequest(id=task.id))
+    # another replica reads the same state back from the conversation, and takes the answer
+    async with _client(system, TransportProtocol.JSONRPC.value, streaming=False, replica=True) as other:
+        got = await other.get_task(GetTaskRequest(id=task.id))
         assert got.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
+        assert get_data_parts(got.status.message.parts) == [question]
 
-        unclear = _final_task(await _events(client, _message("maybe later", task_id=task.id)))
+        unclear = _final_task(await _events(other, _message("maybe later", task_id=task.id)))
         assert unclear.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
         assert "'maybe later' is no answer" in get_text_parts(unclear.status.message.parts)[0]
 
-        done = _final_task(await _events(client, _message("allow", task_id=task.id)))
+        done = _final_task(await _events(other, _message("allow", task_id=task.id)))
     assert done.status.state == TaskState.TASK_STATE_COMPLETED
     assert get_artifact_text(done.artifacts[0]).startswith("Done:")
     assert (system.project / "ask" / "x.txt").read_text() == "after\n"
