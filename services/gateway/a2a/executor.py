@@ -77,17 +77,17 @@ class ConversationExecutor(AgentExecutor):
                     history=[message],
                 )
             )
-            view = TaskView()
-        else:
-            view = await read_view(self.conversations, task_id) or TaskView()
         inbox: asyncio.Queue[Envelope] = asyncio.Queue()
 
         async def on_output(env: Envelope) -> None:
             inbox.put_nowait(env)
 
         sub = await self.bus.subscribe(subjects.conversation_out_filter(self.project_id, task_id), on_output)
-        await self.bus.nc.flush()  # listening before anything is sent
+        await self.bus.nc.flush()  # listening before anything is sent, and before the task is read
         try:
+            view = TaskView()
+            if context.current_task is not None:
+                view = await read_view(self.conversations, task_id) or view
             follower = await self._send(task_id, message, view, updater)
             if follower is not None:
                 await self._follow(task_id, inbox, follower, updater)
@@ -113,6 +113,12 @@ class ConversationExecutor(AgentExecutor):
             await self.conversations.send_event(
                 task_id, answer.type, answer.to_data(), correlation_id=approval.correlation_id
             )
+            waiting = [p for p in view.pending if p.request_id != approval.request_id]
+            if waiting:  # several calls of the turn asked at once: the next question
+                await updater.requires_input(
+                    agent_message(task_id, waiting[0].question(), approval=waiting[0], mid=new_id())
+                )
+                return None
             await updater.start_work()
             return TurnFollower(None)
         text = "\n".join(texts).strip() or ("\n".join(json.dumps(d) for d in datas) if datas else "")

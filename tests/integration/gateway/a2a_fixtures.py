@@ -44,13 +44,19 @@ def _last(body: dict[str, Any]) -> dict[str, Any]:
 
 
 def respond(body: dict[str, Any]) -> Reply:
-    """The model: ``write …`` asks to write ``ask/x.txt`` (an ``ask`` rule); ``wait …`` answers
+    """The model: ``write …`` asks to write ``ask/x.txt`` (an ``ask`` rule), ``write both …`` to
+    write ``ask/a.txt`` and ``ask/b.txt`` in one turn; ``wait …`` answers
     only after a minute (to be cancelled); a tool result gets ``Done: <result>``; anything else
     is echoed in pieces of 4 characters (so a stream has several deltas)."""
     last = _last(body)
     content = str(last.get("content") or "")
     if last.get("role") == "tool":
         return Reply.answer("Done: " + content[:60])
+    if content.startswith("write both"):
+        return Reply.tools(
+            call("write_file", path="ask/a.txt", content="after\n"),
+            call("write_file", path="ask/b.txt", content="after\n"),
+        )
     if content.startswith("write"):
         return Reply.tools(call("write_file", path="ask/x.txt", content="after\n"))
     if content.startswith("wait"):

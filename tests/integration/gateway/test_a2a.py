@@ -291,3 +291,20 @@ async def test_a_data_part_denies_over_rest_while_streaming(a2a_system: A2ASyste
     states = [e.status_update.status.state for e in events if e.HasField("status_update")]
     assert states[-1] == TaskState.TASK_STATE_COMPLETED
     assert (system.project / "ask" / "x.txt").read_text() == "before\n"
+
+
+async def test_two_questions_of_one_turn_are_asked_one_after_the_other(a2a_system: A2ASystem) -> None:
+    system = a2a_system
+    async with _client(system, TransportProtocol.JSONRPC.value, streaming=False) as client:
+        first = _final_task(await _events(client, _message("write both files")))
+        assert first.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
+        (asked_first,) = get_data_parts(first.status.message.parts)
+        second = _final_task(await _events(client, _message("allow", task_id=first.id)))
+        assert second.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
+        (asked_second,) = get_data_parts(second.status.message.parts)
+        assert asked_second["request_id"] != asked_first["request_id"]
+        done = _final_task(await _events(client, _message("deny", task_id=first.id)))
+    assert done.status.state == TaskState.TASK_STATE_COMPLETED
+    written = {asked_first["args"]["path"]: "after\n", asked_second["args"]["path"]: None}
+    for path, content in written.items():
+        assert (system.project / path).exists() == (content is not None)
