@@ -21,6 +21,7 @@ the conversation's projections (:mod:`.tasks`).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 from typing import Final
@@ -30,12 +31,14 @@ from a2a.server.agent_execution import AgentExecutor, RequestContext
 from a2a.server.events import EventQueue
 from a2a.server.tasks.task_updater import TaskUpdater
 from a2a.types.a2a_pb2 import Message, Part, Task, TaskState, TaskStatus
+from a2a.utils.errors import InvalidParamsError
 from nats.aio.subscription import Subscription
 
 from jidocode.shared import subjects
 from jidocode.shared.bus import Bus
 from jidocode.shared.clients import ConversationsClient
 from jidocode.shared.envelope import Envelope, new_id
+from jidocode.shared.errors import InvalidInput, JidoError, PayloadTooLarge
 from jidocode.shared.events.conversation import ApprovalResponse, Cancel, EventIngested, UserMessage
 
 from .tasks import ANSWER_ARTIFACT, agent_message, read_view
@@ -127,9 +130,15 @@ class ConversationExecutor(AgentExecutor):
             return None
         message_id = new_id()
         user = UserMessage(text=text)
-        await self.conversations.send_event(
-            task_id, user.type, user.to_data(), event_id=message_id, correlation_id=message_id
-        )
+        try:
+            await self.conversations.send_event(
+                task_id, user.type, user.to_data(), event_id=message_id, correlation_id=message_id
+            )
+        except (InvalidInput, PayloadTooLarge) as exc:
+            if view.state == "submitted":  # the task's first message: no task came of it
+                with contextlib.suppress(JidoError):
+                    await self.conversations.delete(task_id)
+            raise InvalidParamsError(message=exc.message) from None
         await updater.start_work()
         return TurnFollower(message_id)
 

@@ -9,7 +9,8 @@ conversation id are one string. Its state is a fold over the conversation's
 ``working``        the last user message's turn is running
 ``input-required`` a tool call waits for an approval (``ask`` rule) nobody gave
 ``completed``      the turn ended with an answer (``answer`` is its text)
-``failed``         the turn ended with :class:`LlmFailed` or :class:`LoopStopped`
+``failed``         the turn ended with :class:`LlmFailed` or :class:`LoopStopped`, or the
+                   task's first message was refused (too large, queue full)
 ``canceled``       :class:`Cancel` was applied after the last user message
 =================  ===========================================================
 
@@ -37,9 +38,11 @@ from jidocode.shared.events.conversation import (
     AssistantDelta,
     AssistantMessage,
     Cancel,
+    ConversationError,
     LlmCompleted,
     LlmFailed,
     LoopStopped,
+    QueueOverflow,
     ToolCallCompleted,
     ToolCallFailed,
     UserMessage,
@@ -191,6 +194,8 @@ def fold(entries: Iterable[Mapping[str, Any]]) -> TaskView:
             )
         elif kind in (ApprovalResponse.TYPE, ToolCallCompleted.TYPE, ToolCallFailed.TYPE):
             pending.pop(_text(data, "request_id"), None)
+        elif state == "submitted" and _refused(kind, data) is not None:
+            state, reason = "failed", _refusal(data)
     if pending and state == "working":
         state = "input-required"
     elif state == "input-required" and not pending:
@@ -198,6 +203,23 @@ def fold(entries: Iterable[Mapping[str, Any]]) -> TaskView:
     return TaskView(
         state=state, answer=answer, reason=reason, pending=tuple(pending.values()), history=tuple(history)
     )
+
+
+def _refused(kind: object, data: Mapping[str, Any]) -> str | None:
+    """The id of the input the conversation refused (rejected or dropped), if this entry says so."""
+    if kind == ConversationError.TYPE:
+        details = data.get("details")
+        rejected = details.get("rejected_id") if isinstance(details, Mapping) else None
+        return str(rejected) if rejected else None
+    if kind == QueueOverflow.TYPE:
+        return _text(data, "dropped_id") or None
+    return None
+
+
+def _refusal(data: Mapping[str, Any]) -> str:
+    if "dropped_id" in data:
+        return "the conversation's queue was full: the message was dropped"
+    return f"the conversation refused the message: {_text(data, 'message') or _text(data, 'error_type')}"
 
 
 def parse_decision(
@@ -283,6 +305,8 @@ class TurnFollower:
         if not self.started:
             if kind == UserMessage.TYPE and event_id == self.message_id:
                 self.started = True
+            elif _refused(kind, data) == self.message_id:
+                return [self._end("failed", _refusal(data))]
             return []
         out: list[Update] = []
         if kind == AssistantDelta.TYPE:

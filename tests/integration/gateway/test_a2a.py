@@ -308,3 +308,17 @@ async def test_two_questions_of_one_turn_are_asked_one_after_the_other(a2a_syste
     written = {asked_first["args"]["path"]: "after\n", asked_second["args"]["path"]: None}
     for path, content in written.items():
         assert (system.project / path).exists() == (content is not None)
+
+
+async def test_a_message_over_the_conversation_limit_is_invalid_params_and_leaves_no_task(
+    a2a_system: A2ASystem,
+) -> None:
+    conversations = ConversationsClient(a2a_system.bus, a2a_system.project_id)
+    before = {c.conversation_id for c in (await conversations.list()).conversations}
+    async with _client(a2a_system, TransportProtocol.JSONRPC.value, streaming=False) as client:
+        with pytest.raises(InvalidParamsError, match="262144"):
+            await _events(client, _message("x" * 300_000, context_id="too-big-1"))
+        with pytest.raises(TaskNotFoundError):
+            await client.get_task(GetTaskRequest(id="too-big-1"))
+    after = {c.conversation_id for c in (await conversations.list()).conversations}
+    assert after == before

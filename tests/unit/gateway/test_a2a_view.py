@@ -172,3 +172,23 @@ def test_to_task_carries_the_state_the_history_the_answer_and_the_question() -> 
     (question,) = get_data_parts(asking.status.message.parts)
     assert question["request_id"] == "tool-1" and question["tool"] == "write_file"
     assert not asking.artifacts
+
+
+def test_a_refused_first_message_fails_the_task_and_ends_its_follower() -> None:
+    rejected = e(
+        "error",
+        "x1",
+        error_type="payload_too_large",
+        message="data is 300000 bytes, over 262144",
+        details={"rejected_id": "u1"},
+    )
+    view = fold([rejected])
+    assert view.state == "failed" and "over 262144" in view.reason
+    assert fold([USER, rejected]).state == "working"  # someone else's input, later: not this task's
+    follower = TurnFollower("u1")
+    (ended,) = follower.feed(rejected["type"], rejected["data"], event_id="x1")
+    assert isinstance(ended, Ended) and ended.state == "failed" and "over 262144" in ended.text
+    dropped = e("queue.overflow", "o", dropped_id="u2", dropped_type="conversation.user.message")
+    assert TurnFollower("u1").feed(dropped["type"], dropped["data"], event_id="o") == []
+    (full,) = TurnFollower("u2").feed(dropped["type"], dropped["data"], event_id="o")
+    assert full == Ended("failed", "the conversation's queue was full: the message was dropped")
