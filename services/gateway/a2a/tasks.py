@@ -152,8 +152,12 @@ class ConversationTaskStore(TaskStore):
         await self.conversations.send_event(task.id, cancel.type, cancel.to_data())
 
     async def get(self, task_id: str, context: ServerCallContext) -> Task | None:
+        """The task, ``None`` for no conversation or one that never had a message (a task
+        is born with its first message: the executor has just started the conversation)."""
         view = await read_view(self.conversations, task_id)
-        return None if view is None else to_task(task_id, view)
+        if view is None or (view.state == "submitted" and not view.history):
+            return None
+        return to_task(task_id, view)
 
     async def list(self, params: ListTasksRequest, context: ServerCallContext) -> ListTasksResponse:
         raise UnsupportedOperationError(
