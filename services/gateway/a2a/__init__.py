@@ -95,9 +95,9 @@ class _Agent:
             request_context_builder=_ConversationIds(),
             interrupted_task_timeout=PARKED_TASK_S,
         )
-        (jsonrpc,) = create_jsonrpc_routes(self.handler, rpc_url="/")
+        (jsonrpc,) = create_jsonrpc_routes(self.handler, rpc_url="/", enable_v0_3_compat=True)
         self.jsonrpc = jsonrpc
-        self.rest = Router(routes=create_rest_routes(self.handler))
+        self.rest = Router(routes=create_rest_routes(self.handler, enable_v0_3_compat=True))
 
 
 class ProjectAgents:

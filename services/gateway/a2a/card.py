@@ -2,7 +2,8 @@
 
 Name and description from the project (its folder and root), one skill per
 project skill (asset loader, ``kind=skill``) after a general ``conversation``
-skill, one interface per binding under ``<base>/projects/<project_id>/a2a/``, and
+skill, one interface per binding under ``<base>/projects/<project_id>/a2a/`` (for
+protocol v1.0, and again for v0.3 clients), and
 the gateway's bearer token as the one security scheme.
 """
 
@@ -23,7 +24,7 @@ from a2a.types.a2a_pb2 import (
     SecurityScheme,
     StringList,
 )
-from a2a.utils.constants import PROTOCOL_VERSION_CURRENT, TransportProtocol
+from a2a.utils.constants import PROTOCOL_VERSION_0_3, PROTOCOL_VERSION_CURRENT, TransportProtocol
 
 from jidocode.shared.events.engine import ProjectInfo
 
@@ -83,17 +84,15 @@ def build_card(project: ProjectInfo, base_url: str, skills: Iterable[Mapping[str
         description=f"A coding assistant working in the project {folder} ({project.root_path}), "
         "through JidoCode's tools and policy. Every task is one conversation.",
         version=_version(),
+        # v1.0 first (what clients pick), then the same endpoints for v0.3 clients (the SDK's
+        # compatibility layer answers both; the card's v0.3 fields name the first of these)
         supported_interfaces=[
-            AgentInterface(
-                url=base + JSONRPC_PATH,
-                protocol_binding=TransportProtocol.JSONRPC.value,
-                protocol_version=PROTOCOL_VERSION_CURRENT,
-            ),
-            AgentInterface(
-                url=base + REST_PATH,
-                protocol_binding=TransportProtocol.HTTP_JSON.value,
-                protocol_version=PROTOCOL_VERSION_CURRENT,
-            ),
+            AgentInterface(url=base + path, protocol_binding=binding.value, protocol_version=version)
+            for version in (PROTOCOL_VERSION_CURRENT, PROTOCOL_VERSION_0_3)
+            for path, binding in (
+                (JSONRPC_PATH, TransportProtocol.JSONRPC),
+                (REST_PATH, TransportProtocol.HTTP_JSON),
+            )
         ],
         capabilities=AgentCapabilities(streaming=True, push_notifications=False),
         security_schemes={

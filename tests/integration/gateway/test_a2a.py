@@ -13,7 +13,7 @@ from typing import Any
 
 import httpx
 import pytest
-from a2a.client import Client, ClientConfig, ClientFactory
+from a2a.client import A2ACardResolver, Client, ClientConfig, ClientFactory
 from a2a.helpers.proto_helpers import get_artifact_text, get_data_parts, get_text_parts
 from a2a.types.a2a_pb2 import (
     CancelTaskRequest,
@@ -99,11 +99,15 @@ async def test_card_names_the_project_its_skills_bindings_and_the_bearer_scheme(
     assert card["name"] == "JidoCode: proj"
     skills = {s["name"]: s for s in card["skills"]}
     assert skills["review"]["description"] == "Review a change for bugs and style"
-    urls = {i["protocolBinding"]: i["url"] for i in card["supportedInterfaces"]}
-    assert urls == {
-        "JSONRPC": f"{system.agent_url}/a2a/jsonrpc",
-        "HTTP+JSON": f"{system.agent_url}/a2a/rest",
+    interfaces = {(i["protocolBinding"], i["protocolVersion"]): i["url"] for i in card["supportedInterfaces"]}
+    jsonrpc, rest = f"{system.agent_url}/a2a/jsonrpc", f"{system.agent_url}/a2a/rest"
+    assert interfaces == {
+        ("JSONRPC", "1.0"): jsonrpc,
+        ("HTTP+JSON", "1.0"): rest,
+        ("JSONRPC", "0.3"): jsonrpc,
+        ("HTTP+JSON", "0.3"): rest,
     }
+    assert (card["url"], card["preferredTransport"]) == (jsonrpc, "JSONRPC")  # what v0.3 clients read
     assert card["securitySchemes"]["bearer"]["httpAuthSecurityScheme"]["scheme"] == "Bearer"
     assert card["securityRequirements"] == [{"schemes": {"bearer": {}}}]
     assert card["capabilities"]["streaming"] is True
@@ -322,3 +326,24 @@ async def test_a_message_over_the_conversation_limit_is_invalid_params_and_leave
             await client.get_task(GetTaskRequest(id="too-big-1"))
     after = {c.conversation_id for c in (await conversations.list()).conversations}
     assert after == before
+
+
+@pytest.mark.parametrize("binding", BINDINGS)
+async def test_a_v0_3_client_is_served_too(a2a_system: A2ASystem, binding: str) -> None:
+    """The SDK's v0.3 transports (what clients of older SDKs speak) against the same endpoints."""
+    system = a2a_system
+    async with system.http() as http:
+        card = await A2ACardResolver(http, system.agent_url).get_agent_card()
+        legacy = [i for i in card.supported_interfaces if i.protocol_version == "0.3"]
+        del card.supported_interfaces[:]
+        card.supported_interfaces.extend(legacy)
+        config = ClientConfig(streaming=False, httpx_client=http, supported_protocol_bindings=[binding])
+        client = ClientFactory(config).create(card)
+        try:
+            task = _final_task(await _events(client, _message(f"old hello over {binding}")))
+            got = await client.get_task(GetTaskRequest(id=task.id))
+        finally:
+            await client.close()
+    assert task.status.state == TaskState.TASK_STATE_COMPLETED
+    assert get_artifact_text(task.artifacts[0]) == f"You said: old hello over {binding}"
+    assert got.status.state == TaskState.TASK_STATE_COMPLETED
