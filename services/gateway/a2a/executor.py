@@ -31,7 +31,7 @@ from a2a.server.agent_execution import AgentExecutor, RequestContext
 from a2a.server.events import EventQueue
 from a2a.server.tasks.task_updater import TaskUpdater
 from a2a.types.a2a_pb2 import Message, Part, Task, TaskState, TaskStatus
-from a2a.utils.errors import InvalidParamsError
+from a2a.utils.errors import InvalidParamsError, UnsupportedOperationError
 from nats.aio.subscription import Subscription
 
 from jidocode.shared import subjects
@@ -51,6 +51,8 @@ log = logging.getLogger("jidocode.gateway.a2a")
 #: How long an approval question waits to be journaled before the task reports
 #: ``input-required`` anyway (so that a replica reading the task sees the question).
 JOURNAL_WAIT_S: Final = 30.0
+
+_FINISHED: Final = frozenset({"completed", "failed", "canceled"})
 
 
 class ConversationExecutor(AgentExecutor):
@@ -91,6 +93,10 @@ class ConversationExecutor(AgentExecutor):
             view = TaskView()
             if context.current_task is not None:
                 view = await read_view(self.conversations, task_id) or view
+                if view.state in _FINISHED:  # finished on another replica while parked here
+                    raise UnsupportedOperationError(
+                        message=f"task {task_id} is {view.state}: a new question is a new task"
+                    )
             follower = await self._send(task_id, message, view, updater)
             if follower is not None:
                 await self._follow(task_id, inbox, follower, updater)

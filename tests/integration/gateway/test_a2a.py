@@ -266,20 +266,23 @@ async def test_an_approval_is_input_required_and_the_next_message_answers_it(a2a
         assert question["tool"] == "write_file"
         assert question["args"]["path"] == "ask/x.txt"
         assert "allow" in get_text_parts(task.status.message.parts)[0]
-    # another replica reads the same state back from the conversation, and takes the answer
-    async with _client(system, TransportProtocol.JSONRPC.value, streaming=False, replica=True) as other:
-        got = await other.get_task(GetTaskRequest(id=task.id))
-        assert got.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
-        assert get_data_parts(got.status.message.parts) == [question]
+        # another replica reads the same state back from the conversation, and takes the answer
+        async with _client(system, TransportProtocol.JSONRPC.value, streaming=False, replica=True) as other:
+            got = await other.get_task(GetTaskRequest(id=task.id))
+            assert got.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
+            assert get_data_parts(got.status.message.parts) == [question]
 
-        unclear = _final_task(await _events(other, _message("maybe later", task_id=task.id)))
-        assert unclear.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
-        assert "'maybe later' is no answer" in get_text_parts(unclear.status.message.parts)[0]
+            unclear = _final_task(await _events(other, _message("maybe later", task_id=task.id)))
+            assert unclear.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
+            assert "'maybe later' is no answer" in get_text_parts(unclear.status.message.parts)[0]
 
-        done = _final_task(await _events(other, _message("allow", task_id=task.id)))
-    assert done.status.state == TaskState.TASK_STATE_COMPLETED
-    assert get_artifact_text(done.artifacts[0]).startswith("Done:")
-    assert (system.project / "ask" / "x.txt").read_text() == "after\n"
+            done = _final_task(await _events(other, _message("allow", task_id=task.id)))
+        assert done.status.state == TaskState.TASK_STATE_COMPLETED
+        assert get_artifact_text(done.artifacts[0]).startswith("Done:")
+        assert (system.project / "ask" / "x.txt").read_text() == "after\n"
+        # the first replica still holds the task parked: it learns from the conversation
+        with pytest.raises(UnsupportedOperationError, match="completed"):
+            await _events(client, _message("and now?", task_id=task.id))
 
 
 async def test_a_data_part_denies_over_rest_while_streaming(a2a_system: A2ASystem) -> None:
