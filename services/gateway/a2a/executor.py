@@ -72,6 +72,8 @@ class ConversationExecutor(AgentExecutor):
             raise ValueError("an A2A request without a task id or a message")
         updater = TaskUpdater(event_queue, task_id, task_id)
         message: Message = context.message
+        if not "".join(get_text_parts(message.parts)).strip() and not get_data_parts(message.parts):
+            raise InvalidParamsError(message="the message has no text and no data part")
         if context.current_task is None:
             await self.conversations.start(task_id)
             await event_queue.enqueue_event(
@@ -130,10 +132,7 @@ class ConversationExecutor(AgentExecutor):
                 return None
             await updater.start_work()
             return TurnFollower(None)
-        text = "\n".join(texts).strip() or ("\n".join(json.dumps(d) for d in datas) if datas else "")
-        if not text:
-            await updater.reject(agent_message(task_id, "the message has no text or data part", mid=new_id()))
-            return None
+        text = "\n".join(texts).strip() or "\n".join(json.dumps(d) for d in datas)
         message_id = new_id()
         user = UserMessage(text=text)
         try:

@@ -327,6 +327,8 @@ async def test_a_message_over_the_conversation_limit_is_invalid_params_and_leave
             await _events(client, _message("x" * 300_000, context_id="too-big-1"))
         with pytest.raises(TaskNotFoundError):
             await client.get_task(GetTaskRequest(id="too-big-1"))
+        with pytest.raises(InvalidParamsError, match="no text and no data"):
+            await _events(client, _message("   ", context_id="blank-1"))
     after = {c.conversation_id for c in (await conversations.list()).conversations}
     assert after == before
 
