@@ -15,16 +15,19 @@ factories); ours is :class:`.executor.ConversationExecutor` and
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Final
+from collections.abc import AsyncGenerator
+from typing import TYPE_CHECKING, Any, Final
 
 from a2a.server.agent_execution import SimpleRequestContextBuilder
+from a2a.server.agent_execution.active_task import TERMINAL_TASK_STATES
 from a2a.server.agent_execution.context import RequestContext
 from a2a.server.context import ServerCallContext
-from a2a.server.request_handlers import DefaultRequestHandler
+from a2a.server.events import Event
+from a2a.server.request_handlers import DefaultRequestHandler, validate_request_params
 from a2a.server.request_handlers.response_helpers import agent_card_to_dict
 from a2a.server.routes import create_jsonrpc_routes, create_rest_routes
-from a2a.types.a2a_pb2 import SendMessageRequest, Task
-from a2a.utils.errors import InvalidParamsError
+from a2a.types.a2a_pb2 import SendMessageRequest, SubscribeToTaskRequest, Task, TaskState
+from a2a.utils.errors import InvalidParamsError, TaskNotFoundError, UnsupportedOperationError
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Mount, Route, Router
@@ -83,13 +86,46 @@ class _ConversationIds(SimpleRequestContextBuilder):
         return await super().build(context, params, task_id, context_id, task)
 
 
+class _Handler(DefaultRequestHandler):
+    """The SDK's handler; ``SubscribeToTask`` also follows a turn that another replica runs.
+
+    The SDK taps its in-memory run of the task; without one here (the turn runs on another
+    replica, or this one released it) the subscriber gets the task as the conversation shows
+    it, then the rest of the turn from the conversation's output.
+    """
+
+    def __init__(self, executor: ConversationExecutor, **kw: Any) -> None:
+        super().__init__(agent_executor=executor, **kw)
+        self._tail = executor.tail
+
+    @validate_request_params
+    async def on_subscribe_to_task(
+        self, params: SubscribeToTaskRequest, context: ServerCallContext
+    ) -> AsyncGenerator[Event, None]:
+        if await self._active_task_registry.get(params.id) is not None:
+            async for event in super().on_subscribe_to_task(params, context):
+                yield event
+            return
+        stored = await self._versioned_store.get(params.id, context)
+        if stored is None:
+            raise TaskNotFoundError
+        task = stored.task
+        if task.status.state in TERMINAL_TASK_STATES:
+            raise UnsupportedOperationError(
+                message=f"Task {params.id} is in terminal state: {TaskState.Name(task.status.state)}"
+            )
+        yield task
+        async for update in self._tail(params.id):
+            yield update
+
+
 class _Agent:
     """The SDK's request handler and bindings for one project."""
 
     def __init__(self, ctx: GatewayContext, project_id: str, card: ProjectInfo) -> None:
         conversations = ctx.conversations(project_id)
-        self.handler = DefaultRequestHandler(
-            agent_executor=ConversationExecutor(ctx.bus, conversations),
+        self.handler = _Handler(
+            ConversationExecutor(ctx.bus, conversations),
             task_store=ConversationTaskStore(conversations),
             agent_card=build_card(card, "http://127.0.0.1", ()),
             request_context_builder=_ConversationIds(),

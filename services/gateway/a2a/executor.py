@@ -24,13 +24,24 @@ import asyncio
 import contextlib
 import json
 import logging
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime
 from typing import Final
 
 from a2a.helpers.proto_helpers import get_data_parts, get_text_parts
 from a2a.server.agent_execution import AgentExecutor, RequestContext
 from a2a.server.events import EventQueue
 from a2a.server.tasks.task_updater import TaskUpdater
-from a2a.types.a2a_pb2 import Message, Part, Task, TaskState, TaskStatus
+from a2a.types.a2a_pb2 import (
+    Artifact,
+    Message,
+    Part,
+    Task,
+    TaskArtifactUpdateEvent,
+    TaskState,
+    TaskStatus,
+    TaskStatusUpdateEvent,
+)
 from a2a.utils.errors import InvalidParamsError, UnsupportedOperationError
 from nats.aio.subscription import Subscription
 
@@ -41,7 +52,7 @@ from jidocode.shared.envelope import Envelope, new_id
 from jidocode.shared.errors import InvalidInput, JidoError, PayloadTooLarge
 from jidocode.shared.events.conversation import ApprovalResponse, Cancel, EventIngested, UserMessage
 
-from .tasks import ANSWER_ARTIFACT, agent_message, read_view
+from .tasks import ANSWER_ARTIFACT, STATES, agent_message, read_view
 from .view import AnswerError, Asked, Delta, Ended, PendingApproval, TaskView, TurnFollower, parse_decision
 
 __all__ = ["JOURNAL_WAIT_S", "ConversationExecutor"]
@@ -220,6 +231,48 @@ class ConversationExecutor(AgentExecutor):
         finally:
             await sub.unsubscribe()
 
+    async def tail(self, task_id: str) -> AsyncIterator[TaskStatusUpdateEvent | TaskArtifactUpdateEvent]:
+        """The rest of a running turn, for a subscriber on a replica that does not run it.
+
+        Listening first, then reading the task: a turn that is not ``working`` then has nothing
+        more to show (its state is in the task the subscriber got).
+        """
+        inbox: asyncio.Queue[Envelope] = asyncio.Queue()
+
+        async def on_output(env: Envelope) -> None:
+            inbox.put_nowait(env)
+
+        sub = await self.bus.subscribe(subjects.conversation_out_filter(self.project_id, task_id), on_output)
+        try:
+            await self.bus.nc.flush()
+            view = await read_view(self.conversations, task_id)
+            if view is None or view.state != "working":
+                return
+            follower, streamed = TurnFollower(None), False
+            while True:
+                env = await inbox.get()
+                data = env.data if isinstance(env.data, dict) else {}
+                for update in follower.feed(env.type, data, event_id=env.id):
+                    if isinstance(update, Delta):
+                        yield _piece(task_id, update.text, append=streamed, last=False)
+                        streamed = True
+                    elif isinstance(update, Asked):
+                        question = agent_message(
+                            task_id, update.approval.question(), approval=update.approval, mid=new_id()
+                        )
+                        yield _status(task_id, TaskState.TASK_STATE_INPUT_REQUIRED, question)
+                        return
+                    elif isinstance(update, Ended):
+                        if update.state == "completed":
+                            yield _piece(task_id, update.text, append=False, last=True)
+                            yield _status(task_id, TaskState.TASK_STATE_COMPLETED)
+                        else:
+                            state = STATES[update.state]
+                            yield _status(task_id, state, agent_message(task_id, update.text, mid=new_id()))
+                        return
+        finally:
+            await sub.unsubscribe()
+
     async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:
         task_id = context.task_id
         if not task_id:
@@ -228,3 +281,21 @@ class ConversationExecutor(AgentExecutor):
         await self.conversations.send_event(task_id, cancel.type, cancel.to_data())
         updater = TaskUpdater(event_queue, task_id, context.context_id or task_id)
         await updater.cancel(agent_message(task_id, "cancelled by the A2A client", mid=new_id()))
+
+
+def _piece(task_id: str, text: str, *, append: bool, last: bool) -> TaskArtifactUpdateEvent:
+    return TaskArtifactUpdateEvent(
+        task_id=task_id,
+        context_id=task_id,
+        artifact=Artifact(artifact_id=ANSWER_ARTIFACT, name="answer", parts=[Part(text=text)]),
+        append=append,
+        last_chunk=last,
+    )
+
+
+def _status(task_id: str, state: TaskState, message: Message | None = None) -> TaskStatusUpdateEvent:
+    status = TaskStatus(state=state)
+    if message is not None:
+        status.message.CopyFrom(message)
+    status.timestamp.FromDatetime(datetime.now(UTC))
+    return TaskStatusUpdateEvent(task_id=task_id, context_id=task_id, status=status)

@@ -45,8 +45,8 @@ def _last(body: dict[str, Any]) -> dict[str, Any]:
 
 def respond(body: dict[str, Any]) -> Reply:
     """The model: ``write …`` asks to write ``ask/x.txt`` (an ``ask`` rule), ``write both …`` to
-    write ``ask/a.txt`` and ``ask/b.txt`` in one turn; ``wait …`` answers
-    only after a minute (to be cancelled); a tool result gets ``Done: <result>``; anything else
+    write ``ask/a.txt`` and ``ask/b.txt`` in one turn; ``wait …`` runs
+    ``sleep 60`` (to be cancelled while the tool runs: no model call is cut); a tool result gets ``Done: <result>``; anything else
     is echoed in pieces of 4 characters (so a stream has several deltas)."""
     last = _last(body)
     content = str(last.get("content") or "")
@@ -60,7 +60,7 @@ def respond(body: dict[str, Any]) -> Reply:
     if content.startswith("write"):
         return Reply.tools(call("write_file", path="ask/x.txt", content="after\n"))
     if content.startswith("wait"):
-        return Reply.answer("too late", delay_s=60)
+        return Reply.tools(call("bash", command="sleep 60"))
     return Reply.answer(f"You said: {content}", chunk_chars=4)
 
 
@@ -94,7 +94,7 @@ def _write_project(root: Path) -> None:
     (root / ".jido" / "settings.json").write_text(
         json.dumps(
             {
-                "permissions": {"allow": ["Read"], "ask": ["Edit(ask/**)"]},
+                "permissions": {"allow": ["Read", "Bash(sleep:*)"], "ask": ["Edit(ask/**)"]},
                 "tools": {"approval_timeout_s": 120},
             }
         )

@@ -7,6 +7,7 @@ answered through ``input-required``; each over both bindings where the SDK offer
 from __future__ import annotations
 
 import asyncio
+import collections
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -23,6 +24,7 @@ from a2a.types.a2a_pb2 import (
     Role,
     SendMessageRequest,
     StreamResponse,
+    SubscribeToTaskRequest,
     Task,
     TaskState,
 )
@@ -31,8 +33,10 @@ from a2a.utils.errors import InvalidParamsError, TaskNotFoundError, UnsupportedO
 from google.protobuf.json_format import ParseDict
 from google.protobuf.struct_pb2 import Value
 
+from jidocode.shared import subjects
 from jidocode.shared.clients import ConversationsClient
-from jidocode.shared.envelope import new_id
+from jidocode.shared.envelope import Envelope, new_id
+from jidocode.shared.events.tools import ToolStarted
 from tests.integration.gateway.a2a_fixtures import TURN_S, A2ASystem, a2a_system
 
 __all__ = ["a2a_system"]
@@ -217,8 +221,10 @@ async def test_stream_shows_working_then_answer_pieces_then_completed(
     [(TransportProtocol.JSONRPC.value, False), (TransportProtocol.HTTP_JSON.value, True)],
 )
 async def test_cancel_stops_the_conversation(a2a_system: A2ASystem, binding: str, elsewhere: bool) -> None:
-    """Cancelled on the replica streaming the turn, or on another one (through the task store)."""
+    """Cancelled on the replica streaming the turn, or on another one (through the task store);
+    a subscriber (``SubscribeToTask``) on the other replica follows the turn to its end."""
     working: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+    subscribed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
 
     async def stream() -> list[StreamResponse]:
         seen = []
@@ -228,16 +234,41 @@ async def test_cancel_stops_the_conversation(a2a_system: A2ASystem, binding: str
                 working.set_result(event.status_update.task_id)
         return seen
 
+    async def subscribe(task_id: str) -> list[StreamResponse]:
+        seen = []
+        async for event in watcher.subscribe(SubscribeToTaskRequest(id=task_id)):
+            seen.append(event)
+            if not subscribed.done():
+                subscribed.set_result(None)
+        return seen
+
+    started: dict[str, asyncio.Event] = collections.defaultdict(asyncio.Event)
+
+    async def on_tool_started(env: Envelope) -> None:
+        started[str((env.data or {}).get("conversation_id"))].set()
+
+    tools = await a2a_system.bus.subscribe(subjects.signal(ToolStarted.TYPE), on_tool_started)
+    await a2a_system.bus.nc.flush()
     async with (
         _client(a2a_system, binding, streaming=True) as client,
-        _client(a2a_system, binding, streaming=False, replica=elsewhere) as canceller,
+        _client(a2a_system, binding, streaming=True, replica=True) as watcher,
     ):
+        canceller = watcher if elsewhere else client
         streaming = asyncio.create_task(stream())
         task_id = await asyncio.wait_for(working, TURN_S)
+        # cancelled while its tool runs (a model call cut short leaves litellm's coroutine behind)
+        await asyncio.wait_for(started[task_id].wait(), TURN_S)
+        await tools.unsubscribe()
+        following = asyncio.create_task(subscribe(task_id))
+        await asyncio.wait_for(subscribed, TURN_S)
         cancelled = await canceller.cancel_task(CancelTaskRequest(id=task_id))
         assert cancelled.status.state == TaskState.TASK_STATE_CANCELED
         seen = await asyncio.wait_for(streaming, TURN_S)
+        followed = await asyncio.wait_for(following, TURN_S)
         got = await client.get_task(GetTaskRequest(id=task_id))
+    # the subscriber's replica does not run the turn: it follows it on the conversation's output
+    assert followed[0].task.status.state == TaskState.TASK_STATE_WORKING
+    assert followed[-1].status_update.status.state == TaskState.TASK_STATE_CANCELED
     if elsewhere:  # the streaming replica learnt it from the conversation's cancel
         assert seen[-1].status_update.status.state == TaskState.TASK_STATE_CANCELED
     assert got.status.state == TaskState.TASK_STATE_CANCELED
