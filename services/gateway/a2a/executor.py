@@ -53,7 +53,17 @@ from jidocode.shared.errors import InvalidInput, JidoError, PayloadTooLarge
 from jidocode.shared.events.conversation import ApprovalResponse, Cancel, EventIngested, UserMessage
 
 from .tasks import ANSWER_ARTIFACT, STATES, agent_message, read_view
-from .view import AnswerError, Asked, Delta, Ended, PendingApproval, TaskView, TurnFollower, parse_decision
+from .view import (
+    AnswerError,
+    Asked,
+    Delta,
+    Ended,
+    PendingApproval,
+    TaskView,
+    TurnFollower,
+    Update,
+    parse_decision,
+)
 
 __all__ = ["JOURNAL_WAIT_S", "ConversationExecutor"]
 
@@ -161,45 +171,11 @@ class ConversationExecutor(AgentExecutor):
     async def _follow(
         self, task_id: str, inbox: asyncio.Queue[Envelope], follower: TurnFollower, updater: TaskUpdater
     ) -> None:
-        streamed = False
-        while True:
-            env = await inbox.get()
-            data = env.data if isinstance(env.data, dict) else {}
-            for update in follower.feed(env.type, data, event_id=env.id):
-                if isinstance(update, Delta):
-                    await updater.add_artifact(
-                        [Part(text=update.text)],
-                        artifact_id=ANSWER_ARTIFACT,
-                        name="answer",
-                        append=streamed,
-                        last_chunk=False,
-                    )
-                    streamed = True
-                elif isinstance(update, Asked):
-                    await self._wait_journaled(task_id, update.approval)
-                    question = agent_message(
-                        task_id, update.approval.question(), approval=update.approval, mid=new_id()
-                    )
-                    await updater.requires_input(question)
-                    return
-                elif isinstance(update, Ended):
-                    await self._end(task_id, update, updater)
-                    return
-
-    async def _end(self, task_id: str, ended: Ended, updater: TaskUpdater) -> None:
-        if ended.state == "completed":
-            await updater.add_artifact(
-                [Part(text=ended.text)],
-                artifact_id=ANSWER_ARTIFACT,
-                name="answer",
-                append=False,
-                last_chunk=True,
-            )
-            await updater.complete()
-        elif ended.state == "failed":
-            await updater.failed(agent_message(task_id, ended.text or "the turn failed", mid=new_id()))
-        else:
-            await updater.cancel(agent_message(task_id, ended.text or "cancelled", mid=new_id()))
+        async for update, events in _turn(task_id, inbox, follower):
+            if isinstance(update, Asked):
+                await self._wait_journaled(task_id, update.approval)
+            for event in events:
+                await updater.event_queue.enqueue_event(event)
 
     async def _wait_journaled(self, task_id: str, approval: PendingApproval) -> None:
         """Wait until the conversation journaled the question, so ``GetTask`` shows it.
@@ -248,28 +224,9 @@ class ConversationExecutor(AgentExecutor):
             view = await read_view(self.conversations, task_id)
             if view is None or view.state != "working":
                 return
-            follower, streamed = TurnFollower(None), False
-            while True:
-                env = await inbox.get()
-                data = env.data if isinstance(env.data, dict) else {}
-                for update in follower.feed(env.type, data, event_id=env.id):
-                    if isinstance(update, Delta):
-                        yield _piece(task_id, update.text, append=streamed, last=False)
-                        streamed = True
-                    elif isinstance(update, Asked):
-                        question = agent_message(
-                            task_id, update.approval.question(), approval=update.approval, mid=new_id()
-                        )
-                        yield _status(task_id, TaskState.TASK_STATE_INPUT_REQUIRED, question)
-                        return
-                    elif isinstance(update, Ended):
-                        if update.state == "completed":
-                            yield _piece(task_id, update.text, append=False, last=True)
-                            yield _status(task_id, TaskState.TASK_STATE_COMPLETED)
-                        else:
-                            state = STATES[update.state]
-                            yield _status(task_id, state, agent_message(task_id, update.text, mid=new_id()))
-                        return
+            async for _, events in _turn(task_id, inbox, TurnFollower(None)):
+                for event in events:
+                    yield event
         finally:
             await sub.unsubscribe()
 
@@ -299,3 +256,40 @@ def _status(task_id: str, state: TaskState, message: Message | None = None) -> T
         status.message.CopyFrom(message)
     status.timestamp.FromDatetime(datetime.now(UTC))
     return TaskStatusUpdateEvent(task_id=task_id, context_id=task_id, status=status)
+
+
+Event = TaskStatusUpdateEvent | TaskArtifactUpdateEvent
+
+
+async def _turn(
+    task_id: str, inbox: asyncio.Queue[Envelope], follower: TurnFollower
+) -> AsyncIterator[tuple[Update, list[Event]]]:
+    """The A2A events of a turn's output, until it asks (``input-required``) or ends: answer
+    pieces of the ``answer`` artifact, then the whole answer and the final status."""
+    streamed = False
+    while True:
+        env = await inbox.get()
+        data = env.data if isinstance(env.data, dict) else {}
+        for update in follower.feed(env.type, data, event_id=env.id):
+            if isinstance(update, Delta):
+                yield update, [_piece(task_id, update.text, append=streamed, last=False)]
+                streamed = True
+            elif isinstance(update, Asked):
+                question = agent_message(
+                    task_id, update.approval.question(), approval=update.approval, mid=new_id()
+                )
+                yield update, [_status(task_id, TaskState.TASK_STATE_INPUT_REQUIRED, question)]
+                return
+            elif isinstance(update, Ended):
+                if update.state == "completed":
+                    events: list[Event] = [
+                        _piece(task_id, update.text, append=False, last=True),
+                        _status(task_id, TaskState.TASK_STATE_COMPLETED),
+                    ]
+                else:
+                    reason = update.text or ("the turn failed" if update.state == "failed" else "cancelled")
+                    events = [
+                        _status(task_id, STATES[update.state], agent_message(task_id, reason, mid=new_id()))
+                    ]
+                yield update, events
+                return
