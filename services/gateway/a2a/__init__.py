@@ -15,6 +15,7 @@ factories); ours is :class:`.executor.ConversationExecutor` and
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncGenerator
 from typing import TYPE_CHECKING, Any, Final
 
@@ -46,6 +47,8 @@ if TYPE_CHECKING:
     from jidocode.services.gateway.context import GatewayContext
 
 __all__ = ["ProjectAgents", "routes"]
+
+log = logging.getLogger("jidocode.gateway.a2a")
 
 #: Seconds a task parked in ``input-required`` keeps its in-memory SDK state on this replica;
 #: after that a follow-up rebuilds it from the conversation (as on any other replica).
@@ -179,8 +182,9 @@ class ProjectAgents:
             return info
         try:
             skills = (await self.ctx.assets(project_id).list("skill")).items
-        except JidoError:
-            skills = []  # the card still says what the agent does; its skills come back with the loader
+        except JidoError as exc:  # the card still says what the agent does; skills come back with the loader
+            log.warning("agent card of %s without its skills: %s", project_id, exc.message)
+            skills = []
         card = build_card(info, str(request.base_url), skills)
         return JSONResponse(agent_card_to_dict(card))
 
