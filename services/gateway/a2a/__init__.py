@@ -1,17 +1,213 @@
-"""The A2A agent endpoint's routes (owned by the a2a work; a stub until it lands)."""
+"""A2A on the gateway: every project is an agent, every task a conversation (``docs/a2a.md``).
+
+Routes (all behind the gateway's token, like every route but ``/healthz``):
+
+=====================================================  =====================================
+``GET  /projects/<p>/.well-known/agent-card.json``     the project's agent card (:mod:`.card`)
+``POST /projects/<p>/a2a/jsonrpc``                     the JSON-RPC binding (the SDK's dispatcher)
+``/projects/<p>/a2a/rest/…``                           the HTTP+JSON binding (the SDK's REST routes)
+=====================================================  =====================================
+
+Protocol work is the ``a2a-sdk``'s (``DefaultRequestHandler`` and its route
+factories); ours is :class:`.executor.ConversationExecutor` and
+:class:`.tasks.ConversationTaskStore` over the typed clients, one pair per project.
+"""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import logging
+from collections.abc import AsyncGenerator
+from typing import TYPE_CHECKING, Any, Final
 
-from starlette.routing import BaseRoute
+from a2a.server.agent_execution import SimpleRequestContextBuilder
+from a2a.server.agent_execution.active_task import TERMINAL_TASK_STATES
+from a2a.server.agent_execution.context import RequestContext
+from a2a.server.context import ServerCallContext
+from a2a.server.events import Event
+from a2a.server.request_handlers import DefaultRequestHandler, validate_request_params
+from a2a.server.request_handlers.response_helpers import agent_card_to_dict
+from a2a.server.routes import create_jsonrpc_routes, create_rest_routes
+from a2a.types.a2a_pb2 import SendMessageRequest, SubscribeToTaskRequest, Task, TaskState
+from a2a.utils.errors import InvalidParamsError, TaskNotFoundError, UnsupportedOperationError
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import BaseRoute, Mount, Route, Router
+from starlette.types import Receive, Scope, Send
+
+from jidocode.shared import subjects
+from jidocode.shared.envelope import new_id
+from jidocode.shared.errors import JidoError, NotFound
+from jidocode.shared.events.engine import ProjectInfo
+
+from .card import JSONRPC_PATH, REST_PATH, build_card
+from .executor import ConversationExecutor
+from .tasks import ConversationTaskStore
 
 if TYPE_CHECKING:
     from jidocode.services.gateway.context import GatewayContext
 
-__all__ = ["routes"]
+__all__ = ["ProjectAgents", "routes"]
+
+log = logging.getLogger("jidocode.gateway.a2a")
+
+#: Seconds a task parked in ``input-required`` keeps its in-memory SDK state on this replica;
+#: after that a follow-up rebuilds it from the conversation (as on any other replica).
+PARKED_TASK_S: Final = 300.0
+
+_STATUS: Final = {"not_found": 404, "invalid_input": 400, "conflict": 409}
+
+
+def _error(status: int, error_type: str, message: str) -> Response:
+    return JSONResponse(
+        {"error": {"type": error_type, "message": message, "details": {}}}, status_code=status
+    )
+
+
+class _ConversationIds(SimpleRequestContextBuilder):
+    """One id for task, context and conversation: the client's task id, else its context id,
+    else a new one; it must be a bus token (it becomes part of subjects)."""
+
+    async def build(
+        self,
+        context: ServerCallContext,
+        params: SendMessageRequest | None = None,
+        task_id: str | None = None,
+        context_id: str | None = None,
+        task: Task | None = None,
+    ) -> RequestContext:
+        if params is not None:
+            task_id = task_id or context_id or new_id().lower()
+            if context_id and context_id != task_id:
+                raise InvalidParamsError(
+                    message=f"context {context_id!r} is not task {task_id!r}'s: a task's context id is its own id"
+                )
+            context_id = task_id
+            try:
+                subjects.validate_token(task_id, "task id")
+            except ValueError as exc:
+                raise InvalidParamsError(message=str(exc)) from None
+        return await super().build(context, params, task_id, context_id, task)
+
+
+class _Handler(DefaultRequestHandler):
+    """The SDK's handler; ``SubscribeToTask`` also follows a turn that another replica runs.
+
+    The SDK taps its in-memory run of the task; without one here (the turn runs on another
+    replica, or this one released it) the subscriber gets the task as the conversation shows
+    it, then the rest of the turn from the conversation's output.
+    """
+
+    def __init__(self, executor: ConversationExecutor, **kw: Any) -> None:
+        super().__init__(agent_executor=executor, **kw)
+        self._tail = executor.tail
+
+    @validate_request_params
+    async def on_subscribe_to_task(
+        self, params: SubscribeToTaskRequest, context: ServerCallContext
+    ) -> AsyncGenerator[Event, None]:
+        if await self._active_task_registry.get(params.id) is not None:
+            async for event in super().on_subscribe_to_task(params, context):
+                yield event
+            return
+        stored = await self._versioned_store.get(params.id, context)
+        if stored is None:
+            raise TaskNotFoundError
+        task = stored.task
+        if task.status.state in TERMINAL_TASK_STATES:
+            raise UnsupportedOperationError(
+                message=f"Task {params.id} is in terminal state: {TaskState.Name(task.status.state)}"
+            )
+        yield task
+        async for update in self._tail(params.id):
+            yield update
+
+
+class _Agent:
+    """The SDK's request handler and bindings for one project."""
+
+    def __init__(self, ctx: GatewayContext, project_id: str, card: ProjectInfo) -> None:
+        conversations = ctx.conversations(project_id)
+        self.handler = _Handler(
+            ConversationExecutor(ctx.bus, conversations),
+            task_store=ConversationTaskStore(conversations),
+            agent_card=build_card(card, "http://127.0.0.1", ()),
+            request_context_builder=_ConversationIds(),
+            interrupted_task_timeout=PARKED_TASK_S,
+        )
+        (jsonrpc,) = create_jsonrpc_routes(self.handler, rpc_url="/", enable_v0_3_compat=True)
+        self.jsonrpc = jsonrpc
+        self.rest = Router(routes=create_rest_routes(self.handler, enable_v0_3_compat=True))
+
+
+class ProjectAgents:
+    """The routes' state: one :class:`_Agent` per project asked for (built on first use).
+
+    The agents hold only what the SDK keeps while a request runs; a task's state is its
+    conversation's, so any replica serves any task.
+    """
+
+    def __init__(self, ctx: GatewayContext) -> None:
+        self.ctx = ctx
+        self._agents: dict[str, _Agent] = {}
+
+    async def project(self, project_id: str) -> ProjectInfo | Response:
+        """The running project, or the error response to send."""
+        try:
+            subjects.validate_token(project_id, "project id")
+        except ValueError:
+            return _error(404, "not_found", "no such project")
+        try:
+            info = await self.ctx.project(project_id).info()
+        except NotFound:
+            return _error(404, "not_found", f"no project {project_id}")
+        except JidoError as exc:
+            return _error(_STATUS.get(exc.type, 503), exc.type, exc.message)
+        if info.status != "running":
+            return _error(409, "conflict", f"project {project_id} is stopped: start it again first")
+        return info
+
+    async def agent(self, project_id: str) -> _Agent | Response:
+        info = await self.project(project_id)
+        if isinstance(info, Response):
+            return info
+        agent = self._agents.get(project_id)
+        if agent is None:
+            agent = self._agents[project_id] = _Agent(self.ctx, project_id, info)
+        return agent
+
+    async def card(self, request: Request) -> Response:
+        project_id = request.path_params["project_id"]
+        info = await self.project(project_id)
+        if isinstance(info, Response):
+            return info
+        try:
+            skills = (await self.ctx.assets(project_id).list("skill")).items
+        except JidoError as exc:  # the card still says what the agent does; skills come back with the loader
+            log.warning("agent card of %s without its skills: %s", project_id, exc.message)
+            skills = []
+        card = build_card(info, str(request.base_url), skills)
+        return JSONResponse(agent_card_to_dict(card))
+
+    async def jsonrpc(self, request: Request) -> Response:
+        agent = await self.agent(request.path_params["project_id"])
+        if isinstance(agent, Response):
+            return agent
+        response: Response = await agent.jsonrpc.endpoint(request)  # type: ignore[attr-defined]
+        return response
+
+    async def rest(self, scope: Scope, receive: Receive, send: Send) -> None:
+        agent = await self.agent(scope["path_params"]["project_id"])
+        if isinstance(agent, Response):
+            await agent(scope, receive, send)
+            return
+        await agent.rest(scope, receive, send)
 
 
 def routes(ctx: GatewayContext) -> list[BaseRoute]:
     """The A2A routes, mounted by :func:`jidocode.services.gateway.app.create_app`."""
-    return []
+    agents = ProjectAgents(ctx)
+    return [
+        Route("/projects/{project_id}/.well-known/agent-card.json", agents.card, methods=["GET"]),
+        Route("/projects/{project_id}" + JSONRPC_PATH, agents.jsonrpc, methods=["POST"]),
+        Mount("/projects/{project_id}" + REST_PATH, app=agents.rest),
+    ]
