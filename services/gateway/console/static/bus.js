@@ -1,0 +1,42 @@
+// The bus view: every event as it happens (live only), filtered by project, conversation and
+// type (the form reloads the page with the filter in the query; the gateway filters the stream).
+"use strict";
+
+(() => {
+  const { el, preview, clock } = Jido;
+  const MAX_ROWS = 500; // older rows are dropped so a busy bus never grows the page without bound
+  const rows = document.getElementById("events");
+  const count = document.getElementById("count");
+  const pause = document.getElementById("pause");
+  let seen = 0;
+
+  const filters = new URLSearchParams();
+  for (const name of ["project", "conversation", "type"]) {
+    const value = document.getElementById("filters").elements[name].value.trim();
+    if (value) filters.set(name, value);
+  }
+
+  Jido.stream(`/api/events?${filters}`, Jido.eventTypes(), (event) => {
+    if (pause.checked) return;
+    seen += 1;
+    count.textContent = seen;
+    const data = preview(event.data, 600);
+    const row = el(
+      "tr",
+      { "data-type": event.type, "data-event-id": event.id },
+      el("td", {}, el("time", { datetime: event.time }, clock(event.time))),
+      el("td", { class: "type" }, event.type),
+      el("td", {}, event.projectid || ""),
+      el("td", {}, event.conversationid || ""),
+      el("td", {}, el("details", {}, el("summary", {}, data.split("\n").join(" ").slice(0, 120)), el("pre", {}, data))),
+    );
+    rows.prepend(row);
+    while (rows.rows.length > MAX_ROWS) rows.deleteRow(-1);
+  });
+
+  document.getElementById("clear").addEventListener("click", () => {
+    rows.replaceChildren();
+    seen = 0;
+    count.textContent = "0";
+  });
+})();

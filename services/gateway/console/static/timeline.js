@@ -1,0 +1,244 @@
+// A conversation's timeline, live: its events replayed from the start, then as they happen
+// (the gateway's SSE route; the browser's EventSource resumes from the last event id by itself).
+"use strict";
+
+(() => {
+  const { el, api, preview, clock } = Jido;
+  const project = document.body.dataset.project;
+  const conversation = document.body.dataset.conversation;
+  const base = `/api/projects/${Jido.path(project, "conversations", conversation)}`;
+  const timeline = document.getElementById("timeline");
+
+  const bubbles = new Map(); // LLM request id → the assistant message being streamed
+  const tools = new Map(); // tool runner request id → the tool call's card
+  const usage = { calls: 0, prompt: 0, completion: 0, cost: 0, unpriced: 0 };
+
+  function add(node, event) {
+    node.dataset.eventId = event.id;
+    node.dataset.type = event.type;
+    timeline.append(node);
+    node.scrollIntoView({ block: "nearest" });
+    return node;
+  }
+
+  function notice(kind, text, event) {
+    return add(el("li", { class: `notice ${kind}` }, el("time", { datetime: event.time }, clock(event.time)), " ", text), event);
+  }
+
+  // -- messages ------------------------------------------------------------------------------
+
+  function message(role, text, event) {
+    const body = el("div", { class: "text" }, text);
+    const node = add(el("li", { class: `message ${role}` }, el("span", { class: "who" }, role), body), event);
+    return { node, body };
+  }
+
+  function bubble(requestId, event) {
+    const key = requestId || "live";
+    let found = bubbles.get(key) || (requestId ? bubbles.get("live") : undefined);
+    if (!found) {
+      found = message("assistant", "", event);
+      found.node.classList.add("streaming");
+    }
+    bubbles.delete("live");
+    bubbles.set(key, found);
+    return found;
+  }
+
+  // -- tool calls ----------------------------------------------------------------------------
+
+  function card(requestId, event) {
+    let found = tools.get(requestId);
+    if (found) return found;
+    const parts = {
+      name: el("span", { class: "name" }),
+      status: el("span", { class: "badge running" }, "requested"),
+      decision: el("span", { class: "decision" }, "allowed by policy"),
+      duration: el("span", { class: "duration" }),
+      args: el("pre", { class: "args" }),
+      approval: el("div", { class: "approval", hidden: true }),
+      result: el("pre", { class: "result", hidden: true }),
+      requestedAt: event.time,
+    };
+    parts.node = add(
+      el(
+        "li",
+        { class: "tool", "data-request-id": requestId },
+        el("div", { class: "head" }, "tool ", parts.name, " ", parts.status, " ", parts.decision, " ", parts.duration),
+        el("details", { open: true }, el("summary", {}, "arguments"), parts.args),
+        parts.approval,
+        parts.result,
+      ),
+      event,
+    );
+    tools.set(requestId, parts);
+    return parts;
+  }
+
+  function finish(parts, event, status, text) {
+    parts.status.textContent = status;
+    parts.status.className = `badge ${status}`;
+    parts.result.hidden = false;
+    parts.result.textContent = text;
+    parts.approval.hidden = true;
+    // the time the call took as the conversation saw it (approval wait included); the tool
+    // runner's own run time replaces it when its tool.completed signal arrives (see below)
+    const ms = new Date(event.time) - new Date(parts.requestedAt);
+    if (!parts.duration.dataset.exact && Number.isFinite(ms)) parts.duration.textContent = `${ms} ms`;
+  }
+
+  async function answer(parts, requestId, decision) {
+    for (const button of parts.approval.querySelectorAll("button")) button.disabled = true;
+    try {
+      await api("POST", `${base}/approvals/${Jido.path(requestId)}`, { decision });
+      parts.decision.textContent = decision === "deny" ? "denying…" : "allowing…";
+    } catch (error) {
+      parts.approval.append(el("span", { class: "error" }, error.message));
+      for (const button of parts.approval.querySelectorAll("button")) button.disabled = false;
+    }
+  }
+
+  const DECISIONS = {
+    approve_once: "approved by you (once)",
+    approve_session: "approved by you (this session)",
+    deny: "denied by you",
+  };
+
+  // -- usage ---------------------------------------------------------------------------------
+
+  function showUsage(model) {
+    document.getElementById("usage-calls").textContent = usage.calls;
+    document.getElementById("usage-prompt").textContent = usage.prompt.toLocaleString();
+    document.getElementById("usage-completion").textContent = usage.completion.toLocaleString();
+    document.getElementById("usage-cost").textContent =
+      `$${usage.cost.toFixed(4)}${usage.unpriced ? ` (+${usage.unpriced} unpriced)` : ""}`;
+    if (model) document.getElementById("usage-model").textContent = `model ${model}`;
+  }
+
+  // -- the events ----------------------------------------------------------------------------
+
+  const handlers = {
+    "conversation.user.message": (event) => message("user", event.data.text, event),
+    "conversation.assistant.delta": (event) => {
+      bubble(event.data.request_id, event).body.append(event.data.text);
+    },
+    "conversation.assistant.message": (event) => {
+      const { node, body } = bubble(event.data.request_id, event);
+      body.textContent = event.data.text;
+      node.classList.remove("streaming");
+      node.dataset.complete = "true";
+    },
+    "conversation.llm.completed": (event) => {
+      const u = event.data.usage || {};
+      usage.calls += 1;
+      usage.prompt += u.prompt_tokens || 0;
+      usage.completion += u.completion_tokens || 0;
+      if (typeof u.cost_usd === "number") usage.cost += u.cost_usd;
+      else usage.unpriced += 1;
+      showUsage(event.data.model);
+    },
+    "conversation.tool.requested": (event) => {
+      const parts = card(event.id, event);
+      parts.requestedAt = event.time;
+      parts.name.textContent = event.data.name;
+      parts.args.textContent = preview(event.data.args);
+    },
+    "conversation.approval.requested": (event) => {
+      const requestId = event.data.request_id;
+      const parts = card(requestId, event);
+      if (!parts.name.textContent) parts.name.textContent = event.data.tool;
+      parts.status.textContent = "waiting for you";
+      parts.status.className = "badge waiting";
+      parts.decision.textContent = "asks for approval";
+      parts.approval.replaceChildren(
+        el("span", {}, event.data.reason || `${event.data.tool} needs your approval`),
+        " ",
+        el("button", { class: "allow", onclick: () => answer(parts, requestId, "allow") }, "Allow"),
+        " ",
+        el("button", { class: "session secondary", onclick: () => answer(parts, requestId, "approve_session") }, "Allow for this session"),
+        " ",
+        el("button", { class: "deny secondary", onclick: () => answer(parts, requestId, "deny") }, "Deny"),
+      );
+      parts.approval.hidden = false;
+    },
+    "conversation.approval.response": (event) => {
+      const parts = card(event.data.request_id, event);
+      parts.decision.textContent = DECISIONS[event.data.decision] || event.data.decision;
+      parts.approval.hidden = true;
+      if (parts.status.textContent === "waiting for you") {
+        parts.status.textContent = event.data.decision === "deny" ? "denied" : "running";
+        parts.status.className = `badge ${event.data.decision === "deny" ? "failed" : "running"}`;
+      }
+    },
+    "conversation.tool.completed": (event) => {
+      finish(card(event.data.request_id, event), event, "completed", preview(event.data.data));
+    },
+    "conversation.tool.failed": (event) => {
+      const parts = card(event.data.request_id, event);
+      if (event.data.error_type === "permission_denied" && !parts.decision.textContent.startsWith("denied")) {
+        parts.decision.textContent = "denied by policy";
+      }
+      finish(parts, event, "failed", `${event.data.error_type}: ${event.data.message}`);
+    },
+    "conversation.llm.failed": (event) => notice("error", `model call failed: ${event.data.error_type}: ${event.data.message}`, event),
+    "conversation.error": (event) => notice("error", `${event.data.error_type}: ${event.data.message}`, event),
+    "conversation.loop.stopped": (event) => notice("warning", `stopped after ${event.data.turns} turns (${event.data.reason})`, event),
+    "conversation.queue.overflow": (event) => notice("warning", `input dropped: the queue is full (${event.data.max_queue})`, event),
+    "conversation.cancel": (event) => notice("warning", `cancelled${event.data.reason ? `: ${event.data.reason}` : ""}`, event),
+    "conversation.resume": (event) => notice("info", "resumed", event),
+  };
+
+  Jido.stream(`${base}/events`, Object.keys(handlers), (event) => handlers[event.type](event));
+
+  // The tool runner's own run time of each call (live only: bus signals are not replayed).
+  const exact = (event) => {
+    const parts = tools.get(event.data.request_id);
+    if (!parts || typeof event.data.duration_ms !== "number") return;
+    parts.duration.dataset.exact = "true";
+    parts.duration.textContent = `${Math.round(event.data.duration_ms)} ms`;
+  };
+  const signals = new URLSearchParams({ project, conversation, type: "tool.*" });
+  const runner = new EventSource(`/api/events?${signals}`, { withCredentials: true });
+  runner.addEventListener("tool.completed", (m) => exact(JSON.parse(m.data)));
+  runner.addEventListener("tool.failed", (m) => exact(JSON.parse(m.data)));
+
+  // -- the composer --------------------------------------------------------------------------
+
+  const composer = document.getElementById("composer");
+  const send = async () => {
+    const text = composer.elements.text.value;
+    if (!text.trim()) return;
+    composer.elements.text.disabled = true;
+    try {
+      await api("POST", `${base}/messages`, { text });
+      composer.elements.text.value = "";
+      Jido.report(composer, null);
+    } catch (error) {
+      Jido.report(composer, error);
+    } finally {
+      composer.elements.text.disabled = false;
+      composer.elements.text.focus();
+    }
+  };
+  composer.addEventListener("submit", (event) => {
+    event.preventDefault();
+    send();
+  });
+  composer.elements.text.addEventListener("keydown", (event) => {
+    if (event.key === "Enter" && (event.ctrlKey || event.metaKey)) {
+      event.preventDefault();
+      send();
+    }
+  });
+  const action = (id, verb, body) =>
+    document.getElementById(id).addEventListener("click", async () => {
+      try {
+        await api("POST", `${base}/${verb}`, body);
+        Jido.report(composer, null);
+      } catch (error) {
+        Jido.report(composer, error);
+      }
+    });
+  action("cancel", "cancel", { reason: "cancelled from the console" });
+  action("resume", "resume");
+})();
