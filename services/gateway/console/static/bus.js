@@ -26,8 +26,8 @@
       { "data-type": event.type, "data-event-id": event.id },
       el("td", {}, el("time", { datetime: event.time }, clock(event.time))),
       el("td", { class: "type" }, event.type),
-      el("td", {}, event.projectid || ""),
-      el("td", {}, event.conversationid || ""),
+      el("td", {}, event.projectid || (event.data && event.data.project_id) || ""),
+      el("td", {}, event.conversationid || (event.data && event.data.conversation_id) || ""),
       el("td", {}, el("details", {}, el("summary", {}, data.split("\n").join(" ").slice(0, 120)), el("pre", {}, data))),
     );
     rows.prepend(row);

@@ -58,7 +58,7 @@ const Jido = (() => {
     const show = (state) => {
       if (!badge) return;
       badge.textContent = state;
-      badge.className = `badge ${state}`;
+      badge.className = `badge ${state.split(" ")[0]}`;
     };
     source.addEventListener("open", () => show("live"));
     source.addEventListener("error", () => show(source.readyState === EventSource.CLOSED ? "closed" : "reconnecting"));
@@ -67,7 +67,13 @@ const Jido = (() => {
       try {
         event = JSON.parse(message.data);
       } catch {
-        return; // not a CloudEvent: nothing to show
+        return; // a connection error (no data), or not JSON: nothing to show
+      }
+      if (!event || !event.specversion) {
+        // the gateway's last word before it closes the stream (a viewer too far behind the
+        // bus): the browser reconnects by itself
+        if (event && event.error) show(`reconnecting (${event.error.type})`);
+        return;
       }
       handler(event);
     };
