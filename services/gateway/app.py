@@ -13,10 +13,11 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response
 from starlette.routing import BaseRoute, Route
 
-from . import a2a, console
+from . import a2a, api, console, streams
 from .auth import COOKIE
 from .context import GatewayContext
 from .middleware import BodyLimit, RequireToken, error_body
+from .openapi import openapi_document
 
 __all__ = ["create_app"]
 
@@ -50,11 +51,19 @@ async def login(request: Request) -> Response:
     return response
 
 
+async def openapi(request: Request) -> Response:
+    """The OpenAPI document of the JSON API."""
+    return JSONResponse(request.app.state.openapi)
+
+
 def create_app(ctx: GatewayContext) -> Starlette:
     """The gateway's app over ``ctx`` (its state carries ``ctx`` for every handler)."""
     routes: list[BaseRoute] = [
         Route("/healthz", healthz, methods=["GET"]),
         Route("/login", login, methods=["GET"]),
+        Route("/openapi.json", openapi, methods=["GET"]),
+        *api.routes(),
+        *streams.routes(),
     ]
     routes.extend(console.routes(ctx))
     routes.extend(a2a.routes(ctx))
@@ -74,4 +83,5 @@ def create_app(ctx: GatewayContext) -> Starlette:
         )
     app = Starlette(routes=routes, middleware=middleware)
     app.state.ctx = ctx
+    app.state.openapi = openapi_document()
     return app

@@ -11,6 +11,8 @@ variable                       meaning
                                CORS off)
 ``JIDO_GATEWAY_MAX_BODY``      the largest request body in bytes (default: the bus's
                                payload limit)
+``JIDO_GATEWAY_SSE_QUEUE``     events a bus-stream viewer may fall behind before its
+                               stream is closed (default 1000)
 =============================  ====================================================
 
 Replicas behind a load balancer share one token through ``JIDO_GATEWAY_TOKEN``
@@ -46,6 +48,12 @@ class GatewaySettings(BaseModel):
     data_home: Path = Field(default_factory=default_data_home)
     cors_origins: tuple[str, ...] = ()
     max_body_bytes: int = Field(default=MAX_PAYLOAD_BYTES, ge=1024)
+    #: Events a bus-stream (``/api/events``) viewer may fall behind before it is cut off.
+    sse_queue: int = Field(default=1000, ge=1, le=100_000)
+    #: Seconds between SSE keep-alive comments.
+    sse_ping_s: float = Field(default=15.0, gt=0)
+    #: Seconds one SSE write may wait on a reader that does not read before the stream is closed.
+    sse_send_timeout_s: float = Field(default=30.0, gt=0)
 
     @field_validator("token")
     @classmethod
@@ -70,6 +78,8 @@ class GatewaySettings(BaseModel):
             )
         if env.get("JIDO_GATEWAY_MAX_BODY"):
             values["max_body_bytes"] = env["JIDO_GATEWAY_MAX_BODY"]
+        if env.get("JIDO_GATEWAY_SSE_QUEUE"):
+            values["sse_queue"] = env["JIDO_GATEWAY_SSE_QUEUE"]
         values.update(overrides)
         return cls.model_validate(values)
 

@@ -1,0 +1,291 @@
+"""The JSON API under ``/api``: one :class:`ApiRoute` per operation, answered through the
+typed clients. The table also makes the OpenAPI document (:mod:`.openapi`).
+
+Bodies are pydantic models (``extra="forbid"``): a body that is not JSON is
+400, one that does not fit is 422 naming the field; service errors keep their
+type (:mod:`.errors`).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, Literal, TypeVar, get_args
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from jidocode.shared.errors import InvalidInput, JidoError
+from jidocode.shared.events.assets import AssetItems, AssetType
+from jidocode.shared.events.conversation import (
+    ApprovalDecision,
+    ApprovalResponse,
+    Cancel,
+    ConversationInfo,
+    ConversationList,
+    EventAccepted,
+    Projection,
+    Resume,
+)
+from jidocode.shared.events.engine import ProjectInfo, ProjectList
+from jidocode.shared.events.llm import UsageTotals
+from jidocode.shared.events.tools import ToolCatalog
+
+from .context import GatewayContext
+from .errors import error_response, from_jido_error, from_validation_error
+
+__all__ = [
+    "API_ROUTES",
+    "ApiRoute",
+    "ApprovalBody",
+    "CancelBody",
+    "MessageBody",
+    "StartConversationBody",
+    "StartProjectBody",
+    "routes",
+]
+
+B = TypeVar("B", bound=BaseModel)
+
+
+class _Body(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class StartProjectBody(_Body):
+    root: str = Field(min_length=1, max_length=4096, description="the project's root folder on the server")
+
+
+class StartConversationBody(_Body):
+    conversation_id: str | None = Field(default=None, min_length=1, max_length=128)
+
+
+class MessageBody(_Body):
+    text: str = Field(min_length=1, description="the user's message")
+
+
+class CancelBody(_Body):
+    reason: str | None = Field(default=None, max_length=1000)
+
+
+class ApprovalBody(_Body):
+    #: ``allow`` is ``approve_once``; ``approve_session`` also allows the same call for the session.
+    decision: Literal["allow", "deny", "approve_once", "approve_session"]
+
+
+_DECISIONS: dict[str, ApprovalDecision] = {
+    "allow": "approve_once",
+    "approve_once": "approve_once",
+    "approve_session": "approve_session",
+    "deny": "deny",
+}
+_ASSET_KINDS: TypeAdapter[AssetType] = TypeAdapter(AssetType)
+
+
+class Accepted(BaseModel):
+    """202 answer of an input sent to a conversation."""
+
+    id: str = Field(description="the event id (every output it causes names it as causationid)")
+    correlation_id: str
+    sequence: int
+
+
+Handler = Callable[[Request, GatewayContext], Awaitable[Any]]
+
+
+@dataclass(frozen=True)
+class ApiRoute:
+    """One API operation: its method and path, body and reply models, and handler."""
+
+    method: str
+    path: str
+    handler: Handler
+    summary: str
+    response: type[BaseModel] | None = None
+    body: type[BaseModel] | None = None
+    status: int = 200
+    query: tuple[str, ...] = ()
+
+
+async def read_body(request: Request, model: type[B]) -> B:
+    """The request body as ``model``; an empty body is ``{}``."""
+    raw = await request.body()
+    try:
+        data = json.loads(raw) if raw.strip() else {}
+    except ValueError:
+        raise InvalidInput("the request body is not JSON") from None
+    if not isinstance(data, dict):
+        raise InvalidInput("the request body must be a JSON object")
+    return model.model_validate(data)
+
+
+def _pid(request: Request) -> str:
+    return str(request.path_params["pid"])
+
+
+def _cid(request: Request) -> str:
+    return str(request.path_params["cid"])
+
+
+# -- projects ---------------------------------------------------------------------
+
+
+async def list_projects(request: Request, ctx: GatewayContext) -> ProjectList:
+    return await ctx.engine().list_projects()
+
+
+async def start_project(request: Request, ctx: GatewayContext) -> ProjectInfo:
+    body = await read_body(request, StartProjectBody)
+    return await ctx.engine().start_project(body.root)
+
+
+async def stop_project(request: Request, ctx: GatewayContext) -> ProjectInfo:
+    return await ctx.engine().stop_project(_pid(request))
+
+
+async def list_tools(request: Request, ctx: GatewayContext) -> ToolCatalog:
+    return await ctx.project(_pid(request)).list_tools()
+
+
+async def list_assets(request: Request, ctx: GatewayContext) -> AssetItems:
+    kind_arg = request.query_params.get("kind")
+    kind: AssetType | None = None
+    if kind_arg:
+        try:
+            kind = _ASSET_KINDS.validate_python(kind_arg)
+        except ValidationError:
+            raise InvalidInput(
+                f"unknown asset kind {kind_arg!r}: expected one of {', '.join(get_args(AssetType))}",
+                details={"kind": kind_arg},
+            ) from None
+    return await ctx.assets(_pid(request)).list(kind)
+
+
+# -- conversations ----------------------------------------------------------------
+
+
+async def list_conversations(request: Request, ctx: GatewayContext) -> ConversationList:
+    raw = request.query_params.get("limit", "500")
+    if not raw.isdigit() or not 1 <= int(raw) <= 500:
+        raise InvalidInput(f"limit must be a whole number from 1 to 500, got {raw!r}", details={"limit": raw})
+    return await ctx.conversations(_pid(request)).list(limit=int(raw))
+
+
+async def start_conversation(request: Request, ctx: GatewayContext) -> ConversationInfo:
+    body = await read_body(request, StartConversationBody)
+    return await ctx.conversations(_pid(request)).start(body.conversation_id)
+
+
+def _accepted(accepted: EventAccepted) -> Accepted:
+    return Accepted(id=accepted.id, correlation_id=accepted.correlation_id, sequence=accepted.sequence)
+
+
+async def send_message(request: Request, ctx: GatewayContext) -> Accepted:
+    body = await read_body(request, MessageBody)
+    return _accepted(await ctx.conversations(_pid(request)).send_message(_cid(request), body.text))
+
+
+async def cancel(request: Request, ctx: GatewayContext) -> Accepted:
+    body = await read_body(request, CancelBody)
+    event = Cancel(reason=body.reason)
+    return _accepted(
+        await ctx.conversations(_pid(request)).send_event(_cid(request), event.type, event.to_data())
+    )
+
+
+async def resume(request: Request, ctx: GatewayContext) -> Accepted:
+    event = Resume()
+    return _accepted(
+        await ctx.conversations(_pid(request)).send_event(_cid(request), event.type, event.to_data())
+    )
+
+
+async def answer_approval(request: Request, ctx: GatewayContext) -> Accepted:
+    body = await read_body(request, ApprovalBody)
+    event = ApprovalResponse(
+        request_id=str(request.path_params["request_id"]), decision=_DECISIONS[body.decision]
+    )
+    accepted = await ctx.conversations(_pid(request)).send_event(_cid(request), event.type, event.to_data())
+    return _accepted(accepted)
+
+
+async def get_projection(request: Request, ctx: GatewayContext) -> Projection:
+    return await ctx.conversations(_pid(request)).get_projection(
+        _cid(request), str(request.path_params["name"])
+    )
+
+
+async def get_usage(request: Request, ctx: GatewayContext) -> UsageTotals:
+    pid, cid = _pid(request), _cid(request)
+    projection = await ctx.conversations(pid).get_projection(cid, "usage")
+    value = dict(projection.value) if isinstance(projection.value, dict) else {}
+    return UsageTotals.model_validate({**value, "project_id": pid, "conversation_id": cid})
+
+
+_P = "/api/projects/{pid}"
+_C = _P + "/conversations/{cid}"
+
+API_ROUTES: tuple[ApiRoute, ...] = (
+    ApiRoute("GET", "/api/projects", list_projects, "List the running projects", ProjectList),
+    ApiRoute(
+        "POST", "/api/projects", start_project, "Start (or find) a project", ProjectInfo, StartProjectBody
+    ),
+    ApiRoute("POST", _P + "/stop", stop_project, "Stop a project", ProjectInfo),
+    ApiRoute("GET", _P + "/tools", list_tools, "The project's tool catalogue", ToolCatalog),
+    ApiRoute("GET", _P + "/assets", list_assets, "The project's assets", AssetItems, query=("kind",)),
+    ApiRoute(
+        "GET",
+        _P + "/conversations",
+        list_conversations,
+        "List conversations",
+        ConversationList,
+        query=("limit",),
+    ),
+    ApiRoute(
+        "POST",
+        _P + "/conversations",
+        start_conversation,
+        "Start or reopen a conversation",
+        ConversationInfo,
+        StartConversationBody,
+    ),
+    ApiRoute("POST", _C + "/messages", send_message, "Send a user message", Accepted, MessageBody, 202),
+    ApiRoute("POST", _C + "/cancel", cancel, "Cancel the running turn", Accepted, CancelBody, 202),
+    ApiRoute("POST", _C + "/resume", resume, "Resume a cancelled conversation", Accepted, None, 202),
+    ApiRoute(
+        "POST",
+        _C + "/approvals/{request_id}",
+        answer_approval,
+        "Answer a tool approval request",
+        Accepted,
+        ApprovalBody,
+        202,
+    ),
+    ApiRoute("GET", _C + "/projections/{name}", get_projection, "Read a projection", Projection),
+    ApiRoute("GET", _C + "/usage", get_usage, "The conversation's token usage and cost", UsageTotals),
+)
+
+
+def _endpoint(spec: ApiRoute) -> Callable[[Request], Awaitable[Response]]:
+    async def endpoint(request: Request) -> Response:
+        ctx: GatewayContext = request.app.state.ctx
+        try:
+            result = await spec.handler(request, ctx)
+        except JidoError as exc:
+            return from_jido_error(exc)
+        except ValidationError as exc:
+            return from_validation_error(exc, "request body")
+        except ValueError as exc:  # an id in the path that is not a valid subject token
+            return error_response("invalid_input", str(exc))
+        payload = result.model_dump(mode="json") if isinstance(result, BaseModel) else result
+        return JSONResponse(payload, status_code=spec.status)
+
+    endpoint.__name__ = spec.handler.__name__
+    return endpoint
+
+
+def routes() -> list[Route]:
+    return [Route(spec.path, _endpoint(spec), methods=[spec.method]) for spec in API_ROUTES]
