@@ -53,7 +53,7 @@
     const parts = {
       name: el("span", { class: "name" }),
       status: el("span", { class: "badge running" }, "requested"),
-      decision: el("span", { class: "decision" }, "allowed by policy"),
+      decision: el("span", { class: "decision" }),
       duration: el("span", { class: "duration" }),
       args: el("pre", { class: "args" }),
       approval: el("div", { class: "approval", hidden: true }),
@@ -81,6 +81,7 @@
     parts.result.hidden = false;
     parts.result.textContent = text;
     parts.approval.hidden = true;
+    if (!parts.decision.textContent) parts.decision.textContent = "allowed by policy";
     // the time the call took as the conversation saw it (approval wait included); the tool
     // runner's own run time replaces it when its tool.completed signal arrives (see below)
     const ms = new Date(event.time) - new Date(parts.requestedAt);
@@ -88,11 +89,15 @@
   }
 
   async function answer(parts, requestId, decision) {
+    // shown before the request: the conversation's approval.response may arrive on the
+    // stream before the request's own answer does, and it has the last word
+    const asked = parts.decision.textContent;
+    parts.decision.textContent = decision === "deny" ? "denying…" : "allowing…";
     for (const button of parts.approval.querySelectorAll("button")) button.disabled = true;
     try {
       await api("POST", `${base}/approvals/${Jido.path(requestId)}`, { decision });
-      parts.decision.textContent = decision === "deny" ? "denying…" : "allowing…";
     } catch (error) {
+      parts.decision.textContent = asked;
       parts.approval.append(el("span", { class: "error" }, error.message));
       for (const button of parts.approval.querySelectorAll("button")) button.disabled = false;
     }
@@ -123,6 +128,8 @@
       bubble(event.data.request_id, event).body.append(event.data.text);
     },
     "conversation.assistant.message": (event) => {
+      // a turn of tool calls alone has no text to show
+      if (!event.data.text && !bubbles.has(event.data.request_id || "live")) return;
       const { node, body } = bubble(event.data.request_id, event);
       body.textContent = event.data.text;
       node.classList.remove("streaming");
@@ -175,7 +182,7 @@
     },
     "conversation.tool.failed": (event) => {
       const parts = card(event.data.request_id, event);
-      if (event.data.error_type === "permission_denied" && !parts.decision.textContent.startsWith("denied")) {
+      if (event.data.error_type === "permission_denied" && !parts.decision.textContent.startsWith("denied by")) {
         parts.decision.textContent = "denied by policy";
       }
       finish(parts, event, "failed", `${event.data.error_type}: ${event.data.message}`);

@@ -1,0 +1,217 @@
+"""The web console in a real headless browser (Debian's Chromium driven by Playwright) against
+the gateway on a random loopback port, every service in-process and the scripted model:
+log in, start a project and a conversation, watch an answer stream in, approve a tool call
+with a click, see model text with markup shown as text, watch the bus view.
+
+Screenshots are saved under ``$JIDO_TEST_ARTIFACTS/console`` (else pytest's tmp dir; the
+path is printed).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import httpx
+import pytest
+import pytest_asyncio
+from playwright.async_api import Browser, BrowserContext, Locator, Page, async_playwright, expect
+
+from jidocode.cli.dev.scripted_llm import Reply, call
+from tests.e2e.console_fixtures import CHROMIUM, CHROMIUM_ARGS, ConsoleSystem, console_system, screenshots
+
+__all__ = ["console_system", "screenshots"]  # fixtures
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.asyncio(loop_scope="module"),
+    pytest.mark.skipif(not CHROMIUM.exists(), reason=f"needs Debian's Chromium at {CHROMIUM}"),
+]
+
+#: Generous for a loaded machine: every wait below is for an event, this only bounds it.
+WAIT_MS = 30_000
+expect.set_options(timeout=WAIT_MS)
+
+ANSWER = "Hello from the scripted model, streamed in small pieces."
+MARKUP = '<script>window.__pwned = 1</script><img src=x onerror="window.__pwned = 2"><b>bold?</b>'
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def browser() -> AsyncIterator[Browser]:
+    async with async_playwright() as pw:
+        chromium = await pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        try:
+            yield chromium
+        finally:
+            await chromium.close()
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def logged_in(browser: Browser, console_system: ConsoleSystem) -> AsyncIterator[BrowserContext]:
+    """A browser context that logged in with the token (its cookie is set)."""
+    context = await browser.new_context(viewport={"width": 1280, "height": 900})
+    context.set_default_timeout(WAIT_MS)
+    page = await context.new_page()
+    response = await page.goto(f"{console_system.base_url}/login?token={console_system.token}")
+    assert response is not None and response.ok
+    assert page.url == f"{console_system.base_url}/"
+    await page.close()
+    try:
+        yield context
+    finally:
+        await context.close()
+
+
+async def _send(page: Page, text: str) -> None:
+    await page.fill("#composer textarea", text)
+    await page.click("#composer button[type=submit]")
+
+
+async def test_the_console_needs_the_token(browser: Browser, console_system: ConsoleSystem) -> None:
+    context = await browser.new_context()
+    try:
+        page = await context.new_page()
+        response = await page.goto(f"{console_system.base_url}/")
+        assert response is not None and response.status == 401
+        body = await response.text()
+        assert "unauthorized" in body and console_system.token not in body
+        response = await page.goto(f"{console_system.base_url}/login?token=not-{console_system.token}")
+        assert response is not None and response.status == 401
+    finally:
+        await context.close()
+
+
+async def test_a_conversation_live_from_start_to_approval(
+    logged_in: BrowserContext, console_system: ConsoleSystem, screenshots: Path
+) -> None:
+    system = console_system
+    page = await logged_in.new_page()
+    await page.goto(f"{system.base_url}/")
+    await expect(page.locator("h1")).to_have_text("Projects")
+
+    # start the project by its path
+    await page.fill("#root", str(system.project))
+    await page.click("#start-project button[type=submit]")
+    await page.wait_for_url(re.compile(r"/console/projects/[^/]+$"))
+    await expect(page.locator("h1 .path")).to_have_text(str(system.project.resolve()))
+    await expect(page.locator("dl.tools")).to_contain_text("read_file")
+    await page.screenshot(path=screenshots / "1-project.png", full_page=True)
+
+    # start a conversation
+    await page.fill("#conversation-id", "console-demo")
+    await page.click("#start-conversation button[type=submit]")
+    await page.wait_for_url(re.compile(r"/conversations/console-demo$"))
+    response = await page.request.get(page.url)
+    assert "script-src 'self'" in response.headers["content-security-policy"]
+    await expect(page.locator("#connection")).to_have_text("live")
+
+    # every text the assistant's bubble shows, recorded as the page changes (a MutationObserver
+    # runs after each SSE message's task, so the pieces are seen however loaded the machine is)
+    await page.evaluate(
+        """() => {
+            window.__seen = [];
+            new MutationObserver(() => {
+                const bubble = document.querySelector("#timeline .message.assistant .text");
+                if (bubble) window.__seen.push(bubble.textContent);
+            }).observe(document.getElementById("timeline"), {childList: true, subtree: true, characterData: true});
+        }"""
+    )
+    system.llm.script(
+        Reply.answer(ANSWER, chunk_chars=6, chunk_delay_s=0.02, prompt_tokens=120, completion_tokens=12)
+    )
+    await _send(page, "Say hello")
+    await expect(page.locator("#timeline .message.user .text")).to_have_text("Say hello")
+    done = page.locator("#timeline .message.assistant[data-complete=true] .text")
+    await expect(done).to_have_text(ANSWER)
+    seen: list[str] = await page.evaluate("window.__seen")
+    partial = [text for text in seen if text and text != ANSWER]
+    assert partial, f"the answer never showed in pieces: {seen}"
+    assert all(ANSWER.startswith(text) for text in partial)
+    await expect(page.locator("#usage-calls")).to_have_text("1")
+    await expect(page.locator("#usage-prompt")).to_have_text("120")
+    await expect(page.locator("#usage-completion")).to_have_text("12")
+    await expect(page.locator("#usage-cost")).to_contain_text("$")
+    await page.screenshot(path=screenshots / "2-answer-streamed.png", full_page=True)
+
+    # a tool call under an `ask` rule: approved with a click
+    system.llm.script(
+        Reply.tools(call("write_file", path="ask/x.txt", content="after\n")),
+        Reply.answer("Written, thanks for approving."),
+    )
+    await _send(page, "Please write ask/x.txt")
+    tool = page.locator("#timeline .tool").first
+    await expect(tool.locator(".name")).to_have_text("write_file")
+    await expect(tool.locator(".args")).to_contain_text('"path": "ask/x.txt"')
+    allow = tool.locator(".approval button.allow")
+    await expect(allow).to_be_visible()
+    await expect(tool.locator(".badge")).to_have_text("waiting for you")
+    await page.screenshot(path=screenshots / "3-approval-asked.png", full_page=True)
+    assert (system.project / "ask" / "x.txt").read_text() == "before\n"
+    await allow.click()
+    await expect(tool.locator(".badge")).to_have_text("completed")
+    await expect(tool.locator(".decision")).to_have_text("approved by you (once)")
+    await expect(tool.locator(".duration")).to_have_text(re.compile(r"^\d+ ms$"))
+    await expect(tool.locator(".result")).to_be_visible()
+    await expect(page.locator("#timeline .message.assistant[data-complete=true] .text").last).to_have_text(
+        "Written, thanks for approving."
+    )
+    assert (system.project / "ask" / "x.txt").read_text() == "after\n"
+    await expect(page.locator("#usage-calls")).to_have_text("3")
+    await page.screenshot(path=screenshots / "4-approved.png", full_page=True)
+
+    # model text is untrusted: markup in it is shown as text, never run
+    system.llm.script(Reply.answer(MARKUP))
+    await _send(page, "Answer with some markup")
+    last = page.locator("#timeline .message.assistant[data-complete=true] .text").last
+    await expect(last).to_have_text(MARKUP)
+    assert await page.evaluate("window.__pwned") is None
+    assert await page.locator("#timeline img, #timeline b, #timeline script").count() == 0
+    await page.screenshot(path=screenshots / "5-markup-as-text.png", full_page=True)
+
+    # a reload replays the whole conversation from its start
+    await page.reload()
+    await expect(page.locator("#timeline .message.user")).to_have_count(3)
+    await expect(page.locator("#timeline .tool .decision")).to_have_text("approved by you (once)")
+    await expect(page.locator("#usage-calls")).to_have_text("4")
+    await page.close()
+
+
+async def test_the_bus_view_shows_events_as_they_happen(
+    logged_in: BrowserContext, console_system: ConsoleSystem, screenshots: Path
+) -> None:
+    system = console_system
+    async with httpx.AsyncClient(
+        base_url=system.base_url, headers={"Authorization": f"Bearer {system.token}"}, timeout=30
+    ) as api:
+        started = await api.post("/api/projects", json={"root": str(system.project)})
+        pid = started.json()["project_id"]
+        await api.post(f"/api/projects/{pid}/conversations", json={"conversation_id": "bus-demo"})
+        page = await logged_in.new_page()
+        await page.goto(f"{system.base_url}/console/bus?conversation=bus-demo")
+        await expect(page.locator("#connection")).to_have_text("live")
+        system.llm.script(Reply.answer("Seen on the bus."))
+        sent = await api.post(f"/api/projects/{pid}/conversations/bus-demo/messages", json={"text": "hi bus"})
+        assert sent.status_code == 202, sent.text
+
+        def rows(event_type: str) -> Locator:
+            return page.locator(f"#events tr[data-type='{event_type}']")
+
+        await expect(rows("conversation.user.message")).to_have_count(1)
+        await expect(rows("llm.completed")).to_have_count(1)
+        await expect(rows("conversation.assistant.message")).to_have_count(1)
+        conversations = await page.locator("#events tr td:nth-child(4)").all_inner_texts()
+        assert conversations and set(conversations) == {"bus-demo"}
+        await page.screenshot(path=screenshots / "6-bus.png", full_page=True)
+
+        # the type filter (a prefix ending in *), set through the form
+        await page.fill("#filters input[name=type]", "llm.*")
+        await page.click("#filters button[type=submit]")
+        await page.wait_for_url(re.compile(r"type=llm\.\*"))
+        await expect(page.locator("#connection")).to_have_text("live")
+        system.llm.script(Reply.answer("Filtered."))
+        await api.post(f"/api/projects/{pid}/conversations/bus-demo/messages", json={"text": "again"})
+        await expect(rows("llm.completed")).to_have_count(1)
+        types = await page.locator("#events tr td.type").all_inner_texts()
+        assert types and all(t.startswith("llm.") for t in types), types
+        await page.close()
