@@ -215,3 +215,17 @@ async def test_the_bus_view_shows_events_as_they_happen(
         types = await page.locator("#events tr td.type").all_inner_texts()
         assert types and all(t.startswith("llm.") for t in types), types
         await page.close()
+
+
+async def test_pages_of_what_does_not_exist_say_so(console_system: ConsoleSystem) -> None:
+    system = console_system
+    async with httpx.AsyncClient(
+        base_url=system.base_url, headers={"Authorization": f"Bearer {system.token}"}, timeout=30
+    ) as api:
+        pid = (await api.post("/api/projects", json={"root": str(system.project)})).json()["project_id"]
+        missing = await api.get(f"/console/projects/{pid}/conversations/nobody-here")
+        assert missing.status_code == 404
+        assert "no conversation &#39;nobody-here&#39; in project" in missing.text
+        unknown = await api.get("/console/projects/no-such-project")
+        assert unknown.status_code == 404, unknown.text
+        assert "not_found" in unknown.text

@@ -10,6 +10,7 @@ so even a slip in escaping could not run a script that came with an event.
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final
 
@@ -31,7 +32,7 @@ from jidocode.shared.errors import (
 from jidocode.shared.events import ERROR_TYPE, EVENT_TYPES
 from jidocode.shared.subjects import validate_token
 
-__all__ = ["BASE", "SECURITY_HEADERS", "STATIC", "STATIC_DIR", "Pages", "status_of"]
+__all__ = ["BASE", "SECURITY_HEADERS", "STATIC", "STATIC_DIR", "Pages", "status_of", "when"]
 
 #: Where the console's pages live (``/`` is the projects page).
 BASE: Final = "/console"
@@ -74,6 +75,22 @@ _env = jinja2.Environment(
     trim_blocks=True,
     lstrip_blocks=True,
 )
+
+
+def when(value: str | None) -> str:
+    """An ISO time as ``2026-11-25 20:26:20 UTC`` (its own text when it is not one)."""
+    if not value:
+        return "—"
+    try:
+        moment = datetime.fromisoformat(value)
+    except ValueError:
+        return value
+    if moment.tzinfo is not None:
+        moment = moment.astimezone(UTC)
+    return moment.strftime("%Y-%m-%d %H:%M:%S") + (" UTC" if moment.tzinfo is not None else "")
+
+
+_env.filters["when"] = when
 
 
 def status_of(error: JidoError) -> int:

@@ -20,6 +20,7 @@ from jidocode.services.gateway.console.pages import (
     STATIC_DIR,
     render,
     status_of,
+    when,
 )
 from jidocode.services.gateway.context import GatewayContext
 from jidocode.shared.errors import (
@@ -141,3 +142,18 @@ def test_console_paths_leave_the_contract_s_paths_alone() -> None:
     assert paths[0] == "/"
     for path in paths[1:]:
         assert path.startswith("/console/"), path
+
+
+@pytest.mark.parametrize(
+    ("value", "shown"),
+    [
+        ("2026-11-25T20:26:20.407530+00:00", "2026-11-25 20:26:20 UTC"),
+        ("2026-11-25T21:26:20+01:00", "2026-11-25 20:26:20 UTC"),
+        ("2026-11-25T20:26:20", "2026-11-25 20:26:20"),
+        ("not a time", "not a time"),
+        (None, "—"),
+        ("", "—"),
+    ],
+)
+def test_times_are_shown_short(value: str | None, shown: str) -> None:
+    assert when(value) == shown

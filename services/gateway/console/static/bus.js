@@ -10,6 +10,13 @@
   const pause = document.getElementById("pause");
   let seen = 0;
 
+  // the one-line summary leaves out what the row's columns already say
+  const SAID = new Set(["project_id", "conversation_id", "correlation_id"]);
+  const brief = (data) =>
+    data && typeof data === "object" && !Array.isArray(data)
+      ? JSON.stringify(Object.fromEntries(Object.entries(data).filter(([key]) => !SAID.has(key))))
+      : data;
+
   const filters = new URLSearchParams();
   for (const name of ["project", "conversation", "type"]) {
     const value = document.getElementById("filters").elements[name].value.trim();
@@ -20,7 +27,8 @@
     if (pause.checked) return;
     seen += 1;
     count.textContent = seen;
-    const data = preview(event.data, 600);
+    const data = preview(event.data, 4000);
+    const summary = preview(brief(event.data), 160).split("\n").join(" ");
     const row = el(
       "tr",
       { "data-type": event.type, "data-event-id": event.id },
@@ -28,7 +36,7 @@
       el("td", { class: "type" }, event.type),
       el("td", {}, event.projectid || (event.data && event.data.project_id) || ""),
       el("td", {}, event.conversationid || (event.data && event.data.conversation_id) || ""),
-      el("td", {}, el("details", {}, el("summary", {}, data.split("\n").join(" ").slice(0, 120)), el("pre", {}, data))),
+      el("td", {}, el("details", {}, el("summary", {}, summary), el("pre", {}, data))),
     );
     rows.prepend(row);
     while (rows.rows.length > MAX_ROWS) rows.deleteRow(-1);

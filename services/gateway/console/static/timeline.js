@@ -57,7 +57,8 @@
       duration: el("span", { class: "duration" }),
       args: el("pre", { class: "args" }),
       approval: el("div", { class: "approval", hidden: true }),
-      result: el("pre", { class: "result", hidden: true }),
+      result: el("pre", { class: "result" }),
+      outcome: el("details", { class: "outcome", open: true, hidden: true }),
       requestedAt: event.time,
     };
     parts.node = add(
@@ -67,7 +68,7 @@
         el("div", { class: "head" }, "tool ", parts.name, " ", parts.status, " ", parts.decision, " ", parts.duration),
         el("details", { open: true }, el("summary", {}, "arguments"), parts.args),
         parts.approval,
-        parts.result,
+        parts.outcome,
       ),
       event,
     );
@@ -78,7 +79,8 @@
   function finish(parts, event, status, text) {
     parts.status.textContent = status;
     parts.status.className = `badge ${status}`;
-    parts.result.hidden = false;
+    parts.outcome.replaceChildren(el("summary", {}, status === "failed" ? "error" : "result"), parts.result);
+    parts.outcome.hidden = false;
     parts.result.textContent = text;
     parts.approval.hidden = true;
     if (!parts.decision.textContent) parts.decision.textContent = "allowed by policy";
