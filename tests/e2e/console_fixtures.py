@@ -6,6 +6,7 @@ takes most of the module's time)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import importlib
 import json
 import os
@@ -17,6 +18,7 @@ from pathlib import Path
 
 import pytest
 import pytest_asyncio
+from playwright.async_api import Browser, async_playwright
 
 from jidocode.cli.dev.scripted_llm import ScriptedLlm
 from jidocode.services.conversation.llm import make_llm_port
@@ -60,6 +62,7 @@ class ConsoleSystem:
     gateway: GatewayServer
     token: str
     project: Path
+    browser: Browser
 
     @property
     def base_url(self) -> str:
@@ -83,6 +86,11 @@ async def console_system(tmp_path_factory: pytest.TempPathFactory) -> AsyncItera
     # litellm takes seconds to import (the conversation service imports it at its first call):
     # done here beside the other start-up work, so no wait of the test pays for it
     warm_up = asyncio.create_task(asyncio.to_thread(importlib.import_module, "litellm"))
+    # and the browser starts meanwhile too
+    playwright = await async_playwright().start()
+    browser = asyncio.create_task(
+        playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+    )
     root = tmp_path_factory.mktemp("console")
     home = root / "jido_home"
     home.mkdir()
@@ -115,8 +123,14 @@ async def console_system(tmp_path_factory: pytest.TempPathFactory) -> AsyncItera
         await wait_for_services(config, SERVICES, timeout=60)
         await gateway.start()
         await warm_up
-        yield ConsoleSystem(config=config, llm=llm, gateway=gateway, token=token, project=project)
+        yield ConsoleSystem(
+            config=config, llm=llm, gateway=gateway, token=token, project=project, browser=await browser
+        )
     finally:
+        if not browser.cancel():
+            with contextlib.suppress(Exception):  # it may have failed to start: said by the await above
+                await (await browser).close()
+        await playwright.stop()
         await gateway.stop()
         stop.set()
         await asyncio.wait_for(asyncio.gather(*tasks, return_exceptions=True), 30)

@@ -16,10 +16,10 @@ from pathlib import Path
 import httpx
 import pytest
 import pytest_asyncio
-from playwright.async_api import Browser, BrowserContext, Locator, Page, async_playwright, expect
+from playwright.async_api import Browser, BrowserContext, Locator, Page, expect
 
 from jidocode.cli.dev.scripted_llm import Reply, call
-from tests.e2e.console_fixtures import CHROMIUM, CHROMIUM_ARGS, ConsoleSystem, console_system, screenshots
+from tests.e2e.console_fixtures import CHROMIUM, ConsoleSystem, console_system, screenshots
 
 __all__ = ["console_system", "screenshots"]  # fixtures
 
@@ -37,14 +37,9 @@ ANSWER = "Hello from the scripted model, streamed in small pieces."
 MARKUP = '<script>window.__pwned = 1</script><img src=x onerror="window.__pwned = 2"><b>bold?</b>'
 
 
-@pytest_asyncio.fixture(scope="module", loop_scope="module")
-async def browser() -> AsyncIterator[Browser]:
-    async with async_playwright() as pw:
-        chromium = await pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-        try:
-            yield chromium
-        finally:
-            await chromium.close()
+@pytest.fixture(scope="module")
+def browser(console_system: ConsoleSystem) -> Browser:
+    return console_system.browser
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
@@ -177,6 +172,43 @@ async def test_a_conversation_live_from_start_to_approval(
     await page.close()
 
 
+async def test_deny_with_a_click_and_cancel(logged_in: BrowserContext, console_system: ConsoleSystem) -> None:
+    system = console_system
+    async with httpx.AsyncClient(
+        base_url=system.base_url, headers={"Authorization": f"Bearer {system.token}"}, timeout=30
+    ) as api:
+        pid = (await api.post("/api/projects", json={"root": str(system.project)})).json()["project_id"]
+        await api.post(f"/api/projects/{pid}/conversations", json={"conversation_id": "deny-demo"})
+    page = await logged_in.new_page()
+    await page.goto(f"{system.base_url}/console/projects/{pid}/conversations/deny-demo")
+    await expect(page.locator("#connection")).to_have_text("live")
+    system.llm.script(
+        Reply.tools(call("write_file", path="ask/denied.txt", content="no\n")),
+        Reply.answer("Understood, not written."),
+    )
+    await _send(page, "Write ask/denied.txt")
+    tool = page.locator("#timeline .tool").first
+    await tool.locator(".approval button.deny").click()
+    await expect(tool.locator(".decision")).to_have_text("denied by you")
+    await expect(tool.locator(".badge")).to_have_text("failed")
+    await expect(tool.locator(".outcome summary")).to_have_text("error")
+    await expect(page.locator("#timeline .message.assistant[data-complete=true] .text")).to_have_text(
+        "Understood, not written."
+    )
+    assert not (system.project / "ask" / "denied.txt").exists()
+
+    # Cancel puts a notice in the timeline (the conversation's own conversation.cancel)
+    await page.click("#cancel")
+    await expect(page.locator("#timeline .notice[data-type='conversation.cancel']")).to_contain_text(
+        "cancelled: cancelled from the console"
+    )
+    await page.click("#resume")
+    await expect(page.locator("#timeline .notice[data-type='conversation.resume']")).to_have_text(
+        re.compile(r"resumed$")
+    )
+    await page.close()
+
+
 async def test_the_bus_view_shows_events_as_they_happen(
     logged_in: BrowserContext, console_system: ConsoleSystem, screenshots: Path
 ) -> None:
@@ -229,3 +261,29 @@ async def test_pages_of_what_does_not_exist_say_so(console_system: ConsoleSystem
         unknown = await api.get("/console/projects/no-such-project")
         assert unknown.status_code == 404, unknown.text
         assert "not_found" in unknown.text
+
+
+async def test_stop_a_project_from_the_projects_page(
+    logged_in: BrowserContext, console_system: ConsoleSystem
+) -> None:
+    other = console_system.project.parent / "other"
+    other.mkdir()
+    page = await logged_in.new_page()
+    await page.goto(f"{console_system.base_url}/")
+    await page.fill("#root", str(other))
+    await page.click("#start-project button[type=submit]")
+    await page.wait_for_url(re.compile(r"/console/projects/[^/]+$"))
+    pid = page.url.rsplit("/", 1)[1]
+    await page.goto(f"{console_system.base_url}/")
+    row = page.locator("table.list tbody tr", has=page.locator(f"a[href$='/{pid}']"))
+    await expect(row.locator(".badge")).to_have_text("running")
+    await row.locator("button.stop-project").click()
+    await expect(row.locator(".badge")).to_have_text("stopped")
+    await expect(row.locator("button.stop-project")).to_have_count(0)
+
+    # a path the engine refuses: its error shows beside the form
+    await page.fill("#root", "/")
+    await page.click("#start-project button[type=submit]")
+    await expect(page.locator("#start-project output.error")).not_to_be_empty()
+    assert page.url == f"{console_system.base_url}/"
+    await page.close()
