@@ -25,14 +25,11 @@ def error_body(error_type: str, message: str, details: dict[str, Any] | None = N
     return json.dumps({"error": {"type": error_type, "message": message, "details": details or {}}}).encode()
 
 
-async def _send_json(send: Send, status: int, body: bytes) -> None:
-    await send(
-        {
-            "type": "http.response.start",
-            "status": status,
-            "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())],
-        }
-    )
+async def _send_json(
+    send: Send, status: int, body: bytes, extra: list[tuple[bytes, bytes]] | None = None
+) -> None:
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    await send({"type": "http.response.start", "status": status, "headers": headers + (extra or [])})
     await send({"type": "http.response.body", "body": body})
 
 
@@ -54,7 +51,7 @@ class RequireToken:
             await send({"type": "websocket.close", "code": 1008})
             return
         body = error_body("unauthorized", "a valid token is required (Authorization: Bearer, or log in)")
-        await _send_json(send, 401, body)
+        await _send_json(send, 401, body, [(b"www-authenticate", b"Bearer")])
 
 
 class BodyLimit:
