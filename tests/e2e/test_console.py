@@ -153,6 +153,8 @@ async def test_a_conversation_live_from_start_to_approval(
     )
     assert (system.project / "ask" / "x.txt").read_text() == "after\n"
     await expect(page.locator("#usage-calls")).to_have_text("3")
+    # the tool-call turn's model call left no empty bubble behind
+    await expect(page.locator("#timeline .message.assistant")).to_have_count(2)
     await page.screenshot(path=screenshots / "4-approved.png", full_page=True)
 
     # model text is untrusted: markup in it is shown as text, never run
@@ -169,6 +171,7 @@ async def test_a_conversation_live_from_start_to_approval(
     await expect(page.locator("#timeline .message.user")).to_have_count(3)
     await expect(page.locator("#timeline .tool .decision")).to_have_text("approved by you (once)")
     await expect(page.locator("#usage-calls")).to_have_text("4")
+    await expect(page.locator("#timeline .message.assistant")).to_have_count(3)
     await page.close()
 
 

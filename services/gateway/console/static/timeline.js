@@ -124,8 +124,19 @@
 
   // -- the events ----------------------------------------------------------------------------
 
+  /** A model call that ended without text (tool calls only, or failed) leaves no empty bubble. */
+  function dropEmpty(requestId) {
+    const found = bubbles.get(requestId);
+    if (found && !found.body.textContent) {
+      found.node.remove();
+      bubbles.delete(requestId);
+    }
+  }
+
   const handlers = {
     "conversation.user.message": (event) => message("user", event.data.text, event),
+    // the model is called: an empty bubble (a blinking cursor) until its text streams in
+    "conversation.llm.requested": (event) => bubble(event.id, event),
     "conversation.assistant.delta": (event) => {
       bubble(event.data.request_id, event).body.append(event.data.text);
     },
@@ -145,6 +156,7 @@
       if (typeof u.cost_usd === "number") usage.cost += u.cost_usd;
       else usage.unpriced += 1;
       showUsage(event.data.model);
+      if (!event.data.content) dropEmpty(event.data.request_id);
     },
     "conversation.tool.requested": (event) => {
       const parts = card(event.id, event);
@@ -189,7 +201,13 @@
       }
       finish(parts, event, "failed", `${event.data.error_type}: ${event.data.message}`);
     },
-    "conversation.llm.failed": (event) => notice("error", `model call failed: ${event.data.error_type}: ${event.data.message}`, event),
+    "conversation.llm.failed": (event) => {
+      dropEmpty(event.data.request_id);
+      notice("error", `model call failed: ${event.data.error_type}: ${event.data.message}`, event);
+    },
+    "conversation.subagent.started": (event) => notice("info", `sub-agent ${event.data.name || event.data.subagent_id} started`, event),
+    "conversation.subagent.completed": (event) =>
+      notice("info", `sub-agent ${event.data.subagent_id} ${event.data.status}`, event),
     "conversation.error": (event) => notice("error", `${event.data.error_type}: ${event.data.message}`, event),
     "conversation.loop.stopped": (event) => notice("warning", `stopped after ${event.data.turns} turns (${event.data.reason})`, event),
     "conversation.queue.overflow": (event) => notice("warning", `input dropped: the queue is full (${event.data.max_queue})`, event),
