@@ -32,7 +32,7 @@ from jidocode.shared.natsserver import NatsServer
 from jidocode.shared.trust import trust_project
 from tests.helpers import wait_for_services
 
-__all__ = ["CHROMIUM", "CHROMIUM_ARGS", "ConsoleSystem", "console_system", "screenshots"]
+__all__ = ["CHROMIUM", "CHROMIUM_ARGS", "MODEL", "ConsoleSystem", "console_system", "screenshots"]
 
 #: Debian's Chromium: Playwright never downloads a browser here.
 CHROMIUM = Path("/usr/bin/chromium")
@@ -46,6 +46,8 @@ CHROMIUM_ARGS = [
     "--disable-component-update",
     "--disable-sync",
 ]
+#: The model the conversations use: one of litellm's price list, answered by the scripted server.
+MODEL = "gpt-4o-mini"
 #: Where screenshots go when set (CI keeps the folder as an artifact); else pytest's tmp dir.
 ARTIFACTS_ENV = "JIDO_TEST_ARTIFACTS"
 
@@ -103,9 +105,10 @@ async def console_system(tmp_path_factory: pytest.TempPathFactory) -> AsyncItera
 
     env = pytest.MonkeyPatch()
     server = await asyncio.to_thread(NatsServer(store_dir=root / "js", sync="default").start)
-    llm = await ScriptedLlm().start()
+    llm = await ScriptedLlm(models=(MODEL,)).start()
     env.setenv("JIDO_CODE_HOME", str(home))
-    env.setenv("JIDO_LLM_MODEL", "openai/scripted")
+    # a model litellm knows the price of (served by the scripted server), so the console has a cost to show
+    env.setenv("JIDO_LLM_MODEL", f"openai/{MODEL}")
     env.setenv("JIDO_LLM_API_BASE", llm.api_base)
     config = Config(nats_url=server.url, jido_home=home, instance="console-test")
     stop = asyncio.Event()

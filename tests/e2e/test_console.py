@@ -19,7 +19,7 @@ import pytest_asyncio
 from playwright.async_api import Browser, BrowserContext, Locator, Page, expect
 
 from jidocode.cli.dev.scripted_llm import Reply, call
-from tests.e2e.console_fixtures import CHROMIUM, ConsoleSystem, console_system, screenshots
+from tests.e2e.console_fixtures import CHROMIUM, MODEL, ConsoleSystem, console_system, screenshots
 
 __all__ = ["console_system", "screenshots"]  # fixtures
 
@@ -126,7 +126,18 @@ async def test_a_conversation_live_from_start_to_approval(
     await expect(page.locator("#usage-calls")).to_have_text("1")
     await expect(page.locator("#usage-prompt")).to_have_text("120")
     await expect(page.locator("#usage-completion")).to_have_text("12")
-    await expect(page.locator("#usage-cost")).to_contain_text("$")
+    # the cost is litellm's price of the model for those tokens (imported here, not at collection:
+    # it takes seconds, and the fixture has imported it already)
+    import litellm
+
+    prompt_cost, completion_cost = litellm.cost_per_token(
+        model=MODEL, prompt_tokens=120, completion_tokens=12
+    )
+    shown = await page.locator("#usage-cost").inner_text()
+    assert shown.startswith("$") and float(shown[1:]) == pytest.approx(
+        prompt_cost + completion_cost, rel=0.01
+    )
+    await expect(page.locator("#usage-model")).to_contain_text(MODEL)
     await page.screenshot(path=screenshots / "2-answer-streamed.png", full_page=True)
 
     # a tool call under an `ask` rule: approved with a click
