@@ -59,7 +59,7 @@
       approval: el("div", { class: "approval", hidden: true }),
       result: el("pre", { class: "result" }),
       outcome: el("details", { class: "outcome", open: true, hidden: true }),
-      requestedAt: event.time,
+      startedAt: event.time,
     };
     parts.node = add(
       el(
@@ -84,10 +84,10 @@
     parts.result.textContent = text;
     parts.approval.hidden = true;
     if (!parts.decision.textContent) parts.decision.textContent = "allowed by policy";
-    // the time the call took as the conversation saw it (approval wait included); the tool
-    // runner's own run time replaces it when its tool.completed signal arrives (see below)
-    const ms = new Date(event.time) - new Date(parts.requestedAt);
-    if (!parts.duration.dataset.exact && Number.isFinite(ms)) parts.duration.textContent = `${ms} ms`;
+    // from the request (or the approval, when one was asked) to the result, as the
+    // conversation journaled them: the stream of one page, no second one for the runner's signals
+    const ms = new Date(event.time) - new Date(parts.startedAt);
+    if (Number.isFinite(ms)) parts.duration.textContent = `${Math.max(ms, 0)} ms`;
   }
 
   async function answer(parts, requestId, decision) {
@@ -163,7 +163,7 @@
     },
     "conversation.tool.requested": (event) => {
       const parts = card(event.id, event);
-      parts.requestedAt = event.time;
+      parts.startedAt = event.time;
       parts.name.textContent = event.data.name;
       parts.args.textContent = preview(event.data.args);
     },
@@ -188,6 +188,7 @@
     "conversation.approval.response": (event) => {
       const parts = card(event.data.request_id, event);
       parts.decision.textContent = DECISIONS[event.data.decision] || event.data.decision;
+      parts.startedAt = event.time; // the call runs from the answer on
       parts.approval.hidden = true;
       if (parts.status.textContent === "waiting for you") {
         parts.status.textContent = event.data.decision === "deny" ? "denied" : "running";
@@ -219,18 +220,6 @@
   };
 
   Jido.stream(`${base}/events`, Object.keys(handlers), (event) => handlers[event.type](event));
-
-  // The tool runner's own run time of each call (live only: bus signals are not replayed).
-  const exact = (event) => {
-    const parts = tools.get(event.data.request_id);
-    if (!parts || typeof event.data.duration_ms !== "number") return;
-    parts.duration.dataset.exact = "true";
-    parts.duration.textContent = `${Math.round(event.data.duration_ms)} ms`;
-  };
-  const signals = new URLSearchParams({ project, conversation, type: "tool.*" });
-  const runner = new EventSource(`/api/events?${signals}`, { withCredentials: true });
-  runner.addEventListener("tool.completed", (m) => exact(JSON.parse(m.data)));
-  runner.addEventListener("tool.failed", (m) => exact(JSON.parse(m.data)));
 
   // -- the composer --------------------------------------------------------------------------
 
