@@ -10,13 +10,11 @@ path is printed).
 from __future__ import annotations
 
 import re
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import httpx
 import pytest
-import pytest_asyncio
-from playwright.async_api import Browser, BrowserContext, Locator, Page, expect
+from playwright.async_api import BrowserContext, Locator, Page, expect
 
 from jidocode.cli.dev.scripted_llm import Reply, call
 from tests.e2e.console_fixtures import CHROMIUM, MODEL, ConsoleSystem, console_system, screenshots
@@ -37,25 +35,16 @@ ANSWER = "Hello from the scripted model, streamed in small pieces."
 MARKUP = '<script>window.__pwned = 1</script><img src=x onerror="window.__pwned = 2"><b>bold?</b>'
 
 
-@pytest.fixture(scope="module")
-def browser(console_system: ConsoleSystem) -> Browser:
-    return console_system.browser
-
-
-@pytest_asyncio.fixture(scope="module", loop_scope="module")
-async def logged_in(browser: Browser, console_system: ConsoleSystem) -> AsyncIterator[BrowserContext]:
+async def _log_in(system: ConsoleSystem) -> BrowserContext:
     """A browser context that logged in with the token (its cookie is set)."""
-    context = await browser.new_context(viewport={"width": 1280, "height": 900})
+    context = await system.browser.new_context(viewport={"width": 1280, "height": 900})
     context.set_default_timeout(WAIT_MS)
     page = await context.new_page()
-    response = await page.goto(f"{console_system.base_url}/login?token={console_system.token}")
+    response = await page.goto(f"{system.base_url}/login?token={system.token}")
     assert response is not None and response.ok
-    assert page.url == f"{console_system.base_url}/"
+    assert page.url == f"{system.base_url}/"
     await page.close()
-    try:
-        yield context
-    finally:
-        await context.close()
+    return context
 
 
 async def _send(page: Page, text: str) -> None:
@@ -63,8 +52,8 @@ async def _send(page: Page, text: str) -> None:
     await page.click("#composer button[type=submit]")
 
 
-async def test_the_console_needs_the_token(browser: Browser, console_system: ConsoleSystem) -> None:
-    context = await browser.new_context()
+async def _pages_need_the_token(console_system: ConsoleSystem) -> None:
+    context = await console_system.browser.new_context()
     try:
         page = await context.new_page()
         response = await page.goto(f"{console_system.base_url}/")
@@ -77,7 +66,7 @@ async def test_the_console_needs_the_token(browser: Browser, console_system: Con
         await context.close()
 
 
-async def test_a_conversation_live_from_start_to_approval(
+async def _conversation_live_from_start_to_approval(
     logged_in: BrowserContext, console_system: ConsoleSystem, screenshots: Path
 ) -> None:
     system = console_system
@@ -186,7 +175,7 @@ async def test_a_conversation_live_from_start_to_approval(
     await page.close()
 
 
-async def test_deny_with_a_click_and_cancel(logged_in: BrowserContext, console_system: ConsoleSystem) -> None:
+async def _deny_with_a_click_and_cancel(logged_in: BrowserContext, console_system: ConsoleSystem) -> None:
     system = console_system
     async with httpx.AsyncClient(
         base_url=system.base_url, headers={"Authorization": f"Bearer {system.token}"}, timeout=30
@@ -223,7 +212,7 @@ async def test_deny_with_a_click_and_cancel(logged_in: BrowserContext, console_s
     await page.close()
 
 
-async def test_the_bus_view_shows_events_as_they_happen(
+async def _bus_view_shows_events_as_they_happen(
     logged_in: BrowserContext, console_system: ConsoleSystem, screenshots: Path
 ) -> None:
     system = console_system
@@ -263,7 +252,7 @@ async def test_the_bus_view_shows_events_as_they_happen(
         await page.close()
 
 
-async def test_pages_of_what_does_not_exist_say_so(console_system: ConsoleSystem) -> None:
+async def _pages_of_what_does_not_exist_say_so(console_system: ConsoleSystem) -> None:
     system = console_system
     async with httpx.AsyncClient(
         base_url=system.base_url, headers={"Authorization": f"Bearer {system.token}"}, timeout=30
@@ -277,7 +266,7 @@ async def test_pages_of_what_does_not_exist_say_so(console_system: ConsoleSystem
         assert "not_found" in unknown.text
 
 
-async def test_stop_a_project_from_the_projects_page(
+async def _stop_a_project_from_the_projects_page(
     logged_in: BrowserContext, console_system: ConsoleSystem
 ) -> None:
     other = console_system.project.parent / "other"
@@ -301,3 +290,19 @@ async def test_stop_a_project_from_the_projects_page(
     await expect(page.locator("#start-project output.error")).not_to_be_empty()
     assert page.url == f"{console_system.base_url}/"
     await page.close()
+
+
+@pytest.mark.timeout(300)  # set-up and steps take ~25 s idle, ~60 s on two cores busy with other tests
+async def test_the_console(console_system: ConsoleSystem, screenshots: Path) -> None:
+    """The steps share one system and one browser: as one test, whatever runs the suite's
+    tests on which worker, the module starts them once."""
+    await _pages_need_the_token(console_system)
+    logged_in = await _log_in(console_system)
+    try:
+        await _conversation_live_from_start_to_approval(logged_in, console_system, screenshots)
+        await _deny_with_a_click_and_cancel(logged_in, console_system)
+        await _bus_view_shows_events_as_they_happen(logged_in, console_system, screenshots)
+        await _pages_of_what_does_not_exist_say_so(console_system)
+        await _stop_a_project_from_the_projects_page(logged_in, console_system)
+    finally:
+        await logged_in.close()
