@@ -65,6 +65,8 @@ _STATUS: Final[tuple[tuple[type[JidoError], int], ...]] = (
 #: Every CloudEvent type a bus view listens for (an SSE listener is per type).
 _BUS_TYPES: Final = json.dumps(sorted(EVENT_TYPES | {ERROR_TYPE}))
 
+#: The most conversations a project's page lists (the newest).
+MAX_CONVERSATIONS: Final = 200
 #: The longest filter value the bus page accepts (the gateway validates it again).
 MAX_FILTER_CHARS: Final = 200
 
@@ -134,9 +136,9 @@ class Pages:
             return render("message.html", "projects", status=400, error=str(exc))
         try:
             info = await self.ctx.project(pid).info()
-            conversations = await self.ctx.conversations(pid).list(limit=200)
+            conversations = await self.ctx.conversations(pid).list(limit=MAX_CONVERSATIONS)
         except JidoError as exc:
-            return render("message.html", "projects", status=status_of(exc), error=f"{exc.error_type}: {exc}")
+            return _failure("message.html", "projects", exc)
         tools: list[Any] = []
         tools_error = None
         try:
@@ -148,6 +150,7 @@ class Pages:
             "projects",
             project=info,
             conversations=conversations.conversations,
+            truncated=conversations.truncated,
             tools=tools,
             tools_error=tools_error,
         )
@@ -164,7 +167,7 @@ class Pages:
         try:
             found = await self.ctx.conversations(pid).list(conversation_id=cid, limit=1)
         except JidoError as exc:
-            return render("message.html", "projects", status=status_of(exc), error=f"{exc.error_type}: {exc}")
+            return _failure("message.html", "projects", exc)
         if not found.conversations:
             return render(
                 "message.html", "projects", status=404, error=f"no conversation {cid!r} in project {pid!r}"

@@ -33,6 +33,7 @@ from jidocode.shared.errors import (
     ServiceUnavailable,
 )
 from jidocode.shared.events import EVENT_TYPES
+from jidocode.shared.events.conversation import ConversationSummary
 from jidocode.shared.events.engine import ProjectInfo
 
 PACKAGE = STATIC_DIR.parent
@@ -157,3 +158,20 @@ def test_console_paths_leave_the_contract_s_paths_alone() -> None:
 )
 def test_times_are_shown_short(value: str | None, shown: str) -> None:
     assert when(value) == shown
+
+
+def test_a_project_page_says_when_its_list_is_cut() -> None:
+    project = ProjectInfo(project_id="p1", root_path="/tmp/p", started_at="2026-11-25T20:00:00+00:00")
+    listed = [ConversationSummary(conversation_id=f"c{i}", status="active") for i in range(2)]
+    for truncated in (False, True):
+        html = render(
+            "project.html",
+            "projects",
+            project=project,
+            conversations=listed,
+            truncated=truncated,
+            tools=[],
+            tools_error=None,
+        ).body.decode()
+        assert 'href="/console/projects/p1/conversations/c1"' in html
+        assert ("Only the newest 2 are listed." in html) is truncated
