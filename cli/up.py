@@ -35,6 +35,12 @@ starts, so two servers never share a store.
 Progress: ``up`` pings ``$SRV.PING`` until every service answers, printing a
 line per service with the time it took, and names the ones still not ready
 after :data:`SLOW_AFTER` seconds.
+
+The gateway (HTTP API, SSE, console, A2A) runs as one more child, as its own
+NATS user, on ``127.0.0.1:8765`` (``--gateway-port`` or ``JIDO_GATEWAY_PORT``;
+without either, a free port when 8765 is busy). Once it answers ``/healthz``,
+``up`` prints its login URL with the token, as Jupyter does (the token lives
+in ``<data home>/gateway/token``, 0600).
 """
 
 from __future__ import annotations
@@ -57,7 +63,10 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from jidocode.services.registry import SERVICES
+from jidocode.services.gateway.auth import load_or_create_token
+from jidocode.services.gateway.settings import DEFAULT_PORT as GATEWAY_DEFAULT_PORT
+from jidocode.services.gateway.settings import GatewaySettings
+from jidocode.services.registry import RUNNABLE, SERVICES
 from jidocode.shared import nats_permissions as perms
 from jidocode.shared import subjects
 from jidocode.shared.bus import connect_nats, gather
@@ -89,6 +98,7 @@ _COLORS = {
     "conversation": "magenta",
     "tool_runner": "yellow",
     "asset_loader": "blue",
+    "gateway": "bright_white",
 }
 out = Console(highlight=False, soft_wrap=True)
 
@@ -244,6 +254,7 @@ async def _run(
     port: int,
     names: tuple[str, ...] = SERVICES,
     nats_wait: float = 30.0,
+    gateway_port: int | None = None,
 ) -> None:
     server: NatsServer | None = None
     passwords: dict[str, str] | None = None
@@ -297,6 +308,8 @@ async def _run(
             "bold",
         )
     env["NATS_URL"] = nats_url
+    if "gateway" in names:
+        env["JIDO_GATEWAY_PORT"] = str(_choose_gateway_port(gateway_port))
     stopping = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -310,12 +323,15 @@ async def _run(
         client = Config(nats_url=nats_url, nats_user=CLIENT_USER, nats_password=passwords[CLIENT_USER])
     else:
         client = Config.from_env(nats_url=nats_url)
-    progress = asyncio.create_task(_report_progress(client, children))
+    progress = asyncio.create_task(_report_progress(client, [c for c in children if c.name in SERVICES]))
+    gateway = asyncio.create_task(_announce_gateway()) if "gateway" in names else None
     watch_nats = asyncio.create_task(_supervise_nats(server, stopping)) if server is not None else None
     try:
         await stopping.wait()
     finally:
         progress.cancel()
+        if gateway is not None:
+            gateway.cancel()
         if watch_nats is not None:
             watch_nats.cancel()
         await asyncio.gather(progress, *([watch_nats] if watch_nats else []), return_exceptions=True)
@@ -403,6 +419,41 @@ async def _report_progress(config: Config, children: list[Child]) -> None:
                 say("up", f"still not ready after {elapsed:.0f} s: {', '.join(waiting)}", "yellow")
     finally:
         await nc.close()
+
+
+def _choose_gateway_port(port: int | None) -> int:
+    """The gateway's port: ``--gateway-port`` or ``JIDO_GATEWAY_PORT`` as given; else 8765, or a
+    free port when 8765 is busy (and ``up`` says so)."""
+    if port is None and os.environ.get("JIDO_GATEWAY_PORT"):
+        port = GatewaySettings.from_env().port
+    if port is not None:
+        return port
+    if port_free(GATEWAY_DEFAULT_PORT):
+        return GATEWAY_DEFAULT_PORT
+    chosen = free_port()
+    say("up", f"port {GATEWAY_DEFAULT_PORT} is busy; the gateway uses the free port {chosen}")
+    return chosen
+
+
+async def _announce_gateway(timeout: float = 120.0) -> None:
+    """Once the gateway answers ``/healthz``: its login URL with the token (as Jupyter does)."""
+    import httpx
+
+    settings = GatewaySettings.from_env()
+    token = settings.token or await asyncio.to_thread(load_or_create_token, settings.data_home)
+    host = "127.0.0.1" if settings.host in ("0.0.0.0", "::", "") else settings.host
+    base = GatewaySettings(host=host, port=int(os.environ.get("JIDO_GATEWAY_PORT") or settings.port)).base_url
+    started = time.monotonic()
+    async with httpx.AsyncClient(timeout=2.0) as http:
+        while time.monotonic() - started < timeout:
+            with contextlib.suppress(httpx.HTTPError):
+                if (await http.get(f"{base}/healthz")).status_code == 200:
+                    took = time.monotonic() - started
+                    say("up", f"the gateway answers on {base} (after {took:.1f} s)", "green")
+                    say("up", f"open the console: {base}/login?token={token}", "bold")
+                    return
+            await asyncio.sleep(0.2)  # polling a port that has no change notification
+    say("up", f"the gateway did not answer on {base}/healthz within {timeout:g} s", "yellow")
 
 
 def port_free(port: int, host: str = "127.0.0.1") -> bool:
@@ -504,28 +555,36 @@ def up(
     conversation_replicas: int = typer.Option(1, min=1, max=8, help="conversation service replicas"),
     tool_runner_replicas: int = typer.Option(1, min=1, max=8, help="tool runner replicas"),
     grace: float = typer.Option(10.0, help="seconds each service gets to drain on stop"),
-    only: str | None = typer.Option(None, help="comma-separated services to run (default: all five)"),
+    only: str | None = typer.Option(
+        None, help="comma-separated services to run (default: all five and the gateway)"
+    ),
     nats_wait: float = typer.Option(
         30.0, min=0.0, help="with NATS_URL: seconds to wait for that server before giving up"
+    ),
+    gateway_port: int | None = typer.Option(
+        None,
+        min=0,
+        max=65535,
+        help=f"port of the HTTP gateway (default {GATEWAY_DEFAULT_PORT}, or a free port when it is busy)",
     ),
 ) -> None:
     """Run the whole system: embedded NATS (unless NATS_URL is set) and every service."""
     nats_url = os.environ.get("NATS_URL") or None
     replicas = {"conversation": conversation_replicas, "tool_runner": tool_runner_replicas}
-    names = SERVICES
+    names = RUNNABLE
     if only:
         names = tuple(n.strip().replace("-", "_") for n in only.split(",") if n.strip())
-        unknown = sorted(set(names) - set(SERVICES))
+        unknown = sorted(set(names) - set(RUNNABLE))
         if unknown:
             raise typer.BadParameter(
-                f"unknown service(s) {', '.join(unknown)}: expected {', '.join(SERVICES)}"
+                f"unknown service(s) {', '.join(unknown)}: expected {', '.join(RUNNABLE)}"
             )
     if nats_url:
         with contextlib.suppress(KeyboardInterrupt):
-            asyncio.run(_run(nats_url, replicas, grace, store, 0, names, nats_wait))
+            asyncio.run(_run(nats_url, replicas, grace, store, 0, names, nats_wait, gateway_port))
         return
     with claim_data_home(default_data_home()) as claim:  # exits if another `up` runs there
         chosen = _choose_port(port)
         claim.announce(f"nats://127.0.0.1:{chosen}")
         with contextlib.suppress(KeyboardInterrupt):
-            asyncio.run(_run(None, replicas, grace, store, chosen, names))
+            asyncio.run(_run(None, replicas, grace, store, chosen, names, gateway_port=gateway_port))

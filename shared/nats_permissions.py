@@ -47,6 +47,9 @@ client         request engine, project, conversations (directly: no service
                forwards them), tools, assets; publish conversation input;
                observe ``jido.>``; read the journal and event streams, the
                projects and the LLM ledger; discover services (``$SRV.>``)
+gateway        the client's rights (HTTP users act through it) but publishing
+               conversation input: it sends input through the conversation
+               service's ``send_event``, which checks it (decision 0221)
 =============  =============================================================
 
 The tool runner's idempotency bucket (``jido_tool_calls``: stored results of
@@ -71,6 +74,7 @@ from jidocode.shared import subjects
 __all__ = [
     "ACCOUNT",
     "CLIENT",
+    "GATEWAY",
     "INBOX_ENV_VAR",
     "SERVICES",
     "USERS",
@@ -90,7 +94,9 @@ __all__ = [
 ACCOUNT = "JIDO"
 SERVICES: tuple[str, ...] = ("engine", "project", "conversation", "tool_runner", "asset_loader")
 CLIENT = "client"
-USERS: tuple[str, ...] = (*SERVICES, CLIENT)
+#: The HTTP gateway's user (``services/gateway``): a client of the services, not one of them.
+GATEWAY = "gateway"
+USERS: tuple[str, ...] = (*SERVICES, CLIENT, GATEWAY)
 
 #: The environment variable naming a process's inbox prefix (``nats.connect(inbox_prefix=...)``).
 INBOX_ENV_VAR = "NATS_INBOX_PREFIX"
@@ -402,6 +408,17 @@ def _client() -> Permissions:
     )
 
 
+def _gateway() -> Permissions:
+    client = _client()
+    conversation_input = subjects.conversation_in_filter()
+    return Permissions(
+        publish_allow=tuple(s for s in client.publish_allow if s != conversation_input),
+        subscribe_allow=(f"{inbox_prefix(GATEWAY)}.>", subjects.all_subjects()),
+        publish_deny=client.publish_deny,
+        allow_responses=False,
+    )
+
+
 _BUILDERS = {
     "engine": _engine,
     "project": _project,
@@ -409,6 +426,7 @@ _BUILDERS = {
     "tool_runner": _tool_runner,
     "asset_loader": _asset_loader,
     CLIENT: _client,
+    GATEWAY: _gateway,
 }
 
 

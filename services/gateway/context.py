@@ -7,7 +7,7 @@ own: every answer comes from the services through the typed clients of
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from jidocode.shared.bus import Bus
 from jidocode.shared.clients import (
@@ -22,10 +22,19 @@ from jidocode.shared.config import Config
 from .auth import TokenChecker
 from .settings import GatewaySettings
 
-__all__ = ["GatewayContext"]
+__all__ = ["GatewayContext", "StreamCounters"]
 
 #: Seconds a request to a service may take before the gateway answers 503.
 DEFAULT_TIMEOUT_S = 10.0
+
+
+@dataclass
+class StreamCounters:
+    """SSE streams of this process: open now, and ended by each cause (for operators and tests)."""
+
+    open: int = 0
+    overflowed: int = 0
+    failed: int = 0
 
 
 @dataclass(frozen=True, eq=False)
@@ -37,6 +46,7 @@ class GatewayContext:
     settings: GatewaySettings
     auth: TokenChecker
     timeout: float = DEFAULT_TIMEOUT_S
+    streams: StreamCounters = field(default_factory=StreamCounters)
 
     def engine(self) -> EngineClient:
         return EngineClient(self.bus, timeout=self.timeout)

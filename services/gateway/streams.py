@@ -27,9 +27,11 @@ import asyncio
 import contextlib
 import json
 import logging
+import secrets
 from collections import OrderedDict
 from collections.abc import AsyncIterator
 
+import anyio
 import nats.errors
 from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
@@ -49,6 +51,7 @@ from .context import GatewayContext
 from .errors import error_response, from_jido_error
 
 __all__ = [
+    "CONSUMER_PREFIX",
     "FETCH_BATCH",
     "BusFilter",
     "Puller",
@@ -67,6 +70,10 @@ FETCH_BATCH = 64
 FETCH_WAIT_S = 5.0
 #: Event ids the bus stream remembers to send each event once.
 RECENT_IDS = 10_000
+#: Names of the gateway's SSE consumers start with this (operators can tell them apart).
+CONSUMER_PREFIX = "gateway_sse_"
+#: Seconds the clean-up of a stream (consumer deletion, unsubscription) may take.
+CLEANUP_S = 5.0
 #: Seconds an idle ephemeral consumer outlives a viewer that vanished without a goodbye.
 CONSUMER_IDLE_S = 60.0
 
@@ -150,6 +157,7 @@ def _consumer_config(info: ReplayInfo) -> ConsumerConfig:
         deliver_policy=DeliverPolicy.ALL if start == 1 else DeliverPolicy.BY_START_SEQUENCE,
         opt_start_seq=None if start == 1 else start,
         ack_policy=AckPolicy.NONE,
+        name=f"{CONSUMER_PREFIX}{secrets.token_hex(8)}",
         inactive_threshold=CONSUMER_IDLE_S,
         mem_storage=True,
         num_replicas=1,
@@ -220,8 +228,10 @@ class Puller:
         if self._sub is not None:
             with contextlib.suppress(Exception):
                 await self._sub.unsubscribe()
-        with contextlib.suppress(Exception):
+        try:
             await self.bus.js.delete_consumer(self.stream, self.consumer)
+        except Exception as exc:  # the server drops it after CONSUMER_IDLE_S anyway
+            log.info("SSE consumer %s not deleted: %s", self.consumer, exc)
 
 
 async def conversation_events(request: Request) -> Response:
@@ -241,15 +251,17 @@ async def conversation_events(request: Request) -> Response:
         return error_response("service_unavailable", f"the conversation's stream cannot be read now: {exc}")
     puller = Puller(ctx.bus, info.stream, consumer.name)
     await puller.start()
-    return _stream_response(ctx, _follow(puller, info))
+    return _stream_response(ctx, _follow(ctx, puller, info))
 
 
-async def _follow(puller: Puller, info: ReplayInfo) -> AsyncIterator[ServerSentEvent]:
+async def _follow(ctx: GatewayContext, puller: Puller, info: ReplayInfo) -> AsyncIterator[ServerSentEvent]:
+    ctx.streams.open += 1
     try:
         while True:
             try:
                 msg = await puller.next()
             except nats.errors.Error as exc:
+                ctx.streams.failed += 1
                 log.warning("conversation stream %s ended: %s", info.conversation_id, exc)
                 yield error_event(
                     "stream_failed", "the event stream was interrupted: reconnect with Last-Event-ID"
@@ -263,7 +275,12 @@ async def _follow(puller: Puller, info: ReplayInfo) -> AsyncIterator[ServerSentE
                 continue
             yield sse_event(env)
     finally:
-        await puller.close()
+        with (
+            anyio.CancelScope(shield=True),
+            anyio.move_on_after(CLEANUP_S),
+        ):  # the viewer left: we were cancelled
+            await puller.close()
+        ctx.streams.open -= 1
 
 
 # -- the whole bus ------------------------------------------------------------------------
@@ -299,9 +316,11 @@ async def bus_events(request: Request) -> Response:
     await ctx.bus.nc.flush()  # the server has the interest before the first byte goes out
 
     async def events() -> AsyncIterator[ServerSentEvent]:
+        ctx.streams.open += 1
         try:
             while True:
                 if overflow.is_set() and queue.empty():
+                    ctx.streams.overflowed += 1
                     yield error_event(
                         "overflow",
                         f"this viewer fell more than {limit} events behind the bus: the stream is closed; "
@@ -310,8 +329,13 @@ async def bus_events(request: Request) -> Response:
                     return
                 yield sse_event(await queue.get())
         finally:
-            with contextlib.suppress(Exception):
+            with (
+                anyio.CancelScope(shield=True),
+                anyio.move_on_after(CLEANUP_S),
+                contextlib.suppress(Exception),
+            ):
                 await sub.unsubscribe()
+            ctx.streams.open -= 1
 
     return _stream_response(ctx, events())
 

@@ -31,7 +31,7 @@ def test_matcher_follows_nats_wildcards(pattern: str, subject: str, expected: bo
 
 def test_every_service_and_the_client_has_a_user() -> None:
     names = [u.name for u in perms.all_users()]
-    assert names == [*perms.SERVICES, perms.CLIENT]
+    assert names == [*perms.SERVICES, perms.CLIENT, perms.GATEWAY]
     assert set(perms.SERVICES) == set(subjects.SERVICE_NAMES)
 
 
@@ -89,7 +89,7 @@ def test_each_user_subscribes_only_to_its_own_inbox(user: str) -> None:
 def test_nobody_publishes_into_inboxes_except_as_a_reply(user: str) -> None:
     for other in perms.USERS:
         assert not may_publish(user, f"{perms.inbox_prefix(other)}.abc.1")
-    assert perms.user_for(user).permissions.allow_responses is (user != perms.CLIENT)
+    assert perms.user_for(user).permissions.allow_responses is (user not in (perms.CLIENT, perms.GATEWAY))
 
 
 def test_kv_writers() -> None:
@@ -116,8 +116,14 @@ def test_request_routes(project: str, verb: str) -> None:
     assert servers(subjects.tools(project, verb)) == {"tool_runner"}
     assert servers(subjects.assets(project, verb)) == {"asset_loader"}
     # Clients reach the conversation service directly: no service forwards to it.
-    assert senders(subjects.conversations(project, verb)) == {"client"}
-    assert senders(subjects.assets(project, verb)) == {"client", "project", "conversation", "tool_runner"}
+    assert senders(subjects.conversations(project, verb)) == {"client", "gateway"}
+    assert senders(subjects.assets(project, verb)) == {
+        "client",
+        "gateway",
+        "project",
+        "conversation",
+        "tool_runner",
+    }
     assert {"client", "project", "conversation"} <= senders(subjects.tools(project, "run"))
     assert "asset_loader" in senders(subjects.tools(project, "run"))
     assert "asset_loader" not in senders(subjects.tools(project, "cancel"))

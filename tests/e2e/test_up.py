@@ -13,6 +13,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+import httpx
 import nats
 import pytest
 
@@ -48,6 +49,8 @@ class UpProcess:
             }
         )
         self.port = port or free_port()
+        self.gateway_port = free_port()
+        env["JIDO_GATEWAY_PORT"] = str(self.gateway_port)  # never the shared 8765 of a parallel run
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "jidocode.cli.main", "up", "--port", str(self.port), "--grace", "5"],
             env=env,
@@ -116,6 +119,22 @@ async def test_up_runs_nats_and_five_services_supervises_and_stops_cleanly(tmp_p
         # every service's log lines come prefixed with its name
         await up.wait_line(r"^\s*engine \| .*engine ready")
 
+        # the gateway: up prints its login URL with the token kept in the data home
+        login = await up.wait_line(r"open the console: (http://127\.0\.0\.1:(\d+)/login\?token=(\S+))", 60)
+        assert int(login.group(2)) == up.gateway_port
+        token_file = Path(up.data_home) / "gateway" / "token"
+        assert login.group(3) == token_file.read_text().strip() and token_file.stat().st_mode & 0o077 == 0
+        async with httpx.AsyncClient(timeout=30, follow_redirects=False) as http:
+            opened = await http.get(login.group(1))
+            assert opened.status_code == 303 and "jidocode_token" in opened.headers["set-cookie"]
+            base = f"http://127.0.0.1:{up.gateway_port}"
+            assert (await http.get(f"{base}/api/projects")).status_code == 200  # the cookie from /login
+            http.cookies.clear()
+            assert (await http.get(f"{base}/api/projects")).status_code == 401
+            headers = {"Authorization": f"Bearer {login.group(3)}"}
+            projects = (await http.get(f"{base}/api/projects", headers=headers)).json()["projects"]
+            assert [p["project_id"] for p in projects] == [started["project_id"]]
+
         # supervision: a service that dies is restarted, and the log says so
         victim = pids[subjects.SERVICE_NAMES["engine"]]
         os.kill(victim, signal.SIGKILL)
@@ -142,6 +161,8 @@ async def test_up_runs_nats_and_five_services_supervises_and_stops_cleanly(tmp_p
             assert not pid_alive(pid), f"{name} (pid {pid}) outlived jidocode up"
         with pytest.raises((OSError, nats.errors.NoServersError)):
             await nats.connect(url, max_reconnect_attempts=1, allow_reconnect=False, connect_timeout=1)
+        with pytest.raises(httpx.ConnectError):  # the gateway stopped with the rest
+            await httpx.AsyncClient().get(f"http://127.0.0.1:{up.gateway_port}/healthz")
     finally:
         if up.proc.poll() is None:
             up.proc.kill()

@@ -76,6 +76,16 @@ class Gateway:
         return await asyncio.wait_for(run(), PATIENCE_S)
 
 
+async def until(predicate: Callable[[], bool], timeout: float = PATIENCE_S) -> None:
+    """Return once ``predicate()`` holds (a counter of the server: nothing to wait on but polling)."""
+
+    async def poll() -> None:
+        while not predicate():  # noqa: ASYNC110
+            await asyncio.sleep(0.01)
+
+    await asyncio.wait_for(poll(), timeout)
+
+
 def write_project(root: Path) -> None:
     (root / ".jido").mkdir(parents=True)
     (root / ".jido" / "settings.json").write_text(

@@ -11,11 +11,14 @@ import asyncio
 from typing import Any
 
 import httpx
+import nats.js.errors
 import pytest
 
 from jidocode.cli.dev.scripted_llm import Reply, call
 from jidocode.services.gateway.sse_client import SseMessage
-from tests.integration.gateway.conftest import Gateway
+from jidocode.services.gateway.streams import CONSUMER_PREFIX
+from jidocode.shared import subjects
+from tests.integration.gateway.conftest import Gateway, until
 
 pytestmark = [pytest.mark.slow, pytest.mark.asyncio(loop_scope="module")]
 
@@ -46,6 +49,7 @@ async def test_a_turn_streams_over_sse_and_resumes_from_last_event_id(gateway: G
     gateway.llm.script(Reply.tools(call("read_file", path="README.md")), Reply.answer("It says hello."))
     async with gateway.client() as http:
         pid = await _project(gateway, http)
+        consumers_before = await _consumers(gateway)
         listed = (await http.get("/api/projects")).json()
         assert pid in [p["project_id"] for p in listed["projects"]]
         cid = await _conversation(http, pid)
@@ -110,6 +114,19 @@ async def test_a_turn_streams_over_sse_and_resumes_from_last_event_id(gateway: G
         assert "read_file" in [t["name"] for t in tools["tools"]]
         assets = await http.get(f"/api/projects/{pid}/assets", params={"kind": "skill"})
         assert assets.status_code == 200 and isinstance(assets.json()["items"], list)
+
+    # every viewer has left: its stream ended and its consumer is gone from the server
+    await until(lambda: gateway.server.ctx.streams.open == 0)
+    assert await _consumers(gateway) == consumers_before == 0
+
+
+async def _consumers(gateway: Gateway) -> int:
+    """The gateway's SSE consumers on the conversations' output stream."""
+    try:
+        infos = await gateway.bus.js.consumers_info(subjects.STREAM_EVENTS)
+    except nats.js.errors.NotFoundError:  # no conversation has run yet
+        return 0
+    return sum(1 for info in infos if (info.name or "").startswith(CONSUMER_PREFIX))
 
 
 async def test_an_approval_is_answered_over_http(gateway: Gateway) -> None:

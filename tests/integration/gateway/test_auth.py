@@ -22,6 +22,7 @@ from jidocode.shared.bus import Bus
 from jidocode.shared.config import Config
 from jidocode.shared.envelope import new_id
 from jidocode.shared.natsserver import NatsServer
+from tests.integration.gateway.conftest import until
 
 pytestmark = [pytest.mark.slow, pytest.mark.asyncio(loop_scope="module")]
 
@@ -117,12 +118,14 @@ async def test_login_sets_a_strict_http_only_cookie(bare: Bare) -> None:
         assert (await http.get("/openapi.json")).status_code == 200
 
 
-async def _raw_sse(bare: Bare, path: str) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+async def _raw_sse(
+    bare: Bare, path: str, port: int | None = None
+) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
     """An SSE request on a socket with a small receive buffer, read only when the test says so."""
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
     sock.setblocking(False)
-    await asyncio.get_running_loop().sock_connect(sock, ("127.0.0.1", bare.server.port))
+    await asyncio.get_running_loop().sock_connect(sock, ("127.0.0.1", port or bare.server.port))
     reader, writer = await asyncio.open_connection(sock=sock, limit=4096)
     writer.write(
         f"GET {path} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {bare.token}\r\nAccept: text/event-stream\r\nConnection: close\r\n\r\n".encode()
@@ -155,6 +158,29 @@ async def test_a_bus_viewer_that_falls_behind_gets_a_final_overflow_error(bare: 
     data = json.loads(tail.split("data: ", 1)[1].splitlines()[0])
     assert data["error"]["type"] == "overflow" and str(QUEUE) in data["error"]["message"]
     assert "event: test.big" not in tail  # the error is the last message
+    assert bare.server.ctx.streams.overflowed == 1
+
+
+async def test_a_viewer_that_reads_nothing_is_cut_off_after_the_send_timeout(bare: Bare) -> None:
+    settings = bare.server.ctx.settings.model_copy(update={"sse_queue": 100_000, "sse_send_timeout_s": 1.0})
+    patient = GatewayServer(make_context(bare.bus, bare.server.ctx.config, settings))
+    await patient.start()
+    try:
+        counters = patient.ctx.streams
+        reader, writer = await _raw_sse(bare, "/api/events?type=test.*", port=patient.port)
+        await until(lambda: counters.open == 1)
+        for i in range(300):  # never overflows the queue: only the stuck socket can end the stream
+            event = {"specversion": "1.0", "id": new_id(), "source": "test", "type": "test.big"}
+            event["data"] = {"n": i, "blob": "x" * 50_000}
+            await bare.bus.nc.publish("jido.sig.test.big", json.dumps(event).encode())
+        await bare.bus.nc.flush()
+        await until(lambda: counters.open == 0)  # cut off while the test still reads nothing
+        body = await asyncio.wait_for(reader.read(-1), 60)
+        writer.close()
+        assert 0 < body.count(b"event: test.big") < 300 and b"event: error" not in body
+        assert counters.overflowed == 0
+    finally:
+        await patient.stop()
 
 
 async def test_a_body_over_the_limit_is_refused_before_it_is_read(bare: Bare) -> None:
