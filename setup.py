@@ -33,5 +33,5 @@ PACKAGES, PACKAGE_DIR = _packages()
 setup(
     packages=PACKAGES,
     package_dir=PACKAGE_DIR,
-    package_data={"": ["*.json", "*.md", "*.yaml", "*.conf", "py.typed"]},
+    package_data={"": ["*.json", "*.md", "*.yaml", "*.conf", "py.typed", "*.html", "*.js", "*.css"]},
 )

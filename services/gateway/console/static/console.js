@@ -1,0 +1,105 @@
+// Helpers shared by the console's pages. Everything that comes from the bus is untrusted
+// (model text, tool output, paths): it only ever reaches the page as text (textContent,
+// attribute values), never as HTML.
+"use strict";
+
+const Jido = (() => {
+  /** An element with attributes and children; strings become text nodes, never markup. */
+  function el(tag, attrs = {}, ...children) {
+    const node = document.createElement(tag);
+    for (const [name, value] of Object.entries(attrs)) {
+      if (value === undefined || value === null || value === false) continue;
+      if (name === "class") node.className = value;
+      else if (name.startsWith("on")) node.addEventListener(name.slice(2), value);
+      else node.setAttribute(name, value === true ? "" : String(value));
+    }
+    for (const child of children) {
+      if (child === undefined || child === null) continue;
+      node.append(child instanceof Node ? child : document.createTextNode(String(child)));
+    }
+    return node;
+  }
+
+  /** Call the JSON API; an error answer becomes an Error whose message is the API's. */
+  async function api(method, path, body) {
+    const init = { method, credentials: "same-origin", headers: { Accept: "application/json" } };
+    if (body !== undefined) {
+      init.headers["Content-Type"] = "application/json";
+      init.body = JSON.stringify(body);
+    }
+    const response = await fetch(path, init);
+    const text = await response.text();
+    let value = null;
+    try {
+      value = text ? JSON.parse(text) : null;
+    } catch {
+      value = null;
+    }
+    if (!response.ok) {
+      const error = value && value.error;
+      throw new Error(error ? `${error.type}: ${error.message}` : `HTTP ${response.status}`);
+    }
+    return value;
+  }
+
+  /** Every CloudEvent type of the catalogue (the page renders it from the server's catalogue). */
+  function eventTypes() {
+    return JSON.parse(document.body.dataset.eventTypes || "[]");
+  }
+
+  /**
+   * Open an EventSource and call handler(event) with each CloudEvent (parsed) of the listed
+   * types. The SSE `event:` field is the CloudEvent type, so each type gets its listener.
+   * The connection badge (#connection) shows whether the stream is live.
+   */
+  function stream(url, types, handler) {
+    const source = new EventSource(url, { withCredentials: true });
+    const badge = document.getElementById("connection");
+    const show = (state) => {
+      if (!badge) return;
+      badge.textContent = state;
+      badge.className = `badge ${state.split(" ")[0]}`;
+    };
+    source.addEventListener("open", () => show("live"));
+    source.addEventListener("error", () => show(source.readyState === EventSource.CLOSED ? "closed" : "reconnecting"));
+    const onMessage = (message) => {
+      let event;
+      try {
+        event = JSON.parse(message.data);
+      } catch {
+        return; // a connection error (no data), or not JSON: nothing to show
+      }
+      if (!event || !event.specversion) {
+        // the gateway's last word before it closes the stream (a viewer too far behind the
+        // bus): the browser reconnects by itself
+        if (event && event.error) show(`reconnecting (${event.error.type})`);
+        return;
+      }
+      handler(event);
+    };
+    for (const type of types) source.addEventListener(type, onMessage);
+    return source;
+  }
+
+  /** JSON for display, cut at max characters with a marker saying how much was cut. */
+  function preview(value, max = 4000) {
+    const text = typeof value === "string" ? value : JSON.stringify(value, null, 2);
+    if (text === undefined) return "";
+    return text.length > max ? `${text.slice(0, max)}\n… (${text.length - max} more characters)` : text;
+  }
+
+  function clock(iso) {
+    const date = new Date(iso);
+    return Number.isNaN(date.getTime()) ? "" : date.toLocaleTimeString([], { hour12: false });
+  }
+
+  /** Show a failed action next to its form, and clear it on the next success. */
+  function report(form, error) {
+    const output = form.querySelector("output.error");
+    if (output) output.textContent = error ? error.message : "";
+  }
+
+  const path = (...parts) => parts.map(encodeURIComponent).join("/");
+
+  return { el, api, eventTypes, stream, preview, clock, report, path };
+})();

@@ -1,0 +1,263 @@
+// A conversation's timeline, live: its events replayed from the start, then as they happen
+// (the gateway's SSE route; the browser's EventSource resumes from the last event id by itself).
+"use strict";
+
+(() => {
+  const { el, api, preview, clock } = Jido;
+  const project = document.body.dataset.project;
+  const conversation = document.body.dataset.conversation;
+  const base = `/api/projects/${Jido.path(project, "conversations", conversation)}`;
+  const timeline = document.getElementById("timeline");
+
+  const bubbles = new Map(); // LLM request id → the assistant message being streamed
+  const tools = new Map(); // tool runner request id → the tool call's card
+  const usage = { calls: 0, prompt: 0, completion: 0, cost: 0, unpriced: 0 };
+
+  function add(node, event) {
+    node.dataset.eventId = event.id;
+    node.dataset.type = event.type;
+    timeline.append(node);
+    node.scrollIntoView({ block: "nearest" });
+    return node;
+  }
+
+  function notice(kind, text, event) {
+    return add(el("li", { class: `notice ${kind}` }, el("time", { datetime: event.time }, clock(event.time)), " ", text), event);
+  }
+
+  // -- messages ------------------------------------------------------------------------------
+
+  function message(role, text, event) {
+    const body = el("div", { class: "text" }, text);
+    const node = add(el("li", { class: `message ${role}` }, el("span", { class: "who" }, role), body), event);
+    return { node, body };
+  }
+
+  function bubble(requestId, event) {
+    const key = requestId || "live";
+    let found = bubbles.get(key) || (requestId ? bubbles.get("live") : undefined);
+    if (!found) {
+      found = message("assistant", "", event);
+      found.node.classList.add("streaming");
+    }
+    bubbles.delete("live");
+    bubbles.set(key, found);
+    return found;
+  }
+
+  // -- tool calls ----------------------------------------------------------------------------
+
+  function card(requestId, event) {
+    let found = tools.get(requestId);
+    if (found) return found;
+    const parts = {
+      name: el("span", { class: "name" }),
+      status: el("span", { class: "badge running" }, "requested"),
+      decision: el("span", { class: "decision" }),
+      duration: el("span", { class: "duration" }),
+      args: el("pre", { class: "args" }),
+      approval: el("div", { class: "approval", hidden: true }),
+      result: el("pre", { class: "result" }),
+      outcome: el("details", { class: "outcome", open: true, hidden: true }),
+      startedAt: event.time,
+    };
+    parts.node = add(
+      el(
+        "li",
+        { class: "tool", "data-request-id": requestId },
+        el("div", { class: "head" }, "tool ", parts.name, " ", parts.status, " ", parts.decision, " ", parts.duration),
+        el("details", { open: true }, el("summary", {}, "arguments"), parts.args),
+        parts.approval,
+        parts.outcome,
+      ),
+      event,
+    );
+    tools.set(requestId, parts);
+    return parts;
+  }
+
+  function finish(parts, event, status, text) {
+    parts.status.textContent = status;
+    parts.status.className = `badge ${status}`;
+    parts.outcome.replaceChildren(el("summary", {}, status === "failed" ? "error" : "result"), parts.result);
+    parts.outcome.hidden = false;
+    parts.result.textContent = text;
+    parts.approval.hidden = true;
+    if (!parts.decision.textContent) parts.decision.textContent = "allowed by policy";
+    // from the request (or the approval, when one was asked) to the result, as the
+    // conversation journaled them: the stream of one page, no second one for the runner's signals
+    const ms = new Date(event.time) - new Date(parts.startedAt);
+    if (Number.isFinite(ms)) parts.duration.textContent = `${Math.max(ms, 0)} ms`;
+  }
+
+  async function answer(parts, requestId, decision) {
+    // shown before the request: the conversation's approval.response may arrive on the
+    // stream before the request's own answer does, and it has the last word
+    const asked = parts.decision.textContent;
+    parts.decision.textContent = decision === "deny" ? "denying…" : "allowing…";
+    for (const button of parts.approval.querySelectorAll("button")) button.disabled = true;
+    try {
+      await api("POST", `${base}/approvals/${Jido.path(requestId)}`, { decision });
+    } catch (error) {
+      parts.decision.textContent = asked;
+      parts.approval.append(el("span", { class: "error" }, error.message));
+      for (const button of parts.approval.querySelectorAll("button")) button.disabled = false;
+    }
+  }
+
+  const DECISIONS = {
+    approve_once: "approved by you (once)",
+    approve_session: "approved by you (this session)",
+    deny: "denied by you",
+  };
+
+  // -- usage ---------------------------------------------------------------------------------
+
+  // cents as cents; a fraction of one with three significant digits (cheap models cost little)
+  const dollars = (cost) => (cost === 0 ? "0" : cost >= 0.01 ? cost.toFixed(4) : cost.toPrecision(3));
+
+  function showUsage(model) {
+    document.getElementById("usage-calls").textContent = usage.calls;
+    document.getElementById("usage-prompt").textContent = usage.prompt.toLocaleString();
+    document.getElementById("usage-completion").textContent = usage.completion.toLocaleString();
+    document.getElementById("usage-cost").textContent =
+      `$${dollars(usage.cost)}${usage.unpriced ? ` (+${usage.unpriced} unpriced)` : ""}`;
+    if (model) document.getElementById("usage-model").textContent = `model ${model}`;
+  }
+
+  // -- the events ----------------------------------------------------------------------------
+
+  /** A model call that ended without text (tool calls only, or failed) leaves no empty bubble. */
+  function dropEmpty(requestId) {
+    const found = bubbles.get(requestId);
+    if (found && !found.body.textContent) {
+      found.node.remove();
+      bubbles.delete(requestId);
+    }
+  }
+
+  const handlers = {
+    "conversation.user.message": (event) => message("user", event.data.text, event),
+    // the model is called: an empty bubble (a blinking cursor) until its text streams in
+    "conversation.llm.requested": (event) => bubble(event.id, event),
+    "conversation.assistant.delta": (event) => {
+      bubble(event.data.request_id, event).body.append(event.data.text);
+    },
+    "conversation.assistant.message": (event) => {
+      // a turn of tool calls alone has no text to show
+      if (!event.data.text && !bubbles.has(event.data.request_id || "live")) return;
+      const { node, body } = bubble(event.data.request_id, event);
+      body.textContent = event.data.text;
+      node.classList.remove("streaming");
+      node.dataset.complete = "true";
+    },
+    "conversation.llm.completed": (event) => {
+      const u = event.data.usage || {};
+      usage.calls += 1;
+      usage.prompt += u.prompt_tokens || 0;
+      usage.completion += u.completion_tokens || 0;
+      if (typeof u.cost_usd === "number") usage.cost += u.cost_usd;
+      else usage.unpriced += 1;
+      showUsage(event.data.model);
+      if (!event.data.content) dropEmpty(event.data.request_id);
+    },
+    "conversation.tool.requested": (event) => {
+      const parts = card(event.id, event);
+      parts.startedAt = event.time;
+      parts.name.textContent = event.data.name;
+      parts.args.textContent = preview(event.data.args);
+    },
+    "conversation.approval.requested": (event) => {
+      const requestId = event.data.request_id;
+      const parts = card(requestId, event);
+      if (!parts.name.textContent) parts.name.textContent = event.data.tool;
+      parts.status.textContent = "waiting for you";
+      parts.status.className = "badge waiting";
+      parts.decision.textContent = "asks for approval";
+      parts.approval.replaceChildren(
+        el("span", {}, event.data.reason || `${event.data.tool} needs your approval`),
+        " ",
+        el("button", { class: "allow", onclick: () => answer(parts, requestId, "allow") }, "Allow"),
+        " ",
+        el("button", { class: "session secondary", onclick: () => answer(parts, requestId, "approve_session") }, "Allow for this session"),
+        " ",
+        el("button", { class: "deny secondary", onclick: () => answer(parts, requestId, "deny") }, "Deny"),
+      );
+      parts.approval.hidden = false;
+    },
+    "conversation.approval.response": (event) => {
+      const parts = card(event.data.request_id, event);
+      parts.decision.textContent = DECISIONS[event.data.decision] || event.data.decision;
+      parts.startedAt = event.time; // the call runs from the answer on
+      parts.approval.hidden = true;
+      if (parts.status.textContent === "waiting for you") {
+        parts.status.textContent = event.data.decision === "deny" ? "denied" : "running";
+        parts.status.className = `badge ${event.data.decision === "deny" ? "failed" : "running"}`;
+      }
+    },
+    "conversation.tool.completed": (event) => {
+      finish(card(event.data.request_id, event), event, "completed", preview(event.data.data));
+    },
+    "conversation.tool.failed": (event) => {
+      const parts = card(event.data.request_id, event);
+      if (event.data.error_type === "permission_denied" && !parts.decision.textContent.startsWith("denied by")) {
+        parts.decision.textContent = "denied by policy";
+      }
+      finish(parts, event, "failed", `${event.data.error_type}: ${event.data.message}`);
+    },
+    "conversation.llm.failed": (event) => {
+      dropEmpty(event.data.request_id);
+      notice("error", `model call failed: ${event.data.error_type}: ${event.data.message}`, event);
+    },
+    "conversation.subagent.started": (event) => notice("info", `sub-agent ${event.data.name || event.data.subagent_id} started`, event),
+    "conversation.subagent.completed": (event) =>
+      notice("info", `sub-agent ${event.data.subagent_id} ${event.data.status}`, event),
+    "conversation.error": (event) => notice("error", `${event.data.error_type}: ${event.data.message}`, event),
+    "conversation.loop.stopped": (event) => notice("warning", `stopped after ${event.data.turns} turns (${event.data.reason})`, event),
+    "conversation.queue.overflow": (event) => notice("warning", `input dropped: the queue is full (${event.data.max_queue})`, event),
+    "conversation.cancel": (event) => notice("warning", `cancelled${event.data.reason ? `: ${event.data.reason}` : ""}`, event),
+    "conversation.resume": (event) => notice("info", "resumed", event),
+  };
+
+  Jido.stream(`${base}/events`, Object.keys(handlers), (event) => handlers[event.type](event));
+
+  // -- the composer --------------------------------------------------------------------------
+
+  const composer = document.getElementById("composer");
+  const send = async () => {
+    const text = composer.elements.text.value;
+    if (!text.trim()) return;
+    composer.elements.text.disabled = true;
+    try {
+      await api("POST", `${base}/messages`, { text });
+      composer.elements.text.value = "";
+      Jido.report(composer, null);
+    } catch (error) {
+      Jido.report(composer, error);
+    } finally {
+      composer.elements.text.disabled = false;
+      composer.elements.text.focus();
+    }
+  };
+  composer.addEventListener("submit", (event) => {
+    event.preventDefault();
+    send();
+  });
+  composer.elements.text.addEventListener("keydown", (event) => {
+    if (event.key === "Enter" && (event.ctrlKey || event.metaKey)) {
+      event.preventDefault();
+      send();
+    }
+  });
+  const action = (id, verb, body) =>
+    document.getElementById(id).addEventListener("click", async () => {
+      try {
+        await api("POST", `${base}/${verb}`, body);
+        Jido.report(composer, null);
+      } catch (error) {
+        Jido.report(composer, error);
+      }
+    });
+  action("cancel", "cancel", { reason: "cancelled from the console" });
+  action("resume", "resume");
+})();
