@@ -18,7 +18,6 @@ import os
 
 import typer
 
-from jidocode.services.mcp_gateway import DEFAULT_CALL_TIMEOUT_S, build_server, serve_stdio
 from jidocode.shared.runner import configure_logging
 
 from .common import cli_bus, resolve_project, run
@@ -32,7 +31,7 @@ def mcp(
     project_dir: str = typer.Argument(..., help="the project's directory"),
     data_dir: str = typer.Option(".jido", "--data-dir", help="the project's data dir, relative to its root"),
     call_timeout: float = typer.Option(
-        DEFAULT_CALL_TIMEOUT_S,
+        300.0,  # mcp_gateway.DEFAULT_CALL_TIMEOUT_S (not imported here: see main)
         "--call-timeout",
         help="seconds a tools/call may take (a wait for approval included)",
     ),
@@ -42,6 +41,9 @@ def mcp(
 
     async def main() -> None:
         async with cli_bus("mcp") as bus:
+            # The MCP SDK takes seconds to import: only this command pays, once it found the system.
+            from jidocode.services.mcp_gateway import build_server, serve_stdio
+
             info = await resolve_project(bus, project_dir, data_dir=data_dir)
             log.info("serving project %s (%s) over MCP on stdio", info.project_id, info.root_path)
             await serve_stdio(build_server(bus, info.project_id, call_timeout_s=call_timeout))
