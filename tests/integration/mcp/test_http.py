@@ -16,6 +16,8 @@ import pytest
 import uvicorn
 from mcp import Client
 from mcp.client.session import ClientRequestContext
+from starlette.applications import Starlette
+from starlette.routing import Mount
 
 from jidocode.cli.dev.scripted_llm import Reply
 from jidocode.services.mcp_gateway import asgi_app, build_server
@@ -45,16 +47,25 @@ class Elicitor:
 
 @asynccontextmanager
 async def _serve(system: McpSystem) -> AsyncIterator[str]:
+    """The app mounted as the HTTP gateway mounts it: under ``/projects/<project_id>``, the host's
+    lifespan running the server's session manager."""
     server = build_server(system.bus, system.project_id, call_timeout_s=90)
-    app = asgi_app(server, allowed_hosts=["127.0.0.1:*"], allowed_origins=["http://127.0.0.1:*"])
+    inner = asgi_app(server, allowed_hosts=["127.0.0.1:*"], allowed_origins=["http://127.0.0.1:*"])
+
+    @asynccontextmanager
+    async def lifespan(_: Starlette) -> AsyncIterator[None]:
+        async with server.session_manager.run():
+            yield
+
+    gateway = Starlette(routes=[Mount(f"/projects/{system.project_id}", app=inner)], lifespan=lifespan)
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
     sock.listen(64)  # connections made before uvicorn is up wait in the backlog: nothing to poll
     port = sock.getsockname()[1]
-    web = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
+    web = uvicorn.Server(uvicorn.Config(gateway, log_level="warning", lifespan="on"))
     task = asyncio.create_task(web.serve(sockets=[sock]))
     try:
-        yield f"http://127.0.0.1:{port}/mcp"
+        yield f"http://127.0.0.1:{port}/projects/{system.project_id}/mcp"
     finally:
         web.should_exit = True
         await asyncio.wait_for(task, 30)
