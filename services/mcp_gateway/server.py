@@ -93,6 +93,7 @@ class _ProjectMcp:
         self.tools = ToolsClient(bus, project_id, timeout=call_timeout_s)
         self.approvals = Approvals(bus, project_id)
         self._info: ProjectInfo | None = None
+        self._stopping: set[asyncio.Future[None]] = set()
 
     async def info(self) -> ProjectInfo:
         if self._info is None:
@@ -126,16 +127,41 @@ class _ProjectMcp:
                 if isinstance(cancel, types.CallToolResult)
                 else await run_cancel(self.bus, self.project_id, cancel)
             )
-        if params.request_state is not None:
-            return await self._resume(params)
-        args = dict(params.arguments or {})
-        if not _can_elicit(ctx):
-            return result_to_mcp(params.name, await self._run(params.name, args, None))
-        return await self._run_asking(ctx, params.name, args)
+        try:
+            if params.request_state is not None:
+                return await self._resume(params)
+            args = dict(params.arguments or {})
+            if not _can_elicit(ctx):
+                return result_to_mcp(params.name, await self._run(params.name, args))
+            return await self._run_asking(ctx, params.name, args)
+        except JidoError as exc:  # the runner could not take the call at all (nobody serving, timeout …)
+            return error_result(f"{params.name} failed ({exc.type}): {exc.message}", error=exc.type)
 
-    async def _run(self, name: str, args: dict[str, Any], conversation_id: str | None) -> ToolResult:
-        meta = ToolCallMeta(request_id=f"mcp-{new_id()}", conversation_id=conversation_id)
-        return await self.tools.run(name, args, meta=meta, timeout=self.call_timeout_s)
+    async def _run(self, name: str, args: dict[str, Any]) -> ToolResult:
+        """A call with no conversation (a client that cannot be asked), as ``jidocode tools run``."""
+        request_id = f"mcp-{new_id()}"
+        meta = ToolCallMeta(request_id=request_id)
+        try:
+            return await self.tools.run(name, args, meta=meta, timeout=self.call_timeout_s)
+        except asyncio.CancelledError:  # the client cancelled its request: stop the call too
+            self._stop(request_id, None)
+            raise
+
+    def _stop(self, request_id: str, conversation_id: str | None) -> None:
+        """Cancel call ``request_id`` on the tool runner, in the background (the caller is
+        being cancelled: it cannot await anything more)."""
+
+        async def cancel() -> None:
+            try:
+                await self.tools.cancel(
+                    request_id, conversation_id=conversation_id, timeout=REQUEST_TIMEOUT_S
+                )
+            except JidoError as exc:
+                log.warning("could not cancel tool call %s: %s", request_id, exc)
+
+        task = asyncio.ensure_future(cancel())
+        self._stopping.add(task)
+        task.add_done_callback(self._stopping.discard)
 
     async def _run_asking(
         self, ctx: Ctx, name: str, args: dict[str, Any]
@@ -171,8 +197,9 @@ class _ProjectMcp:
         finally:
             if not parked:
                 self.approvals.forget(request_id)
-                if not run.done():
+                if not run.done():  # the client cancelled its request, or the elicitation failed
                     run.cancel()
+                    self._stop(request_id, conversation_id)
 
     async def _resume(self, params: types.CallToolRequestParams) -> types.CallToolResult:
         """The round that carries the answer to a parked call's question."""
@@ -186,6 +213,7 @@ class _ProjectMcp:
             )
         if pending.tool != params.name or pending.args != dict(params.arguments or {}):
             pending.run.cancel()
+            self._stop(pending.request_id, await self.approvals.conversation_id())
             return error_result(
                 f"the approval round names {params.name} with other arguments than the call it answers "
                 f"({pending.tool}); the call was cancelled",

@@ -26,7 +26,7 @@ __all__ = ["McpSystem", "mcp_system"]
 
 SETTINGS = {
     "permissions": {
-        "allow": ["Read", "Edit(src/**)", "Bash(echo:*)", "run_command", "load_skill"],
+        "allow": ["Read", "Edit(src/**)", "Bash(echo:*)", "Bash(sleep:*)", "run_command", "load_skill"],
         "ask": ["Edit(ask/**)"],
         "deny": ["Bash(rm:*)"],
     },

@@ -7,6 +7,7 @@ both protocol eras), chat with progress, cancel, skills and commands, the bus.""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import socket
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -107,6 +108,19 @@ async def test_mcp_over_http(mcp_system: McpSystem) -> None:
             assert denied.is_error is True
             assert "permission_denied" in _text(denied) and "Bash(rm:*)" in _text(denied)
             assert (system.project / "src" / "a.py").exists()
+
+            # -- a request the client cancels stops the call on the tool runner
+            sleeping = asyncio.create_task(client.call_tool("bash", {"command": "sleep 60"}))
+            started = await system.wait_signal(
+                lambda e: e.type == "tool.started" and e.data.get("name") == "bash"
+            )
+            sleeping.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await sleeping
+            stopped = await system.wait_signal(
+                lambda e: e.type == "tool.failed" and e.data["request_id"] == started.data["request_id"]
+            )
+            assert stopped.data["error"]["type"] == "cancelled"
 
             # -- an ask in a client without elicitation: refused at once, naming the rule
             asked = await client.call_tool("write_file", {"path": "ask/x.txt", "content": "after\n"})
