@@ -10,6 +10,7 @@ client, as any other client does.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Any, Final, TypeVar
 
@@ -125,8 +126,13 @@ async def run_chat(
     *,
     progress: Progress,
     approve: ApproveCallback | None,
+    on_abandon: Callable[[str], None],
 ) -> types.CallToolResult:
-    """One ``chat`` call: the turn's answer, or an error result saying why there is none."""
+    """One ``chat`` call: the turn's answer, or an error result saying why there is none.
+
+    ``on_abandon(conversation_id)`` is called when the call is cancelled while the turn runs
+    (it cannot await: the caller is being cancelled).
+    """
     client = JidoClient(bus, project, owns_bus=False, settings={})
     pieces = 0
 
@@ -142,6 +148,9 @@ async def run_chat(
         conversation_id = await client.start_conversation(args.conversation_id)
         try:
             answer = await client.send_message(args.message, on_delta, timeout=args.timeout_s)
+        except asyncio.CancelledError:  # the MCP client cancelled its request: cancel the turn too
+            on_abandon(conversation_id)
+            raise
         except TurnFailed as exc:
             return error_result(
                 f"the turn of conversation {conversation_id} ended without an answer ({exc.type}): {exc.message}",

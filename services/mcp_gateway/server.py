@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable
 from contextlib import asynccontextmanager
 from typing import Any, Final
 
@@ -152,14 +152,29 @@ class _ProjectMcp:
         being cancelled: it cannot await anything more)."""
 
         async def cancel() -> None:
-            try:
-                await self.tools.cancel(
-                    request_id, conversation_id=conversation_id, timeout=REQUEST_TIMEOUT_S
-                )
-            except JidoError as exc:
-                log.warning("could not cancel tool call %s: %s", request_id, exc)
+            await self.tools.cancel(request_id, conversation_id=conversation_id, timeout=REQUEST_TIMEOUT_S)
 
-        task = asyncio.ensure_future(cancel())
+        self._background(cancel(), f"cancel tool call {request_id}")
+
+    def _cancel_turn(self, conversation_id: str) -> None:
+        """Cancel the running turn of ``conversation_id``, in the background."""
+        self._background(
+            run_cancel(
+                self.bus,
+                self.project_id,
+                CancelArgs(conversation_id=conversation_id, reason="mcp request cancelled"),
+            ),
+            f"cancel the turn of {conversation_id}",
+        )
+
+    def _background(self, work: Awaitable[Any], what: str) -> None:
+        async def run() -> None:
+            try:
+                await work
+            except JidoError as exc:
+                log.warning("could not %s: %s", what, exc)
+
+        task = asyncio.ensure_future(run())
         self._stopping.add(task)
         task.add_done_callback(self._stopping.discard)
 
@@ -247,7 +262,9 @@ class _ProjectMcp:
             project = await self.info()
         except JidoError as exc:
             return error_result(f"chat failed ({exc.type}): {exc.message}", error=exc.type)
-        return await run_chat(self.bus, project, args, progress=progress, approve=approve)
+        return await run_chat(
+            self.bus, project, args, progress=progress, approve=approve, on_abandon=self._cancel_turn
+        )
 
     # -- skills and slash commands ---------------------------------------------------------
 

@@ -22,6 +22,9 @@ from starlette.routing import Mount
 
 from jidocode.cli.dev.scripted_llm import Reply
 from jidocode.services.mcp_gateway import asgi_app, build_server
+from jidocode.shared import subjects
+from jidocode.shared.envelope import Envelope
+from jidocode.shared.events.conversation import Cancel
 from tests.integration.mcp.support import McpSystem, mcp_system
 
 __all__ = ["mcp_system"]
@@ -220,3 +223,21 @@ async def test_mcp_over_http(mcp_system: McpSystem) -> None:
             assert ended.is_error is True and "cancel" in _text(ended)
             assert ended.structured_content is not None
             assert ended.structured_content["conversation_id"] == "mcp-cancel-me"
+
+            # -- a chat request the client cancels cancels the turn
+            system.llm.script(Reply.answer("never heard", delay_s=60))
+            out: asyncio.Queue[Envelope] = asyncio.Queue()
+            sub = await system.bus.subscribe(
+                subjects.conversation_out_filter(system.project_id, "mcp-abandon"), out.put
+            )
+            abandoned = asyncio.create_task(
+                client.call_tool("chat", {"message": "slow", "conversation_id": "mcp-abandon"})
+            )
+            await system.llm.wait_requests(4, timeout=60)
+            abandoned.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await abandoned
+            async with asyncio.timeout(60):
+                while (await out.get()).type != Cancel.TYPE:
+                    pass
+            await sub.unsubscribe()
