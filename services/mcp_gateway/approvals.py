@@ -54,6 +54,8 @@ class Pending:
     args: dict[str, Any]
     run: asyncio.Task[ToolResult]
     question: ApprovalRequest
+    #: The conversation the call runs in (the approvals conversation).
+    conversation_id: str
 
 
 @dataclass

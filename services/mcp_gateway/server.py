@@ -73,8 +73,12 @@ Ctx = ServerRequestContext[Any]
 
 
 def _can_elicit(ctx: Ctx) -> bool:
+    """The client declared elicitation, and this request can carry the question: as an
+    ``InputRequiredResult`` (2026-07-28) or a request to the client (a back channel)."""
     caps = ctx.session.client_capabilities
-    return caps is not None and caps.elicitation is not None
+    if caps is None or caps.elicitation is None:
+        return False
+    return _modern(ctx) or ctx.session.can_send_request
 
 
 def _modern(ctx: Ctx) -> bool:
@@ -195,7 +199,7 @@ class _ProjectMcp:
                 return result_to_mcp(name, run.result())
             question = asked.result()
             if _modern(ctx):
-                token = self.approvals.park(Pending(request_id, name, args, run, question))
+                token = self.approvals.park(Pending(request_id, name, args, run, question, conversation_id))
                 parked = True
                 return types.InputRequiredResult(
                     input_requests={APPROVE_KEY: _ask(question)}, request_state=token
@@ -228,7 +232,7 @@ class _ProjectMcp:
             )
         if pending.tool != params.name or pending.args != dict(params.arguments or {}):
             pending.run.cancel()
-            self._stop(pending.request_id, await self.approvals.conversation_id())
+            self._stop(pending.request_id, pending.conversation_id)
             return error_result(
                 f"the approval round names {params.name} with other arguments than the call it answers "
                 f"({pending.tool}); the call was cancelled",
@@ -237,7 +241,12 @@ class _ProjectMcp:
         responses = params.input_responses or {}
         decision = approval_decision(responses.get(APPROVE_KEY))
         self.approvals.answer(pending.request_id, decision)
-        return result_to_mcp(params.name, await pending.run)
+        try:
+            return result_to_mcp(params.name, await pending.run)
+        except asyncio.CancelledError:  # the client cancelled this round: stop the call too
+            pending.run.cancel()
+            self._stop(pending.request_id, pending.conversation_id)
+            raise
 
     async def _chat(self, ctx: Ctx, params: types.CallToolRequestParams) -> types.CallToolResult:
         args = parse_args(ChatArgs, params.name, params.arguments)

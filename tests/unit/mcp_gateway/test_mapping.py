@@ -143,7 +143,7 @@ async def test_parked_calls_are_bounded_and_taken_once() -> None:
 
     def parked(i: int) -> Pending:
         question: Any = None
-        return Pending(f"r{i}", "t", {}, asyncio.ensure_future(never()), question)
+        return Pending(f"r{i}", "t", {}, asyncio.ensure_future(never()), question, "c")
 
     first, second = parked(1), parked(2)
     token = approvals.park(first)
