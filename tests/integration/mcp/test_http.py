@@ -20,7 +20,7 @@ from mcp.client.session import ClientRequestContext
 from starlette.applications import Starlette
 from starlette.routing import Mount
 
-from jidocode.cli.dev.scripted_llm import Reply
+from jidocode.cli.dev.scripted_llm import Reply, call
 from jidocode.services.mcp_gateway import asgi_app, build_server
 from jidocode.shared import subjects
 from jidocode.shared.envelope import Envelope
@@ -179,6 +179,20 @@ async def test_mcp_over_http(mcp_system: McpSystem) -> None:
         )
         assert str(approved.data["conversation_id"]).startswith("mcp-")  # asked in the approvals conversation
 
+        # -- an ask inside a chat turn goes to the same client (2025 connection)
+        system.llm.script(
+            Reply.tools(call("write_file", path="ask/x.txt", content="from the turn\n")),
+            Reply.answer("Written."),
+        )
+        elicitor = Elicitor(True)
+        async with Client(url, mode="legacy", elicitation_callback=elicitor) as client:
+            turn_result = await client.call_tool("chat", {"message": "write it"})
+        assert turn_result.is_error is False, _text(turn_result)
+        assert _text(turn_result) == "Written."
+        assert len(elicitor.questions) == 1 and "write_file" in elicitor.questions[0]
+        assert (system.project / "ask" / "x.txt").read_text() == "from the turn\n"
+        await system.llm.wait_requests(2)
+
         # -- chat: progress notifications stream the answer; the answer and the conversation id return
         system.llm.script(Reply.answer("The readme says hello.", chunk_chars=4))
         progress: list[tuple[float, str | None]] = []
@@ -203,7 +217,7 @@ async def test_mcp_over_http(mcp_system: McpSystem) -> None:
                 "chat", {"message": "And now?", "conversation_id": conversation_id}
             )
             assert again.structured_content == {"conversation_id": conversation_id, "answer": "Still hello."}
-            last = (await system.llm.wait_requests(2))[-1]
+            last = (await system.llm.wait_requests(4))[-1]
             assert [m["content"] for m in last["messages"] if m["role"] == "user"] == [
                 "What does the readme say?",
                 "And now?",
@@ -214,7 +228,7 @@ async def test_mcp_over_http(mcp_system: McpSystem) -> None:
             turn = asyncio.create_task(
                 client.call_tool("chat", {"message": "take your time", "conversation_id": "mcp-cancel-me"})
             )
-            await system.llm.wait_requests(3, timeout=60)
+            await system.llm.wait_requests(5, timeout=60)
             cancelled = await client.call_tool(
                 "cancel", {"conversation_id": "mcp-cancel-me", "reason": "test"}
             )
@@ -233,7 +247,7 @@ async def test_mcp_over_http(mcp_system: McpSystem) -> None:
             abandoned = asyncio.create_task(
                 client.call_tool("chat", {"message": "slow", "conversation_id": "mcp-abandon"})
             )
-            await system.llm.wait_requests(4, timeout=60)
+            await system.llm.wait_requests(6, timeout=60)
             abandoned.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await abandoned
