@@ -12,18 +12,21 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any, Final, TypeVar
 
 import mcp_types as types
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from jidocode.client import ApproveCallback, JidoClient, TurnFailed
+from jidocode.client import ApprovalRequest, ApproveCallback, Decision, JidoClient, TurnFailed
 from jidocode.shared.bus import Bus
 from jidocode.shared.clients import ConversationsClient
+from jidocode.shared.envelope import new_id
 from jidocode.shared.errors import JidoError, RequestTimeout
 from jidocode.shared.events.conversation import Cancel
 from jidocode.shared.events.engine import ProjectInfo
 
+from .approvals import ANSWER_WAIT_S, MAX_PENDING, TooManyPending
 from .mapping import error_result
 
 __all__ = [
@@ -33,6 +36,9 @@ __all__ = [
     "MAX_MESSAGE_CHARS",
     "CancelArgs",
     "ChatArgs",
+    "ParkedTurn",
+    "ParkedTurns",
+    "TurnQuestions",
     "parse_args",
     "run_cancel",
     "run_chat",
@@ -187,3 +193,64 @@ async def run_cancel(bus: Bus, project_id: str, args: CancelArgs) -> types.CallT
         content=[types.TextContent(text=f"cancel sent to conversation {args.conversation_id}")],
         structured_content={"conversation_id": args.conversation_id, "event_id": accepted.id},
     )
+
+
+class TurnQuestions:
+    """The asks of one ``chat`` turn on a 2026-07-28 connection, handed to whichever round of
+    the ``chat`` request is current; that round's progress sink gets the answer's pieces."""
+
+    def __init__(self) -> None:
+        self.questions: asyncio.Queue[tuple[ApprovalRequest, asyncio.Future[Decision]]] = asyncio.Queue()
+        self.sink: Progress | None = None
+
+    async def approve(self, request: ApprovalRequest) -> Decision:
+        """The approve callback of the turn's client: wait for a round to carry the answer."""
+        answer: asyncio.Future[Decision] = asyncio.get_running_loop().create_future()
+        await self.questions.put((request, answer))
+        try:
+            return await asyncio.wait_for(asyncio.shield(answer), ANSWER_WAIT_S)
+        except TimeoutError:
+            return "deny"
+
+    async def progress(self, count: float, text: str) -> None:
+        if self.sink is not None:
+            await self.sink(count, text)
+
+
+@dataclass
+class ParkedTurn:
+    """A ``chat`` turn waiting for the client's next round to answer ``question``."""
+
+    task: asyncio.Task[types.CallToolResult]
+    turn: TurnQuestions
+    question: ApprovalRequest
+    answer: asyncio.Future[Decision]
+
+
+class ParkedTurns:
+    """The turns waiting for a round, bounded (``max_pending``); each taken once."""
+
+    def __init__(self, *, max_pending: int = MAX_PENDING) -> None:
+        if max_pending < 1:
+            raise ValueError(f"max_pending must be at least 1, got {max_pending}")
+        self.max_pending = max_pending
+        self._parked: dict[str, ParkedTurn] = {}
+
+    def park(self, parked: ParkedTurn) -> str:
+        if len(self._parked) >= self.max_pending:
+            raise TooManyPending(
+                f"{len(self._parked)} chat turns already wait for an approval from this MCP server's "
+                f"clients (at most {self.max_pending}); answer those first"
+            )
+        token = str(new_id())
+        self._parked[token] = parked
+        parked.task.add_done_callback(lambda _: self._parked.pop(token, None))
+        return token
+
+    def take(self, token: str) -> ParkedTurn | None:
+        return self._parked.pop(token, None)
+
+    def close(self) -> None:
+        for parked in list(self._parked.values()):
+            parked.task.cancel()
+        self._parked.clear()

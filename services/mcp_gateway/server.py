@@ -44,7 +44,18 @@ from jidocode.shared.events.tools import ToolCallMeta, ToolResult
 from jidocode.shared.subjects import validate_token
 
 from .approvals import Approvals, Pending, TooManyPending
-from .chat import CANCEL_TOOL, CHAT_TOOL, CancelArgs, ChatArgs, parse_args, run_cancel, run_chat
+from .chat import (
+    CANCEL_TOOL,
+    CHAT_TOOL,
+    CancelArgs,
+    ChatArgs,
+    ParkedTurn,
+    ParkedTurns,
+    TurnQuestions,
+    parse_args,
+    run_cancel,
+    run_chat,
+)
 from .mapping import (
     APPROVAL_SCHEMA,
     approval_decision,
@@ -96,6 +107,7 @@ class _ProjectMcp:
         self.assets = AssetsClient(bus, project_id, timeout=REQUEST_TIMEOUT_S)
         self.tools = ToolsClient(bus, project_id, timeout=call_timeout_s)
         self.approvals = Approvals(bus, project_id)
+        self.turns = ParkedTurns()
         self._info: ProjectInfo | None = None
         self._stopping: set[asyncio.Future[None]] = set()
 
@@ -248,16 +260,49 @@ class _ProjectMcp:
             self._stop(pending.request_id, pending.conversation_id)
             raise
 
-    async def _chat(self, ctx: Ctx, params: types.CallToolRequestParams) -> types.CallToolResult:
-        args = parse_args(ChatArgs, params.name, params.arguments)
-        if isinstance(args, types.CallToolResult):
-            return args
-
+    async def _chat(
+        self, ctx: Ctx, params: types.CallToolRequestParams
+    ) -> types.CallToolResult | types.InputRequiredResult:
         async def progress(count: float, text: str) -> None:
             await ctx.session.report_progress(count, None, text)
 
+        if params.request_state is not None:  # a round answering a turn's ask (2026-07-28)
+            parked = self.turns.take(params.request_state)
+            if parked is None:
+                return error_result(
+                    "chat: the turn waiting for this approval is over (answered, timed out or cancelled)",
+                    error="not_found",
+                )
+            if not parked.answer.done():
+                parked.answer.set_result(approval_decision((params.input_responses or {}).get(APPROVE_KEY)))
+            parked.turn.sink = progress
+            return await self._follow_turn(parked.task, parked.turn)
+
+        args = parse_args(ChatArgs, params.name, params.arguments)
+        if isinstance(args, types.CallToolResult):
+            return args
+        try:
+            project = await self.info()
+        except JidoError as exc:
+            return error_result(f"chat failed ({exc.type}): {exc.message}", error=exc.type)
+
+        if _can_elicit(ctx) and _modern(ctx):  # asks travel as rounds of this request
+            turn = TurnQuestions()
+            turn.sink = progress
+            task = asyncio.ensure_future(
+                run_chat(
+                    self.bus,
+                    project,
+                    args,
+                    progress=turn.progress,
+                    approve=turn.approve,
+                    on_abandon=self._cancel_turn,
+                )
+            )
+            return await self._follow_turn(task, turn)
+
         approve = None
-        if _can_elicit(ctx) and not _modern(ctx):
+        if _can_elicit(ctx):  # asks travel as requests to the client (2025 connections)
 
             async def approve(request: ApprovalRequest) -> Decision:
                 answer = await ctx.session.elicit_form(
@@ -267,13 +312,36 @@ class _ProjectMcp:
                 )
                 return approval_decision(answer)
 
-        try:
-            project = await self.info()
-        except JidoError as exc:
-            return error_result(f"chat failed ({exc.type}): {exc.message}", error=exc.type)
         return await run_chat(
             self.bus, project, args, progress=progress, approve=approve, on_abandon=self._cancel_turn
         )
+
+    async def _follow_turn(
+        self, task: asyncio.Task[types.CallToolResult], turn: TurnQuestions
+    ) -> types.CallToolResult | types.InputRequiredResult:
+        """Wait for the turn's result, or its next ask (returned as a round for the client)."""
+        asked = asyncio.ensure_future(turn.questions.get())
+        try:
+            first: set[asyncio.Future[Any]] = {task, asked}
+            await asyncio.wait(first, return_when=asyncio.FIRST_COMPLETED)
+            if task.done():
+                return task.result()
+            question, answer = asked.result()
+            turn.sink = None  # this round ends here: nowhere to send progress until the next
+            try:
+                token = self.turns.park(ParkedTurn(task, turn, question, answer))
+            except TooManyPending as exc:
+                answer.set_result("deny")
+                return error_result(str(exc), error="quota_exceeded")
+            return types.InputRequiredResult(
+                input_requests={APPROVE_KEY: _ask(question)}, request_state=token
+            )
+        except asyncio.CancelledError:  # the client cancelled its request: run_chat cancels the turn
+            task.cancel()
+            raise
+        finally:
+            if not asked.done():
+                asked.cancel()
 
     # -- skills and slash commands ---------------------------------------------------------
 
@@ -333,6 +401,7 @@ class _ProjectMcp:
         )
 
     async def close(self) -> None:
+        self.turns.close()
         await self.approvals.close()
 
 

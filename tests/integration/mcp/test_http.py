@@ -193,6 +193,19 @@ async def test_mcp_over_http(mcp_system: McpSystem) -> None:
         assert (system.project / "ask" / "x.txt").read_text() == "from the turn\n"
         await system.llm.wait_requests(2)
 
+        # -- and on a 2026-07-28 connection, as a round of the chat request
+        system.llm.script(
+            Reply.tools(call("write_file", path="ask/x.txt", content="modern turn\n")), Reply.answer("Again.")
+        )
+        elicitor = Elicitor(True)
+        async with Client(url, elicitation_callback=elicitor) as client:
+            turn_result = await client.call_tool("chat", {"message": "write it again"})
+        assert turn_result.is_error is False, _text(turn_result)
+        assert _text(turn_result) == "Again."
+        assert len(elicitor.questions) == 1 and "write_file" in elicitor.questions[0]
+        assert (system.project / "ask" / "x.txt").read_text() == "modern turn\n"
+        await system.llm.wait_requests(4)
+
         # -- chat: progress notifications stream the answer; the answer and the conversation id return
         system.llm.script(Reply.answer("The readme says hello.", chunk_chars=4))
         progress: list[tuple[float, str | None]] = []
@@ -217,7 +230,7 @@ async def test_mcp_over_http(mcp_system: McpSystem) -> None:
                 "chat", {"message": "And now?", "conversation_id": conversation_id}
             )
             assert again.structured_content == {"conversation_id": conversation_id, "answer": "Still hello."}
-            last = (await system.llm.wait_requests(4))[-1]
+            last = (await system.llm.wait_requests(6))[-1]
             assert [m["content"] for m in last["messages"] if m["role"] == "user"] == [
                 "What does the readme say?",
                 "And now?",
@@ -228,7 +241,7 @@ async def test_mcp_over_http(mcp_system: McpSystem) -> None:
             turn = asyncio.create_task(
                 client.call_tool("chat", {"message": "take your time", "conversation_id": "mcp-cancel-me"})
             )
-            await system.llm.wait_requests(5, timeout=60)
+            await system.llm.wait_requests(7, timeout=60)
             cancelled = await client.call_tool(
                 "cancel", {"conversation_id": "mcp-cancel-me", "reason": "test"}
             )
@@ -247,7 +260,7 @@ async def test_mcp_over_http(mcp_system: McpSystem) -> None:
             abandoned = asyncio.create_task(
                 client.call_tool("chat", {"message": "slow", "conversation_id": "mcp-abandon"})
             )
-            await system.llm.wait_requests(6, timeout=60)
+            await system.llm.wait_requests(8, timeout=60)
             abandoned.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await abandoned

@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from jidocode.services.mcp_gateway.approvals import Approvals, Pending, TooManyPending
-from jidocode.services.mcp_gateway.chat import ChatArgs, parse_args
+from jidocode.services.mcp_gateway.chat import ChatArgs, ParkedTurn, ParkedTurns, TurnQuestions, parse_args
 from jidocode.services.mcp_gateway.mapping import (
     approval_decision,
     ask_refusal,
@@ -159,3 +159,50 @@ async def test_parked_calls_are_bounded_and_taken_once() -> None:
     assert approvals.parked == 0  # a call that ended is no longer parked
     with pytest.raises(ValueError, match="max_pending"):
         Approvals(bus=None, project_id="p", max_pending=0)  # type: ignore[arg-type]
+
+
+async def test_parked_chat_turns_are_bounded_and_taken_once() -> None:
+    turns = ParkedTurns(max_pending=1)
+    gate = asyncio.Event()
+
+    async def turn() -> types.CallToolResult:
+        await gate.wait()
+        return types.CallToolResult(content=[])
+
+    def parked() -> ParkedTurn:
+        question: Any = None
+        return ParkedTurn(asyncio.ensure_future(turn()), TurnQuestions(), question, asyncio.Future())
+
+    first = parked()
+    token = turns.park(first)
+    second = parked()
+    with pytest.raises(TooManyPending, match="at most 1"):
+        turns.park(second)
+    assert turns.take(token) is first and turns.take(token) is None
+    turns.park(second)
+    gate.set()
+    # gather resumes this test only after each task's earlier done callbacks (the unparking) ran
+    await asyncio.gather(first.task, second.task)
+    turns.park(parked())
+    turns.close()
+    with pytest.raises(ValueError, match="max_pending"):
+        ParkedTurns(max_pending=0)
+
+
+async def test_a_turns_ask_waits_for_the_round_that_answers_it() -> None:
+    questions = TurnQuestions()
+    request: Any = object()
+    asking = asyncio.ensure_future(questions.approve(request))
+    asked, answer = await questions.questions.get()
+    assert asked is request
+    answer.set_result("approve_once")
+    assert await asking == "approve_once"
+    pieces: list[str] = []
+
+    async def sink(count: float, text: str) -> None:
+        pieces.append(text)
+
+    await questions.progress(1, "dropped")  # no round to send it to
+    questions.sink = sink
+    await questions.progress(2, "kept")
+    assert pieces == ["kept"]
