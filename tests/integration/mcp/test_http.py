@@ -2,7 +2,8 @@
 loopback port, driven by the official SDK's ``Client``, against every service on a real
 nats-server and the scripted model. One system for the whole module (one scenario per
 test, each on the same server): list, call, deny, ask (with and without elicitation, on
-both protocol eras), chat with progress, cancel, skills and commands, the bus."""
+both protocol eras), chat with progress, cancel, skills and commands, the bus; and
+``McpProjects``, every project behind the gateway's one route."""
 
 from __future__ import annotations
 
@@ -11,18 +12,21 @@ import contextlib
 import socket
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 
+import httpx
 import mcp_types as types
 import pytest
 import uvicorn
 from mcp import Client
 from mcp.client.session import ClientRequestContext
 from starlette.applications import Starlette
-from starlette.routing import Mount
+from starlette.routing import Mount, Route
 
 from jidocode.cli.dev.scripted_llm import Reply, call
-from jidocode.services.mcp_gateway import asgi_app, build_server
+from jidocode.services.mcp_gateway import McpProjects, asgi_app, build_server
 from jidocode.shared import subjects
+from jidocode.shared.clients import EngineClient
 from jidocode.shared.envelope import Envelope
 from jidocode.shared.events.conversation import Cancel
 from tests.integration.mcp.support import McpSystem, mcp_system
@@ -50,8 +54,25 @@ class Elicitor:
 
 
 @asynccontextmanager
+async def _uvicorn(app: Starlette) -> AsyncIterator[str]:
+    """``app`` under uvicorn on a random loopback port: its base URL."""
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(64)  # connections made before uvicorn is up wait in the backlog: nothing to poll
+    port = sock.getsockname()[1]
+    web = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
+    task = asyncio.create_task(web.serve(sockets=[sock]))
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        web.should_exit = True
+        await asyncio.wait_for(task, 30)
+        sock.close()
+
+
+@asynccontextmanager
 async def _serve(system: McpSystem) -> AsyncIterator[str]:
-    """The app mounted as the HTTP gateway mounts it: under ``/projects/<project_id>``, the host's
+    """One server's app mounted as a host mounts it: under ``/projects/<project_id>``, the host's
     lifespan running the server's session manager."""
     server = build_server(system.bus, system.project_id, call_timeout_s=90)
     inner = asgi_app(server, allowed_hosts=["127.0.0.1:*"], allowed_origins=["http://127.0.0.1:*"])
@@ -61,26 +82,16 @@ async def _serve(system: McpSystem) -> AsyncIterator[str]:
         async with server.session_manager.run():
             yield
 
-    gateway = Starlette(routes=[Mount(f"/projects/{system.project_id}", app=inner)], lifespan=lifespan)
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    sock.listen(64)  # connections made before uvicorn is up wait in the backlog: nothing to poll
-    port = sock.getsockname()[1]
-    web = uvicorn.Server(uvicorn.Config(gateway, log_level="warning", lifespan="on"))
-    task = asyncio.create_task(web.serve(sockets=[sock]))
-    try:
-        yield f"http://127.0.0.1:{port}/projects/{system.project_id}/mcp"
-    finally:
-        web.should_exit = True
-        await asyncio.wait_for(task, 30)
-        sock.close()
+    host = Starlette(routes=[Mount(f"/projects/{system.project_id}", app=inner)], lifespan=lifespan)
+    async with _uvicorn(host) as base:
+        yield f"{base}/projects/{system.project_id}/mcp"
 
 
 def _text(result: types.CallToolResult) -> str:
     return "".join(c.text for c in result.content if isinstance(c, types.TextContent))
 
 
-async def test_mcp_over_http(mcp_system: McpSystem) -> None:
+async def test_mcp_over_http(mcp_system: McpSystem, tmp_path: Path) -> None:
     system = mcp_system
     async with _serve(system) as url:
         # -- tools/list: the policy-filtered catalogue, schemas, chat and cancel
@@ -268,3 +279,35 @@ async def test_mcp_over_http(mcp_system: McpSystem) -> None:
                 while (await out.get()).type != Cancel.TYPE:
                     pass
             await sub.unsubscribe()
+
+    # -- every project behind one route (the same system, another server)
+    await _every_project_behind_one_route(system, tmp_path)
+
+
+async def _post(url: str) -> httpx.Response:
+    async with httpx.AsyncClient() as http:
+        body = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
+        return await http.post(url, json=body, headers={"Accept": "application/json, text/event-stream"})
+
+
+async def _every_project_behind_one_route(system: McpSystem, tmp_path: Path) -> None:
+    """``McpProjects``, as the gateway routes ``/projects/{project_id}/mcp``: a project's server is
+    built on first use; an unknown id is 404, a project past ``max_projects`` 503."""
+    projects = McpProjects(system.bus, max_projects=1, allowed_hosts=["127.0.0.1:*"])
+    app = Starlette(routes=[Route("/projects/{project_id}/mcp", projects, methods=["GET", "POST", "DELETE"])])
+    other = tmp_path / "other"
+    other.mkdir()
+    other_id = (await EngineClient(system.bus, timeout=15).start_project(str(other))).project_id
+    async with projects, _uvicorn(app) as base:
+        async with Client(f"{base}/projects/{system.project_id}/mcp") as client:
+            result = await client.call_tool("read_file", {"path": "README.md"})
+            assert result.is_error is False, _text(result)
+        assert projects.projects == [system.project_id]
+
+        full = await _post(f"{base}/projects/{other_id}/mcp")
+        assert full.status_code == 503 and full.json()["error"]["type"] == "quota_exceeded"
+        assert "at most 1" in full.json()["error"]["message"]
+        for bogus in ("nope", "a.b"):
+            missing = await _post(f"{base}/projects/{bogus}/mcp")
+            assert missing.status_code == 404 and missing.json()["error"]["type"] == "not_found"
+    assert projects.projects == []
