@@ -1,7 +1,6 @@
 """The MCP server over streamable HTTP: ``asgi_app(build_server(...))`` under uvicorn on a random
 loopback port, driven by the official SDK's ``Client``, against every service on a real
-nats-server and the scripted model. One system for the whole module (one scenario per
-test, each on the same server): list, call, deny, ask (with and without elicitation, on
+nats-server and the scripted model. One system for the whole module, one scenario: list, call, deny, ask (with and without elicitation, on
 both protocol eras), chat with progress, cancel, skills and commands, the bus; and
 ``McpProjects``, every project behind the gateway's one route."""
 
