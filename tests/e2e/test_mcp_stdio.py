@@ -1,13 +1,16 @@
 """`jidocode mcp <dir>` end to end: the official SDK's ``Client`` spawns the command (stdio) against
 every service on a real nats-server and the scripted model, as Claude Desktop or Claude Code do
-with the configuration line of docs/mcp.md. One process for the whole scenario: list, call,
-deny, ask (without and with elicitation), chat with progress, cancel."""
+with the configuration line of docs/mcp.md. First a session typed by hand (stdout carries
+JSON-RPC only, logs go to stderr), then the SDK's clients: list, call, deny, ask (without and
+with elicitation), chat with progress, cancel."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import sys
+from typing import Any
 
 import mcp_types as types
 import pytest
@@ -37,8 +40,50 @@ def _text(result: types.CallToolResult) -> str:
     return "".join(c.text for c in result.content if isinstance(c, types.TextContent))
 
 
+async def _raw_session(system: McpSystem) -> tuple[list[dict[str, Any]], str]:
+    """A session typed by hand on the command's stdin: what stdout and stderr carried."""
+    params = _server(system)
+    proc = await asyncio.create_subprocess_exec(
+        params.command,
+        *params.args,
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        env=params.env,
+    )
+    hello = {
+        "protocolVersion": "2025-06-18",
+        "capabilities": {},
+        "clientInfo": {"name": "raw", "version": "1"},
+    }
+    messages = [
+        {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": hello},
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        {"jsonrpc": "2.0", "id": 2, "method": "tools/list"},
+    ]
+    assert proc.stdin is not None and proc.stdout is not None
+    for message in messages:
+        proc.stdin.write(json.dumps(message).encode() + b"\n")
+    await proc.stdin.drain()
+    lines: list[dict[str, Any]] = []
+    async with asyncio.timeout(90):
+        while len(lines) < 2:  # the two answers; then stdin closes and the command ends
+            lines.append(json.loads(await proc.stdout.readline()))
+        proc.stdin.close()
+        rest, err = await proc.communicate()
+    assert rest == b""
+    return lines, err.decode()
+
+
 async def test_jidocode_mcp_over_stdio(mcp_system: McpSystem) -> None:
     system = mcp_system
+
+    # stdout carries protocol messages only (every line JSON-RPC), even with logs at INFO
+    answers, stderr = await _raw_session(system)
+    assert [a["id"] for a in answers] == [1, 2] and all(a["jsonrpc"] == "2.0" for a in answers)
+    assert answers[0]["result"]["serverInfo"]["name"] == "jidocode"
+    assert "read_file" in {t["name"] for t in answers[1]["result"]["tools"]}
+    assert "serving project" in stderr
     questions: list[str] = []
 
     async def approve(context: ClientRequestContext, params: types.ElicitRequestParams) -> types.ElicitResult:
