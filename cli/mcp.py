@@ -6,7 +6,7 @@ The line an MCP client (Claude Desktop, Claude Code, Cursor) puts in its configu
 
 It connects to the running system (``NATS_URL``, else the one ``jidocode up`` started, as
 every command does) and serves the server of ``services/mcp_gateway`` until the client
-closes stdin. With no system running it exits at once with one line on stderr saying to
+closes stdin. With no system running it exits at once with a message on stderr saying to
 start ``jidocode up`` (decision 0200): it never starts services of its own. stdout carries
 protocol bytes only; logs go to stderr (``JIDO_LOG_LEVEL``, WARNING by default).
 """
