@@ -31,6 +31,10 @@ app.add_typer(assets.app, name="assets")
 app.add_typer(contract.app, name="contract")
 app.add_typer(dev.app, name="dev")
 
+from .mcp import mcp  # noqa: E402  (issue 15: one project as an MCP server on stdio)
+
+app.command()(mcp)
+
 try:  # the deploy commands (issue 7) land separately
     from . import deploy
 

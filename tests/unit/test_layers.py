@@ -160,6 +160,10 @@ def allowed_prefixes(importer: str) -> tuple[str, ...] | None:
         return ("jidocode.shared", "jidocode.client")
     if _within(importer, "jidocode.services"):
         parts = importer.split(".")
+        if len(parts) >= 4 and parts[2] == "mcp_gateway":  # a protocol adapter: a client of the system
+            return ("jidocode.shared", "jidocode.client", ".".join(parts[:3]))
+        if len(parts) >= 4 and parts[2] == "gateway":  # it serves the MCP library at /projects/<p>/mcp
+            return ("jidocode.shared", "jidocode.services.mcp_gateway", ".".join(parts[:3]))
         if len(parts) >= 4:  # jidocode.services.<a>.<module>
             return ("jidocode.shared", ".".join(parts[:3]))
         return ("jidocode.shared", importer)  # services/__init__.py, services/registry.py
