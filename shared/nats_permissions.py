@@ -336,6 +336,10 @@ def _conversation() -> Permissions:
         project_requests("list_tools"),
         project_requests("info"),
         assets_requests(),
+        # sub-agents: a parent's actor starts, feeds, reads and cancels its child conversations
+        # through the conversation endpoints, and holds the project's sub-agent slots
+        conversations_requests(),
+        *_kv_write(subjects.BUCKET_SUBAGENT_SLOTS),
     ]
     # Signals (assets reloaded, project stopped, skill registry updated) invalidate its cached
     # tool specs; it listens on the whole signal space. It reads its conversations' output: a
