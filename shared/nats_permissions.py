@@ -34,6 +34,8 @@ conversation   serve ``jido.conversations.*.*``; own the streams JIDO_CONV_IN,
                output, journal, signals; KV conversations, owners and the LLM
                ledger read/write;
                request tools, the project's ``list_tools`` and ``info``, assets;
+               request its own ``jido.conversations.*.*`` and write KV
+               ``jido_subagent_slots`` (sub-agents: a parent starts its children);
                follow signals (to drop cached tool specs)
 tool_runner    serve ``jido.tools.*.*``; KV tool_calls and tool_quotas read/write, projects read;
                publish signals and ``…conversation.approval.requested`` output;
