@@ -632,6 +632,7 @@ class ConversationActor:
             offered=self._offered(specs),
             deliver=self.deliver,
             spawn=self._spawn,
+            closing=lambda: self._closed,
         )
         outcome: ToolCallCompleted | ToolCallFailed
         try:

@@ -22,8 +22,10 @@ One call, top to bottom (:meth:`SubagentRunner.run`):
 5. when it ends: its totals go into the ledger under the parent, the parent is
    told (``conversation.subagent.completed``) and gets the answer as the tool result.
 
-Cancelled (the parent was cancelled, or its actor closed): the child is cancelled too
-and its slot released, by tasks that outlive this one.
+Cancelled (the parent was cancelled): the child is cancelled too and its slot released, by
+tasks that outlive this one. Cut short because the parent's actor is closing (a shutdown, a
+hand-over, a lost lease): the child runs on, keeps its slot, and the replica that takes the
+parent over runs the call again and finds it (decision 0254).
 """
 
 from __future__ import annotations
@@ -102,6 +104,7 @@ class ParentView:
         offered: Sequence[str],
         deliver: Callable[[Signal], Awaitable[None]],
         spawn: Spawn,
+        closing: Callable[[], bool] = lambda: False,
     ) -> None:
         self.project_id = project_id
         self.conversation_id = conversation_id
@@ -109,6 +112,9 @@ class ParentView:
         self.offered = offered
         self.deliver = deliver
         self.spawn = spawn
+        #: The actor is letting the parent go (shutdown, hand-over, lost lease): its calls are cut,
+        #: not cancelled, and the replica that takes the parent over carries them on.
+        self.closing = closing
 
 
 class SubagentRunner:
@@ -208,9 +214,11 @@ class SubagentRunner:
                     },
                 )
             except asyncio.CancelledError:
-                parent.spawn(
-                    f"cancel:subagent:{child}", self._cancel_and_release(p, child, "parent cancelled")
-                )
+                if not parent.closing():  # the call was cancelled: so is its child
+                    parent.spawn(
+                        f"cancel:subagent:{child}",
+                        self._cancel_and_release(p, child, "the parent was cancelled"),
+                    )
                 raise
             except JidoError as exc:
                 outcome = Outcome(status="failed", error_type=exc.type, message=exc.message)

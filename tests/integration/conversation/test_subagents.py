@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Coroutine
 from pathlib import Path
 from typing import Any
 
@@ -20,13 +20,17 @@ import pytest
 import pytest_asyncio
 
 from jidocode.cli.dev.scripted_llm import Reply, ScriptedLlm, call
-from jidocode.services.conversation.subagents.core import child_conversation_id
+from jidocode.services.conversation.core import RunTool, Signal
+from jidocode.services.conversation.subagents.core import SubagentSettings, child_conversation_id
+from jidocode.services.conversation.subagents.runner import ParentView, SubagentRunner
+from jidocode.services.conversation.subagents.slots import SubagentSlots
 from jidocode.services.registry import serve_many
 from jidocode.shared import subjects
 from jidocode.shared.bus import Bus
 from jidocode.shared.clients import ConversationsClient, EngineClient
 from jidocode.shared.config import Config
 from jidocode.shared.envelope import Envelope
+from jidocode.shared.events.conversation import ToolCallCompleted
 from jidocode.shared.ledger import LedgerReader, combine
 from jidocode.shared.natsserver import NatsServer
 from jidocode.shared.trust import trust_project
@@ -428,3 +432,55 @@ async def _wait_procs(pred: Callable[[], bool], timeout: float = WAIT) -> None:
             await asyncio.sleep(0.01)  # /proc has no change notification
 
     await asyncio.wait_for(poll(), timeout)
+
+
+async def test_a_closing_parent_actor_leaves_its_child_running_and_the_call_run_again_finds_it(
+    system: System,
+) -> None:
+    """A replica letting the parent go (shutdown, hand-over) cuts the call without cancelling the
+    child; the replica taking the parent over runs the call again and gets the child's answer."""
+    system.router.add("child O: answer later", Reply.answer("O: finished", delay_s=0.5))
+    started = asyncio.Event()
+    spawned: list[str] = []
+
+    async def deliver(signal: Signal) -> None:
+        if signal.type == "conversation.subagent.started":
+            started.set()
+
+    def spawn(key: str, coro: Coroutine[Any, Any, None]) -> None:
+        spawned.append(key)
+        coro.close()
+
+    parent = ParentView(
+        project_id=system.project_id,
+        conversation_id="closer",
+        settings=system.settings,
+        offered=["read_file"],
+        deliver=deliver,
+        spawn=spawn,
+        closing=lambda: True,
+    )
+    intent = RunTool(
+        request_id="closer:req1",
+        call_id="c1",
+        name="task",
+        args={"description": "later", "prompt": "child O: answer later"},
+        correlation_id="corr",
+    )
+    asked = len(system.llm.requests)
+    cut = asyncio.create_task(SubagentRunner(system.bus, SubagentSettings()).run(parent, intent))
+    await asyncio.wait_for(started.wait(), WAIT)
+    # the child is asking its model (which takes half a second): the call waits for its answer
+    await system.llm.wait_requests(asked + 1, timeout=WAIT)
+    cut.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await cut
+    assert spawned == []  # no cancel sent to the child
+    child = child_conversation_id("closer", "closer:req1")
+    child_timeline = await system.final(child)
+    assert not _of(child_timeline, "conversation.cancel")
+    again = await SubagentRunner(system.bus, SubagentSettings()).run(parent, intent)
+    assert isinstance(again, ToolCallCompleted) and again.data == "O: finished"
+    assert len(_of(await system.timeline(child), "conversation.user.message")) == 1
+    # its slot was released at the end
+    assert await SubagentSlots(system.bus, limit=3, ttl_s=60).held(system.project_id) == {}
