@@ -395,6 +395,9 @@ async def test_cancel_of_the_parent_cancels_the_child_and_its_bash(system: Syste
     child = str(started.data["conversation_id"])
     assert child.startswith("cancelled-sa-")
     await _wait_procs(lambda: bool(_procs_with(SLEEP_MARK)))
+    await system.wait_timeline("cancelled", lambda t: bool(_of(t, "conversation.subagent.started")))
+    running = (await system.client.get_projection("cancelled", "subagent_status")).value
+    assert {k: v["status"] for k, v in running.items()} == {child: "running"}
     await system.client.send_event("cancelled", "conversation.cancel", {"reason": "enough"})
     loop = asyncio.get_running_loop()
     t0 = loop.time()
@@ -406,6 +409,19 @@ async def test_cancel_of_the_parent_cancels_the_child_and_its_bash(system: Syste
     assert status[child]["status"] == "cancelled"
     diagnostics = (await system.client.get_projection("cancelled", "diagnostics")).value
     assert diagnostics["pending_subagents"] == 0 and diagnostics["status"] == "cancelled"
+
+
+async def test_stopping_the_parent_cancels_its_child(system: System) -> None:
+    r = system.router
+    r.add("stop me", Reply.tools(call("task", description="slow", prompt="child S: think long")))
+    r.add("child S: think long", Reply.answer("never seen", delay_s=30.0))
+    await system.ask("stopped", "stop me")
+    timeline = await system.wait_timeline("stopped", lambda t: bool(_of(t, "conversation.subagent.started")))
+    child = _of(timeline, "conversation.subagent.started")[0]["data"]["subagent_id"]
+    await system.client.stop("stopped", reason="done for today")
+    child_timeline = await system.wait_timeline(child, lambda t: bool(_of(t, "conversation.cancel")))
+    assert _of(child_timeline, "conversation.cancel")[0]["data"]["reason"] == "the parent was cancelled"
+    assert not _answered(child_timeline)
 
 
 def _procs_with(marker: str) -> list[int]:
