@@ -17,8 +17,8 @@ One call, top to bottom (:meth:`SubagentRunner.run`):
    tools (the template's list within the parent's) and a reference to the parent;
 3. tell the parent (``conversation.subagent.started``, journaled there);
 4. follow the child's output, send it the prompt (an event id of its own: sent
-   twice, applied once), and read its timeline once (a child that finished while
-   nobody was following);
+   twice, applied once), and, when the child was there already (the call runs
+   again), read its timeline once: it may have finished while nobody followed it;
 5. when it ends: its totals go into the ledger under the parent, the parent is
    told (``conversation.subagent.completed``) and gets the answer as the tool result.
 
@@ -197,7 +197,8 @@ class SubagentRunner:
                         details={"subagent_type": args.subagent_type, "known": templates.names()},
                     )
                 )
-            if not await self.slots.acquire(p, child):
+            slot = await self.slots.acquire(p, child)
+            if slot is None:
                 return failed(project_quota_refusal(self.settings.max_per_project))
             try:
                 outcome = await self._run_child(
@@ -241,7 +242,7 @@ class SubagentRunner:
                     intent,
                 )
             )
-            await self.slots.release(p, child)
+            await self.slots.release(p, child, slot)
         finally:
             self.running.pop(rid, None)
         if outcome.status == "completed":
@@ -285,7 +286,7 @@ class SubagentRunner:
             tools=list(template_settings["tools"]),
             model=template_settings["model"],
         )
-        await client.start(child, settings=settings)
+        info = await client.start(child, settings=settings)
         await parent.deliver(
             self._signal(
                 SubagentStarted(
@@ -312,13 +313,15 @@ class SubagentRunner:
                 event_id=f"{child}-task",
                 correlation_id=intent.correlation_id,
             )
-            # finished already (this call runs again after a crash of the parent's replica)?
-            timeline = (await client.get_projection(child, "timeline")).value or []
-            for entry in timeline:
-                found = outcome_of(str(entry.get("type")), entry.get("data") or {})
-                if found is not None and not ended.done():
-                    ended.set_result(found)
-                    break
+            if info.reopened:
+                # the child was there: this call runs again (after a crash of the parent's
+                # replica, or a hand-over), and the child may have finished meanwhile
+                timeline = (await client.get_projection(child, "timeline")).value or []
+                for entry in timeline:
+                    found = outcome_of(str(entry.get("type")), entry.get("data") or {})
+                    if found is not None and not ended.done():
+                        ended.set_result(found)
+                        break
             return await asyncio.wait_for(ended, self.settings.timeout_s)
         finally:
             with contextlib.suppress(Exception):  # the connection may be closing
