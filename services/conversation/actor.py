@@ -506,7 +506,7 @@ class ConversationActor:
             self.record = current
         tools = await self._tool_specs(intent)
         if self.subagents_enabled and all(t.name != TASK_TOOL for t in tools):
-            tools = [*tools, await self.subagents.spec(p)]
+            tools = await self._with_task_tool(tools)
         messages = list(intent.messages)
         system = self.record.settings.get("system_prompt")
         if isinstance(system, str) and system:
@@ -614,30 +614,46 @@ class ConversationActor:
             self._subagents = SubagentRunner(self.rt.bus, self.rt.settings.subagents)
         return self._subagents
 
+    async def _with_task_tool(self, tools: list[ToolSpec]) -> list[ToolSpec]:
+        """``tools`` and the ``task`` tool (without it when its templates cannot be read)."""
+        try:
+            return [*tools, await self.subagents.spec(self.project_id)]
+        except Exception as exc:  # the model call goes on without sub-agents, never hangs
+            log.warning("no task tool for %s: %s", self.conversation_id, exc)
+            return tools
+
     async def _run_task(self, intent: RunTool) -> None:
         """A ``task`` call: a child conversation runs it; its answer is this call's result."""
         p, c = self.project_id, self.conversation_id
-        current = await self.rt.current_record(p, c)
-        if current is not None and current.status == "active":
-            self.record = current
-        try:
-            specs = await self.rt.tool_specs(p)
-        except JidoError:
-            specs = []
-        specs = [*specs, await self.subagents.spec(p)]
-        parent = ParentView(
-            project_id=p,
-            conversation_id=c,
-            settings=self.record.settings,
-            offered=self._offered(specs),
-            deliver=self.deliver,
-            spawn=self._spawn,
-            closing=lambda: self._closed,
-        )
         outcome: ToolCallCompleted | ToolCallFailed
         try:
+            current = await self.rt.current_record(p, c)
+            if current is not None and current.status == "active":
+                self.record = current
+            try:
+                specs = await self.rt.tool_specs(p)
+            except JidoError:
+                specs = []
+            parent = ParentView(
+                project_id=p,
+                conversation_id=c,
+                settings=self.record.settings,
+                offered=self._offered(await self._with_task_tool(specs)),
+                deliver=self.deliver,
+                spawn=self._spawn,
+                closing=lambda: self._closed,
+            )
             outcome = await self.subagents.run(parent, intent)
-        except JidoError as exc:
+        except Exception as raised:  # the call must still end: never wait forever
+            exc = (
+                raised
+                if isinstance(raised, JidoError)
+                else JidoError(
+                    f"the sub-agent could not run: {raised}", error_type="internal", retryable=True
+                )
+            )
+            if not isinstance(raised, JidoError):
+                log.exception("task call %s failed", intent.request_id)
             outcome = ToolCallFailed(
                 request_id=intent.request_id,
                 call_id=intent.call_id,
