@@ -22,7 +22,7 @@ from jidocode.shared import subjects
 from jidocode.shared.bus import Bus
 from jidocode.shared.events.llm import UsageTotals
 
-__all__ = ["BUCKET_LEDGER", "LedgerReader", "combine", "ledger_key"]
+__all__ = ["BUCKET_LEDGER", "LedgerReader", "combine", "ledger_key", "subagent_key"]
 
 #: KV bucket of the ledger.
 BUCKET_LEDGER: Final = subjects.BUCKET_LEDGER
@@ -31,6 +31,16 @@ BUCKET_LEDGER: Final = subjects.BUCKET_LEDGER
 def ledger_key(project_id: str, conversation_id: str) -> str:
     """The key of one conversation's totals; ``ValueError`` for an id that is not a token."""
     return f"{subjects.validate_token(project_id, 'project id')}.{subjects.validate_token(conversation_id, 'conversation id')}"
+
+
+def subagent_key(project_id: str, parent_id: str, child_id: str) -> str:
+    """The key of one sub-agent's totals under its parent: ``<p>.<parent>.sub.<child>``.
+
+    Written once the child has finished, with the child's totals including its own
+    sub-agents (:meth:`LedgerReader.with_subagents`). Four tokens: a project's sum
+    (``<p>.*``) never counts a child twice.
+    """
+    return f"{ledger_key(project_id, parent_id)}.sub.{subjects.validate_token(child_id, 'conversation id')}"
 
 
 def combine(project_id: str, parts: Iterable[UsageTotals]) -> UsageTotals:
@@ -87,3 +97,26 @@ class LedgerReader:
         finally:
             await watcher.stop()  # type: ignore[no-untyped-call]
         return combine(project_id, parts)
+
+    async def subagents(self, project_id: str, conversation_id: str) -> list[UsageTotals]:
+        """The totals of each finished sub-agent of a conversation (each with its own sub-agents)."""
+        kv = await self._bucket()
+        watcher = await kv.watch(
+            f"{ledger_key(project_id, conversation_id)}.sub.*", meta_only=False, ignore_deletes=True
+        )
+        parts: list[UsageTotals] = []
+        try:
+            async for entry in watcher:
+                if entry is None:
+                    break
+                if entry.value:
+                    parts.append(UsageTotals.model_validate(json.loads(entry.value)))
+        finally:
+            await watcher.stop()  # type: ignore[no-untyped-call]
+        return parts
+
+    async def with_subagents(self, project_id: str, conversation_id: str) -> UsageTotals:
+        """A conversation's own totals plus those of its finished sub-agents (at any depth)."""
+        own = await self.conversation(project_id, conversation_id)
+        total = combine(project_id, [own, *await self.subagents(project_id, conversation_id)])
+        return total.model_copy(update={"conversation_id": conversation_id})

@@ -34,6 +34,8 @@ conversation   serve ``jido.conversations.*.*``; own the streams JIDO_CONV_IN,
                output, journal, signals; KV conversations, owners and the LLM
                ledger read/write;
                request tools, the project's ``list_tools`` and ``info``, assets;
+               request its own ``jido.conversations.*.*`` and write KV
+               ``jido_subagent_slots`` (sub-agents: a parent starts its children);
                follow signals (to drop cached tool specs)
 tool_runner    serve ``jido.tools.*.*``; KV tool_calls and tool_quotas read/write, projects read;
                publish signals and ``…conversation.approval.requested`` output;
@@ -342,6 +344,10 @@ def _conversation() -> Permissions:
         project_requests("list_tools"),
         project_requests("info"),
         assets_requests(),
+        # sub-agents: a parent's actor starts, feeds, reads and cancels its child conversations
+        # through the conversation endpoints, and holds the project's sub-agent slots
+        conversations_requests(),
+        *_kv_write(subjects.BUCKET_SUBAGENT_SLOTS),
     ]
     # Signals (assets reloaded, project stopped, skill registry updated) invalidate its cached
     # tool specs; it listens on the whole signal space. It reads its conversations' output: a

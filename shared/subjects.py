@@ -27,6 +27,7 @@ __all__ = [
     "BUCKET_LEDGER",
     "BUCKET_OWNERS",
     "BUCKET_PROJECTS",
+    "BUCKET_SUBAGENT_SLOTS",
     "BUCKET_TOOL_CALLS",
     "BUCKET_TOOL_QUOTAS",
     "PREFIX",
@@ -76,6 +77,8 @@ BUCKET_TOOL_CALLS = "jido_tool_calls"
 #: Cluster-wide tool quota slots: one key per slot, a lease with a per-message TTL (tool runner only).
 BUCKET_TOOL_QUOTAS = "jido_tool_quotas"
 BUCKET_LEDGER = "jido_llm_ledger"
+#: Sub-agents at once per project: one key per slot (conversation service only).
+BUCKET_SUBAGENT_SLOTS = "jido_subagent_slots"
 
 _TOKEN = re.compile(r"^[A-Za-z0-9_\-]{1,128}$")
 _TYPE_PART = re.compile(r"^[A-Za-z0-9_\-]{1,64}$")

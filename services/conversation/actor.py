@@ -79,6 +79,8 @@ from .host import ActorHost
 from .llm.options import ToolExposure
 from .ports import LlmRequest, ToolSpec
 from .record import ConversationRecord
+from .subagents.core import TASK_TOOL
+from .subagents.runner import ParentView, SubagentRunner
 
 __all__ = ["LLM_SOURCE", "TOOLS_SOURCE", "ConversationActor", "ValidatedInput"]
 
@@ -171,6 +173,8 @@ class ConversationActor:
         self._last_active = 0.0
         self._idle_timer: asyncio.TimerHandle | None = None
         self._closed = False
+        #: Runs this conversation's ``task`` calls (created on the first one: ``subagents``).
+        self._subagents: SubagentRunner | None = None
 
     # -- lifecycle ---------------------------------------------------------------
 
@@ -389,6 +393,8 @@ class ConversationActor:
                 entries = []
             if isinstance(intent, RunLlm):
                 self._spawn(intent.request_id, self._run_llm(intent))
+            elif isinstance(intent, RunTool) and intent.name == TASK_TOOL and self.subagents_enabled:
+                self._spawn(intent.request_id, self._run_task(intent))
             elif isinstance(intent, RunTool):
                 self._spawn(intent.request_id, self._run_tool(intent))
             elif isinstance(intent, CancelLlm):
@@ -401,8 +407,11 @@ class ConversationActor:
                         self.rt.tools.cancel(self.project_id, request_id, self.conversation_id),
                     )
             elif isinstance(intent, CancelPendingSubagents):
-                if intent.subagent_ids:
-                    log.info("cancel sub-agents %s (no sub-agent runner yet)", intent.subagent_ids)
+                for child in intent.subagent_ids:
+                    self._spawn(
+                        f"{_CANCEL_PREFIX}subagent:{child}",
+                        self.subagents.cancel_child(self.project_id, child, "the parent was cancelled"),
+                    )
             elif isinstance(intent, ContinueDrain):
                 self.mailbox.put_nowait(CONTINUE)
         if entries:
@@ -496,6 +505,8 @@ class ConversationActor:
         if current is not None and current.status == "active":
             self.record = current
         tools = await self._tool_specs(intent)
+        if self.subagents_enabled and all(t.name != TASK_TOOL for t in tools):
+            tools = await self._with_task_tool(tools)
         messages = list(intent.messages)
         system = self.record.settings.get("system_prompt")
         if isinstance(system, str) and system:
@@ -589,6 +600,68 @@ class ConversationActor:
                     message=err.message if err else "the tool failed",
                     details=err.details if err else {},
                 )
+        await self.deliver(self._result(outcome, intent.request_id, intent.correlation_id, TOOLS_SOURCE))
+
+    # -- sub-agents (the ``task`` tool: subagents/runner.py) ---------------------------
+
+    @property
+    def subagents_enabled(self) -> bool:
+        return self.rt.settings.subagents.enabled
+
+    @property
+    def subagents(self) -> SubagentRunner:
+        if self._subagents is None:
+            self._subagents = SubagentRunner(self.rt.bus, self.rt.settings.subagents)
+        return self._subagents
+
+    async def _with_task_tool(self, tools: list[ToolSpec]) -> list[ToolSpec]:
+        """``tools`` and the ``task`` tool (without it when its templates cannot be read)."""
+        try:
+            return [*tools, await self.subagents.spec(self.project_id)]
+        except Exception as exc:  # the model call goes on without sub-agents, never hangs
+            log.warning("no task tool for %s: %s", self.conversation_id, exc)
+            return tools
+
+    async def _run_task(self, intent: RunTool) -> None:
+        """A ``task`` call: a child conversation runs it; its answer is this call's result."""
+        p, c = self.project_id, self.conversation_id
+        outcome: ToolCallCompleted | ToolCallFailed
+        try:
+            current = await self.rt.current_record(p, c)
+            if current is not None and current.status == "active":
+                self.record = current
+            try:
+                specs = await self.rt.tool_specs(p)
+            except JidoError:
+                specs = []
+            parent = ParentView(
+                project_id=p,
+                conversation_id=c,
+                settings=self.record.settings,
+                offered=self._offered(await self._with_task_tool(specs)),
+                deliver=self.deliver,
+                spawn=self._spawn,
+                closing=lambda: self._closed,
+            )
+            outcome = await self.subagents.run(parent, intent)
+        except Exception as raised:  # the call must still end: never wait forever
+            exc = (
+                raised
+                if isinstance(raised, JidoError)
+                else JidoError(
+                    f"the sub-agent could not run: {raised}", error_type="internal", retryable=True
+                )
+            )
+            if not isinstance(raised, JidoError):
+                log.exception("task call %s failed", intent.request_id)
+            outcome = ToolCallFailed(
+                request_id=intent.request_id,
+                call_id=intent.call_id,
+                name=intent.name,
+                error_type=exc.type,
+                message=exc.message,
+                details=exc.details,
+            )
         await self.deliver(self._result(outcome, intent.request_id, intent.correlation_id, TOOLS_SOURCE))
 
     # -- reads -------------------------------------------------------------------------

@@ -9,6 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from jidocode.shared.envelope import MAX_PAYLOAD_BYTES
 
 from .core import Limits
+from .subagents.core import SubagentSettings
 
 __all__ = ["RuntimeSettings"]
 
@@ -42,6 +43,8 @@ class RuntimeSettings(BaseModel):
     #: How long a stop waits for the conversation's owner to apply its cancel (the LLM call and
     #: tool calls it ends) before the owner is let go anyway (the cancel stays in its input).
     stop_cancel_wait_s: float = Field(default=2.0, gt=0.0, le=600.0)
+    #: Sub-agents (the ``task`` tool): limits per conversation and project, depth, timeout.
+    subagents: SubagentSettings = Field(default_factory=SubagentSettings)
 
     @classmethod
     def from_env(cls) -> RuntimeSettings:
@@ -62,4 +65,16 @@ class RuntimeSettings(BaseModel):
                 limits[name] = int(env[key])
         if limits:
             values["limits"] = Limits(**limits)
+        subagents: dict[str, str] = {}
+        for key, name in (
+            ("JIDO_CONV_SUBAGENTS_ENABLED", "enabled"),
+            ("JIDO_CONV_SUBAGENTS_MAX_PER_CONVERSATION", "max_per_conversation"),
+            ("JIDO_CONV_SUBAGENTS_MAX_PER_PROJECT", "max_per_project"),
+            ("JIDO_CONV_SUBAGENTS_MAX_DEPTH", "max_depth"),
+            ("JIDO_CONV_SUBAGENTS_TIMEOUT", "timeout_s"),
+        ):
+            if env.get(key):
+                subagents[name] = env[key]
+        if subagents:
+            values["subagents"] = SubagentSettings.model_validate(subagents)
         return cls.model_validate(values)

@@ -235,6 +235,10 @@ class SubagentStarted(_Output):
     type: Literal["conversation.subagent.started"] = "conversation.subagent.started"
     subagent_id: str
     name: str = ""
+    #: The parent's ``task`` tool call that started it (the child's id derives from it).
+    request_id: str = ""
+    #: The ``task`` call's short description.
+    description: str = ""
 
 
 class SubagentCompleted(_Output):

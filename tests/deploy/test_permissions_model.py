@@ -100,6 +100,7 @@ def test_kv_writers() -> None:
     assert writers(subjects.BUCKET_TOOL_CALLS) == {"tool_runner"}
     assert writers(subjects.BUCKET_CONVERSATIONS) == {"conversation"}
     assert writers(subjects.BUCKET_OWNERS) == {"conversation"}
+    assert writers(subjects.BUCKET_SUBAGENT_SLOTS) == {"conversation"}
 
 
 @given(project=ids, verb=ids)
@@ -115,8 +116,9 @@ def test_request_routes(project: str, verb: str) -> None:
     assert servers(subjects.conversations(project, verb)) == {"conversation"}
     assert servers(subjects.tools(project, verb)) == {"tool_runner"}
     assert servers(subjects.assets(project, verb)) == {"asset_loader"}
-    # Clients reach the conversation service directly: no service forwards to it.
-    assert senders(subjects.conversations(project, verb)) == {"client", "gateway"}
+    # Clients reach the conversation service directly: no service forwards to it; the
+    # conversation service calls its own endpoints for sub-agents (a parent starts its children).
+    assert senders(subjects.conversations(project, verb)) == {"client", "gateway", "conversation"}
     assert senders(subjects.assets(project, verb)) == {
         "client",
         "gateway",

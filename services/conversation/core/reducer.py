@@ -208,8 +208,17 @@ def _evolve(w: _Work, s: Signal) -> None:
             _transition(w, Trigger.RESUME)
         case SubagentStarted.TYPE:
             sid = str(d["subagent_id"])
-            w.set_subagent(SubagentInfo(subagent_id=sid, name=str(d.get("name") or "")))
-            if sid not in w.pending_subagents:
+            w.set_subagent(
+                SubagentInfo(
+                    subagent_id=sid,
+                    name=str(d.get("name") or ""),
+                    request_id=str(d.get("request_id") or ""),
+                    description=str(d.get("description") or ""),
+                    # started just before the parent's cancel reached its runner: cancelled with it
+                    status="cancelled" if w.status is Status.CANCELLED else "running",
+                )
+            )
+            if sid not in w.pending_subagents and w.status is not Status.CANCELLED:
                 w.pending_subagents.append(sid)
         case SubagentCompleted.TYPE:
             sid = str(d["subagent_id"])

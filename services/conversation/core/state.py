@@ -98,6 +98,8 @@ class SubagentInfo(BaseModel):
     name: str = ""
     status: str = "running"
     result: Any = None
+    request_id: str = ""
+    description: str = ""
 
 
 class ConversationState(BaseModel):

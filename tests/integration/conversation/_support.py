@@ -13,6 +13,7 @@ from jidocode.services.conversation.ports import LlmRequest, LlmResult, LlmToolC
 from jidocode.services.conversation.runtime import Runtime
 from jidocode.services.conversation.service import serve
 from jidocode.services.conversation.settings import RuntimeSettings
+from jidocode.services.conversation.subagents.core import SubagentSettings
 from jidocode.shared import subjects
 from jidocode.shared.bus import Bus
 from jidocode.shared.clients import ConversationsClient
@@ -119,8 +120,13 @@ async def running_service(
 ) -> AsyncIterator[Runtime]:
     """The conversation service in this process, with project ``P`` registered; yields its runtime.
 
-    ``instance`` tells replicas in one process apart (in their bus source)."""
+    ``instance`` tells replicas in one process apart (in their bus source). Sub-agents (the
+    ``task`` tool) are off unless ``settings`` sets ``subagents``: these tests count the tools
+    the model is offered (``test_subagents.py`` runs them on the whole system)."""
     await register_project(config)
+    settings = settings or RuntimeSettings(lease_ttl_s=1.5, list_tools_patience_s=0.0)
+    if "subagents" not in settings.model_fields_set:
+        settings = settings.model_copy(update={"subagents": SubagentSettings(enabled=False)})
     stop = asyncio.Event()
     started = asyncio.Event()
     runtimes: list[Runtime] = []
@@ -130,7 +136,7 @@ async def running_service(
             stop,
             llm=llm,
             tools=tools,
-            settings=settings or RuntimeSettings(lease_ttl_s=1.5, list_tools_patience_s=0.0),
+            settings=settings,
             started=started,
             on_runtime=runtimes.append,
         )

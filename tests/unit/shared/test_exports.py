@@ -50,7 +50,7 @@ SURFACES = {
         "event_class",
         "parse_event",
     },
-    "ledger": {"BUCKET_LEDGER", "LedgerReader", "combine", "ledger_key"},
+    "ledger": {"BUCKET_LEDGER", "LedgerReader", "combine", "ledger_key", "subagent_key"},
     "log_limits": {"BURST", "MAX_KINDS", "WINDOW_S", "RepeatLimiter", "install_repeat_limiter"},
     "registry": {"ROOT_PREFIX", "ProjectDirectory", "WatchedDirectory", "root_key"},
     "runner": {"Serve", "configure_logging", "run_service", "tune_gc"},
