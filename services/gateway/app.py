@@ -13,6 +13,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response
 from starlette.routing import BaseRoute, Route
 
+from jidocode.services.mcp_gateway import McpProjects
+
 from . import a2a, api, console, streams
 from .auth import COOKIE
 from .context import GatewayContext
@@ -67,6 +69,10 @@ def create_app(ctx: GatewayContext) -> Starlette:
     ]
     routes.extend(console.routes(ctx))
     routes.extend(a2a.routes(ctx))
+    # Each project's MCP server over streamable HTTP (docs/mcp.md), behind the same token;
+    # GatewayServer opens and closes it (uvicorn runs without a lifespan here).
+    mcp = McpProjects(ctx.bus)
+    routes.append(Route("/projects/{project_id}/mcp", mcp, methods=["GET", "POST", "DELETE"]))
     middleware = [
         Middleware(RequireToken, checker=ctx.auth),
         Middleware(BodyLimit, limit=ctx.settings.max_body_bytes),
@@ -83,5 +89,6 @@ def create_app(ctx: GatewayContext) -> Starlette:
         )
     app = Starlette(routes=routes, middleware=middleware)
     app.state.ctx = ctx
+    app.state.mcp = mcp
     app.state.openapi = openapi_document()
     return app

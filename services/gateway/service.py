@@ -47,6 +47,7 @@ class GatewayServer:
         self._task: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
+        await self.app.state.mcp.__aenter__()  # the per-project MCP servers' session managers
         self._task = asyncio.create_task(self._server.serve(), name="gateway-http")
         while not self._server.started:
             if self._task.done():
@@ -72,6 +73,7 @@ class GatewayServer:
         if self._task is not None:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
+        await self.app.state.mcp.close()
 
 
 def make_context(bus: Bus, config: Config, settings: GatewaySettings) -> GatewayContext:

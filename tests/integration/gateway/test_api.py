@@ -18,7 +18,7 @@ from jidocode.cli.dev.scripted_llm import Reply, call
 from jidocode.services.gateway.sse_client import SseMessage
 from jidocode.services.gateway.streams import CONSUMER_PREFIX
 from jidocode.shared import subjects
-from tests.integration.gateway.conftest import Gateway, until
+from tests.integration.gateway.conftest import TOKEN, PATIENCE_S, Gateway, until
 
 pytestmark = [pytest.mark.slow, pytest.mark.asyncio(loop_scope="module")]
 
@@ -239,3 +239,30 @@ async def test_openapi_names_every_operation(gateway: Gateway) -> None:
     body = paths["/api/projects/{pid}/conversations/{cid}/messages"]["post"]["requestBody"]
     schema_name = body["content"]["application/json"]["schema"]["$ref"].rsplit("/", 1)[-1]
     assert doc["components"]["schemas"][schema_name]["required"] == ["text"]
+
+
+async def test_a_project_is_an_mcp_server_behind_the_token(gateway: Gateway) -> None:
+    """``/projects/<p>/mcp``: the project's MCP server (docs/mcp.md) over streamable HTTP, with the
+    official SDK's client, only with the gateway's token; every call is a tool-runner call."""
+    import httpx2
+    from mcp import Client
+    from mcp.client.streamable_http import streamable_http_client
+
+    async with gateway.client() as http:
+        pid = await _project(gateway, http)
+    url = f"{gateway.url}/projects/{pid}/mcp"
+
+    async with httpx.AsyncClient(timeout=PATIENCE_S) as anonymous:
+        refused = await anonymous.post(url, json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"})
+    assert refused.status_code == 401 and refused.json()["error"]["type"] == "unauthorized"
+
+    headers = {"Authorization": f"Bearer {TOKEN}"}
+    async with httpx2.AsyncClient(headers=headers, timeout=PATIENCE_S) as authed:
+        async with Client(streamable_http_client(url, http_client=authed)) as client:
+            listed = await client.list_tools()
+            names = {tool.name for tool in listed.tools}
+            assert {"read_file", "chat", "cancel"} <= names
+            result = await client.call_tool("read_file", {"path": "README.md"})
+            assert result.is_error is False
+            assert "hello" in " ".join(getattr(c, "text", "") for c in result.content).lower()
+    assert gateway.server.app.state.mcp.projects == [pid]
