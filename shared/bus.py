@@ -172,7 +172,9 @@ class Bus:
         """Connect as service ``name``; ``source`` of its events is ``<name>/<instance>``.
 
         ``wait=False`` raises :class:`ServiceUnavailable` at once when no server answers.
+        Tracing is switched on here as the ``OTEL_*`` variables say (once per process).
         """
+        telemetry.setup_from_env()
         try:
             nc = await connect_nats(config, name, wait=wait, **options)
         except (nats.errors.NoServersError, OSError) as exc:

@@ -39,6 +39,7 @@ __all__ = [
     "Exporter",
     "config_from_env",
     "enabled",
+    "flush",
     "install",
     "reset",
     "setup_from_env",
@@ -134,6 +135,12 @@ def reset() -> None:
     _state.providers = []
     _state.processors = None
     _state.configured = False
+
+
+def flush(timeout_millis: int = 30_000) -> bool:
+    """Export what every provider of this process holds (blocks: call it off the event loop
+    when an exporter may need the loop). Whether all finished in time."""
+    return all(p.force_flush(timeout_millis) for p in list(_state.providers))
 
 
 def enabled() -> bool:

@@ -24,7 +24,7 @@ import asyncio
 import logging
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from opentelemetry.context import Context
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
@@ -35,7 +35,20 @@ from jidocode.shared.events.telemetry import SpanRecord, TraceSpans
 
 from ._switch import ATTR_CONVERSATION, ATTR_PROJECT
 
-__all__ = ["BATCH_SPANS", "MAX_ATTR_CHARS", "MAX_PENDING", "MAX_SCOPES", "BusSpanProcessor", "to_record"]
+if TYPE_CHECKING:
+    from jidocode.shared.bus import Bus
+
+__all__ = [
+    "BATCH_SPANS",
+    "MAX_ATTR_CHARS",
+    "MAX_PENDING",
+    "MAX_SCOPES",
+    "TRACES_MAX_AGE_S",
+    "TRACES_MAX_BYTES",
+    "BusSpanProcessor",
+    "ensure_trace_stream",
+    "to_record",
+]
 
 log = logging.getLogger("jidocode.telemetry")
 
@@ -43,6 +56,9 @@ BATCH_SPANS = 64
 MAX_PENDING = 4096
 MAX_ATTR_CHARS = 512
 MAX_SCOPES = 4096
+#: How long ``JIDO_TRACES`` keeps spans, and how many bytes of them (the oldest go first).
+TRACES_MAX_AGE_S = 3600.0
+TRACES_MAX_BYTES = 256 * 1024 * 1024
 
 _KINDS = {
     SpanKind.INTERNAL: "internal",
@@ -183,3 +199,16 @@ class BusSpanProcessor(SpanProcessor):
 
     def force_flush(self, timeout_millis: int = 30000) -> bool:
         return True
+
+
+async def ensure_trace_stream(bus: Bus) -> None:
+    """The ``JIDO_TRACES`` stream over ``jido.trace.>`` (an hour, 256 MiB; idempotent)."""
+    from nats.js.api import DiscardPolicy
+
+    await bus.ensure_stream(
+        subjects.STREAM_TRACES,
+        [subjects.trace_filter()],
+        max_age=TRACES_MAX_AGE_S,
+        max_bytes=TRACES_MAX_BYTES,
+        discard=DiscardPolicy.OLD,
+    )

@@ -132,7 +132,7 @@ JS_PUBLISH_RETRIES: Final = Counter(
     registry=REGISTRY,
 )
 ASSET_RELOADS: Final = Counter(
-    "jido_asset_reloads", "Asset reloads of a project, per outcome", ("outcome",), registry=REGISTRY
+    "jido_asset_reloads", "Asset loads and reloads of a project, per trigger", ("trigger",), registry=REGISTRY
 )
 
 
