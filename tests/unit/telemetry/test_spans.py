@@ -36,14 +36,6 @@ def test_off_means_no_tracer() -> None:
     assert not telemetry.enabled() and telemetry.tracer("engine") is None
 
 
-async def _published(processor_out: list[tuple[str, TraceSpans]], count: int) -> None:
-    async def _wait() -> None:
-        while sum(len(e.spans) for _, e in processor_out) < count:
-            await asyncio.sleep(0)  # the processor publishes from loop callbacks; bounded by wait_for
-
-    await asyncio.wait_for(_wait(), 10)
-
-
 async def test_spans_go_out_by_trace_under_the_scope_learned_from_the_trace(tracing_on: None) -> None:
     out: list[tuple[str, TraceSpans]] = []
 
@@ -60,7 +52,8 @@ async def test_spans_go_out_by_trace_under_the_scope_learned_from_the_trace(trac
             pass
     with tracer.start_as_current_span("engine.list_projects"):
         pass
-    await _published(out, 3)
+    await asyncio.wait_for(processor.drain(), 10)
+    assert sum(len(e.spans) for _, e in out) == 3
     trace_id = format(outer.get_span_context().trace_id, "032x")
     by_subject = {s: [sp.name for sp in e.spans] for s, e in out}
     assert by_subject[f"jido.trace.P1.c1.{trace_id}"] == ["tool read_file", "tool_runner.run"]
