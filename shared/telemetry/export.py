@@ -23,8 +23,8 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, Protocol
 
 from opentelemetry.context import Context
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
@@ -35,8 +35,12 @@ from jidocode.shared.events.telemetry import SpanRecord, TraceSpans
 
 from ._switch import ATTR_CONVERSATION, ATTR_PROJECT
 
-if TYPE_CHECKING:
-    from jidocode.shared.bus import Bus
+
+class StreamMaker(Protocol):
+    """What :func:`ensure_trace_stream` needs of a bus (``shared.bus.Bus``)."""
+
+    async def ensure_stream(self, name: str, subjects: Sequence[str], **config: Any) -> None: ...
+
 
 __all__ = [
     "BATCH_SPANS",
@@ -46,6 +50,7 @@ __all__ = [
     "TRACES_MAX_AGE_S",
     "TRACES_MAX_BYTES",
     "BusSpanProcessor",
+    "StreamMaker",
     "ensure_trace_stream",
     "to_record",
 ]
@@ -201,7 +206,7 @@ class BusSpanProcessor(SpanProcessor):
         return True
 
 
-async def ensure_trace_stream(bus: Bus) -> None:
+async def ensure_trace_stream(bus: StreamMaker) -> None:
     """The ``JIDO_TRACES`` stream over ``jido.trace.>`` (an hour, 256 MiB; idempotent)."""
     from nats.js.api import DiscardPolicy
 
