@@ -85,7 +85,8 @@ async def read_spans(bus: Bus, subject_filter: str, *, idle: float = 0.5) -> lis
         return []  # tracing never ran on this system: no stream
     try:
         info = await sub.consumer_info()
-        if info.num_pending or (info.delivered and info.delivered.stream_seq):
+        # consumer_seq counts what this consumer delivered (stream_seq moves past other subjects too)
+        if info.num_pending or (info.delivered and info.delivered.consumer_seq):
             await asyncio.wait_for(done.wait(), max(idle, 30.0))
     except (TimeoutError, nats.errors.TimeoutError):
         pass  # show what arrived

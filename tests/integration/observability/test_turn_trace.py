@@ -13,7 +13,9 @@ from typing import Any
 
 import pytest
 from opentelemetry.sdk.trace import ReadableSpan
+from typer.testing import CliRunner
 
+from jidocode.cli.main import app
 from jidocode.cli.trace import last_turn_trace, load_last_turn, render_tree
 from jidocode.shared import telemetry
 
@@ -169,3 +171,30 @@ async def test_jidocode_trace_reads_the_turn_from_the_bus(traced: Traced) -> Non
     assert tool_line > turn_line
     depth = lambda line: len(line) - len(line.lstrip("│ ├└─"))  # noqa: E731
     assert depth(lines[tool_line]) > depth(lines[turn_line])
+
+
+async def test_the_trace_command_prints_the_tree(traced: Traced, monkeypatch: pytest.MonkeyPatch) -> None:
+    await _turn_spans(traced, _complete)
+    monkeypatch.setenv("NATS_URL", traced.config.nats_url)
+    monkeypatch.setenv("COLUMNS", "300")
+    cid = traced.client.conversation_id or ""
+
+    def _invoke(*args: str) -> Any:
+        return CliRunner().invoke(app, ["trace", *args])
+
+    async def _until_complete() -> Any:
+        while True:  # the spans of the turn's end may still be on their way to the stream
+            result = await asyncio.to_thread(_invoke, cid, "-p", str(traced.project))
+            assert result.exit_code == 0, result.output
+            if result.output.count("─ tool read_file  ") == 2 and "conversation.turn" in result.output:
+                return result
+            await asyncio.sleep(0.2)
+
+    result = await asyncio.wait_for(_until_complete(), DEADLINE)
+    lines = result.output.splitlines()
+    assert lines[0].startswith("trace ") and "spans from" in lines[0] and "tool_runner" in lines[0]
+    assert lines[1].startswith("send_message ")
+    missing = await asyncio.to_thread(_invoke, "nosuchconversation", "-p", str(traced.project))
+    assert missing.exit_code == 2 and "no traced turn of conversation 'nosuchconversation'" in missing.output
+    bad = await asyncio.to_thread(_invoke, "not.a.token", "-p", str(traced.project))
+    assert bad.exit_code == 2 and "conversation id" in bad.output
