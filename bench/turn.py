@@ -202,7 +202,9 @@ async def main(
             sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
             from tests.helpers import wait_for_services
 
-            await wait_for_services(config, SERVICES, timeout=60)
+            await wait_for_services(
+                config, SERVICES, timeout=240
+            )  # litellm imports in 5 processes: slow on a busy machine
             minimal = Minimal(root, llm.api_base, home)
             client = await JidoClient.connect(project_dir=root, bus=bus)
             await client.start_conversation()

@@ -23,6 +23,7 @@ anything else: no SDK object is made, no SDK module is even imported.
 
 from __future__ import annotations
 
+import atexit
 import logging
 import os
 from collections.abc import Mapping, Sequence
@@ -116,6 +117,9 @@ def setup_from_env(env: Mapping[str, str] | None = None) -> bool:
 
         processors.append(SimpleSpanProcessor(ConsoleSpanExporter()))
     _state.processors = processors
+    # A short-lived process (a CLI command, an SDK script) would lose the spans still queued
+    # for the exporter: they are exported when it exits.
+    atexit.register(flush, 5_000)
     log.info("tracing on (%s)", ", ".join(exporters))
     return True
 

@@ -121,3 +121,18 @@ def test_log_format_follows_the_terminal_unless_told(monkeypatch: pytest.MonkeyP
     monkeypatch.setenv("JIDO_LOG_FORMAT", "yaml")
     with pytest.raises(ValueError, match="JIDO_LOG_FORMAT='yaml': expected json or text"):
         log_format(io.StringIO())
+
+
+def test_setup_reads_the_environment_once() -> None:
+    from jidocode.shared import telemetry
+
+    telemetry.reset()
+    try:
+        assert telemetry.setup_from_env({"OTEL_TRACES_EXPORTER": "jido"}) is True
+        assert telemetry.enabled() and telemetry.tracer("engine") is not None
+        # decided: a later call with other variables changes nothing
+        assert telemetry.setup_from_env({"OTEL_SDK_DISABLED": "true"}) is True
+    finally:
+        telemetry.reset()
+    assert telemetry.setup_from_env({}) is False and telemetry.tracer("engine") is None
+    telemetry.reset()
