@@ -182,7 +182,9 @@ def trace(
         return
     services = sorted({s.service for s in spans})
     console.print(
-        f"trace {escape(spans[0].trace_id)}: {len(spans)} spans from {', '.join(services)}", highlight=False
+        f"trace {escape(spans[0].trace_id)}: {len(spans)} spans from {', '.join(services)}",
+        highlight=False,
+        soft_wrap=True,  # one line, whatever the terminal's width: it is read by tools too
     )
     for line in render_tree(spans):
         console.print(escape(line), highlight=False, soft_wrap=True)

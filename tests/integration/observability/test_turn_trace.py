@@ -176,7 +176,6 @@ async def test_jidocode_trace_reads_the_turn_from_the_bus(traced: Traced) -> Non
 async def test_the_trace_command_prints_the_tree(traced: Traced, monkeypatch: pytest.MonkeyPatch) -> None:
     await _turn_spans(traced, _complete)
     monkeypatch.setenv("NATS_URL", traced.config.nats_url)
-    monkeypatch.setenv("COLUMNS", "300")
     cid = traced.client.conversation_id or ""
 
     def _invoke(*args: str) -> Any:
