@@ -217,3 +217,20 @@ def test_watch_tree_groups_a_turn() -> None:
         "    │  ├ tool read_file completed",
         '    └ answer: "done"',
     ]
+
+
+def test_log_lines_carry_the_current_span(tracing_on: None) -> None:
+    import json
+    import logging
+
+    from jidocode.shared.telemetry import JsonFormatter, TextFormatter
+
+    tracer = telemetry.tracer("engine")
+    assert tracer is not None
+    record = logging.LogRecord("jidocode.x", logging.INFO, __file__, 1, "inside", (), None)
+    with tracer.start_as_current_span("work") as span:
+        line = json.loads(JsonFormatter().format(record))
+        text = TextFormatter().format(record)
+    ctx = span.get_span_context()
+    assert line["trace_id"] == format(ctx.trace_id, "032x") and line["span_id"] == format(ctx.span_id, "016x")
+    assert f"trace_id={format(ctx.trace_id, '032x')[:16]}" in text
