@@ -1,6 +1,7 @@
 """One tool-using turn through the whole system vs a minimal single-process loop, in the same run.
 
     python bench/turn.py [--rounds 6] [--per-round 20] [--concurrent 200] [--services processes|inline]
+                         [--tracing off|memory|bus]
 
 Both sides talk to the same scripted OpenAI-compatible server (zero latency,
 stateless one-tool script: user message -> ``read_file(README.md)``, tool
@@ -15,6 +16,11 @@ result -> answer), both through real litellm with streaming.
   event loop (so the client, the scripted model and five services share one core).
 * **minimal**: ``litellm.acompletion`` + the tool runner's own
   ``executor.execute`` (the same policy check and tool function) called directly.
+
+``--tracing``: ``off`` (the default: no ``OTEL_*``), ``memory`` (every span into an
+in-memory exporter and onto the bus; needs ``--services inline``, where the services
+run in this process), ``bus`` (``OTEL_TRACES_EXPORTER=jido`` for every process: spans
+onto the bus only).
 
 Rounds alternate between the two. Prints medians, p99s and the ratio
 (goal: ≤ 1.15), then turns per second with ``--concurrent`` conversations
@@ -37,13 +43,16 @@ from typing import Any
 
 os.environ["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
 
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
 from jidocode.cli.dev.scripted_llm import ScriptedLlm, one_tool_responder
 from jidocode.client import JidoClient
 from jidocode.services.conversation.llm import make_llm_port
 from jidocode.services.conversation.llm.adapter import load_litellm
 from jidocode.services.registry import SERVICES, serve_many
 from jidocode.services.tool_runner.executor import execute
-from jidocode.shared import subjects
+from jidocode.shared import subjects, telemetry
 from jidocode.shared.bus import Bus
 from jidocode.shared.config import Config
 from jidocode.shared.envelope import Envelope
@@ -141,9 +150,26 @@ async def start_processes(config: Config) -> list[asyncio.subprocess.Process]:
 
 
 async def main(
-    rounds: int, per_round: int, concurrent: int, turn_timeout: float = 120.0, services: str = "processes"
+    rounds: int,
+    per_round: int,
+    concurrent: int,
+    turn_timeout: float = 120.0,
+    services: str = "processes",
+    tracing: str = "off",
 ) -> None:
     logging.basicConfig(level=logging.CRITICAL)
+    if tracing == "memory":
+        telemetry.install([SimpleSpanProcessor(InMemorySpanExporter())])
+    elif tracing == "bus":
+        os.environ["OTEL_TRACES_EXPORTER"] = "jido"  # this process and every service process
+    else:
+        for name in (
+            "OTEL_TRACES_EXPORTER",
+            "OTEL_EXPORTER_OTLP_ENDPOINT",
+            "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+        ):
+            os.environ.pop(name, None)
+    print(f"tracing: {tracing}")
     with tempfile.TemporaryDirectory() as tmp:
         base = Path(tmp)
         home = base / "home"
@@ -176,7 +202,9 @@ async def main(
             sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
             from tests.helpers import wait_for_services
 
-            await wait_for_services(config, SERVICES, timeout=60)
+            await wait_for_services(
+                config, SERVICES, timeout=240
+            )  # litellm imports in 5 processes: slow on a busy machine
             minimal = Minimal(root, llm.api_base, home)
             client = await JidoClient.connect(project_dir=root, bus=bus)
             await client.start_conversation()
@@ -287,5 +315,10 @@ if __name__ == "__main__":
         "--turn-timeout", type=float, default=120.0, help="seconds one concurrent turn may take"
     )
     parser.add_argument("--services", choices=("processes", "inline"), default="processes")
+    parser.add_argument("--tracing", choices=("off", "memory", "bus"), default="off")
     args = parser.parse_args()
-    asyncio.run(main(args.rounds, args.per_round, args.concurrent, args.turn_timeout, args.services))
+    if args.tracing == "memory" and args.services != "inline":
+        parser.error("--tracing memory needs --services inline (the exporter is in this process)")
+    asyncio.run(
+        main(args.rounds, args.per_round, args.concurrent, args.turn_timeout, args.services, args.tracing)
+    )

@@ -8,6 +8,7 @@ from . import assets, chat, contract, conversations, dev, projects, tools
 from .doctor import doctor
 from .serve import run_service
 from .status import probe, status
+from .trace import trace
 from .up import up
 from .watch import watch
 
@@ -30,6 +31,7 @@ app.add_typer(tools.app, name="tools")
 app.add_typer(assets.app, name="assets")
 app.add_typer(contract.app, name="contract")
 app.add_typer(dev.app, name="dev")
+app.command()(trace)
 
 from .mcp import mcp  # noqa: E402  (issue 15: one project as an MCP server on stdio)
 

@@ -176,7 +176,11 @@ async def _supervise(child: Child, env: dict[str, str], stopping: asyncio.Event)
             sys.executable,
             "-m",
             f"jidocode.services.{child.name}",
-            env={**env, "JIDO_INSTANCE": f"{child.label}-{os.getpid()}"},
+            env={
+                **env,
+                "JIDO_INSTANCE": f"{child.label}-{os.getpid()}",
+                "JIDO_LOG_FORMAT": env.get("JIDO_LOG_FORMAT", "text"),
+            },
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.STDOUT,
             start_new_session=True,  # Ctrl-C reaches the supervisor only; it stops children in order

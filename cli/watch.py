@@ -44,6 +44,7 @@ from jidocode.shared.envelope import Envelope, decode
 from jidocode.shared.errors import JidoError, NotFound
 
 from .common import NatsReach, cli_bus, console, err_console, run
+from .watch_tree import TurnTree, cloudevent_line
 
 __all__ = ["EventFilter", "Seen", "format_line", "parse_since", "summarize", "ulid_time", "watch"]
 
@@ -265,7 +266,11 @@ def watch(
     conversation: str | None = typer.Option(None, "--conversation", "-c", help="only this conversation id"),
     type_: list[str] = typer.Option([], "--type", "-t", help="only these event types (glob, repeatable)"),
     preset: str | None = typer.Option(None, "--filter", help="'skill': skill lifecycle hooks and registry"),
-    json_out: bool = typer.Option(False, "--json", help="print each event as one JSON line"),
+    json_out: bool = typer.Option(
+        False,
+        "--json",
+        help="print each event as one JSON CloudEvent a line (natssubject: where it was seen)",
+    ),
     limit: int = typer.Option(0, "--limit", help="stop after this many events (0: run until Ctrl-C)"),
     since: str | None = typer.Option(
         None,
@@ -274,9 +279,15 @@ def watch(
         "(ISO 8601, HH:MM[:SS] today, or an age: 90s, 15m, 2h, 1d), then go on live; "
         "signals and requests are not stored",
     ),
+    tree: bool = typer.Option(
+        False, "--tree", help="group by conversation: each turn as a tree (request → LLM → tools → answer)"
+    ),
 ) -> None:
     """Tail every event on the bus, one line each: each event once, in arrival order, with its subject."""
+    if tree and json_out:
+        raise typer.BadParameter("--tree and --json are two ways to print: choose one")
     flt = EventFilter(project, conversation, type_, preset)
+    turns = TurnTree()
     start = parse_since(since) if since is not None else None
     counts: Counter[str] = Counter()
     seen = Seen()
@@ -295,7 +306,10 @@ def watch(
             return
         counts[env.type] += 1
         if json_out:
-            print(json.dumps({"subject": msg.subject, **env.to_dict()}, ensure_ascii=False), flush=True)
+            print(cloudevent_line(env, msg.subject), flush=True)
+        elif tree:
+            for line in turns.add(env):
+                console.print(escape(line), highlight=False, soft_wrap=True)
         else:
             console.print(format_line(env, msg.subject), highlight=False, soft_wrap=True)
 

@@ -43,7 +43,7 @@ import contextlib
 import inspect
 import logging
 import os
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -438,13 +438,17 @@ class JidoClient:
 
         self._listeners.append(listen)
         try:
-            await self.send_event(UserMessage(text=text), id=message_id, correlation_id=message_id)
-            try:
-                outcome = await asyncio.wait_for(done, timeout)
-            except TimeoutError:
-                raise RequestTimeout(
-                    f"no answer within {timeout:g} s", details={"conversation_id": self.conversation_id}
-                ) from None
+            # one trace per user message: this span is its root while tracing is on
+            with _send_span(self.bus, self.project_id, self.conversation_id, message_id) as sp:
+                await self.send_event(UserMessage(text=text), id=message_id, correlation_id=message_id)
+                try:
+                    outcome = await asyncio.wait_for(done, timeout)
+                except TimeoutError:
+                    raise RequestTimeout(
+                        f"no answer within {timeout:g} s", details={"conversation_id": self.conversation_id}
+                    ) from None
+                if sp is not None:
+                    sp.set_attribute("jido.outcome", outcome.status)
         finally:
             self._listeners.remove(listen)
         if outcome.status == "answered":
@@ -612,3 +616,17 @@ async def connect(
 ) -> JidoClient:
     """``JidoClient.connect`` (seed 003 ``connect(…, model)``)."""
     return await JidoClient.connect(nats_url, project_dir, model=model, **kwargs)
+
+
+@contextlib.contextmanager
+def _send_span(bus: Bus, project_id: str, conversation_id: str | None, message_id: str) -> Iterator[Any]:
+    """The client's ``send_message`` span (nothing while tracing is off)."""
+    if bus.tracer is None:
+        yield None
+        return
+    from jidocode.shared.telemetry import ATTR_CONVERSATION, ATTR_PROJECT
+    from jidocode.shared.telemetry.spans import span
+
+    attrs = {ATTR_PROJECT: project_id, ATTR_CONVERSATION: conversation_id, "jido.correlation_id": message_id}
+    with span(bus.tracer, "send_message", attributes=attrs) as sp:
+        yield sp

@@ -19,7 +19,7 @@ import logging
 import os
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import nats
 import nats.errors
@@ -32,7 +32,7 @@ from nats.js.api import KeyValueConfig, StreamConfig
 from nats.js.kv import KeyValue
 from pydantic import ValidationError
 
-from jidocode.shared import nats_permissions, subjects
+from jidocode.shared import nats_permissions, subjects, telemetry
 from jidocode.shared.config import Config
 from jidocode.shared.envelope import (
     EXTENSIONS,
@@ -52,6 +52,11 @@ from jidocode.shared.errors import (
     from_info,
 )
 from jidocode.shared.events import ERROR_TYPE, Command, EventModel, R
+
+if TYPE_CHECKING:
+    from opentelemetry.trace import Tracer
+
+    from jidocode.shared.telemetry.export import BusSpanProcessor
 
 __all__ = ["Bus", "EnvelopeHandler", "connect_nats", "error_payload", "gather", "subject_of"]
 
@@ -138,13 +143,38 @@ class Bus:
         self.source = source
         self.replicas = replicas
         self._kv: dict[str, KeyValue] = {}
+        #: This connection's tracer while tracing is on (``telemetry``); ``None`` costs nothing.
+        self.tracer: Tracer | None = None
+        self._span_export: BusSpanProcessor | None = None
+        if telemetry.enabled():
+            self._start_tracing()
+
+    def _start_tracing(self) -> None:
+        """A tracer naming this service; its finished spans go on ``jido.trace.…`` too."""
+        from jidocode.shared.telemetry.export import BusSpanProcessor
+
+        service = self.source.split("/", 1)[0]
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # made outside a loop: spans go to the configured exporters only
+            loop = None
+        if loop is not None:
+            self._span_export = BusSpanProcessor(service, self._publish_spans, loop=loop)
+        extra = [self._span_export] if self._span_export is not None else []
+        self.tracer = telemetry.tracer(service, instance=self.source, extra=extra)
+
+    async def _publish_spans(self, subject: str, event: EventModel) -> None:
+        if not self.nc.is_closed:
+            await self.nc.publish(subject, encode(Envelope.new(event, source=self.source))[0])
 
     @classmethod
     async def connect(cls, config: Config, name: str, *, wait: bool = True, **options: Any) -> Bus:
         """Connect as service ``name``; ``source`` of its events is ``<name>/<instance>``.
 
         ``wait=False`` raises :class:`ServiceUnavailable` at once when no server answers.
+        Tracing is switched on here as the ``OTEL_*`` variables say (once per process).
         """
+        telemetry.setup_from_env()
         try:
             nc = await connect_nats(config, name, wait=wait, **options)
         except (nats.errors.NoServersError, OSError) as exc:
@@ -157,8 +187,19 @@ class Bus:
     # -- publishing -----------------------------------------------------------
 
     def envelope(self, event: EventModel, **ext: Any) -> Envelope:
-        """Wrap ``event`` with this client as ``source`` (``ext``: project_id=…, correlation_id=…)."""
-        return Envelope.new(event, source=self.source, **ext)
+        """Wrap ``event`` with this client as ``source`` (``ext``: project_id=…, correlation_id=…).
+
+        While tracing is on, the current span goes along as ``traceparent``/``tracestate``.
+        """
+        env = Envelope.new(event, source=self.source, **ext)
+        if self.tracer is not None and ext.get("traceparent") is None:
+            from jidocode.shared.telemetry.spans import inject
+
+            carrier: dict[str, str] = {}
+            inject(carrier)
+            if carrier:
+                env = env.with_extensions(**carrier)
+        return env
 
     async def publish(self, subject: str, event: EventModel, **ext: Any) -> Envelope:
         env = self.envelope(event, **ext)
@@ -194,6 +235,19 @@ class Bus:
         and JetStream being temporarily unavailable. Returns the stream sequence.
         """
         env = event if isinstance(event, Envelope) else self.envelope(event, **ext)
+        if self.tracer is None:
+            return await self._js_publish(subject, env, timeout, deadline)
+        from jidocode.shared.telemetry.spans import SpanKind, span
+
+        attrs = {
+            "messaging.system": "nats",
+            "messaging.destination.name": subject,
+            "jido.event_type": env.type,
+        }
+        with span(self.tracer, "jetstream publish", kind=SpanKind.PRODUCER, attributes=attrs):
+            return await self._js_publish(subject, env, timeout, deadline)
+
+    async def _js_publish(self, subject: str, env: Envelope, timeout: float, deadline: float) -> int:
         payload, headers = encode(env, jetstream=True)
         delay = 0.1
         give_up = time.monotonic() + deadline
@@ -216,6 +270,9 @@ class Bus:
                     type(exc).__name__,
                     attempt,
                 )
+                from jidocode.shared.telemetry.metrics import JS_PUBLISH_RETRIES
+
+                JS_PUBLISH_RETRIES.labels(self.source.split("/", 1)[0]).inc()
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 2.0)
 
@@ -223,6 +280,10 @@ class Bus:
 
     async def _send(self, subject: str, event: EventModel, timeout: float, ext: dict[str, Any]) -> Msg:
         extensions = {EXTENSIONS[k]: v for k, v in ext.items() if v is not None}
+        if self.tracer is not None and "traceparent" not in extensions:
+            from jidocode.shared.telemetry.spans import inject
+
+            inject(extensions)
         payload = encode_event(event, source=self.source, extensions=extensions)[1]
         try:
             return await self._request_raw(subject, payload, timeout)
@@ -256,7 +317,21 @@ class Bus:
         Raises the typed error an error reply carries, :class:`ServiceUnavailable`
         when nobody serves ``subject``, :class:`RequestTimeout`, or
         :class:`InvalidEnvelope` when the reply is not the declared type.
+        While tracing is on, the call is a client span whose context the request carries.
         """
+        if self.tracer is None:
+            return await self._call(subject, command, timeout, ext)
+        from jidocode.shared.telemetry.spans import SpanKind, span
+
+        attrs = {
+            "messaging.system": "nats",
+            "messaging.destination.name": subject,
+            "rpc.method": command.type,
+        }
+        with span(self.tracer, f"request {command.type}", kind=SpanKind.CLIENT, attributes=attrs):
+            return await self._call(subject, command, timeout, ext)
+
+    async def _call(self, subject: str, command: Command[R], timeout: float, ext: dict[str, Any]) -> R:
         msg = await self._send(subject, command, timeout, ext)
         reply = decode_reply(msg.data)
         reply_type = reply["type"]
@@ -359,6 +434,8 @@ class Bus:
         """
         if self.nc.is_closed:
             return
+        if self._span_export is not None:
+            await self._span_export.drain()  # the last spans go out before the connection does
         if self.nc.is_reconnecting or self.nc.is_connecting:
             await self.nc.close()
             return

@@ -299,6 +299,7 @@ class NatsUser(BaseModel):
 def _base(user: str, *, serves: Iterable[str], micro: str | None) -> tuple[list[str], list[str]]:
     """Grants every service has: its inbox, its endpoints, micro discovery, signals."""
     pub = [*_JS_COMMON, subjects.signal_filter()]
+    pub.append(subjects.trace_filter())  # its finished spans, while tracing is on
     sub = [f"{inbox_prefix(user)}.>", *serves]
     if micro is not None:
         sub.append(f"{_SRV}.>")  # nats.micro's discovery endpoints (answered via allow_responses)
@@ -354,6 +355,8 @@ def _conversation() -> Permissions:
     # stop waits for its cancel to be journaled, an owner journals the tool runner's approval
     # requests.
     sub += [subjects.conversation_in_filter(), subjects.signal_filter(), subjects.conversation_out_filter()]
+    # It creates the spans stream (`jidocode trace` reads it) when tracing is on.
+    pub += [*_stream_read(subjects.STREAM_TRACES), *_stream_create(subjects.STREAM_TRACES)]
     return Permissions(publish_allow=tuple(pub), subscribe_allow=tuple(sub), publish_deny=_TOOL_CALLS_PRIVATE)
 
 
@@ -404,6 +407,8 @@ def _client() -> Permissions:
         *_stream_read(subjects.STREAM_EVENTS),
         *_kv_read(subjects.BUCKET_PROJECTS),
         *_kv_read(_BUCKET_LEDGER),  # get_context_usage reads the token ledger
+        subjects.trace_filter(),  # the SDK's own spans, while tracing is on
+        *_stream_read(subjects.STREAM_TRACES),  # jidocode trace
     ]
     sub = [f"{inbox_prefix(CLIENT)}.>", subjects.all_subjects()]
     return Permissions(

@@ -30,6 +30,7 @@ from typing import Any
 from jidocode.shared.config import Config
 from jidocode.shared.errors import JidoError
 from jidocode.shared.log_limits import install_repeat_limiter
+from jidocode.shared.telemetry import make_formatter
 
 __all__ = ["Serve", "configure_logging", "run_service", "tune_gc"]
 
@@ -37,12 +38,12 @@ __all__ = ["Serve", "configure_logging", "run_service", "tune_gc"]
 Serve = Callable[[Config, asyncio.Event], Coroutine[Any, Any, None]]
 
 
-def configure_logging(level: str | None = None) -> None:
-    logging.basicConfig(
-        level=(level or os.environ.get("JIDO_LOG_LEVEL", "INFO")).upper(),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
+def configure_logging(level: str | None = None, *, service: str = "") -> None:
+    """Log to stderr: JSON lines when it is not a terminal, text on one (``JIDO_LOG_FORMAT``
+    overrides), with trace, span, project and conversation ids (``shared.telemetry``)."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(make_formatter(service, sys.stderr))
+    logging.basicConfig(level=(level or os.environ.get("JIDO_LOG_LEVEL", "INFO")).upper(), handlers=[handler])
     for noisy in ("LiteLLM", "litellm", "httpx", "watchfiles"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
     install_repeat_limiter()  # an outage is a few lines and a summary, not a flood
@@ -120,8 +121,18 @@ def _run(main: Coroutine[Any, Any, None]) -> None:
 
 
 def run_service(name: str, serve: Serve) -> None:
-    """Run ``serve`` (the service ``name``) until a signal; a ``JidoError`` exits 1."""
-    configure_logging()
+    """Run ``serve`` (the service ``name``) until a signal; a ``JidoError`` exits 1.
+
+    Its metrics are served when the environment gives it a port (``shared.telemetry.metrics``).
+    """
+    configure_logging(service=name)
+    from jidocode.shared.telemetry import metrics  # a service's import, not every command's
+
+    try:
+        metrics.serve_from_env(name)
+    except (ValueError, OSError) as exc:  # a bad or busy port: say which, do not start half-observable
+        logging.getLogger("jidocode").error("%s: metrics: %s", name, exc)
+        raise SystemExit(1) from None
     try:
         _run(_main(serve))
     except JidoError as exc:

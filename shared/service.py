@@ -31,8 +31,9 @@ import asyncio
 import contextlib
 import logging
 import os
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from nats.micro import add_service
 from nats.micro.request import Request
@@ -52,6 +53,10 @@ from jidocode.shared.envelope import (
 from jidocode.shared.errors import InvalidInput, JidoError, PayloadTooLarge
 from jidocode.shared.events import EVENT_TYPES, Command, EventModel
 from jidocode.shared.subjects import SERVICE_NAMES, project_id_of
+from jidocode.shared.telemetry import ATTR_CONVERSATION, ATTR_PROJECT, metrics, set_log_scope
+
+if TYPE_CHECKING:
+    from opentelemetry.trace import Tracer
 
 __all__ = ["Handler", "ServiceHost", "expect", "scoped_project_id", "to_jsonable"]
 
@@ -211,17 +216,34 @@ class ServiceHost:
         reply_cls = command.reply
         label = f"{self.name}.{endpoint}"
 
+        service = self.name
+        requests = metrics.REQUESTS.labels(service, endpoint)
+        duration = metrics.REQUEST_DURATION.labels(service, endpoint)
+
+        async def _call(env: Envelope) -> EventModel:
+            cmd = expect(env, command, endpoint=label)
+            conversation_id = env.conversation_id or getattr(cmd, "conversation_id", None)
+            set_log_scope(env.project_id or _subject_project(env.nats_subject), conversation_id)
+            tracer = self.bus.tracer
+            if tracer is None:
+                return await handler(cmd, env)
+            return await _traced(tracer, label, env, cmd, conversation_id, handler)
+
         async def _handle(request: Request) -> None:
             env: Envelope | None = None
+            started = time.perf_counter()
+            requests.inc()
             try:
                 env = decode(request.data, request.headers, max_bytes=max_bytes, nats_subject=request.subject)
-                result = await handler(expect(env, command, endpoint=label), env)
+                result = await _call(env)
                 if not isinstance(result, reply_cls):
                     raise TypeError(
                         f"handler answered {type(result).__name__}, the contract says {reply_cls.__name__}"
                     )
                 reply = _reply(source, env, result)  # a reply over the bus limit is an error reply
             except JidoError as exc:
+                metrics.REQUEST_ERRORS.labels(service, endpoint, exc.type).inc()
+                duration.observe(time.perf_counter() - started)
                 await _reply_error(request, source, exc, env)
                 return
             except Exception as exc:
@@ -229,8 +251,11 @@ class ServiceHost:
                 err = JidoError(
                     f"internal error in {endpoint}: {type(exc).__name__}: {exc}", error_type="internal"
                 )
+                metrics.REQUEST_ERRORS.labels(service, endpoint, "internal").inc()
+                duration.observe(time.perf_counter() - started)
                 await _reply_error(request, source, err, env)
                 return
+            duration.observe(time.perf_counter() - started)
             await request.respond(reply)
 
         async def _spawn(request: Request) -> None:
@@ -315,6 +340,36 @@ class ServiceHost:
     @property
     def service(self) -> Service | None:
         return self._service
+
+
+def _subject_project(subject: str | None) -> str | None:
+    """The project id of a per-project request subject; ``None`` for the engine's."""
+    try:
+        return project_id_of(subject or "")
+    except ValueError:
+        return None
+
+
+async def _traced(
+    tracer: Tracer,
+    label: str,
+    env: Envelope,
+    cmd: C,
+    conversation_id: str | None,
+    handler: Handler[C],
+) -> EventModel:
+    """The handler inside a server span, child of the span the request carries (if any)."""
+    from jidocode.shared.telemetry.spans import SpanKind, extract, span
+
+    attrs = {
+        "rpc.system": "nats",
+        "rpc.method": label,
+        "messaging.destination.name": env.nats_subject,
+        ATTR_PROJECT: env.project_id or _subject_project(env.nats_subject),
+        ATTR_CONVERSATION: conversation_id,
+    }
+    with span(tracer, label, context=extract(env.extensions), kind=SpanKind.SERVER, attributes=attrs):
+        return await handler(cmd, env)
 
 
 _ECHOED = ("correlationid", "projectid", "conversationid")

@@ -16,6 +16,7 @@ Subject map (``<p>`` a project id, ``<c>`` a conversation id)::
     jido.journal.<p>.<c>               canonical journal of applied signals
     jido.sig.<type…>                   lifecycle and telemetry signals
     jido.hook.<type…>                  skill pre/post hook signals (types come from settings)
+    jido.trace.<p>.<c>.<trace id>      finished spans of a trace (when tracing is on; captured by a stream)
 """
 
 from __future__ import annotations
@@ -35,6 +36,8 @@ __all__ = [
     "STREAM_CONV_IN",
     "STREAM_EVENTS",
     "STREAM_JOURNAL",
+    "STREAM_TRACES",
+    "UNKNOWN_SCOPE",
     "all_subjects",
     "assets",
     "assets_pattern",
@@ -58,6 +61,8 @@ __all__ = [
     "srv",
     "tools",
     "tools_pattern",
+    "trace",
+    "trace_filter",
     "type_tokens",
     "validate_token",
 ]
@@ -68,6 +73,8 @@ PREFIX = "jido"
 STREAM_CONV_IN = "JIDO_CONV_IN"
 STREAM_JOURNAL = "JIDO_JOURNAL"
 STREAM_EVENTS = "JIDO_EVENTS"
+#: Finished spans published by the services while tracing is on (``jido.trace.>``).
+STREAM_TRACES = "JIDO_TRACES"
 
 # KV buckets.
 BUCKET_PROJECTS = "jido_projects"
@@ -197,6 +204,32 @@ def signal_filter() -> str:
 def hook_filter() -> str:
     """Every skill hook signal."""
     return f"{PREFIX}.hook.>"
+
+
+#: The project or conversation token of a span whose service did not know it.
+UNKNOWN_SCOPE = "_"
+_TRACE_ID = re.compile(r"^[0-9a-f]{32}$")
+
+
+def _trace_id(value: str) -> str:
+    if not _TRACE_ID.match(value) or value == "0" * 32:
+        raise ValueError(f"invalid trace id {value!r}: expected 32 lowercase hex digits, not all zero")
+    return value
+
+
+def trace(project_id: str | None, conversation_id: str | None, trace_id: str) -> str:
+    """``jido.trace.<p>.<c>.<trace id>``: finished spans of one trace (``_`` for an unknown scope)."""
+    p = UNKNOWN_SCOPE if project_id is None else validate_token(project_id, "project id")
+    c = UNKNOWN_SCOPE if conversation_id is None else validate_token(conversation_id, "conversation id")
+    return f"{PREFIX}.trace.{p}.{c}.{_trace_id(trace_id)}"
+
+
+def trace_filter(
+    project_id: str | None = None, conversation_id: str | None = None, trace_id: str | None = None
+) -> str:
+    """Wildcard over published spans; ``None`` matches any id."""
+    t = "*" if trace_id is None else _trace_id(trace_id)
+    return f"{PREFIX}.trace.{_opt(project_id, 'project id')}.{_opt(conversation_id, 'conversation id')}.{t}"
 
 
 def all_subjects() -> str:

@@ -86,6 +86,7 @@ from jidocode.shared.events.tools import (
 )
 from jidocode.shared.registry import ProjectDirectory
 from jidocode.shared.service import ServiceHost, scoped_project_id
+from jidocode.shared.telemetry import metrics
 
 __all__ = ["AssetService", "serve"]
 
@@ -312,6 +313,7 @@ class AssetService:
             ),
             project_id=pid,
         )
+        metrics.ASSET_RELOADS.labels(str(trigger)).inc()
         return gen
 
     async def forget(self, project_id: str) -> None:

@@ -81,6 +81,7 @@ from .ports import LlmRequest, ToolSpec
 from .record import ConversationRecord
 from .subagents.core import TASK_TOOL
 from .subagents.runner import ParentView, SubagentRunner
+from .tracing import TurnTraces
 
 __all__ = ["LLM_SOURCE", "TOOLS_SOURCE", "ConversationActor", "ValidatedInput"]
 
@@ -145,6 +146,8 @@ class ValidatedInput:
     def take(self, env: Envelope) -> Signal | None:
         """The validated signal ``env`` carries unchanged, or ``None`` (then validate ``env``)."""
         signal = self._pending.get(env.id)
+        if signal is not None and "traceparent" in env.extensions:  # the trace context is no content
+            env = env.with_extensions(traceparent=None, tracestate=None)
         if signal is None or to_envelope(signal, self.project_id, self.conversation_id) != env:
             return None
         del self._pending[env.id]
@@ -175,6 +178,9 @@ class ConversationActor:
         self._closed = False
         #: Runs this conversation's ``task`` calls (created on the first one: ``subagents``).
         self._subagents: SubagentRunner | None = None
+
+        #: The turns in flight as spans and metrics (``tracing.py``).
+        self.traces = TurnTraces(runtime.bus.tracer, self.project_id, self.conversation_id)
 
     # -- lifecycle ---------------------------------------------------------------
 
@@ -276,6 +282,7 @@ class ConversationActor:
 
     async def close(self) -> None:
         self._closed = True
+        self.traces.close()
         if self._idle_timer is not None:
             self._idle_timer.cancel()
             self._idle_timer = None
@@ -306,6 +313,7 @@ class ConversationActor:
     async def _on_input(self, msg: Msg) -> None:
         seq = msg.metadata.sequence.stream
         raw: dict[str, Any] = {}
+        env: Envelope | None = None
         try:
             # the message: the bus's one payload limit; its data: max_message_bytes (normalize)
             env = decode(msg.data, msg.headers)
@@ -317,6 +325,7 @@ class ConversationActor:
                 signal = normalize(raw, external=True, max_data_bytes=self.rt.settings.max_message_bytes)
         except JidoError as exc:
             signal = self._rejection(exc, seq, raw)
+        self.traces.begin(signal, env)
         await self.mailbox.put((signal, seq))
 
     async def _on_approval_requested(self, msg: Msg) -> None:
@@ -375,6 +384,7 @@ class ConversationActor:
         self.state, intents = drain(self.state)
         out.extend(intents)
         await self._execute(tuple(out))
+        self.traces.observe((), self.state.queue_size)
 
     async def _execute(self, intents: tuple[Intent, ...]) -> None:
         """Carry out intents in order; consecutive entries are journaled together, and
@@ -419,9 +429,11 @@ class ConversationActor:
 
     async def _emit(self, entries: list[Signal]) -> None:
         p, c = self.project_id, self.conversation_id
-        self.last_seq = await self.rt.journal.append_many(p, c, entries, expected_last=self.last_seq)
+        with self.traces.journal_write(entries):
+            self.last_seq = await self.rt.journal.append_many(p, c, entries, expected_last=self.last_seq)
         for entry in entries:
             await self._publish(entry)
+        self.traces.observe(entries)
 
     async def _publish(self, entry: Signal) -> None:
         p, c = self.project_id, self.conversation_id
@@ -498,6 +510,10 @@ class ConversationActor:
         return [t.name for t in tools if exposure.shown(t.name)]
 
     async def _run_llm(self, intent: RunLlm) -> None:
+        with self.traces.within(intent.correlation_id):
+            await self._llm_call(intent)
+
+    async def _llm_call(self, intent: RunLlm) -> None:
         p, c = self.project_id, self.conversation_id
         # its settings as they are now: a tool exposure changed since the conversation was loaded
         # (configure_tools) counts from the next model call on, whichever replica took the change
@@ -531,7 +547,16 @@ class ConversationActor:
             )
 
         try:
-            result = await self.rt.llm.complete(request, on_delta)
+            with self.traces.llm_call(request) as call:
+                try:
+                    result = await self.rt.llm.complete(request, on_delta)
+                except JidoError as exc:
+                    call.failed(exc.type, exc.message)
+                    raise
+                except Exception as exc:
+                    call.failed("internal", f"{type(exc).__name__}: {exc}")
+                    raise
+                call.completed(result)
             completed = LlmCompleted(
                 request_id=intent.request_id,
                 content=result.content,
@@ -556,6 +581,21 @@ class ConversationActor:
         return self._result(failed, intent.request_id, intent.correlation_id, LLM_SOURCE)
 
     async def _run_tool(self, intent: RunTool) -> None:
+        with self.traces.tool_call(
+            intent.correlation_id, intent.name, intent.call_id, intent.request_id
+        ) as sp:
+            outcome = await self._tool_call(intent)
+            if sp is not None:
+                sp.set_attribute(
+                    "jido.outcome", "completed" if isinstance(outcome, ToolCallCompleted) else "failed"
+                )
+                if isinstance(outcome, ToolCallFailed):
+                    from jidocode.shared.telemetry.spans import record_error
+
+                    record_error(sp, outcome.message, outcome.error_type)
+        await self.deliver(self._result(outcome, intent.request_id, intent.correlation_id, TOOLS_SOURCE))
+
+    async def _tool_call(self, intent: RunTool) -> ToolCallCompleted | ToolCallFailed:
         meta = ToolCallMeta(
             conversation_id=self.conversation_id,
             request_id=intent.request_id,
@@ -600,7 +640,7 @@ class ConversationActor:
                     message=err.message if err else "the tool failed",
                     details=err.details if err else {},
                 )
-        await self.deliver(self._result(outcome, intent.request_id, intent.correlation_id, TOOLS_SOURCE))
+        return outcome
 
     # -- sub-agents (the ``task`` tool: subagents/runner.py) ---------------------------
 

@@ -55,9 +55,13 @@ def input_msg_id(project_id: str, conversation_id: str, signal: Signal) -> str:
     return f"{journal_msg_id(project_id, conversation_id, signal.id)}|{signal.correlation_id}"
 
 
-def input_payload(signal: Signal, project_id: str, conversation_id: str) -> tuple[bytes, dict[str, str]]:
-    """The message of an input ``signal`` on the conversation's input subject."""
-    payload, _ = encode(to_envelope(signal, project_id, conversation_id))
+def input_payload(
+    signal: Signal, project_id: str, conversation_id: str, trace: dict[str, str] | None = None
+) -> tuple[bytes, dict[str, str]]:
+    """The message of an input ``signal`` on the conversation's input subject (``trace``: the
+    ``traceparent``/``tracestate`` extensions of the request that sent it, when traced)."""
+    env = to_envelope(signal, project_id, conversation_id)
+    payload, _ = encode(env.with_extensions(**trace) if trace else env)
     return payload, {MSG_ID_HEADER: input_msg_id(project_id, conversation_id, signal)}
 
 

@@ -924,7 +924,13 @@ class Runtime:
         signal = normalize(raw, external=True, max_data_bytes=self.settings.max_message_bytes)
         # The message id is the reducer's dedup key, scoped to the conversation: a client reusing
         # an event id in another conversation (or with another correlation id) is not dropped.
-        payload, headers = input_payload(signal, project_id, cmd.conversation_id)
+        trace: dict[str, str] | None = None
+        if self.bus.tracer is not None:  # the turn's span will be a child of this request's
+            from jidocode.shared.telemetry.spans import inject
+
+            trace = {}
+            inject(trace)
+        payload, headers = input_payload(signal, project_id, cmd.conversation_id, trace)
         # Nobody holds it (released while idle, or never loaded): this replica takes it.
         key = record_key(project_id, cmd.conversation_id)
         if key not in self.owned and self._maybe_free(key):

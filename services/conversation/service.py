@@ -40,6 +40,8 @@ from jidocode.shared.events.engine import ProjectInfo
 from jidocode.shared.registry import WatchedDirectory
 from jidocode.shared.service import ServiceHost, scoped_project_id
 from jidocode.shared.settings import load_settings
+from jidocode.shared.telemetry import metrics
+from jidocode.shared.telemetry.export import ensure_trace_stream
 
 from .ports import LlmPort, ToolPort
 from .runtime import Runtime
@@ -120,6 +122,9 @@ async def serve(
             bus, llm=llm, tools=tools or NatsToolPort(bus, timeout=settings.tool_timeout_s), settings=settings
         )
         await runtime.start()
+        metrics.CONVERSATIONS_OWNED.labels(bus.source).set_function(lambda: len(runtime.owned))
+        if bus.tracer is not None:  # the spans stream that `jidocode trace` reads
+            await ensure_trace_stream(bus)
         if on_runtime is not None:
             on_runtime(runtime)
         directory = await WatchedDirectory.open(bus)

@@ -49,6 +49,7 @@ from jidocode.shared.policy import Decision, Effect
 
 from .call import Call, CallKey
 from .errors import CallCancelled, QuotaExceeded
+from .telemetry import approval_wait
 
 __all__ = [
     "MAX_APPROVAL_CONVERSATIONS",
@@ -238,10 +239,13 @@ class ApprovalGate:
                 )
                 await self.bus.emit(question, **call.ext)
                 async with self.release():  # a human takes their time: hold no request slot
-                    try:
-                        return await asyncio.wait_for(fut, timeout_s)
-                    except TimeoutError:
-                        return TIMEOUT
+                    with approval_wait(self.bus, call) as waited:
+                        try:
+                            answer = await asyncio.wait_for(fut, timeout_s)
+                        except TimeoutError:
+                            answer = TIMEOUT
+                        waited.answered(answer)
+                        return answer
             finally:
                 await self._unwatch(project_id, cid)
         finally:

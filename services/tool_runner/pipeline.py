@@ -54,6 +54,7 @@ from .projects import Project, Projects
 from .quotas import Quotas, slots_for
 from .report import finished, started
 from .running import RunningCalls
+from .telemetry import call_span, note
 from .tools import BUILTINS
 from .tools.bash import sandbox_status
 
@@ -116,11 +117,12 @@ class Pipeline:
         t0 = time.monotonic()
         self._owners[call.key] = call.conversation_id
         try:
-            with self.running.track(call.key):
+            with self.running.track(call.key), call_span(self.bus, call) as report:
                 try:
                     result = await self._steps(call, claim)
                 except (JidoError, OSError, TimeoutError) as exc:
                     result = error_result(exc)
+                report.finish(result)
         finally:
             self._owners.pop(call.key, None)
         await self.bus.emit(finished(call, result, round((time.monotonic() - t0) * 1000, 1)), **call.ext)
@@ -133,6 +135,7 @@ class Pipeline:
         project = await self.projects.get(call.project_id)
         args = check_args(call.name, call.args, project.limits)
         decision = await self._authorize(call, project, args)
+        note(decision=str(decision.effect))
         asked = await self.gate.admit(
             call, decision, _bounded(call, project.tools.approval_timeout_s, "while it waited for approval")
         )
@@ -143,7 +146,9 @@ class Pipeline:
             limits = limits.model_copy(
                 update={"timeout_s": _bounded(call, limits.timeout_s, "before it could run")}
             )
-            await self.bus.emit(started(call, await sandbox_status(call.name, project.policy)), **call.ext)
+            box = await sandbox_status(call.name, project.policy)
+            note(sandbox=str(box.mode) if box is not None else None)
+            await self.bus.emit(started(call, box), **call.ext)
             return await self.running.execute(call.key, self._tool(call, project, args, decision, limits))
 
     async def _check_root(self, call: Call) -> None:

@@ -16,7 +16,7 @@ from pydantic import Field, TypeAdapter, ValidationError
 
 from jidocode.shared.errors import InvalidInput
 
-from . import assets, common, conversation, engine, llm, tools
+from . import assets, common, conversation, engine, llm, telemetry, tools
 from ._base import Command, EventModel, R
 from .common import ERROR_TYPE
 
@@ -40,6 +40,7 @@ ALL_EVENTS: tuple[type[EventModel], ...] = (
     *tools.EVENTS,
     *assets.EVENTS,
     *llm.EVENTS,
+    *telemetry.EVENTS,
 )
 
 
