@@ -7,8 +7,9 @@ are always collected; they are served over HTTP only when a port is configured
 
 * ``JIDO_METRICS_PORT_<SERVICE>`` (``JIDO_METRICS_PORT_TOOL_RUNNER=9467``): that service's port;
 * else ``JIDO_METRICS_PORT`` is a base: each service adds its place in
-  ``subjects.SERVICE_NAMES`` (engine +0, project +1, conversation +2, tool_runner +3,
-  asset_loader +4), so the processes of one ``jidocode up`` never collide;
+  :data:`METRICS_SERVICES` (engine +0, project +1, conversation +2, tool_runner +3,
+  asset_loader +4, then the front ends: gateway +5), so the processes of one ``jidocode up``
+  never collide;
 * neither set: not served.
 
 Services that share a process (tests, ``bench/turn.py --services inline``) share
@@ -33,6 +34,7 @@ __all__ = [
     "JS_PUBLISH_RETRIES",
     "LLM_DURATION",
     "LLM_TOKENS",
+    "METRICS_SERVICES",
     "QUEUE_DEPTH",
     "QUEUE_OVERFLOWS",
     "REGISTRY",
@@ -142,6 +144,10 @@ class _Served:
 
 _served = _Served()
 
+#: Every process that may serve metrics, in port-offset order: the nats.micro services, then the
+#: front ends that answer no requests on the bus (the HTTP gateway).
+METRICS_SERVICES: Final[tuple[str, ...]] = (*SERVICE_NAMES, "gateway")
+
 
 def metrics_port(service: str, env: Mapping[str, str] | None = None) -> int | None:
     """The port ``service`` serves its metrics on, or ``None`` (not served).
@@ -149,13 +155,13 @@ def metrics_port(service: str, env: Mapping[str, str] | None = None) -> int | No
     Raises ``ValueError`` naming the variable whose value is not a port (0 … 65535).
     """
     env = os.environ if env is None else env
-    if service not in SERVICE_NAMES:
-        raise ValueError(f"unknown service {service!r}: expected one of {sorted(SERVICE_NAMES)}")
+    if service not in METRICS_SERVICES:
+        raise ValueError(f"unknown service {service!r}: expected one of {sorted(METRICS_SERVICES)}")
     own = f"JIDO_METRICS_PORT_{service.upper()}"
     if env.get(own, "").strip():
         return _port(own, env[own], 0)
     if env.get("JIDO_METRICS_PORT", "").strip():
-        offset = list(SERVICE_NAMES).index(service)
+        offset = METRICS_SERVICES.index(service)
         return _port("JIDO_METRICS_PORT", env["JIDO_METRICS_PORT"], offset)
     return None
 

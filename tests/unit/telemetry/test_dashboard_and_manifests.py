@@ -19,6 +19,7 @@ DEPLOYMENTS = {
     "conversation": "conversation",
     "tool-runner": "tool_runner",
     "asset-loader": "asset_loader",
+    "gateway": "gateway",
 }
 
 

@@ -44,6 +44,7 @@ def test_an_unknown_exporter_is_named() -> None:
         ({"JIDO_METRICS_PORT": "9464"}, "engine", 9464),
         ({"JIDO_METRICS_PORT": "9464"}, "conversation", 9466),
         ({"JIDO_METRICS_PORT": "9464"}, "asset_loader", 9468),
+        ({"JIDO_METRICS_PORT": "9464"}, "gateway", 9469),
         ({"JIDO_METRICS_PORT": "9464", "JIDO_METRICS_PORT_TOOL_RUNNER": "9999"}, "tool_runner", 9999),
         ({"JIDO_METRICS_PORT_PROJECT": "0"}, "project", 0),
         ({"JIDO_METRICS_PORT": " "}, "project", None),
