@@ -64,6 +64,7 @@ from jidocode.shared.events.conversation import (
     ApprovalResponse,
     AssistantDelta,
     Cancel,
+    Compact,
     Resume,
     UserMessage,
 )
@@ -74,6 +75,7 @@ from jidocode.shared.settings import global_home
 from jidocode.shared.trust import TrustState, trust_project, trust_state
 
 from ._commands import RenderedCommand, is_command_name
+from ._compaction import CompactionResult, wait_for_compaction
 from ._turn import TurnOutcome, TurnTracker
 
 __all__ = [
@@ -531,6 +533,19 @@ class JidoClient:
     async def resume(self) -> None:
         """Resume a cancelled conversation."""
         await self.send_event(Resume())
+
+    async def compact(
+        self, instructions: str | None = None, *, timeout: float | None = 300.0
+    ) -> CompactionResult:
+        """Compact the context now: the older part is summarised by the model (``/compact``).
+
+        ``instructions`` say what the summary must keep. Returns when the compaction ended
+        (during a turn: before its next model call); nothing leaves the journal or the timeline.
+        """
+        await self._ensure_conversation()
+        return await wait_for_compaction(
+            self._listeners, lambda: self.send_event(Compact(instructions=instructions)), timeout=timeout
+        )
 
     async def get_projection(self, name: str) -> Any:
         """The value of the conversation's projection ``name`` (``timeline``, ``llm_context``, ``usage`` …)."""
