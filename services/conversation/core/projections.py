@@ -56,6 +56,9 @@ def diagnostics(state: ConversationState) -> dict[str, Any]:
         "pending_subagents": len(state.pending_subagents),
         "turns": state.turns,
         "max_turns": state.limits.max_turns,
+        "compact_at": state.limits.compact_at,
+        "compact_keep_turns": state.limits.compact_keep_turns,
+        "compacted_to": state.compacted_to,
         "problems": [entry.to_dict() for entry in state.timeline if entry.type in DIAGNOSTIC_TYPES],
     }
 
