@@ -383,3 +383,23 @@ def test_the_context_stays_a_valid_transcript_and_replay_equals_live(
     rebuilt = replay("p", "c", state.timeline, state.limits)
     assert project(rebuilt, "llm_context") == project(state, "llm_context")
     assert rebuilt.model_dump() == state.model_dump()
+
+
+def test_the_turn_tracker_waits_out_an_overflow_that_a_compaction_turns_around() -> None:
+    from jidocode.client import TurnTracker
+
+    tracker = TurnTracker(message_id="m", correlation_id="m")
+    tracker.feed("conversation.user.message", {"text": "hi"}, event_id="m", correlation_id="m")
+    failed = {"request_id": "r1", "error_type": "llm_context_overflow", "message": "too long"}
+    assert tracker.feed("conversation.llm.failed", failed, event_id="r1:result") is None
+    assert tracker.overflow is not None and tracker.overflow.error_type == "llm_context_overflow"
+    assert tracker.feed("conversation.compaction.requested", {"reason": "overflow"}, event_id="k") is None
+    assert tracker.overflow is None
+    tracker.feed("conversation.llm.completed", {"request_id": "r2", "content": "ok"}, event_id="r2:result")
+    outcome = tracker.feed("conversation.assistant.message", {"request_id": "r2", "text": "ok"}, event_id="a")
+    assert outcome is not None and (outcome.status, outcome.text) == ("answered", "ok")
+    # any other failure ends the turn at once
+    other = TurnTracker(message_id="n", correlation_id="n")
+    other.feed("conversation.user.message", {"text": "hi"}, event_id="n", correlation_id="n")
+    ended = other.feed("conversation.llm.failed", {"request_id": "r", "error_type": "llm_auth"}, event_id="x")
+    assert ended is not None and ended.error_type == "llm_auth"
