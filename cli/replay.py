@@ -411,7 +411,8 @@ async def _embedded_system(home: Path) -> AsyncIterator[Config]:
     from jidocode.services.registry import SERVICES, serve_many
     from jidocode.shared.natsserver import NatsServer
 
-    server = NatsServer(store_dir=home / "js", sync="default").start()
+    # the store beside the home, not in it: the asset loader watches the home (global assets)
+    server = NatsServer(store_dir=home.parent / "js", sync="default").start()
     stop = asyncio.Event()
     config = Config(nats_url=server.url, jido_home=home, instance="replay")
     task = asyncio.create_task(serve_many(config, stop))
