@@ -42,7 +42,7 @@ T = "2026-01-01T00:00:00Z"
 
 
 def _signal(
-    type_: str, data: dict[str, object], sid: str, cause: str | None = None, corr: str | None = None
+    type_: str, data: dict[str, Any], sid: str, cause: str | None = None, corr: str | None = None
 ) -> Signal:
     return Signal(
         id=sid, type=type_, source="bench", data=data, correlation_id=corr or sid, causation_id=cause, time=T
