@@ -99,7 +99,7 @@ _LIMIT_SETTINGS: Final = ("max_turns", "compact_at", "compact_keep_turns")
 #: Keys whose values belong to one run, never compared.
 _RUN_SPECIFIC: Final = frozenset({"time", "duration_ms"})
 #: A recording line may hold one large tool result, never more than this.
-MAX_LINE_BYTES: Final = 64 * 1024 * 1024
+MAX_LINE_BYTES: Final = 64 * 1024 * 1024  # characters
 
 
 class RecordingHeader(BaseModel):
@@ -272,7 +272,7 @@ def read_recording(path: Path) -> Recording:
             continue
         where = f"{path}:{number}"
         if len(line) > MAX_LINE_BYTES:
-            raise InvalidInput(f"{where}: a line of {len(line)} bytes is over {MAX_LINE_BYTES}")
+            raise InvalidInput(f"{where}: a line of {len(line)} characters is over {MAX_LINE_BYTES}")
         try:
             item = json.loads(line)
         except json.JSONDecodeError as exc:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from jidocode.cli.main import app
@@ -25,3 +26,18 @@ def test_the_commands_are_there() -> None:
     assert replay.exit_code == 0 and "--project" in replay.output
     export = runner.invoke(app, ["conversations", "export", "--help"])
     assert export.exit_code == 0 and "--output" in export.output
+
+
+def test_a_recording_line_over_the_limit_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from jidocode.cli import replay
+    from jidocode.shared.errors import InvalidInput
+
+    monkeypatch.setattr(replay, "MAX_LINE_BYTES", 100)
+    path = tmp_path / "big.jsonl"
+    header = (
+        '{"kind": "header", "format": "jidocode.conversation-recording", "version": 1, '
+        '"project_id": "p", "conversation_id": "c", "entries": 1, "answers": 0}'
+    )
+    path.write_text(header + "\n")
+    with pytest.raises(InvalidInput, match=r"big\.jsonl:1: a line of \d+ characters is over 100"):
+        replay.read_recording(path)

@@ -403,3 +403,22 @@ def test_the_turn_tracker_waits_out_an_overflow_that_a_compaction_turns_around()
     other.feed("conversation.user.message", {"text": "hi"}, event_id="n", correlation_id="n")
     ended = other.feed("conversation.llm.failed", {"request_id": "r", "error_type": "llm_auth"}, event_id="x")
     assert ended is not None and ended.error_type == "llm_auth"
+
+
+def test_the_limits_of_compaction_input_are_enforced() -> None:
+    from jidocode.services.conversation import compaction
+    from jidocode.services.conversation.core import normalize
+    from jidocode.shared.errors import InvalidInput
+
+    # the transcript sent for a summary keeps its newest MAX_TRANSCRIPT_CHARS characters
+    many = [{"role": "user", "content": f"m{i} " + "y" * 1000} for i in range(500)]
+    text = compaction.transcript(many)
+    assert len(text) <= compaction.MAX_TRANSCRIPT_CHARS + 40
+    assert text.startswith("[…the oldest part is cut]") and "m499 " in text and "m0 " not in text
+    # what to keep is at most 4,000 characters
+    raw = {"id": "k", "type": "conversation.compact", "data": {"instructions": "z" * 4001}}
+    with pytest.raises(InvalidInput, match="instructions"):
+        normalize(raw, external=True)
+    assert (
+        normalize({**raw, "data": {"instructions": "z" * 4000}}, external=True).type == "conversation.compact"
+    )
