@@ -11,12 +11,15 @@ whose answer was changed replays to a difference that names it.
 from __future__ import annotations
 
 import asyncio
+import json
 import shutil
 from pathlib import Path
 
 import pytest
+from typer.testing import CliRunner
 
 from jidocode.cli.dev.scripted_llm import Reply, call
+from jidocode.cli.main import app
 from jidocode.cli.replay import (
     Recording,
     export_recording,
@@ -133,6 +136,20 @@ async def test_three_recorded_conversations_replay_to_identical_projections(
     assert not reports[3].same
     assert reports[3].projection == "timeline"
     assert reports[3].replayed == "Bye." and reports[3].recorded == "It says hello."
+
+    # the command: the same replay of a file, exit 0; the changed one, exit 1 naming the difference
+    write_recording(tmp_path / "changed.jsonl", changed)
+    runner = CliRunner()
+    same = await asyncio.to_thread(
+        runner.invoke, app, ["replay", str(tmp_path / "tools.jsonl"), "--project", str(snapshot)]
+    )
+    assert same.exit_code == 0, same.output
+    assert "same: every projection matches (16 entries, 4 model answers)" in same.output
+    different = await asyncio.to_thread(
+        runner.invoke, app, ["replay", str(tmp_path / "changed.jsonl"), "--project", str(snapshot), "--json"]
+    )
+    assert different.exit_code == 1, different.output
+    assert json.loads(different.output)["replayed"] == "Bye."
 
 
 def test_a_bad_recording_is_refused_naming_the_line(tmp_path: Path) -> None:
