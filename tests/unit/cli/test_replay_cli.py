@@ -16,8 +16,8 @@ def test_replay_refuses_a_file_that_is_not_a_recording(tmp_path: Path) -> None:
     path.write_text('{"kind": "header", "format": "something-else", "version": 1}\n')
     result = CliRunner().invoke(app, ["replay", str(path)])
     assert result.exit_code == 2, result.output
-    said = " ".join(result.output.split())  # the console wraps long lines
-    assert "notes.jsonl:1: not a conversation recording (format 'something-else')" in said
+    said = "".join(result.output.split())  # the console wraps long lines, even inside the path
+    assert "notes.jsonl:1:notaconversationrecording(format'something-else')" in said
 
 
 def test_the_commands_are_there() -> None:
