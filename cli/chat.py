@@ -6,7 +6,8 @@ outcome; ``ask`` rules prompt for approval (``--approve yes|no`` answers
 without asking). Ctrl-C cancels the running turn and its tools; at the
 prompt, ``/resume`` resumes a cancelled conversation, ``/usage`` shows the
 tokens used against the context window, ``/reset`` starts a fresh
-conversation, ``/history`` shows it, ``/quit`` (or Ctrl-D) leaves. Any other
+conversation, ``/history`` shows it, ``/compact [what to keep]`` summarises the
+older part of the conversation now, ``/quit`` (or Ctrl-D) leaves. Any other
 ``/name arguments`` runs the project's slash command ``name``
 (``.jido/commands/<name>.md``): it is rendered with the arguments and sent as
 the user's message, and the line says which command ran; an unknown name lists
@@ -63,7 +64,7 @@ err = Console(stderr=True, highlight=False)
 _ARG_PREVIEW = 60
 
 #: The chat's own commands (``/exit`` is ``/quit``); every other ``/name`` is the project's.
-BUILTINS: Final = ("usage", "reset", "resume", "history", "quit", "exit")
+BUILTINS: Final = ("usage", "reset", "resume", "history", "quit", "exit", "compact")
 
 
 @dataclass(frozen=True)
@@ -72,7 +73,7 @@ class ChatInput:
 
     ==========  ===========================================================
     ``empty``   nothing (blank line)
-    ``builtin`` one of :data:`BUILTINS` (``name``; its arguments are ignored)
+    ``builtin`` one of :data:`BUILTINS` (``name``; only ``/compact`` reads its ``arguments``)
     ``command`` a project slash command: ``name`` and ``arguments``
     ``unknown`` a lone ``/word`` that cannot name a command (``name`` = the word)
     ``message`` anything else: sent to the model as written (``text``)
@@ -443,7 +444,22 @@ async def _dispatch(client: JidoClient, screen: _Screen, typed: ChatInput, timeo
     elif typed.name == "history":
         for message in await client.get_history():
             out.print(_history_line(message))
+    elif typed.name == "compact":
+        await _compact(client, typed.arguments)
     return True
+
+
+async def _compact(client: JidoClient, instructions: str) -> None:
+    """``/compact [what to keep]``: summarise the older part of the conversation now."""
+    out.print("[dim]compacting…[/]")
+    result = await client.compact(instructions or None)
+    if result.compacted:
+        out.print(
+            f"[dim]compacted {result.messages} messages into a summary: context "
+            f"{result.tokens_before} → {result.tokens_after} tokens[/]"
+        )
+    else:
+        out.print(f"[yellow]not compacted[/]: {escape(result.message)}")
 
 
 async def _interactive(client: JidoClient, screen: _Screen, timeout: float | None) -> int:

@@ -20,6 +20,7 @@ from jidocode.shared.errors import NotFound
 from jidocode.shared.events.conversation import ConversationDeleted, ConversationInfo, ConversationList
 
 from .common import cli_bus, console, print_json, resolve_project, run
+from .replay import export_command as _export_command
 
 __all__ = ["app"]
 
@@ -148,3 +149,7 @@ def delete(
         f"deleted {gone.conversation_id}: {gone.journal_entries} journal entries, "
         f"{gone.events} stored events, {gone.inputs} inputs"
     )
+
+
+# ``export``: a recording of the conversation for ``jidocode replay`` (cli/replay.py)
+app.command("export")(_export_command)

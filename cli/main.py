@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from . import assets, chat, contract, conversations, dev, projects, tools
+from . import assets, chat, contract, conversations, dev, projects, replay, tools
 from .doctor import doctor
 from .serve import run_service
 from .status import probe, status
@@ -25,6 +25,7 @@ app.command()(probe)
 app.command()(doctor)
 app.command()(watch)
 app.command()(chat.chat)
+app.command("replay")(replay.replay_command)
 app.add_typer(projects.app, name="projects")
 app.add_typer(conversations.app, name="conversations")
 app.add_typer(tools.app, name="tools")

@@ -14,11 +14,13 @@ from ._client import (
     connect,
 )
 from ._commands import RenderedCommand, SlashCommand, is_command_name, parse_slash_command
+from ._compaction import CompactionResult
 from ._turn import TurnOutcome, TurnTracker
 
 __all__ = [
     "ApprovalRequest",
     "ApproveCallback",
+    "CompactionResult",
     "ContextUsage",
     "Decision",
     "JidoClient",

@@ -64,6 +64,8 @@ from jidocode.shared.events.conversation import (
     ApprovalResponse,
     AssistantDelta,
     Cancel,
+    Compact,
+    LlmFailed,
     Resume,
     UserMessage,
 )
@@ -74,6 +76,7 @@ from jidocode.shared.settings import global_home
 from jidocode.shared.trust import TrustState, trust_project, trust_state
 
 from ._commands import RenderedCommand, is_command_name
+from ._compaction import CompactionResult, wait_for_compaction
 from ._turn import TurnOutcome, TurnTracker
 
 __all__ = [
@@ -435,6 +438,18 @@ class JidoClient:
             outcome = tracker.feed(env.type, data, event_id=env.id, correlation_id=env.correlation_id)
             if outcome is not None and not done.done():
                 done.set_result(outcome)
+            elif tracker.overflow is not None and env.type == LlmFailed.TYPE:
+                self._spawn(overflow_outcome(tracker, done))
+
+        async def overflow_outcome(tracker: TurnTracker, done: asyncio.Future[TurnOutcome]) -> None:
+            """After an overflow the turn goes on when a compaction was asked for (the state then
+            awaits the summary or the retry: it changed in the same step); else the failure stands."""
+            failure = tracker.overflow
+            state = await self.get_projection("diagnostics")
+            status = state.get("status") if isinstance(state, dict) else None
+            if failure is not None and tracker.overflow is failure and status != "awaiting_llm":
+                if not done.done():
+                    done.set_result(failure)
 
         self._listeners.append(listen)
         try:
@@ -535,6 +550,19 @@ class JidoClient:
     async def resume(self) -> None:
         """Resume a cancelled conversation."""
         await self.send_event(Resume())
+
+    async def compact(
+        self, instructions: str | None = None, *, timeout: float | None = 300.0
+    ) -> CompactionResult:
+        """Compact the context now: the older part is summarised by the model (``/compact``).
+
+        ``instructions`` say what the summary must keep. Returns when the compaction ended
+        (during a turn: before its next model call); nothing leaves the journal or the timeline.
+        """
+        await self._ensure_conversation()
+        return await wait_for_compaction(
+            self._listeners, lambda: self.send_event(Compact(instructions=instructions)), timeout=timeout
+        )
 
     async def get_projection(self, name: str) -> Any:
         """The value of the conversation's projection ``name`` (``timeline``, ``llm_context``, ``usage`` …)."""

@@ -4,7 +4,10 @@ A turn starts with the user's message and ends with exactly one outcome:
 
 ==============  ===========================================================
 ``answered``    the model answered without tool calls: the final text
-``failed``      :class:`LlmFailed` (e.g. ``llm_auth``, ``llm_budget_exceeded``)
+``failed``      :class:`LlmFailed` (e.g. ``llm_auth``, ``llm_budget_exceeded``); an
+                ``llm_context_overflow`` is kept aside (:attr:`TurnTracker.overflow`):
+                a compaction and one retry follow unless the conversation is idle
+
 ``stopped``     :class:`LoopStopped` (the turn limit)
 ``cancelled``   :class:`Cancel` was applied
 ==============  ===========================================================
@@ -25,6 +28,7 @@ from pydantic import BaseModel, ConfigDict
 from jidocode.shared.events.conversation import (
     AssistantMessage,
     Cancel,
+    CompactionRequested,
     LlmCompleted,
     LlmFailed,
     LoopStopped,
@@ -53,6 +57,9 @@ class TurnTracker:
     final_requests: set[str] = field(default_factory=set)
     texts: dict[str, str] = field(default_factory=dict)
     outcome: TurnOutcome | None = None
+    #: An ``llm_context_overflow`` that a compaction and one retry may still turn around: the
+    #: outcome only if the conversation did not go on (``send_message`` asks its state).
+    overflow: TurnOutcome | None = None
 
     def feed(
         self, event_type: str, data: dict[str, Any], *, event_id: str, correlation_id: str | None = None
@@ -79,6 +86,14 @@ class TurnTracker:
                 self.texts[request_id] = str(data.get("text") or "")
                 if request_id in self.final_requests:
                     self.outcome = TurnOutcome(status="answered", text=self.texts[request_id])
+            case LlmFailed.TYPE if data.get("error_type") == "llm_context_overflow":
+                self.overflow = TurnOutcome(
+                    status="failed",
+                    error_type="llm_context_overflow",
+                    message=str(data.get("message") or ""),
+                )
+            case CompactionRequested.TYPE:
+                self.overflow = None  # the conversation goes on: summary, then the retry
             case LlmFailed.TYPE:
                 self.outcome = TurnOutcome(
                     status="failed",

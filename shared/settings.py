@@ -139,6 +139,13 @@ class LlmSettings(BaseModel):
     max_retries: int = Field(default=3, ge=0, le=20)
     budget_tokens: int | None = Field(default=None, ge=1)
     budget_usd: float | None = Field(default=None, gt=0.0)
+    #: Compact the context once a model call fills this share of the model's window (0: never
+    #: on its own; ``/compact`` and an ``llm_context_overflow`` still do). See docs/compaction-and-replay.md.
+    compact_at: float = Field(default=0.8, ge=0.0, le=1.0)
+    #: The model that writes the summaries (a cheaper one); unset: the conversation's model.
+    compact_model: str | None = None
+    #: User turns a compaction keeps word for word.
+    compact_keep_turns: int = Field(default=2, ge=1, le=100)
 
 
 class ToolSettings(BaseModel):
@@ -610,6 +617,7 @@ _LOWER_ONLY: Final = frozenset(
 _NEUTRAL: Final = frozenset({("llm", "temperature")})
 _USER_ONLY_WHY: Final = {
     "model": "the model is chosen by the user",
+    "compact_model": "the model is chosen by the user",
     "api_base": "where the model is called (and the key is sent) is chosen by the user",
     "api_key_env": "which secret is sent as the API key is chosen by the user",
     "client_key_envs": "which secrets a client may send as an API key is chosen by the user",

@@ -82,6 +82,8 @@ class Reply(BaseModel):
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
     cached_tokens: int = 0
+    #: The model named in the response (default: the request's); a replay answers as the recording did.
+    model: str | None = None
 
     @classmethod
     def answer(cls, text: str, **kw: Any) -> Reply:
@@ -273,7 +275,7 @@ class ScriptedLlm:
             await asyncio.sleep(reply.delay_s)
         if reply.kind == "error":
             return _error_response(reply)
-        model = str(body.get("model") or "scripted")
+        model = reply.model or str(body.get("model") or "scripted")
         usage = _usage(body, reply)
         if body.get("stream"):
             include_usage = bool((body.get("stream_options") or {}).get("include_usage"))

@@ -55,6 +55,7 @@ from jidocode.shared.events.conversation import (
 from jidocode.shared.events.tools import ToolCallMeta
 
 from .codec import to_envelope, to_payload
+from .compaction import compact
 from .core import (
     CORE_SOURCE,
     CancelLlm,
@@ -65,6 +66,7 @@ from .core import (
     Emit,
     Intent,
     Limits,
+    RunCompaction,
     RunLlm,
     RunTool,
     Signal,
@@ -77,7 +79,7 @@ from .core import (
 )
 from .host import ActorHost
 from .llm.options import ToolExposure
-from .ports import LlmRequest, ToolSpec
+from .ports import ContextWindows, LlmRequest, ToolSpec
 from .record import ConversationRecord
 from .subagents.core import TASK_TOOL
 from .subagents.runner import ParentView, SubagentRunner
@@ -407,6 +409,8 @@ class ConversationActor:
                 self._spawn(intent.request_id, self._run_task(intent))
             elif isinstance(intent, RunTool):
                 self._spawn(intent.request_id, self._run_tool(intent))
+            elif isinstance(intent, RunCompaction):
+                self._spawn(intent.request_id, self._run_compaction(intent))
             elif isinstance(intent, CancelLlm):
                 self._cancel(intent.request_id)
             elif isinstance(intent, CancelPendingTools):
@@ -565,6 +569,7 @@ class ConversationActor:
                 model=result.model,
                 finish_reason=result.finish_reason,
                 offered_tools=self._offered(tools),
+                context_window=await self._context_window(result.model),
             )
             signal = self._result(completed, intent.request_id, intent.correlation_id, LLM_SOURCE)
         except JidoError as exc:
@@ -573,6 +578,28 @@ class ConversationActor:
             log.exception("LLM port raised")
             signal = self._failed_llm(intent, "internal", f"{type(exc).__name__}: {exc}", False)
         await self.deliver(signal)
+
+    async def _context_window(self, model: str) -> int:
+        """The model's window: the conversation's ``context_window`` setting, else the port's (0: unknown)."""
+        configured = self.record.settings.get("context_window")
+        if isinstance(configured, int) and configured > 0:
+            return configured
+        if not model or not isinstance(self.rt.llm, ContextWindows):
+            return 0
+        try:
+            return int(await asyncio.to_thread(self.rt.llm.context_window, model))
+        except Exception:  # a window we cannot learn: no threshold compaction
+            return 0
+
+    async def _run_compaction(self, intent: RunCompaction) -> None:
+        outcome = await compact(
+            self.rt.llm,
+            intent,
+            project_id=self.project_id,
+            conversation_id=self.conversation_id,
+            settings=self.record.settings,
+        )
+        await self.deliver(self._result(outcome, intent.request_id, intent.correlation_id, LLM_SOURCE))
 
     def _failed_llm(self, intent: RunLlm, error_type: str, message: str, retryable: bool) -> Signal:
         failed = LlmFailed(

@@ -85,6 +85,7 @@ from jidocode.shared.events.engine import ProjectStopped
 
 from .actor import ConversationActor
 from .codec import input_payload
+from .compaction import compaction_limits
 from .core import Limits, llm_context, normalize, project, replay
 from .deletion import purge_conversation, reusable_at
 from .journal import Journal, LostOwnership, ensure_streams, publish_with_retry
@@ -571,9 +572,10 @@ class Runtime:
 
     def _limits(self, record: ConversationRecord) -> Limits:
         max_turns = record.settings.get("max_turns")
+        limits = self.settings.limits
         if isinstance(max_turns, int) and max_turns >= 1:
-            return self.settings.limits.model_copy(update={"max_turns": max_turns})
-        return self.settings.limits
+            limits = limits.model_copy(update={"max_turns": max_turns})
+        return compaction_limits(limits, record.settings)
 
     async def _try_acquire(self, key: str, record: ConversationRecord) -> bool:
         """Take the conversation if nobody holds its lease; whether this replica owns it now."""

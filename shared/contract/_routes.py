@@ -81,5 +81,6 @@ INPUT_RECEIVERS: Final = MappingProxyType(
         "conversation.cancel": _CONV,
         "conversation.resume": _CONV,
         "conversation.approval.response": ("conversation", "tool_runner"),
+        "conversation.compact": _CONV,
     }
 )

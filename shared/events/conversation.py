@@ -33,6 +33,10 @@ __all__ = [
     "AssistantDelta",
     "AssistantMessage",
     "Cancel",
+    "Compact",
+    "CompactionCompleted",
+    "CompactionFailed",
+    "CompactionRequested",
     "ConversationDeleted",
     "ConversationError",
     "ConversationInfo",
@@ -109,9 +113,20 @@ class ApprovalResponse(_Output):
     decision: ApprovalDecision
 
 
+class Compact(_Output):
+    """Compact the context now (``/compact``): the older part is summarised by the model.
+
+    While a turn runs, the compaction happens before its next model call.
+    """
+
+    type: Literal["conversation.compact"] = "conversation.compact"
+    #: What the summary should keep in particular (``/compact keep the API decisions``).
+    instructions: str | None = Field(default=None, max_length=4000)
+
+
 #: The only types accepted from outside on ``jido.conv.<p>.<c>.in``.
 EXTERNAL_TYPES: Final[frozenset[str]] = frozenset(
-    model.TYPE for model in (UserMessage, Cancel, Resume, ApprovalResponse)
+    model.TYPE for model in (UserMessage, Cancel, Resume, ApprovalResponse, Compact)
 )
 
 
@@ -139,6 +154,9 @@ class LlmCompleted(_Output):
     #: any other is answered ``unknown_tool`` and never reaches the tool runner;
     #: ``None`` (an entry from before this field) checks nothing.
     offered_tools: list[str] | None = None
+    #: The model's context window in tokens when it answered (0: unknown); with ``usage`` it
+    #: tells the reducer when to compact (``llm.compact_at``).
+    context_window: int = Field(default=0, ge=0)
 
 
 class LlmFailed(_Output):
@@ -472,3 +490,67 @@ EVENTS: tuple[type[EventModel], ...] = (
     EventAccepted,
     Projection,
 )
+
+
+# -- compaction (docs/compaction-and-replay.md) --------------------------------
+
+CompactionReason = Literal["threshold", "overflow", "manual"]
+
+
+class CompactionRequested(_Output):
+    """The reducer asked for a summary of the older part of the context; the entry id is the request id.
+
+    What is summarised: the ``llm_context`` messages of the timeline entries before position
+    ``to_index`` (the first ``messages`` messages of the context at this entry, an earlier
+    summary included); the ``kept`` messages after them stay as they are.
+    """
+
+    type: Literal["conversation.compaction.requested"] = "conversation.compaction.requested"
+    reason: CompactionReason
+    #: Timeline positions ``[from_index, to_index)`` newly summarised (``from_index``: where the
+    #: previous compaction stopped, 0 for the first).
+    from_index: int = Field(ge=0)
+    to_index: int = Field(ge=1)
+    #: Context messages summarised and kept.
+    messages: int = Field(ge=1)
+    kept: int = Field(ge=0)
+    #: Context fill the last model call reported (prompt + completion tokens), 0 when unknown.
+    context_tokens: int = Field(default=0, ge=0)
+    context_window: int = Field(default=0, ge=0)
+    instructions: str | None = None
+
+
+class CompactionCompleted(_Output):
+    """The summary came back: from here the ``llm_context`` is the summary plus the kept messages."""
+
+    type: Literal["conversation.compaction.completed"] = "conversation.compaction.completed"
+    request_id: str
+    reason: CompactionReason
+    summary: str
+    from_index: int = Field(ge=0)
+    to_index: int = Field(ge=1)
+    #: Ids of the first and last timeline entries newly summarised.
+    first_id: str
+    last_id: str
+    messages: int = Field(ge=1)
+    #: The context's size before and after, in tokens (the last call's count, scaled by the
+    #: estimated share of what was replaced; see ``services/conversation/compaction.py``).
+    tokens_before: int = Field(ge=0)
+    tokens_after: int = Field(ge=0)
+    model: str = ""
+    #: The summary call's own usage (``prompt_tokens``, ``completion_tokens``, ``total_tokens``, ``cost_usd``).
+    usage: dict[str, Any] = Field(default_factory=dict)
+    duration_ms: int = Field(default=0, ge=0)
+
+
+class CompactionFailed(_Output):
+    """The summary call failed: the context stays as it was."""
+
+    type: Literal["conversation.compaction.failed"] = "conversation.compaction.failed"
+    request_id: str
+    reason: CompactionReason
+    error_type: str
+    message: str
+
+
+EVENTS = (*EVENTS, Compact, CompactionRequested, CompactionCompleted, CompactionFailed)

@@ -7,6 +7,7 @@ from .intents import (
     ContinueDrain,
     Emit,
     Intent,
+    RunCompaction,
     RunLlm,
     RunTool,
 )
@@ -39,6 +40,7 @@ __all__ = [
     "Intent",
     "Limits",
     "PendingToolCall",
+    "RunCompaction",
     "RunLlm",
     "RunTool",
     "Signal",

@@ -15,6 +15,11 @@ request (the request itself, in the reducer's timelines); they are inserted
 there when the answer arrives, before any user message that came meanwhile.
 A placed message is never changed in place, only replaced, so the messages
 handed out earlier stay as they were.
+
+A ``conversation.compaction.completed`` entry replaces the messages of every
+run anchored before its ``to_index`` (an earlier summary included) with one
+summary message (:func:`summary_message`); the runs after it stay. Nothing
+leaves the timeline: only this projection changes (docs/compaction-and-replay.md).
 """
 
 from __future__ import annotations
@@ -25,6 +30,10 @@ from typing import Any
 
 from jidocode.shared.events.conversation import (
     AssistantMessage,
+    Cancel,
+    CompactionCompleted,
+    CompactionFailed,
+    CompactionRequested,
     LlmRequested,
     ToolCallCompleted,
     ToolCallFailed,
@@ -35,9 +44,24 @@ from jidocode.shared.events.conversation import (
 from .signal import Signal
 from .timeline import Timeline
 
-__all__ = ["NO_RESULT", "ContextBuilder", "context_messages", "llm_context"]
+__all__ = [
+    "NO_RESULT",
+    "SUMMARY_PREFIX",
+    "ContextBuilder",
+    "context_messages",
+    "llm_context",
+    "summary_message",
+]
 
 NO_RESULT = "[no result: the tool call was cancelled or lost]"
+#: First line of the message that stands for the compacted part of a conversation.
+SUMMARY_PREFIX = "[Summary of the earlier part of this conversation, which was compacted]"
+
+
+def summary_message(summary: str) -> dict[str, Any]:
+    """The context message standing for everything a compaction summarised."""
+    return {"role": "user", "content": f"{SUMMARY_PREFIX}\n{summary}"}
+
 
 _USER = UserMessage.TYPE
 _LLM_REQUESTED = LlmRequested.TYPE
@@ -45,6 +69,8 @@ _ASSISTANT = AssistantMessage.TYPE
 _TOOL_REQUESTED = ToolCallRequested.TYPE
 _TOOL_FAILED = ToolCallFailed.TYPE
 _TOOL_RESULTS = frozenset({ToolCallCompleted.TYPE, _TOOL_FAILED})
+_COMPACTED = CompactionCompleted.TYPE
+_COMPACTION_ENDS = frozenset({CompactionFailed.TYPE, Cancel.TYPE})
 
 
 def _tool_content(result: Signal | None) -> str:
@@ -61,14 +87,18 @@ def _tool_content(result: Signal | None) -> str:
 class _Run:
     """Consecutive messages placed together: a user message, or one answer and its tool messages."""
 
-    __slots__ = ("anchor", "size", "start")
+    __slots__ = ("anchor", "compacted", "size", "start", "user")
 
-    def __init__(self, anchor: int, start: int, size: int) -> None:
-        #: Position in the timeline of the entry that fixes where the run goes.
+    def __init__(self, anchor: int, start: int, size: int, *, user: bool = False) -> None:
+        #: Position in the timeline of the entry that fixes where the run goes (-1: a summary).
         self.anchor = anchor
         #: Index of the run's first message, and how many it has.
         self.start = start
         self.size = size
+        #: A user message's run (where a kept turn begins).
+        self.user = user
+        #: Replaced by a compaction's summary: its messages are gone from the context.
+        self.compacted = False
 
 
 class _Answer:
@@ -97,6 +127,8 @@ class ContextBuilder:
         #: tool request id -> (answer, index of the call in it) of every call with that id
         self._calls: dict[str, list[tuple[_Answer, int]]] = {}
         self._position = 0
+        #: The compaction request a summary may answer (a cancel makes a late summary stale).
+        self._open_compaction: str | None = None
 
     def messages(self) -> tuple[dict[str, Any], ...]:
         """The messages now (a copy of the list; the messages themselves are shared: never change them)."""
@@ -108,14 +140,23 @@ class ContextBuilder:
         t = entry.type
         if t == _USER:
             self._messages.append({"role": "user", "content": entry.data["text"]})
-            self._runs.append(_Run(position, len(self._messages) - 1, 1))
+            self._runs.append(_Run(position, len(self._messages) - 1, 1, user=True))
+        elif t == CompactionRequested.TYPE:
+            self._open_compaction = entry.id
+        elif t == _COMPACTED:
+            if entry.data.get("request_id") == self._open_compaction:
+                self._open_compaction = None
+                self._compact(int(entry.data["to_index"]), str(entry.data["summary"]))
+        elif t in _COMPACTION_ENDS:
+            self._open_compaction = None
         elif t in _TOOL_RESULTS:
             request_id = str(entry.data["request_id"])
             if request_id not in self._results:
                 self._results[request_id] = entry
                 for answer, index in self._calls.get(request_id, ()):
                     assert answer.run is not None
-                    self._messages[answer.run.start + 1 + index] = self._tool_message(answer.calls[index])
+                    if not answer.run.compacted:
+                        self._messages[answer.run.start + 1 + index] = self._tool_message(answer.calls[index])
         elif t == _LLM_REQUESTED:
             self._answer(entry.id, position)
         elif t == _ASSISTANT:
@@ -124,7 +165,7 @@ class ContextBuilder:
                 answer.text = str(entry.data["text"])
                 if answer.run is None:
                     self._place(answer, [self._assistant_message(answer)])
-                else:
+                elif not answer.run.compacted:
                     self._messages[answer.run.start] = self._assistant_message(answer)
         elif t == _TOOL_REQUESTED:
             answer = self._answer(str(entry.data["llm_request_id"]), position)
@@ -143,9 +184,41 @@ class ContextBuilder:
             ]
             if answer.run is None:
                 self._place(answer, [self._assistant_message(answer), self._tool_message(entry)])
-            else:
+            elif not answer.run.compacted:
                 self._messages[answer.run.start] = self._assistant_message(answer)
                 self._insert(answer.run, [self._tool_message(entry)])
+
+    def cut(self, keep_turns: int) -> tuple[int, int] | None:
+        """Where a compaction now would cut: ``(to_index, messages)``, or ``None`` when nothing new
+        lies before the kept part.
+
+        The kept part begins at the ``keep_turns``-th last user message; when that leaves
+        nothing to summarise (one long turn), it is the last run alone (the latest answer and
+        its tool messages). A cut is always between runs, so both parts are valid transcripts.
+        """
+        runs = [run for run in self._runs if not run.compacted and run.anchor >= 0]
+        users = [i for i, run in enumerate(runs) if run.user]
+        at = users[-keep_turns] if 0 < keep_turns <= len(users) else 0
+        if at == 0:
+            at = len(runs) - 1
+        if at < 1:
+            return None
+        return runs[at].anchor, runs[at].start
+
+    def _compact(self, to_index: int, summary: str) -> None:
+        """Replace the runs anchored before ``to_index`` (an earlier summary too) by ``summary``."""
+        n = 0
+        while n < len(self._runs) and self._runs[n].anchor < to_index:
+            n += 1
+        gone = self._runs[:n]
+        size = sum(run.size for run in gone)
+        for run in gone:
+            run.compacted = True
+        del self._messages[:size]
+        self._messages.insert(0, summary_message(summary))
+        for run in self._runs[n:]:
+            run.start += 1 - size
+        self._runs[:n] = [_Run(-1, 0, 1)]
 
     def _answer(self, request_id: str, position: int) -> _Answer:
         answer = self._answers.get(request_id)

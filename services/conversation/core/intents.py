@@ -6,6 +6,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SkipValidation
 
+from jidocode.shared.events.conversation import CompactionReason
+
 from .signal import Signal
 
 __all__ = [
@@ -15,6 +17,7 @@ __all__ = [
     "ContinueDrain",
     "Emit",
     "Intent",
+    "RunCompaction",
     "RunLlm",
     "RunTool",
 ]
@@ -32,6 +35,28 @@ class RunLlm(_Intent):
     #: the core, so not validated again: that would cost more the longer the conversation.
     messages: SkipValidation[tuple[dict[str, Any], ...]]
     turn: int
+
+
+class RunCompaction(_Intent):
+    """Summarise the older part of the context (a ``conversation.compaction.requested`` entry).
+
+    The shell asks the model (``llm.compact_model``, else the conversation's) for a summary of
+    ``messages`` and answers with ``conversation.compaction.completed`` (or ``.failed``).
+    """
+
+    kind: Literal["run_compaction"] = "run_compaction"
+    request_id: str
+    correlation_id: str
+    reason: CompactionReason
+    from_index: int
+    to_index: int
+    first_id: str
+    last_id: str
+    #: The context messages summarised (an earlier summary first), and those kept.
+    messages: SkipValidation[tuple[dict[str, Any], ...]]
+    kept: SkipValidation[tuple[dict[str, Any], ...]]
+    context_tokens: int = 0
+    instructions: str | None = None
 
 
 class RunTool(_Intent):
@@ -75,6 +100,13 @@ class ContinueDrain(_Intent):
 
 
 Intent = Annotated[
-    RunLlm | RunTool | CancelPendingTools | CancelPendingSubagents | CancelLlm | Emit | ContinueDrain,
+    RunLlm
+    | RunTool
+    | RunCompaction
+    | CancelPendingTools
+    | CancelPendingSubagents
+    | CancelLlm
+    | Emit
+    | ContinueDrain,
     Field(discriminator="kind"),
 ]

@@ -8,6 +8,8 @@ from __future__ import annotations
 from typing import Any
 
 from jidocode.shared.events.conversation import (
+    CompactionCompleted,
+    CompactionFailed,
     ConversationError,
     LlmCompleted,
     LlmFailed,
@@ -33,7 +35,8 @@ __all__ = [
 ]
 
 DIAGNOSTIC_TYPES = frozenset(
-    model.TYPE for model in (ConversationError, LlmFailed, ToolCallFailed, QueueOverflow, LoopStopped)
+    model.TYPE
+    for model in (ConversationError, LlmFailed, ToolCallFailed, QueueOverflow, LoopStopped, CompactionFailed)
 )
 
 
@@ -53,6 +56,9 @@ def diagnostics(state: ConversationState) -> dict[str, Any]:
         "pending_subagents": len(state.pending_subagents),
         "turns": state.turns,
         "max_turns": state.limits.max_turns,
+        "compact_at": state.limits.compact_at,
+        "compact_keep_turns": state.limits.compact_keep_turns,
+        "compacted_to": state.compacted_to,
         "problems": [entry.to_dict() for entry in state.timeline if entry.type in DIAGNOSTIC_TYPES],
     }
 
@@ -84,6 +90,14 @@ def usage(state: ConversationState) -> dict[str, Any]:
         "context_window": 0,
     }
     for entry in state.timeline:
+        if entry.type == CompactionCompleted.TYPE:  # the summary call is paid for too
+            used = entry.data.get("usage") or {}
+            totals["calls"] += 1
+            for key in ("prompt_tokens", "completion_tokens", "cached_tokens", "total_tokens"):
+                totals[key] += int(used.get(key) or 0)
+            totals["cost_usd"] += float(used.get("cost_usd") or 0.0)
+            totals["context_tokens"] = int(entry.data.get("tokens_after") or 0)
+            continue
         if entry.type != LlmCompleted.TYPE:
             continue
         used = entry.data.get("usage") or {}

@@ -28,6 +28,12 @@ from jidocode.shared.events.conversation import (
     EXTERNAL_TYPES,
     AssistantMessage,
     Cancel,
+    Compact,
+    CompactionCompleted,
+    CompactionFailed,
+    CompactionReason,
+    CompactionRequested,
+    ConversationError,
     LlmCompleted,
     LlmFailed,
     LlmRequested,
@@ -42,7 +48,7 @@ from jidocode.shared.events.conversation import (
     UserMessage,
 )
 
-from .context import context_messages
+from .context import ContextBuilder, context_messages
 from .intents import (
     CancelLlm,
     CancelPendingSubagents,
@@ -50,6 +56,7 @@ from .intents import (
     ContinueDrain,
     Emit,
     Intent,
+    RunCompaction,
     RunLlm,
     RunTool,
 )
@@ -94,6 +101,11 @@ class _Work:
     turns: int
     unanswered: bool
     next_seq: int
+    context_tokens: int = 0
+    context_window: int = 0
+    compact_wanted: bool = False
+    overflow_compacted: bool = False
+    compacted_to: int = 0
     intents: list[Intent] = field(default_factory=list)
     subagents_copied: bool = False
 
@@ -118,6 +130,11 @@ def _thaw(state: ConversationState) -> _Work:
         turns=state.turns,
         unanswered=state.unanswered,
         next_seq=state.next_seq,
+        context_tokens=state.context_tokens,
+        context_window=state.context_window,
+        compact_wanted=state.compact_wanted,
+        overflow_compacted=state.overflow_compacted,
+        compacted_to=state.compacted_to,
     )
 
 
@@ -135,6 +152,11 @@ def _freeze(w: _Work) -> ConversationState:
             "turns": w.turns,
             "unanswered": w.unanswered,
             "next_seq": w.next_seq,
+            "context_tokens": w.context_tokens,
+            "context_window": w.context_window,
+            "compact_wanted": w.compact_wanted,
+            "overflow_compacted": w.overflow_compacted,
+            "compacted_to": w.compacted_to,
         }
     )
 
@@ -169,6 +191,7 @@ def _evolve(w: _Work, s: Signal) -> None:
         case UserMessage.TYPE:
             w.unanswered = True
             w.turns = 0
+            w.overflow_compacted = False
         case LlmRequested.TYPE:
             _transition(w, Trigger.LLM_REQUESTED)
             w.pending_llm = s.id
@@ -180,6 +203,12 @@ def _evolve(w: _Work, s: Signal) -> None:
                 _transition(
                     w, Trigger.LLM_ANSWERED_WITH_TOOLS if d.get("tool_calls") else Trigger.LLM_ANSWERED
                 )
+                used = d.get("usage") or {}
+                w.context_tokens = int(used.get("prompt_tokens") or 0) + int(
+                    used.get("completion_tokens") or 0
+                )
+                w.context_window = int(d.get("context_window") or 0)
+                w.overflow_compacted = False
         case LlmFailed.TYPE:
             if d.get("request_id") == w.pending_llm and w.pending_llm is not None:
                 w.pending_llm = None
@@ -206,6 +235,25 @@ def _evolve(w: _Work, s: Signal) -> None:
             w.pending_subagents.clear()
         case Resume.TYPE:
             _transition(w, Trigger.RESUME)
+        case Compact.TYPE:
+            if w.status.running:
+                w.compact_wanted = True  # compacted before the turn's next model call
+        case CompactionRequested.TYPE:
+            _transition(w, Trigger.LLM_REQUESTED)
+            w.pending_llm = s.id
+            w.compact_wanted = False
+            if d.get("reason") == "overflow":
+                w.overflow_compacted = True
+        case CompactionCompleted.TYPE:
+            if d.get("request_id") == w.pending_llm and w.pending_llm is not None:
+                w.pending_llm = None
+                _transition(w, Trigger.LLM_ANSWERED)
+                w.context_tokens = int(d.get("tokens_after") or 0)
+                w.compacted_to = int(d["to_index"])
+        case CompactionFailed.TYPE:
+            if d.get("request_id") == w.pending_llm and w.pending_llm is not None:
+                w.pending_llm = None
+                _transition(w, Trigger.LLM_FAILED)
         case SubagentStarted.TYPE:
             sid = str(d["subagent_id"])
             w.set_subagent(
@@ -313,6 +361,32 @@ def _apply(w: _Work, s: Signal) -> None:
                 and w.status is Status.AWAITING_TOOLS
             ):
                 _request_llm(w, s)
+        case LlmFailed.TYPE if (
+            before_llm is not None
+            and d.get("request_id") == before_llm
+            and d.get("error_type") == "llm_context_overflow"
+            and not w.overflow_compacted
+        ):
+            _request_compaction(w, s, "overflow")  # then one retry (see CompactionCompleted)
+        case Compact.TYPE if w.status is Status.IDLE:
+            if not _request_compaction(w, s, "manual", d.get("instructions")):
+                error = ConversationError(
+                    error_type="nothing_to_compact",
+                    message="nothing to compact: the context holds only the turns a compaction keeps "
+                    "(llm.compact_keep_turns) and an earlier summary",
+                    details={"compacted_to": w.compacted_to},
+                )
+                _apply(w, _mint(w, error, s))
+        case CompactionRequested.TYPE:
+            w.intents.append(_compaction_intent(s, w.timeline))
+        case CompactionCompleted.TYPE | CompactionFailed.TYPE if (
+            before_llm is not None and d.get("request_id") == before_llm
+        ):
+            reason = d.get("reason")
+            if t == CompactionFailed.TYPE and reason == "overflow":
+                return  # the retry would overflow again: the turn ends with its failure
+            if reason != "manual" or w.unanswered:
+                _request_llm(w, s, compact=False)
 
 
 def _unknown_tool(requested: Signal, offered: list[str]) -> ToolCallFailed:
@@ -329,12 +403,71 @@ def _unknown_tool(requested: Signal, offered: list[str]) -> ToolCallFailed:
     )
 
 
-def _request_llm(w: _Work, cause: Signal) -> None:
+def _request_llm(w: _Work, cause: Signal, *, compact: bool = True) -> None:
     limit = w.base.limits.max_turns
     if w.turns >= limit:
         _apply(w, _mint(w, LoopStopped(reason="max_turns", turns=w.turns, max_turns=limit), cause))
         return
+    if compact and _wants_compaction(w):
+        reason: CompactionReason = "manual" if w.compact_wanted else "threshold"
+        if _request_compaction(w, cause, reason):
+            return  # the model call follows the summary (see CompactionCompleted)
     _apply(w, _mint(w, LlmRequested(turn=w.turns + 1), cause))
+
+
+# -- compaction (docs/compaction-and-replay.md) -------------------------------------
+
+
+def _wants_compaction(w: _Work) -> bool:
+    """A compaction is asked for, or the last model call filled ``compact_at`` of its window."""
+    at = w.base.limits.compact_at
+    full = at > 0 and w.context_window > 0 and w.context_tokens >= at * w.context_window
+    return w.compact_wanted or full
+
+
+def _request_compaction(
+    w: _Work, cause: Signal, reason: CompactionReason, instructions: object = None
+) -> bool:
+    """Apply a ``compaction.requested`` entry when there is something to summarise; whether it was."""
+    cut = w.timeline.fold(ContextBuilder).cut(w.base.limits.compact_keep_turns)
+    if cut is None:
+        w.compact_wanted = False
+        return False
+    to_index, messages = cut
+    total = len(context_messages(w.timeline))
+    requested = CompactionRequested(
+        reason=reason,
+        from_index=min(w.compacted_to, to_index - 1),
+        to_index=to_index,
+        messages=messages,
+        kept=total - messages,
+        context_tokens=w.context_tokens,
+        context_window=w.context_window,
+        instructions=instructions if isinstance(instructions, str) and instructions else None,
+    )
+    _apply(w, _mint(w, requested, cause))
+    return True
+
+
+def _compaction_intent(requested: Signal, timeline: Timeline) -> RunCompaction:
+    """The effect of a ``compaction.requested`` entry, ``timeline`` ending with it."""
+    d = requested.data
+    context = context_messages(timeline)
+    n = int(d["messages"])
+    from_index, to_index = int(d["from_index"]), int(d["to_index"])
+    return RunCompaction(
+        request_id=requested.id,
+        correlation_id=requested.correlation_id,
+        reason=d["reason"],
+        from_index=from_index,
+        to_index=to_index,
+        first_id=timeline[from_index].id,
+        last_id=timeline[to_index - 1].id,
+        messages=context[:n],
+        kept=context[n:],
+        context_tokens=int(d.get("context_tokens") or 0),
+        instructions=d.get("instructions"),
+    )
 
 
 # -- public API -------------------------------------------------------------------
@@ -451,6 +584,9 @@ def recover(state: ConversationState) -> Intents:
     if state.status is Status.AWAITING_LLM and state.pending_llm is not None:
         for index in range(len(state.timeline) - 1, -1, -1):
             entry = state.timeline[index]
+            if entry.id == state.pending_llm and entry.type == CompactionRequested.TYPE:
+                intents.append(_compaction_intent(entry, state.timeline.prefix(index + 1)))
+                break
             if entry.id == state.pending_llm:
                 intents.append(
                     RunLlm(

@@ -78,6 +78,11 @@ class Limits(BaseModel):
     max_drain_steps: int = Field(default=64, ge=1)
     #: LLM calls after one user message before the loop stops.
     max_turns: int = Field(default=20, ge=1)
+    #: Compact the context before a model call once the last call filled this share of the
+    #: model's window (``llm.compact_at``; 0 never compacts on its own).
+    compact_at: float = Field(default=0.8, ge=0.0, le=1.0)
+    #: User turns a compaction keeps as they are (``llm.compact_keep_turns``).
+    compact_keep_turns: int = Field(default=2, ge=1, le=100)
 
 
 class PendingToolCall(BaseModel):
@@ -131,6 +136,16 @@ class ConversationState(BaseModel):
     unanswered: bool = False
     #: Counter of ids the core mints for the entries it generates.
     next_seq: int = 1
+    #: Context fill reported by the last model call (prompt + completion tokens) and the
+    #: model's window then (0: unknown); after a compaction, its ``tokens_after``.
+    context_tokens: int = 0
+    context_window: int = 0
+    #: A ``conversation.compact`` arrived during a turn: compact before the next model call.
+    compact_wanted: bool = False
+    #: This turn's ``llm_context_overflow`` already had its compaction (one retry only).
+    overflow_compacted: bool = False
+    #: Timeline position up to which the context is summarised (the last compaction's ``to_index``).
+    compacted_to: int = 0
 
     @property
     def version(self) -> int:

@@ -72,4 +72,5 @@ def test_external_types_are_the_seed_contract_plus_approval() -> None:
         "conversation.cancel",
         "conversation.resume",
         "conversation.approval.response",
+        "conversation.compact",  # compaction on demand (docs/compaction-and-replay.md)
     }

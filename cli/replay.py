@@ -1,0 +1,668 @@
+"""Recording and replaying a conversation (docs/compaction-and-replay.md).
+
+``jidocode conversations export <dir> <id>`` writes a conversation's journal, the model's
+recorded answers and its live projections to a *recording*: JSON lines, the first a header::
+
+    {"kind": "header", "format": "jidocode.conversation-recording", "version": 1,
+     "project_id": …, "conversation_id": …, "root_path": …, "trusted": …, "settings": {…},
+     "entries": N, "answers": M, "exported_at": …}
+    {"kind": "entry", "entry": {<timeline entry: id, type, source, data, correlation_id, …>}}   (N lines)
+    {"kind": "answer", "request_id": …, "status": "completed" | "failed", …}                  (M lines)
+    {"kind": "projection", "name": "timeline", "value": …}                                   (6 lines)
+
+``jidocode replay <file>`` runs it again through the real services: an embedded nats-server
+with a fresh store, every service in this process, a temporary copy of the project, and a
+loopback OpenAI-compatible server that answers each model call (summaries included) with the
+next recorded answer. The recorded inputs (user messages, cancel, resume, approval answers,
+compact) are sent with their own ids, each once the replay has journaled everything that came
+before it in the recording. Then every projection is compared with the recorded one; the
+report names the first difference. Run-specific values are left out of the comparison: times,
+``duration_ms``, the project id and root (a fresh store mints its own), and the id of the tool
+runner's approval message.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import shutil
+import tempfile
+from collections.abc import AsyncIterator, Iterable, Sequence
+from pathlib import Path
+from typing import Any, Final, Literal
+
+import typer
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from jidocode.shared import subjects
+from jidocode.shared.bus import Bus, gather
+from jidocode.shared.clients import ConversationsClient
+from jidocode.shared.config import Config
+from jidocode.shared.envelope import decode, now_iso
+from jidocode.shared.errors import InvalidInput, JidoError, RequestTimeout
+from jidocode.shared.events.conversation import (
+    EXTERNAL_TYPES,
+    CompactionCompleted,
+    CompactionFailed,
+    LlmCompleted,
+    LlmFailed,
+)
+
+from .dev.scripted_llm import Reply, ScriptedLlm, ScriptedToolCall
+
+__all__ = [
+    "FORMAT",
+    "LIVE_PROJECTIONS",
+    "VERSION",
+    "Answer",
+    "Recording",
+    "RecordingHeader",
+    "ReplayReport",
+    "answers_of",
+    "export_command",
+    "export_recording",
+    "first_difference",
+    "normalise",
+    "read_recording",
+    "replay_command",
+    "replay_recording",
+    "replay_recordings",
+    "reply_of",
+    "write_recording",
+]
+
+FORMAT: Final = "jidocode.conversation-recording"
+VERSION: Final = 1
+#: The projections recorded and compared (the journal-backed ``canonical_*`` ones are the same data).
+LIVE_PROJECTIONS: Final = (
+    "timeline",
+    "llm_context",
+    "diagnostics",
+    "subagent_status",
+    "pending_tool_calls",
+    "usage",
+)
+#: Sources of the entries a replay produces by itself (everything else is input it sends).
+_PRODUCED: Final = frozenset(
+    {
+        "conversation/core",
+        "conversation/llm",
+        "conversation/tools",
+        "tool_runner/approval",
+        "conversation/ingest",
+    }
+)
+#: Settings that shape the projections, copied from the recorded conversation's diagnostics.
+_LIMIT_SETTINGS: Final = ("max_turns", "compact_at", "compact_keep_turns")
+#: Keys whose values belong to one run, never compared.
+_RUN_SPECIFIC: Final = frozenset({"time", "duration_ms"})
+#: A recording line may hold one large tool result, never more than this.
+MAX_LINE_BYTES: Final = 64 * 1024 * 1024  # characters
+
+
+class RecordingHeader(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    kind: Literal["header"] = "header"
+    format: Literal["jidocode.conversation-recording"] = FORMAT
+    version: Literal[1] = VERSION
+    project_id: str = Field(min_length=1)
+    conversation_id: str = Field(min_length=1)
+    root_path: str = ""
+    trusted: bool = False
+    #: Conversation settings the replay starts with (limits, context window, tool exposure).
+    settings: dict[str, Any] = Field(default_factory=dict)
+    entries: int = Field(ge=0)
+    answers: int = Field(ge=0)
+    exported_at: str = ""
+
+
+class Answer(BaseModel):
+    """One model call's recorded outcome, in call order (a summary call is one too)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    kind: Literal["answer"] = "answer"
+    request_id: str
+    status: Literal["completed", "failed"]
+    content: str = ""
+    tool_calls: list[dict[str, Any]] = Field(default_factory=list)
+    model: str = ""
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    cached_tokens: int = 0
+    error_type: str | None = None
+    message: str = ""
+
+
+class Recording(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    header: RecordingHeader
+    entries: list[dict[str, Any]]
+    answers: list[Answer]
+    projections: dict[str, Any]
+
+
+class ReplayReport(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    same: bool
+    #: The projection and the path (``timeline[3].data.text``) of the first difference.
+    projection: str | None = None
+    path: str | None = None
+    recorded: Any = None
+    replayed: Any = None
+    entries: int = 0
+    answers_used: int = 0
+
+    def describe(self) -> str:
+        if self.same:
+            return (
+                f"same: every projection matches ({self.entries} entries, {self.answers_used} model answers)"
+            )
+        return (
+            f"different: {self.projection} at {self.path}\n"
+            f"  recorded: {json.dumps(self.recorded, ensure_ascii=False, sort_keys=True)[:2000]}\n"
+            f"  replayed: {json.dumps(self.replayed, ensure_ascii=False, sort_keys=True)[:2000]}"
+        )
+
+
+# -- the file ---------------------------------------------------------------------------------
+
+
+def answers_of(entries: Iterable[dict[str, Any]]) -> list[Answer]:
+    """The model's answers in the journal, in call order: every LLM and summary result."""
+    out: list[Answer] = []
+    for entry in entries:
+        t, d = entry.get("type"), entry.get("data") or {}
+        if t in (LlmCompleted.TYPE, CompactionCompleted.TYPE):
+            usage = d.get("usage") or {}
+            out.append(
+                Answer(
+                    request_id=str(d.get("request_id")),
+                    status="completed",
+                    content=str(d.get("content") if t == LlmCompleted.TYPE else d.get("summary") or ""),
+                    tool_calls=list(d.get("tool_calls") or []),
+                    model=str(d.get("model") or ""),
+                    prompt_tokens=usage.get("prompt_tokens"),
+                    completion_tokens=usage.get("completion_tokens"),
+                    cached_tokens=int(usage.get("cached_tokens") or 0),
+                )
+            )
+        elif t in (LlmFailed.TYPE, CompactionFailed.TYPE):
+            out.append(
+                Answer(
+                    request_id=str(d.get("request_id")),
+                    status="failed",
+                    error_type=str(d.get("error_type") or "llm_error"),
+                    message=str(d.get("message") or ""),
+                )
+            )
+    return out
+
+
+#: The HTTP error that litellm maps back onto each recorded failure (the replay sends no retries).
+_ERRORS: Final = {
+    "llm_auth": 401,
+    "llm_unknown_model": 404,
+    "llm_rate_limited": 429,
+    "llm_unavailable": 503,
+    "llm_bad_request": 400,
+}
+
+
+def _arguments(value: object) -> dict[str, Any]:
+    return dict(value) if isinstance(value, dict) else {}
+
+
+def reply_of(answer: Answer) -> Reply:
+    """What the loopback model server sends for a recorded answer."""
+    if answer.status == "failed":
+        if answer.error_type == "llm_context_overflow":
+            return Reply.context_overflow()
+        return Reply.error(_ERRORS.get(answer.error_type or "", 500), answer.message or None)
+    calls = tuple(
+        ScriptedToolCall(
+            id=str(call.get("id") or f"call_{i}"),
+            name=str(call.get("name") or ""),
+            arguments=_arguments(call.get("arguments")),
+        )
+        for i, call in enumerate(answer.tool_calls)
+    )
+    return Reply(
+        kind="tool_calls" if calls else "text",
+        text=answer.content,
+        tool_calls=calls,
+        model=answer.model or None,
+        prompt_tokens=answer.prompt_tokens,
+        completion_tokens=answer.completion_tokens,
+        cached_tokens=answer.cached_tokens,
+    )
+
+
+def write_recording(path: Path, recording: Recording) -> None:
+    lines = [recording.header.model_dump_json()]
+    lines += [
+        json.dumps({"kind": "entry", "entry": e}, ensure_ascii=False, sort_keys=True)
+        for e in recording.entries
+    ]
+    lines += [a.model_dump_json() for a in recording.answers]
+    lines += [
+        json.dumps({"kind": "projection", "name": name, "value": value}, ensure_ascii=False, sort_keys=True)
+        for name, value in recording.projections.items()
+    ]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+def read_recording(path: Path) -> Recording:
+    """Read and check a recording; a bad file is ``InvalidInput`` naming the line and what is wrong."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise InvalidInput(f"cannot read the recording {path}: {exc}", details={"path": str(path)}) from None
+    header: RecordingHeader | None = None
+    entries: list[dict[str, Any]] = []
+    answers: list[Answer] = []
+    projections: dict[str, Any] = {}
+    for number, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        where = f"{path}:{number}"
+        if len(line) > MAX_LINE_BYTES:
+            raise InvalidInput(f"{where}: a line of {len(line)} characters is over {MAX_LINE_BYTES}")
+        try:
+            item = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise InvalidInput(f"{where}: not JSON ({exc.msg})", details={"line": number}) from None
+        kind = item.get("kind") if isinstance(item, dict) else None
+        try:
+            if header is None:
+                if kind != "header":
+                    raise InvalidInput(f"{where}: a recording starts with its header line, not {kind!r}")
+                if item.get("format") != FORMAT:
+                    raise InvalidInput(
+                        f"{where}: not a conversation recording (format {item.get('format')!r})"
+                    )
+                if item.get("version") != VERSION:
+                    raise InvalidInput(
+                        f"{where}: recording version {item.get('version')!r}; this jidocode reads version {VERSION}"
+                    )
+                header = RecordingHeader.model_validate(item)
+            elif kind == "entry" and isinstance(item.get("entry"), dict):
+                entries.append(item["entry"])
+            elif kind == "answer":
+                answers.append(Answer.model_validate(item))
+            elif kind == "projection" and isinstance(item.get("name"), str):
+                projections[item["name"]] = item.get("value")
+            else:
+                raise InvalidInput(f"{where}: unknown line kind {kind!r} (header, entry, answer, projection)")
+        except ValidationError as exc:
+            problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
+            raise InvalidInput(f"{where}: {problems}", details={"line": number}) from None
+    if header is None:
+        raise InvalidInput(f"{path}: empty recording (no header line)")
+    if len(entries) != header.entries or len(answers) != header.answers:
+        raise InvalidInput(
+            f"{path}: the header announces {header.entries} entries and {header.answers} answers, "
+            f"the file holds {len(entries)} and {len(answers)} (a cut file?)"
+        )
+    return Recording(header=header, entries=entries, answers=answers, projections=projections)
+
+
+async def export_recording(
+    client: ConversationsClient, conversation_id: str, *, root_path: str = "", trusted: bool = False
+) -> Recording:
+    """Read a conversation's journal and live projections through the conversation service."""
+    journal = (await client.get_projection(conversation_id, "canonical_timeline")).value
+    if not isinstance(journal, list):
+        raise JidoError(
+            f"no journal for conversation {conversation_id!r}", details={"conversation_id": conversation_id}
+        )
+    projections = {
+        name: (await client.get_projection(conversation_id, name)).value for name in LIVE_PROJECTIONS
+    }
+    answers = answers_of(journal)
+    diagnostics = projections.get("diagnostics") or {}
+    settings: dict[str, Any] = {k: diagnostics[k] for k in _LIMIT_SETTINGS if k in diagnostics}
+    windows = [
+        e["data"]["context_window"]
+        for e in journal
+        if e.get("type") == LlmCompleted.TYPE and (e.get("data") or {}).get("context_window")
+    ]
+    if windows:
+        settings["context_window"] = windows[-1]
+    header = RecordingHeader(
+        project_id=client.project_id,
+        conversation_id=conversation_id,
+        root_path=root_path,
+        trusted=trusted,
+        settings=settings,
+        entries=len(journal),
+        answers=len(answers),
+        exported_at=now_iso(),
+    )
+    return Recording(header=header, entries=journal, answers=answers, projections=projections)
+
+
+# -- comparing --------------------------------------------------------------------------------
+
+
+def normalise(value: Any, replacements: Sequence[tuple[str, str]] = ()) -> Any:
+    """``value`` without run-specific parts: no times or durations, ids and paths of the run
+    replaced (``replacements``: (this run's, the common name)), no causation id of an input or of
+    an approval question (the request and the message that carried them), no sender of an input."""
+    text = json.dumps(value, ensure_ascii=False, sort_keys=True, default=str)
+    for old, new in replacements:
+        if old:
+            text = text.replace(old, new)
+    return _strip(json.loads(text))
+
+
+def _strip(value: Any) -> Any:
+    if isinstance(value, dict):
+        out = {k: _strip(v) for k, v in value.items() if k not in _RUN_SPECIFIC}
+        # what caused an input is the request that carried it; an approval question, the tool
+        # runner's message: both ids of one run
+        if "source" in out and (out["source"] == "tool_runner/approval" or out["source"] not in _PRODUCED):
+            out.pop("causation_id", None)
+        if "source" in out and out["source"] not in _PRODUCED:
+            out["source"] = "(input)"  # the sender's bus identity
+        return out
+    if isinstance(value, list):
+        return [_strip(v) for v in value]
+    return value
+
+
+def first_difference(recorded: Any, replayed: Any, path: str = "") -> tuple[str, Any, Any] | None:
+    """The path of the first place where two JSON values differ, with both values there."""
+    if isinstance(recorded, dict) and isinstance(replayed, dict):
+        for key in sorted(recorded.keys() | replayed.keys()):
+            if key not in recorded or key not in replayed:
+                return f"{path}.{key}", recorded.get(key), replayed.get(key)
+            found = first_difference(recorded[key], replayed[key], f"{path}.{key}")
+            if found:
+                return found
+        return None
+    if isinstance(recorded, list) and isinstance(replayed, list):
+        for index, (a, b) in enumerate(zip(recorded, replayed, strict=False)):
+            found = first_difference(a, b, f"{path}[{index}]")
+            if found:
+                return found
+        if len(recorded) != len(replayed):
+            n = min(len(recorded), len(replayed))
+            return (
+                f"{path}[{n}]",
+                recorded[n] if n < len(recorded) else "(absent)",
+                replayed[n] if n < len(replayed) else "(absent)",
+            )
+        return None
+    return None if recorded == replayed else (path or "(value)", recorded, replayed)
+
+
+# -- replaying --------------------------------------------------------------------------------
+
+
+@contextlib.asynccontextmanager
+async def _embedded_system(home: Path) -> AsyncIterator[Config]:
+    """A nats-server with a fresh store and every service, in this process."""
+    from jidocode.services.registry import SERVICES, serve_many
+    from jidocode.shared.natsserver import NatsServer
+
+    # the store beside the home, not in it: the asset loader watches the home (global assets)
+    server = NatsServer(store_dir=home.parent / "js", sync="default").start()
+    stop = asyncio.Event()
+    config = Config(nats_url=server.url, jido_home=home, instance="replay")
+    task = asyncio.create_task(serve_many(config, stop))
+    try:
+        bus = await Bus.connect(config, "replay")
+        try:
+            wanted = {subjects.SERVICE_NAMES[n] for n in SERVICES}
+            async with asyncio.timeout(60):
+                while True:
+                    if task.done():
+                        task.result()
+                    replies = await gather(bus.nc, subjects.srv("PING"), wait=0.3)
+                    if wanted <= {json.loads(m.data)["name"] for m in replies}:
+                        break
+        finally:
+            await bus.close()
+        yield config
+    finally:
+        stop.set()
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(task, 30)
+        server.stop()
+
+
+class _JournalCount:
+    """The replayed conversation's journal, followed live: how many entries, and whether one
+    already differs in type from the recorded entry at its place (then nothing more is awaited)."""
+
+    def __init__(self, recorded: Sequence[dict[str, Any]]) -> None:
+        self.recorded = recorded
+        self.count = 0
+        self.diverged = False
+        self.changed = asyncio.Condition()
+
+    async def on_message(self, msg: Any) -> None:
+        try:
+            kind: str | None = decode(msg.data, msg.headers).type
+        except Exception:  # an unreadable entry differs from any recorded one
+            kind = None
+        async with self.changed:
+            if self.count >= len(self.recorded) or self.recorded[self.count].get("type") != kind:
+                self.diverged = True
+            self.count += 1
+            self.changed.notify_all()
+
+    async def reach(self, n: int, timeout: float) -> None:
+        """Until ``n`` entries are journaled (or one diverged); ``RequestTimeout`` after ``timeout``."""
+
+        async def wait() -> None:
+            async with self.changed:
+                await self.changed.wait_for(lambda: self.count >= n or self.diverged)
+
+        try:
+            await asyncio.wait_for(wait(), timeout)
+        except TimeoutError:
+            raise RequestTimeout(
+                f"the replay journaled {self.count} entries and waited {timeout:g} s for entry {n}",
+                details={"journaled": self.count, "waiting_for": n},
+            ) from None
+
+
+async def replay_recording(
+    recording: Recording, *, project_dir: Path | None = None, step_timeout: float = 60.0
+) -> ReplayReport:
+    """Run ``recording`` again through the real services and compare every projection."""
+    return (await replay_recordings([recording], project_dirs=[project_dir], step_timeout=step_timeout))[0]
+
+
+async def replay_recordings(
+    recordings: Sequence[Recording],
+    *,
+    project_dirs: Sequence[Path | None] | None = None,
+    step_timeout: float = 60.0,
+) -> list[ReplayReport]:
+    """Replay several recordings, one after the other, in one embedded system with a fresh store
+    (each conversation on its own copy of its project); one report each."""
+    from jidocode.shared.trust import trust_project
+
+    dirs = list(project_dirs or [None] * len(recordings))
+    if len(dirs) != len(recordings):
+        raise InvalidInput("one project directory (or None) per recording")
+    with tempfile.TemporaryDirectory(prefix="jido-replay-") as tmp:
+        work = Path(tmp)
+        home = work / "home"
+        home.mkdir()
+        projects: list[Path] = []
+        for n, (recording, chosen) in enumerate(zip(recordings, dirs, strict=True)):
+            header = recording.header
+            source = chosen or (Path(header.root_path) if header.root_path else None)
+            if source is None or not source.is_dir():
+                raise InvalidInput(
+                    f"the recorded project {header.root_path or '(none)'} is not here: pass --project <dir>",
+                    details={"root_path": header.root_path},
+                )
+            project = work / f"project-{n}"
+            shutil.copytree(source, project, symlinks=True, ignore=shutil.ignore_patterns(".git"))
+            if header.trusted:
+                trust_project(project, home=home)
+            projects.append(project)
+        previous_home = os.environ.get("JIDO_CODE_HOME")
+        os.environ["JIDO_CODE_HOME"] = str(home)
+        try:
+            async with _embedded_system(home) as config:
+                bus = await Bus.connect(config, "replay-client")
+                try:
+                    reports = []
+                    for recording, project in zip(recordings, projects, strict=True):
+                        async with ScriptedLlm() as llm:
+                            llm.script(*(reply_of(a) for a in recording.answers))
+                            reports.append(await _drive(recording, bus, llm, project, step_timeout))
+                    return reports
+                finally:
+                    await bus.close()
+        finally:
+            if previous_home is None:
+                os.environ.pop("JIDO_CODE_HOME", None)
+            else:
+                os.environ["JIDO_CODE_HOME"] = previous_home
+
+
+async def _drive(
+    recording: Recording, bus: Bus, llm: ScriptedLlm, project: Path, step_timeout: float
+) -> ReplayReport:
+    from jidocode.client import JidoClient
+
+    header = recording.header
+    # the recorded model's own name when litellm speaks OpenAI to it (so the entries name it the
+    # same), else one stand-in name, and the names are left out of the comparison
+    models = sorted({a.model for a in recording.answers if a.model})
+    model = models[0] if len(models) == 1 and models[0].startswith("openai/") else "openai/replay"
+    settings = {
+        **header.settings,
+        "model": model,
+        "api_base": llm.api_base,
+        "max_retries": 0,
+    }
+    client = await JidoClient.connect(project_dir=project, bus=bus, settings=settings)
+    try:
+        conversations = ConversationsClient(bus, client.project_id, timeout=30)
+        await conversations.start(conversation_id=header.conversation_id, settings=settings)
+        counter = _JournalCount(recording.entries)
+        sub = await bus.js.subscribe(
+            subjects.journal(client.project_id, header.conversation_id),
+            stream=subjects.STREAM_JOURNAL,
+            cb=counter.on_message,
+            ordered_consumer=True,
+        )
+        try:
+            for index, entry in enumerate(recording.entries):
+                if entry.get("source") in _PRODUCED or entry.get("type") not in EXTERNAL_TYPES:
+                    continue
+                await counter.reach(index, step_timeout)
+                if counter.diverged:
+                    break  # the rest of the recording's input no longer fits: report the difference
+                # ids the core minted (an approval's tool call) carry the project id: this run's
+                data = json.loads(
+                    json.dumps(entry.get("data") or {}).replace(header.project_id, client.project_id)
+                )
+                await conversations.send_event(
+                    header.conversation_id,
+                    str(entry["type"]),
+                    data,
+                    event_id=str(entry["id"]),
+                    correlation_id=str(entry.get("correlation_id") or entry["id"]),
+                )
+            await counter.reach(len(recording.entries), step_timeout)
+            replayed = {
+                name: (await conversations.get_projection(header.conversation_id, name)).value
+                for name in LIVE_PROJECTIONS
+            }
+        finally:
+            await sub.unsubscribe()
+    finally:
+        await client.close()
+    recorded_names = [("jido-project", header.project_id), ("jido-root", header.root_path)]
+    replay_names = [("jido-project", client.project_id), ("jido-root", str(project))]
+    if model == "openai/replay":
+        recorded_names += [("jido-model", name) for name in models]
+        replay_names.append(("jido-model", model))
+    for name in LIVE_PROJECTIONS:
+        if name not in recording.projections:
+            continue
+        a = normalise(recording.projections[name], [(old, new) for new, old in recorded_names])
+        b = normalise(replayed[name], [(old, new) for new, old in replay_names])
+        found = first_difference(a, b)
+        if found is not None:
+            path, was, now = found
+            return ReplayReport(
+                same=False,
+                projection=name,
+                path=f"{name}{path}",
+                recorded=was,
+                replayed=now,
+                entries=len(recording.entries),
+                answers_used=len(llm.requests),
+            )
+    return ReplayReport(same=True, entries=len(recording.entries), answers_used=len(llm.requests))
+
+
+# -- the commands -----------------------------------------------------------------------------
+
+
+def replay_command(
+    file: Path = typer.Argument(..., help="a recording written by `jidocode conversations export`"),
+    project: Path | None = typer.Option(
+        None, "--project", help="the project directory to copy for the replay (default: the recorded root)"
+    ),
+    json_out: bool = typer.Option(False, "--json", help="print the report as JSON"),
+) -> None:
+    """Run a recorded conversation again through the real services; exit 0 when every projection
+    comes out the same, 1 with the first difference otherwise."""
+    from .common import console, print_json, run
+
+    async def main() -> ReplayReport:
+        return await replay_recording(read_recording(file), project_dir=project)
+
+    report = run(main)
+    if json_out:
+        print_json(report.model_dump(mode="json"))
+    else:
+        console.print(report.describe(), highlight=False, markup=False)
+    raise typer.Exit(0 if report.same else 1)
+
+
+def export_command(
+    project_dir: str = typer.Argument(..., help="the project's directory"),
+    conversation_id: str = typer.Argument(..., help="the conversation"),
+    output: Path | None = typer.Option(None, "--output", "-o", help="the file (default: <id>.jsonl here)"),
+) -> None:
+    """Write a conversation's journal, the model's recorded answers and its projections to a
+    recording (JSON lines; see docs/compaction-and-replay.md) for `jidocode replay`."""
+    from jidocode.shared.settings import global_home
+    from jidocode.shared.trust import trust_state
+
+    from .common import cli_bus, console, resolve_project, run
+
+    async def main() -> tuple[Path, Recording]:
+        async with cli_bus("conversations") as bus:
+            info = await resolve_project(bus, project_dir)
+            client = ConversationsClient(bus, info.project_id, timeout=30)
+            trusted = trust_state(info.root_path, home=global_home()).trusted
+            recording = await export_recording(
+                client, conversation_id, root_path=info.root_path, trusted=trusted
+            )
+        target = output or Path(f"{conversation_id}.jsonl")
+        write_recording(target, recording)
+        return target, recording
+
+    target, recording = run(main)
+    console.print(
+        f"wrote {target}: {recording.header.entries} entries, {recording.header.answers} model answers",
+        highlight=False,
+    )
