@@ -128,6 +128,7 @@ ENDPOINTS: tuple[Endpoint, ...] = (
     Endpoint("conversation", "conversations", "replay", Subscribe, "Where to follow and replay output"),
     Endpoint("tool_runner", "tools", "run", RunTool, "Run one tool call under the policy"),
     Endpoint("tool_runner", "tools", "cancel", CancelTool, "Cancel a tool call by request id"),
+    Endpoint("tool_runner", "tools", "mcp_tools", ListTools, "Tools of the project's MCP servers"),
     Endpoint("asset_loader", "assets", "get", GetAsset, "One skill, command or workflow"),
     Endpoint("asset_loader", "assets", "list", ListAssets, "List assets"),
     Endpoint("asset_loader", "assets", "search", SearchAssets, "Fuzzy search over assets"),

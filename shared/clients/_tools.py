@@ -5,7 +5,15 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from jidocode.shared.events.tools import CancelTool, RunTool, ToolCallMeta, ToolCancelAccepted, ToolResult
+from jidocode.shared.events.tools import (
+    CancelTool,
+    ListTools,
+    RunTool,
+    ToolCallMeta,
+    ToolCancelAccepted,
+    ToolCatalog,
+    ToolResult,
+)
 
 from ._base import Ext, ProjectScoped
 
@@ -63,3 +71,12 @@ class ToolsClient(ProjectScoped):
         any conversation). A cancel naming another conversation does not touch the call."""
         command = CancelTool(request_id=request_id, conversation_id=conversation_id)
         return await self._scoped("cancel", command, timeout=timeout, conversation_id=conversation_id, **ext)
+
+    async def mcp_tools(
+        self, *, include_hidden: bool = False, timeout: float | None = None, **ext: Ext
+    ) -> ToolCatalog:
+        """The tools of the project's MCP servers (``mcp__<server>__<tool>``), starting them as needed;
+        without ``include_hidden``, those a deny rule names are left out."""
+        return await self._scoped(
+            "mcp_tools", ListTools(include_hidden=include_hidden), timeout=timeout, **ext
+        )

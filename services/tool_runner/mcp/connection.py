@@ -1,0 +1,301 @@
+"""One MCP server of one project on this replica: started on first use, restarted after a crash.
+
+Lifecycle (:class:`State`)::
+
+    idle ──first use──▶ starting ──handshake + tools/list──▶ ready ──close──▶ closed
+                           │                                   │
+                           └──fails / times out──▶ crashed ◀───┘ connection lost
+                                                      │
+                                next use, after the backoff (:class:`.backoff.Backoff`)
+                                                      └──▶ starting
+
+The SDK's :class:`mcp.Client` is entered and left by one owner task (anyio's cancel scopes need
+that); calls are made from the callers' tasks, each bounded by its own timeout, so a hanging
+server fails the calls to it (``timeout``) and never holds up another tool. A stdio server runs
+through :mod:`.sandboxed` (the OS sandbox); an HTTP server is reached with the SDK's
+streamable HTTP transport and the configured headers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import enum
+import logging
+import os
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from typing import IO, Any, Final
+
+import anyio
+import mcp_types as types
+from mcp import Client
+from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
+from mcp.shared.exceptions import MCPError
+
+from jidocode.shared.errors import InvalidInput, JidoError, RequestTimeout
+
+from .backoff import Backoff
+from .config import HttpServer, StdioServer
+from .sandboxed import LaunchSpec
+
+__all__ = ["MAX_TOOLS", "McpServerError", "ServerConnection", "State"]
+
+log = logging.getLogger("jidocode.tool_runner.mcp")
+
+#: At most this many tools of one server join the catalogue.
+MAX_TOOLS: Final = 256
+#: How much of a server's stderr an error quotes.
+_STDERR_TAIL: Final = 2000
+
+
+class State(enum.Enum):
+    IDLE = "idle"
+    STARTING = "starting"
+    READY = "ready"
+    CRASHED = "crashed"
+    CLOSED = "closed"
+
+
+class McpServerError(JidoError):
+    """An MCP server could not be started or reached (``mcp_server_unavailable``, retryable)."""
+
+    error_type = "mcp_server_unavailable"
+    default_retryable = True
+
+
+def _leaves(exc: BaseException) -> list[BaseException]:
+    if isinstance(exc, BaseExceptionGroup):
+        return [leaf for sub in exc.exceptions for leaf in _leaves(sub)]
+    return [exc]
+
+
+def _describe(exc: BaseException) -> str:
+    return "; ".join(f"{type(e).__name__}: {e}" if str(e) else type(e).__name__ for e in _leaves(exc))
+
+
+def _lost(exc: BaseException) -> bool:
+    """Whether ``exc`` means the connection is gone (not just one failed request)."""
+    for leaf in _leaves(exc):
+        if isinstance(leaf, MCPError) and leaf.code == types.CONNECTION_CLOSED:
+            return True
+        if isinstance(leaf, anyio.ClosedResourceError | anyio.BrokenResourceError | anyio.EndOfStream):
+            return True
+    return False
+
+
+class ServerConnection:
+    """The connection of this replica to one configured server of one project."""
+
+    def __init__(
+        self,
+        name: str,
+        config: StdioServer | HttpServer,
+        *,
+        where: LaunchSpec,
+        start_timeout_s: float = 20.0,
+        backoff: Backoff | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        if start_timeout_s <= 0:
+            raise ValueError("start_timeout_s must be positive")
+        self.name = name
+        self.config = config
+        #: The project's sandbox (``command``/``args``/``env`` are replaced by the server's).
+        self.where = where
+        self.start_timeout_s = start_timeout_s
+        self.backoff = backoff or Backoff()
+        self._clock = clock
+        self.state = State.IDLE
+        self.tools: list[types.Tool] = []
+        self.last_error = ""
+        self.starts = 0
+        self._client: Client | None = None
+        self._owner: asyncio.Task[None] | None = None
+        self._stop: asyncio.Event = asyncio.Event()
+        self._lock = asyncio.Lock()
+        self._started_at = 0.0
+        self._errlog: IO[str] | None = None
+
+    # --- use ---------------------------------------------------------------------------------
+
+    async def ensure(self, timeout_s: float) -> Client:
+        """The connected client, starting (or restarting) the server first when needed."""
+        t0 = time.monotonic()
+        async with asyncio.timeout(timeout_s):
+            async with self._lock:
+                if self.state is State.CLOSED:
+                    raise McpServerError(f"MCP server {self.name!r} is stopped (its project stopped)")
+                if self.state is State.READY and self._client is not None:
+                    return self._client
+                wait = self.backoff.wait(self._clock())
+                if wait > 0:
+                    if wait >= timeout_s - (time.monotonic() - t0):
+                        raise McpServerError(
+                            f"MCP server {self.name!r} crashed ({self.last_error}); it restarts in "
+                            f"{wait:.1f} s, after this call's time",
+                            details={"server": self.name, "restart_in_s": round(wait, 2)},
+                        )
+                    await asyncio.sleep(wait)  # the backoff itself, not a synchronisation
+                return await self._start()
+
+    async def call(self, tool: str, args: dict[str, Any], timeout_s: float) -> types.CallToolResult:
+        """Call ``tool``; :class:`RequestTimeout` when the server does not answer in ``timeout_s``."""
+        t0 = time.monotonic()
+        client = await self.ensure(timeout_s)
+        left = timeout_s - (time.monotonic() - t0)
+        try:
+            async with asyncio.timeout(max(left, 0.001)):
+                return await client.call_tool(tool, args)
+        except TimeoutError:
+            raise RequestTimeout(
+                f"MCP server {self.name!r} did not answer {tool!r} within {timeout_s:g} s",
+                details={"server": self.name, "tool": tool},
+                retryable=False,
+            ) from None
+        except MCPError as exc:
+            if _lost(exc):
+                await self._crashed(exc)
+                raise McpServerError(
+                    f"MCP server {self.name!r} went away during {tool!r}: {self.last_error}",
+                    details={"server": self.name, "tool": tool},
+                ) from None
+            raise InvalidInput(
+                f"MCP server {self.name!r} refused {tool!r}: {exc.message}",
+                details={"server": self.name, "tool": tool, "code": exc.code},
+            ) from None
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream) as exc:
+            await self._crashed(exc)
+            raise McpServerError(
+                f"MCP server {self.name!r} went away during {tool!r}: {self.last_error}",
+                details={"server": self.name, "tool": tool},
+            ) from None
+
+    async def close(self) -> None:
+        """Stop the server (idempotent); later uses fail."""
+        self.state = State.CLOSED
+        await self._shutdown()
+
+    # --- lifecycle ---------------------------------------------------------------------------
+
+    async def _start(self) -> Client:
+        self.state = State.STARTING
+        self.starts += 1
+        self._started_at = self._clock()
+        self._stop = asyncio.Event()
+        ready: asyncio.Future[Client] = asyncio.get_running_loop().create_future()
+        self._owner = asyncio.create_task(self._own(ready), name=f"mcp-{self.name}")
+        try:
+            async with asyncio.timeout(self.start_timeout_s):
+                client = await asyncio.shield(ready)
+        except TimeoutError:
+            await self._crashed(TimeoutError(f"no handshake within {self.start_timeout_s:g} s"))
+            raise McpServerError(
+                f"MCP server {self.name!r} did not start: {self.last_error}", details={"server": self.name}
+            ) from None
+        except BaseException as exc:
+            if isinstance(exc, asyncio.CancelledError):
+                await self._shutdown()
+                self.state = State.IDLE
+                raise
+            await self._crashed(exc)
+            raise McpServerError(
+                f"MCP server {self.name!r} did not start: {self.last_error}", details={"server": self.name}
+            ) from None
+        self._client = client
+        self.state = State.READY
+        log.info("MCP server %s started (%d tools)", self.name, len(self.tools))
+        return client
+
+    async def _own(self, ready: asyncio.Future[Client]) -> None:
+        """The owner task: enter the client, list the tools, hold the connection until told to stop."""
+        try:
+            async with Client(self._transport(), client_info=_CLIENT_INFO) as client:
+                self.tools = await _list_tools(client)
+                if not ready.done():
+                    ready.set_result(client)
+                await self._stop.wait()
+        except BaseException as exc:  # reported through ``ready``; a lost connection shows in calls
+            if not ready.done():
+                ready.set_exception(exc if isinstance(exc, Exception) else RuntimeError(_describe(exc)))
+            if isinstance(exc, asyncio.CancelledError):
+                raise
+
+    def _transport(self) -> Any:
+        cfg = self.config
+        if isinstance(cfg, HttpServer):
+            http = create_mcp_http_client(headers=dict(cfg.headers))
+            return streamable_http_client(cfg.url, http_client=http)
+        spec = self.where.model_copy(
+            update={"command": cfg.command, "args": list(cfg.args), "env": dict(cfg.env)}
+        )
+        self._close_errlog()
+        self._errlog = tempfile.TemporaryFile(mode="w+", encoding="utf-8", errors="replace")
+        params = StdioServerParameters(
+            command=sys.executable,
+            args=["-m", "jidocode.services.tool_runner.mcp.sandboxed", spec.model_dump_json()],
+            env=dict(os.environ),  # the runner's own; the sandbox scrubs the server's
+            cwd=spec.root,
+        )
+        return stdio_client(params, errlog=self._errlog)
+
+    async def _crashed(self, exc: BaseException) -> None:
+        """Record a crash (or a failed start): the reason, the backoff; take the connection down."""
+        tail = self._stderr_tail()
+        self.last_error = _describe(exc) + (f" (stderr: {tail})" if tail else "")
+        if self.state is not State.CLOSED:
+            self.state = State.CRASHED
+        delay = self.backoff.crashed(self._clock(), started_at=self._started_at)
+        log.warning("MCP server %s failed: %s; next start in %.1f s", self.name, self.last_error, delay)
+        await self._shutdown()
+
+    async def _shutdown(self) -> None:
+        self._client = None
+        self._stop.set()
+        owner, self._owner = self._owner, None
+        if owner is not None:
+            try:
+                async with asyncio.timeout(10):
+                    await asyncio.shield(owner)
+            except TimeoutError:
+                owner.cancel()
+                with contextlib.suppress(BaseException):
+                    await owner
+            except BaseException:
+                pass
+
+    def _stderr_tail(self) -> str:
+        if self._errlog is None:
+            return ""
+        with contextlib.suppress(OSError, ValueError):
+            self._errlog.flush()
+            self._errlog.seek(0)
+            text = self._errlog.read()
+            self._errlog.seek(0, os.SEEK_END)
+            return " ".join(text.split())[-_STDERR_TAIL:]
+        return ""
+
+    def _close_errlog(self) -> None:
+        if self._errlog is not None:
+            with contextlib.suppress(OSError):
+                self._errlog.close()
+            self._errlog = None
+
+
+_CLIENT_INFO = types.Implementation(name="jidocode", version="1")
+
+
+async def _list_tools(client: Client) -> list[types.Tool]:
+    tools: list[types.Tool] = []
+    cursor: str | None = None
+    while len(tools) < MAX_TOOLS:
+        page = await client.list_tools(cursor=cursor)
+        tools.extend(page.tools)
+        cursor = page.next_cursor
+        if not cursor:
+            break
+    return tools[:MAX_TOOLS]
