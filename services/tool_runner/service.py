@@ -166,7 +166,12 @@ class ToolRunner:
         pipeline = self._pipeline()
         project_id = scoped_project_id(env)
         project = await pipeline.projects.get(project_id)
-        specs = await pipeline.mcp.specs(project_id, project.policy, include_hidden=request.include_hidden)
+        specs = await pipeline.mcp.specs(
+            project_id,
+            project.policy,
+            wait_s=project.limits.timeout_s,  # a server slower to start joins a later listing
+            include_hidden=request.include_hidden,
+        )
         return ToolCatalog(tools=specs)
 
     async def _on_project_stopped(self, env: Envelope) -> None:

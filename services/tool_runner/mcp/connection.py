@@ -120,28 +120,49 @@ class ServerConnection:
         self._lock = asyncio.Lock()
         self._started_at = 0.0
         self._errlog: IO[str] | None = None
+        self._ready: asyncio.Future[Client] = asyncio.get_running_loop().create_future()
+        self._ready.cancel()
+        self._timer: asyncio.TimerHandle = asyncio.get_running_loop().call_later(0, _nothing)
+        self._expired = ""
 
     # --- use ---------------------------------------------------------------------------------
 
     async def ensure(self, timeout_s: float) -> Client:
-        """The connected client, starting (or restarting) the server first when needed."""
+        """The connected client, starting (or restarting, after the backoff) the server when needed.
+
+        A start goes on in the background when this caller stops waiting (``timeout_s``), so a
+        server slower to start than one call's time is ready for a later call.
+        """
         t0 = time.monotonic()
-        async with asyncio.timeout(timeout_s):
-            async with self._lock:
-                if self.state is State.CLOSED:
-                    raise McpServerError(f"MCP server {self.name!r} is stopped (its project stopped)")
-                if self.state is State.READY and self._client is not None:
-                    return self._client
-                wait = self.backoff.wait(self._clock())
-                if wait > 0:
-                    if wait >= timeout_s - (time.monotonic() - t0):
+        try:
+            async with asyncio.timeout(timeout_s):
+                async with self._lock:
+                    if self.state is State.CLOSED:
                         raise McpServerError(
-                            f"MCP server {self.name!r} crashed ({self.last_error}); it restarts in "
-                            f"{wait:.1f} s, after this call's time",
-                            details={"server": self.name, "restart_in_s": round(wait, 2)},
+                            f"MCP server {self.name!r} is stopped (its project stopped)",
+                            details={"server": self.name},
                         )
-                    await asyncio.sleep(wait)  # the backoff itself, not a synchronisation
-                return await self._start()
+                    if self.state is State.READY and self._client is not None:
+                        return self._client
+                    if self.state is not State.STARTING:
+                        wait = self.backoff.wait(self._clock())
+                        if wait >= timeout_s - (time.monotonic() - t0):
+                            raise McpServerError(
+                                f"MCP server {self.name!r} failed ({self.last_error}); it restarts in "
+                                f"{wait:.1f} s, after this call's time",
+                                details={"server": self.name, "restart_in_s": round(wait, 2)},
+                            )
+                        if wait > 0:
+                            await asyncio.sleep(wait)  # the backoff itself, not a synchronisation
+                        self._begin()
+                    ready = self._ready
+                return await asyncio.shield(ready)
+        except TimeoutError:
+            raise McpServerError(
+                f"MCP server {self.name!r} is still starting (no handshake after "
+                f"{time.monotonic() - t0:.1f} s; it gets {self.start_timeout_s:g} s): retry later",
+                details={"server": self.name, "reason": "starting"},
+            ) from None
 
     async def call(self, tool: str, args: dict[str, Any], timeout_s: float) -> types.CallToolResult:
         """Call ``tool``; :class:`RequestTimeout` when the server does not answer in ``timeout_s``."""
@@ -178,51 +199,55 @@ class ServerConnection:
     async def close(self) -> None:
         """Stop the server (idempotent); later uses fail."""
         self.state = State.CLOSED
+        self._timer.cancel()
+        owner = self._owner
+        if owner is not None and not self._ready.done():
+            owner.cancel()  # still starting: no handshake to wait for
         await self._shutdown()
 
     # --- lifecycle ---------------------------------------------------------------------------
 
-    async def _start(self) -> Client:
+    def _begin(self) -> None:
+        """Start the owner task; :attr:`_ready` is its outcome; a timer bounds the handshake."""
+        loop = asyncio.get_running_loop()
         self.state = State.STARTING
         self.starts += 1
         self._started_at = self._clock()
         self._stop = asyncio.Event()
-        ready: asyncio.Future[Client] = asyncio.get_running_loop().create_future()
-        self._owner = asyncio.create_task(self._own(ready), name=f"mcp-{self.name}")
-        try:
-            async with asyncio.timeout(self.start_timeout_s):
-                client = await asyncio.shield(ready)
-        except TimeoutError:
-            await self._crashed(TimeoutError(f"no handshake within {self.start_timeout_s:g} s"))
-            raise McpServerError(
-                f"MCP server {self.name!r} did not start: {self.last_error}", details={"server": self.name}
-            ) from None
-        except BaseException as exc:
-            if isinstance(exc, asyncio.CancelledError):
-                await self._shutdown()
-                self.state = State.IDLE
-                raise
-            await self._crashed(exc)
-            raise McpServerError(
-                f"MCP server {self.name!r} did not start: {self.last_error}", details={"server": self.name}
-            ) from None
-        self._client = client
-        self.state = State.READY
-        log.info("MCP server %s started (%d tools)", self.name, len(self.tools))
-        return client
+        self._ready = loop.create_future()
+        self._owner = asyncio.create_task(self._own(self._ready), name=f"mcp-{self.name}")
+        owner = self._owner
+        self._timer = loop.call_later(self.start_timeout_s, self._start_expired, self._ready, owner)
+
+    def _start_expired(self, ready: asyncio.Future[Client], owner: asyncio.Task[None]) -> None:
+        if not ready.done():
+            self._expired = f"no handshake within {self.start_timeout_s:g} s"
+            owner.cancel()
 
     async def _own(self, ready: asyncio.Future[Client]) -> None:
         """The owner task: enter the client, list the tools, hold the connection until told to stop."""
+        self._expired = ""
         try:
             async with Client(self._transport(), client_info=_CLIENT_INFO) as client:
                 self.tools = await _list_tools(client)
-                if not ready.done():
-                    ready.set_result(client)
+                self._timer.cancel()
+                self._client = client
+                self.state = State.READY
+                ready.set_result(client)
+                log.info("MCP server %s started (%d tools)", self.name, len(self.tools))
                 await self._stop.wait()
-        except BaseException as exc:  # reported through ``ready``; a lost connection shows in calls
-            if not ready.done():
-                ready.set_exception(exc if isinstance(exc, Exception) else RuntimeError(_describe(exc)))
-            if isinstance(exc, asyncio.CancelledError):
+        except BaseException as exc:
+            if not ready.done():  # a failed start: say why, back off
+                reason: BaseException = TimeoutError(self._expired) if self._expired else exc
+                self._failed(reason)
+                ready.set_exception(
+                    McpServerError(
+                        f"MCP server {self.name!r} did not start: {self.last_error}",
+                        details={"server": self.name},
+                    )
+                )
+                ready.exception()  # retrieved: nobody may be waiting any more
+            if isinstance(exc, asyncio.CancelledError) and not self._expired:
                 raise
 
     def _transport(self) -> Any:
@@ -243,14 +268,20 @@ class ServerConnection:
         )
         return stdio_client(params, errlog=self._errlog)
 
-    async def _crashed(self, exc: BaseException) -> None:
-        """Record a crash (or a failed start): the reason, the backoff; take the connection down."""
+    def _failed(self, exc: BaseException) -> None:
+        """Record a crash or a failed start: the reason (with the server's stderr), the backoff."""
         tail = self._stderr_tail()
         self.last_error = _describe(exc) + (f" (stderr: {tail})" if tail else "")
+        self._client = None
         if self.state is not State.CLOSED:
             self.state = State.CRASHED
         delay = self.backoff.crashed(self._clock(), started_at=self._started_at)
         log.warning("MCP server %s failed: %s; next start in %.1f s", self.name, self.last_error, delay)
+
+    async def _crashed(self, exc: BaseException) -> None:
+        """A connection lost while in use: record it and take the rest down (once per loss)."""
+        if self.state is State.READY:
+            self._failed(exc)
         await self._shutdown()
 
     async def _shutdown(self) -> None:
@@ -287,6 +318,10 @@ class ServerConnection:
 
 
 _CLIENT_INFO = types.Implementation(name="jidocode", version="1")
+
+
+def _nothing() -> None:
+    return None
 
 
 async def _list_tools(client: Client) -> list[types.Tool]:

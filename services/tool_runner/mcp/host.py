@@ -32,6 +32,7 @@ from .sandboxed import LaunchSpec
 
 __all__ = [
     "DEFAULT_START_TIMEOUT_S",
+    "LIST_WAIT_MAX_S",
     "START_TIMEOUT_ENV",
     "START_TIMEOUT_RANGE",
     "McpHost",
@@ -44,6 +45,9 @@ log = logging.getLogger("jidocode.tool_runner.mcp")
 #: How long a server gets to start and list its tools (``JIDO_MCP_START_TIMEOUT_S``).
 DEFAULT_START_TIMEOUT_S: Final = 20.0
 START_TIMEOUT_ENV: Final = "JIDO_MCP_START_TIMEOUT_S"
+#: At most this long does a catalogue listing wait for servers still starting (the project
+#: service waits 25 s for the listing).
+LIST_WAIT_MAX_S: Final = 20.0
 #: The bounds of ``JIDO_MCP_START_TIMEOUT_S``.
 START_TIMEOUT_RANGE: Final = (0.5, 300.0)
 
@@ -155,13 +159,16 @@ class McpHost:
 
     # --- the catalogue -----------------------------------------------------------------------
 
-    async def specs(self, project_id: str, policy: Policy, *, include_hidden: bool = False) -> list[ToolSpec]:
-        """The tools of every server of the project (started as needed; one that fails is left out)."""
+    async def specs(
+        self, project_id: str, policy: Policy, *, wait_s: float, include_hidden: bool = False
+    ) -> list[ToolSpec]:
+        """The tools of every server of the project, started as needed. A server that fails, or is
+        not ready within ``wait_s`` (it goes on starting), is left out of this listing."""
         servers = await self._servers(project_id, policy)
         names = sorted(servers.config.servers)
         conns = [self._connection(servers, n, policy) for n in names]
         results = await asyncio.gather(
-            *(c.ensure(self.start_timeout_s) for c in conns), return_exceptions=True
+            *(c.ensure(min(wait_s, self.start_timeout_s, LIST_WAIT_MAX_S)) for c in conns), return_exceptions=True
         )
         out: list[ToolSpec] = []
         for conn, res in zip(conns, results, strict=True):

@@ -1,0 +1,276 @@
+"""MCP servers as tools, on a real nats-server with the engine, the project service and a tool runner.
+
+Real third-party servers from PyPI (``mcp-server-time``, ``mcp-server-git``) and the tests' own
+misbehaving one (mcp_test_server.py), each started by the tool runner inside the OS sandbox.
+One system per module: servers start once and are shared by the tests, in order.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import pytest_asyncio
+
+from jidocode.services.registry import serve_many
+from jidocode.services.tool_runner.service import ToolRunner
+from jidocode.shared.bus import Bus
+from jidocode.shared.clients import EngineClient, ProjectClient, ToolsClient
+from jidocode.shared.config import Config
+from jidocode.shared.events.tools import ToolResult
+from jidocode.shared.natsserver import NatsServer
+from jidocode.shared.trust import trust_project
+from tests.helpers import wait_for_services
+from tests.integration.tools.mcp_support import FLAKY, stdio, write_mcp_json
+from tests.integration.tools.support import failure, run_tool
+
+pytestmark = [pytest.mark.slow, pytest.mark.asyncio(loop_scope="module")]
+
+
+@dataclass
+class McpSystem:
+    config: Config
+    bus: Bus
+    runner: ToolRunner
+    base: Path
+    home: Path
+    root: Path
+    pid: str
+
+    async def run(self, name: str, args: dict[str, Any], rid: str, **kw: Any) -> ToolResult:
+        return await run_tool(self.bus, self.pid, name, args, request_id=rid, **kw)
+
+    async def start(self, root: Path) -> str:
+        return (await EngineClient(self.bus).start_project(str(root), timeout=20)).project_id
+
+
+async def _until(cond: Callable[[], bool], timeout: float = 60.0) -> None:
+    """Wait until ``cond()`` holds: checked after every turn of the loop, bounded by ``timeout``."""
+
+    async def loop() -> None:
+        while not cond():  # noqa: ASYNC110  # white-box: the runner's state, changed by a signal
+            await asyncio.sleep(0.05)
+
+    await asyncio.wait_for(loop(), timeout)
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def system(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[McpSystem]:
+    base = tmp_path_factory.mktemp("mcp")
+    home = base / "home"
+    root = base / "proj"
+    root.mkdir()
+    home.mkdir()
+    (home / "secret.txt").write_text("global secret\n")
+    (root / "README.md").write_text("inside the project\n")
+    git = await asyncio.create_subprocess_exec("git", "init", "-q", str(root))
+    assert await git.wait() == 0
+    write_mcp_json(home, {"gflaky": stdio(FLAKY)})
+    write_mcp_json(
+        root,
+        {
+            "time": stdio("-m", "mcp_server_time", "--local-timezone", "UTC"),
+            "git": stdio("-m", "mcp_server_git", "--repository", str(root)),
+            "flaky": stdio(FLAKY, env={"FLAKY_GREETING": "hi"}),
+        },
+    )
+    (root / ".jido").mkdir()
+    (root / ".jido" / "settings.json").write_text(
+        json.dumps(
+            {
+                "permissions": {
+                    "allow": ["Read", "mcp__time", "mcp__flaky", "mcp__gflaky", "mcp__git__git_status"],
+                    "deny": ["mcp__git__git_commit"],
+                },
+            }
+        )
+    )
+    trust_project(root, home=home)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("JIDO_CODE_HOME", str(home))
+        mp.setenv("JIDO_MCP_START_TIMEOUT_S", "60")  # a loaded machine starts Python slowly
+        server = await asyncio.to_thread(NatsServer(store_dir=base / "js", sync="default").start)
+        config = Config(nats_url=server.url, jido_home=home, instance="test")
+        stop = asyncio.Event()
+        task = asyncio.create_task(serve_many(config, stop, ("engine", "project")))
+        runner_bus = await Bus.connect(config, "tool_runner")
+        runner = ToolRunner(runner_bus, config)
+        await runner.start()
+        bus = await Bus.connect(config, "test")
+        try:
+            await wait_for_services(config, ("engine", "project", "tool_runner"), timeout=30)
+            pid = (await EngineClient(bus).start_project(str(root), timeout=20)).project_id
+            yield McpSystem(config, bus, runner, base, home, root, pid)
+        finally:
+            await runner.stop()
+            stop.set()
+            await asyncio.wait_for(task, 30)
+            await bus.close()
+            await runner_bus.close()
+            await asyncio.to_thread(server.stop)
+
+
+async def test_catalogue_lists_the_servers_tools_under_the_rules(system: McpSystem) -> None:
+    catalog = await ProjectClient(system.bus, system.pid).list_tools(timeout=60)
+    names = {t.name for t in catalog.tools}
+    assert {"mcp__time__get_current_time", "mcp__time__convert_time", "mcp__git__git_status"} <= names
+    assert {"mcp__flaky__echo", "mcp__gflaky__echo", "read_file"} <= names  # global layer, built-ins
+    assert "mcp__git__git_commit" not in names  # a deny rule hides it
+    spec = next(t for t in catalog.tools if t.name == "mcp__time__get_current_time")
+    assert "timezone" in json.dumps(spec.input_schema)
+    hidden = await ToolsClient(system.bus, system.pid).mcp_tools(include_hidden=True, timeout=60)
+    assert "mcp__git__git_commit" in {t.name for t in hidden.tools}
+
+
+async def test_results_text_structured_images_errors(system: McpSystem) -> None:
+    now = await system.run("mcp__time__get_current_time", {"timezone": "UTC"}, "t1")
+    assert now.ok, now
+    assert now.data["structured"]["timezone"] == "UTC"
+    assert '"timezone": "UTC"' in now.data["text"]
+
+    status = await system.run("mcp__git__git_status", {"repo_path": str(system.root)}, "g1")
+    assert status.ok, status
+    assert "branch" in status.data["text"].lower()
+
+    err = failure(await system.run("mcp__flaky__fail", {"message": "boom"}, "f1"))
+    assert err.type == "mcp_tool_error" and "boom" in err.message
+    assert err.details == {"server": "flaky", "tool": "fail"}
+
+    img = await system.run("mcp__flaky__image", {}, "f2")
+    assert img.ok and img.artifacts[0]["type"] == "image" and img.artifacts[0]["mime_type"] == "image/png"
+    sq = await system.run("mcp__flaky__square", {"n": 7}, "f3")
+    assert sq.ok and sq.data["structured"] == {"n": 7, "square": 49}
+    bad = failure(await system.run("mcp__flaky__square", {"n": "seven"}, "f4"))
+    assert bad.type in ("mcp_tool_error", "invalid_input"), bad
+
+
+async def test_rules_default_ask_deny_and_unknown_names(system: McpSystem) -> None:
+    asked = failure(await system.run("mcp__git__git_log", {"repo_path": str(system.root)}, "r1"))
+    assert asked.type == "permission_denied" and "ask" in asked.message.lower()
+    denied = failure(await system.run("mcp__git__git_commit", {"repo_path": ".", "message": "x"}, "r2"))
+    assert denied.type == "permission_denied" and "deny" in denied.message
+    no_tool = failure(await system.run("mcp__time__nope", {}, "r3"))
+    assert no_tool.type == "not_found" and "get_current_time" in no_tool.message
+    no_server = failure(await system.run("mcp__nosuch__x", {}, "r4"))
+    assert no_server.type == "not_found" and "flaky" in no_server.message
+
+
+async def test_a_crashed_server_restarts(system: McpSystem) -> None:
+    first = await system.run("mcp__flaky__boot", {}, "c1")
+    assert first.ok
+    gone = failure(await system.run("mcp__flaky__crash", {}, "c2"))
+    assert gone.type == "mcp_server_unavailable" and "went away" in gone.message
+    again = await system.run("mcp__flaky__boot", {}, "c3")
+    assert again.ok and again.data["text"] != first.data["text"]  # a new run of the server
+    conn = system.runner._pipeline().mcp._projects[system.pid].connections["flaky"]
+    assert conn.starts == 2 and conn.backoff.crashes == 1
+
+
+async def test_the_sandbox_holds_a_stdio_server(system: McpSystem) -> None:
+    inside = await system.run("mcp__flaky__read", {"path": str(system.root / "README.md")}, "s1")
+    assert inside.data["text"] == "inside the project\n"
+    secret = await system.run("mcp__flaky__read", {"path": str(system.home / "secret.txt")}, "s2")
+    assert secret.data["text"].startswith("cannot read"), secret  # the global home is hidden
+    outside = system.base / "outside.txt"
+    await system.run("mcp__flaky__write", {"path": str(outside), "text": "x"}, "s3")
+    assert not outside.exists()
+    wrote = await system.run("mcp__flaky__write", {"path": str(system.root / "made.txt"), "text": "y"}, "s4")
+    assert wrote.data["text"] == "written" and (system.root / "made.txt").read_text() == "y"
+    greeting = await system.run("mcp__flaky__env", {"name": "FLAKY_GREETING"}, "s5")
+    assert greeting.data["text"] == "hi"  # the server's env of .mcp.json
+    leaked = await system.run("mcp__flaky__env", {"name": "JIDO_CODE_HOME"}, "s6")
+    assert leaked.data["text"] == "<unset>"  # the runner's own environment does not reach it
+
+
+async def _edge(system: McpSystem) -> str:
+    """A project whose calls get 4 s, with a working server, one that never starts, one that exits."""
+    root = system.base / "edge"
+    write_mcp_json(
+        root,
+        {
+            "edge": stdio(FLAKY),
+            "stuck": stdio(FLAKY, "--hang-on-start"),
+            "broken": stdio(FLAKY, "--exit-on-start"),
+        },
+    )
+    (root / ".jido").mkdir()
+    (root / ".jido" / "settings.json").write_text(
+        json.dumps(
+            {
+                "permissions": {"allow": ["Read", "mcp__edge", "mcp__stuck", "mcp__broken"]},
+                "tools": {"timeout_s": 4},
+            }
+        )
+    )
+    trust_project(root, home=system.home)
+    return await system.start(root)
+
+
+async def _settled(system: McpSystem, pid: str, name: str) -> ToolResult:
+    """Call ``name`` until its server is no longer starting (a call may end before the start does)."""
+
+    async def loop() -> ToolResult:
+        for i in range(1000):
+            result = await run_tool(system.bus, pid, name, {"text": "warm"}, request_id=f"{name}-{i}")
+            if result.ok or failure(result).details.get("reason") != "starting":
+                return result
+        raise AssertionError(f"{name} kept starting")
+
+    return await asyncio.wait_for(loop(), 120)
+
+
+async def test_slow_hanging_and_failing_servers(system: McpSystem) -> None:
+    pid = await _edge(system)
+    stuck, broken, edge = await asyncio.gather(
+        run_tool(system.bus, pid, "mcp__stuck__echo", {"text": "x"}, request_id="b1"),
+        _settled(system, pid, "mcp__broken__echo"),
+        _settled(system, pid, "mcp__edge__echo"),
+    )
+    # a server that does not start within the call's time fails that call, and keeps starting
+    assert failure(stuck).type == "mcp_server_unavailable" and "still starting" in failure(stuck).message
+    # one that exits: its stderr, quoted
+    assert failure(broken).type == "mcp_server_unavailable" and "did not start" in failure(broken).message
+    assert "configured to exit at start" in failure(broken).message
+    assert edge.ok, edge
+    # a call that hangs times out (the project's 4 s) and holds up no other call
+    hang = asyncio.create_task(run_tool(system.bus, pid, "mcp__edge__hang", {}, request_id="h1"))
+    echo = asyncio.create_task(
+        run_tool(system.bus, pid, "mcp__edge__echo", {"text": "still here"}, request_id="h2")
+    )
+    done, _ = await asyncio.wait({hang, echo}, return_when=asyncio.FIRST_COMPLETED, timeout=60)
+    assert echo in done and hang not in done
+    assert echo.result().ok and echo.result().data["text"] == "still here"
+    err = failure(await asyncio.wait_for(hang, 60))
+    assert err.type == "timeout" and "'edge'" in err.message and "'hang'" in err.message
+
+    # the catalogue leaves the failing servers out and keeps everything else
+    names = {t.name for t in (await ProjectClient(system.bus, pid).list_tools(timeout=60)).tools}
+    assert {"read_file", "mcp__edge__echo"} <= names
+    assert not any(n.startswith(("mcp__stuck", "mcp__broken")) for n in names)
+
+
+async def test_untrusted_project_servers_start_only_once_trusted_and_stop_with_it(system: McpSystem) -> None:
+    root = system.base / "untrusted"
+    write_mcp_json(root, {"ptime": stdio(FLAKY)})
+    (root / ".jido").mkdir()
+    (root / ".jido" / "settings.json").write_text(json.dumps({"permissions": {"allow": ["mcp__ptime"]}}))
+    pid = await system.start(root)
+    names = {t.name for t in (await ProjectClient(system.bus, pid).list_tools(timeout=60)).tools}
+    assert "mcp__gflaky__echo" in names  # the user's own servers
+    assert not any(n.startswith("mcp__ptime") for n in names)
+    refused = failure(await run_tool(system.bus, pid, "mcp__ptime__echo", {"text": "x"}, request_id="u1"))
+    assert refused.type == "not_found" and "not trusted" in refused.message
+
+    trust_project(root, home=system.home)
+    ran = await run_tool(system.bus, pid, "mcp__ptime__echo", {"text": "trusted now"}, request_id="u2")
+    assert ran.ok and ran.data["text"] == "trusted now"
+
+    host = system.runner._pipeline().mcp
+    assert host.running(pid)["ptime"] == "ready"
+    await EngineClient(system.bus).stop_project(pid, timeout=20)
+    await _until(lambda: host.running(pid) == {})
