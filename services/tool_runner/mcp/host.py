@@ -168,7 +168,8 @@ class McpHost:
         names = sorted(servers.config.servers)
         conns = [self._connection(servers, n, policy) for n in names]
         results = await asyncio.gather(
-            *(c.ensure(min(wait_s, self.start_timeout_s, LIST_WAIT_MAX_S)) for c in conns), return_exceptions=True
+            *(c.ensure(min(wait_s, self.start_timeout_s, LIST_WAIT_MAX_S)) for c in conns),
+            return_exceptions=True,
         )
         out: list[ToolSpec] = []
         for conn, res in zip(conns, results, strict=True):
