@@ -164,6 +164,12 @@ class ServerConnection:
                 details={"server": self.name, "reason": "starting"},
             ) from None
 
+    def poke(self) -> None:
+        """Start the server in the background if it is down and its backoff has passed (no wait)."""
+        if self.state in (State.IDLE, State.CRASHED) and not self._lock.locked():
+            if self.backoff.wait(self._clock()) == 0:
+                self._begin()
+
     async def call(self, tool: str, args: dict[str, Any], timeout_s: float) -> types.CallToolResult:
         """Call ``tool``; :class:`RequestTimeout` when the server does not answer in ``timeout_s``."""
         t0 = time.monotonic()

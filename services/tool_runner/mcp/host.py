@@ -167,10 +167,8 @@ class McpHost:
         servers = await self._servers(project_id, policy)
         names = sorted(servers.config.servers)
         conns = [self._connection(servers, n, policy) for n in names]
-        results = await asyncio.gather(
-            *(c.ensure(min(wait_s, self.start_timeout_s, LIST_WAIT_MAX_S)) for c in conns),
-            return_exceptions=True,
-        )
+        wait = min(wait_s, self.start_timeout_s, LIST_WAIT_MAX_S)
+        results = await asyncio.gather(*(self._listed(c, wait) for c in conns), return_exceptions=True)
         out: list[ToolSpec] = []
         for conn, res in zip(conns, results, strict=True):
             if isinstance(res, BaseException):
@@ -182,6 +180,18 @@ class McpHost:
                 if spec is not None and (include_hidden or mcp_exposed(policy, spec.name)):
                     out.append(spec)
         return out
+
+    @staticmethod
+    async def _listed(conn: ServerConnection, wait_s: float) -> None:
+        """Ready ``conn`` for a listing: wait for its first start; one that failed before is only
+        restarted in the background (a server that keeps failing never slows a listing down)."""
+        if conn.state is State.READY:
+            return
+        if conn.starts == 0 or (conn.starts == 1 and conn.state is State.STARTING):
+            await conn.ensure(wait_s)
+            return
+        conn.poke()
+        raise McpServerError(f"MCP server {conn.name!r} is not ready ({conn.last_error or conn.state.value})")
 
     async def status(self, project_id: str, policy: Policy) -> list[ServerStatus]:
         """Every configured server of the project and its state here (starts none)."""

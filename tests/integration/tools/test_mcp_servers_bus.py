@@ -28,6 +28,7 @@ from jidocode.shared.trust import trust_project
 from tests.helpers import wait_for_services
 from tests.integration.tools.mcp_support import FLAKY, stdio, write_mcp_json
 from tests.integration.tools.support import failure, run_tool
+from tests.integration.tools.test_tools_cli import jidocode
 
 pytestmark = [pytest.mark.slow, pytest.mark.asyncio(loop_scope="module")]
 
@@ -70,13 +71,13 @@ async def system(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[McpS
     (root / "README.md").write_text("inside the project\n")
     git = await asyncio.create_subprocess_exec("git", "init", "-q", str(root))
     assert await git.wait() == 0
-    write_mcp_json(home, {"gflaky": stdio(FLAKY)})
+    # the user's own server (global layer), and the project's (trusted below)
+    write_mcp_json(home, {"flaky": stdio(FLAKY, env={"FLAKY_GREETING": "hi"})})
     write_mcp_json(
         root,
         {
             "time": stdio("-m", "mcp_server_time", "--local-timezone", "UTC"),
             "git": stdio("-m", "mcp_server_git", "--repository", str(root)),
-            "flaky": stdio(FLAKY, env={"FLAKY_GREETING": "hi"}),
         },
     )
     (root / ".jido").mkdir()
@@ -84,7 +85,7 @@ async def system(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[McpS
         json.dumps(
             {
                 "permissions": {
-                    "allow": ["Read", "mcp__time", "mcp__flaky", "mcp__gflaky", "mcp__git__git_status"],
+                    "allow": ["Read", "mcp__time", "mcp__flaky", "mcp__git__git_status"],
                     "deny": ["mcp__git__git_commit"],
                 },
             }
@@ -119,12 +120,27 @@ async def test_catalogue_lists_the_servers_tools_under_the_rules(system: McpSyst
     catalog = await ProjectClient(system.bus, system.pid).list_tools(timeout=60)
     names = {t.name for t in catalog.tools}
     assert {"mcp__time__get_current_time", "mcp__time__convert_time", "mcp__git__git_status"} <= names
-    assert {"mcp__flaky__echo", "mcp__gflaky__echo", "read_file"} <= names  # global layer, built-ins
+    assert {"mcp__flaky__echo", "read_file"} <= names  # the global layer's server, the built-ins
     assert "mcp__git__git_commit" not in names  # a deny rule hides it
     spec = next(t for t in catalog.tools if t.name == "mcp__time__get_current_time")
     assert "timezone" in json.dumps(spec.input_schema)
     hidden = await ToolsClient(system.bus, system.pid).mcp_tools(include_hidden=True, timeout=60)
     assert "mcp__git__git_commit" in {t.name for t in hidden.tools}
+
+
+async def test_cli_runs_mcp_tools(system: McpSystem) -> None:
+    """``jidocode tools run`` (its ``tools list`` reads the same catalogue as the test above)."""
+    code, out, err = await jidocode(
+        system.config,
+        "tools",
+        "run",
+        str(system.root),
+        "mcp__time__get_current_time",
+        "--args",
+        '{"timezone": "UTC"}',
+    )
+    assert code == 0, err
+    assert json.loads(out)["data"]["structured"]["timezone"] == "UTC"
 
 
 async def test_results_text_structured_images_errors(system: McpSystem) -> None:
@@ -187,30 +203,6 @@ async def test_the_sandbox_holds_a_stdio_server(system: McpSystem) -> None:
     assert leaked.data["text"] == "<unset>"  # the runner's own environment does not reach it
 
 
-async def _edge(system: McpSystem) -> str:
-    """A project whose calls get 4 s, with a working server, one that never starts, one that exits."""
-    root = system.base / "edge"
-    write_mcp_json(
-        root,
-        {
-            "edge": stdio(FLAKY),
-            "stuck": stdio(FLAKY, "--hang-on-start"),
-            "broken": stdio(FLAKY, "--exit-on-start"),
-        },
-    )
-    (root / ".jido").mkdir()
-    (root / ".jido" / "settings.json").write_text(
-        json.dumps(
-            {
-                "permissions": {"allow": ["Read", "mcp__edge", "mcp__stuck", "mcp__broken"]},
-                "tools": {"timeout_s": 4},
-            }
-        )
-    )
-    trust_project(root, home=system.home)
-    return await system.start(root)
-
-
 async def _settled(system: McpSystem, pid: str, name: str) -> ToolResult:
     """Call ``name`` until its server is no longer starting (a call may end before the start does)."""
 
@@ -224,19 +216,45 @@ async def _settled(system: McpSystem, pid: str, name: str) -> ToolResult:
     return await asyncio.wait_for(loop(), 120)
 
 
-async def test_slow_hanging_and_failing_servers(system: McpSystem) -> None:
-    pid = await _edge(system)
+async def test_trust_gate_failing_and_hanging_servers_and_stop(system: McpSystem) -> None:
+    """A project whose calls get 4 s: a working server, one that never starts, one that exits."""
+    root = system.base / "edge"
+    write_mcp_json(
+        root,
+        {
+            "edge": stdio(FLAKY),
+            "stuck": stdio(FLAKY, "--hang-on-start"),
+            "broken": stdio(FLAKY, "--exit-on-start"),
+        },
+    )
+    (root / ".jido").mkdir()
+    settings = {"permissions": {"allow": ["Read", "mcp__edge", "mcp__stuck", "mcp__broken"]}}
+    (root / ".jido" / "settings.json").write_text(json.dumps(settings))
+    pid = await system.start(root)
+
+    # untrusted: the user's own servers only; the project's are not started
+    names = {t.name for t in (await ProjectClient(system.bus, pid).list_tools(timeout=60)).tools}
+    assert "mcp__flaky__echo" in names
+    assert not any(n.startswith(("mcp__edge", "mcp__stuck", "mcp__broken")) for n in names)
+    refused = failure(await run_tool(system.bus, pid, "mcp__edge__echo", {"text": "x"}, request_id="u1"))
+    assert refused.type == "not_found" and "not trusted" in refused.message
+    host = system.runner._pipeline().mcp
+    assert set(host.running(pid)) == {"flaky"}
+
+    trust_project(root, home=system.home)
+    (root / ".jido" / "settings.json").write_text(json.dumps({**settings, "tools": {"timeout_s": 4}}))
     stuck, broken, edge = await asyncio.gather(
         run_tool(system.bus, pid, "mcp__stuck__echo", {"text": "x"}, request_id="b1"),
         _settled(system, pid, "mcp__broken__echo"),
         _settled(system, pid, "mcp__edge__echo"),
     )
+    assert edge.ok and edge.data["text"] == "warm", edge
     # a server that does not start within the call's time fails that call, and keeps starting
     assert failure(stuck).type == "mcp_server_unavailable" and "still starting" in failure(stuck).message
     # one that exits: its stderr, quoted
     assert failure(broken).type == "mcp_server_unavailable" and "did not start" in failure(broken).message
     assert "configured to exit at start" in failure(broken).message
-    assert edge.ok, edge
+
     # a call that hangs times out (the project's 4 s) and holds up no other call
     hang = asyncio.create_task(run_tool(system.bus, pid, "mcp__edge__hang", {}, request_id="h1"))
     echo = asyncio.create_task(
@@ -250,27 +268,10 @@ async def test_slow_hanging_and_failing_servers(system: McpSystem) -> None:
 
     # the catalogue leaves the failing servers out and keeps everything else
     names = {t.name for t in (await ProjectClient(system.bus, pid).list_tools(timeout=60)).tools}
-    assert {"read_file", "mcp__edge__echo"} <= names
+    assert {"read_file", "mcp__edge__echo", "mcp__flaky__echo"} <= names
     assert not any(n.startswith(("mcp__stuck", "mcp__broken")) for n in names)
 
-
-async def test_untrusted_project_servers_start_only_once_trusted_and_stop_with_it(system: McpSystem) -> None:
-    root = system.base / "untrusted"
-    write_mcp_json(root, {"ptime": stdio(FLAKY)})
-    (root / ".jido").mkdir()
-    (root / ".jido" / "settings.json").write_text(json.dumps({"permissions": {"allow": ["mcp__ptime"]}}))
-    pid = await system.start(root)
-    names = {t.name for t in (await ProjectClient(system.bus, pid).list_tools(timeout=60)).tools}
-    assert "mcp__gflaky__echo" in names  # the user's own servers
-    assert not any(n.startswith("mcp__ptime") for n in names)
-    refused = failure(await run_tool(system.bus, pid, "mcp__ptime__echo", {"text": "x"}, request_id="u1"))
-    assert refused.type == "not_found" and "not trusted" in refused.message
-
-    trust_project(root, home=system.home)
-    ran = await run_tool(system.bus, pid, "mcp__ptime__echo", {"text": "trusted now"}, request_id="u2")
-    assert ran.ok and ran.data["text"] == "trusted now"
-
-    host = system.runner._pipeline().mcp
-    assert host.running(pid)["ptime"] == "ready"
+    # stopping the project stops its servers on the replica
+    assert host.running(pid)["edge"] == "ready"
     await EngineClient(system.bus).stop_project(pid, timeout=20)
     await _until(lambda: host.running(pid) == {})
