@@ -14,6 +14,7 @@ from ._client import (
     connect,
 )
 from ._commands import RenderedCommand, SlashCommand, is_command_name, parse_slash_command
+from ._plugins import Plugin, PluginRegistry
 from ._turn import TurnOutcome, TurnTracker
 
 __all__ = [
@@ -22,6 +23,8 @@ __all__ = [
     "ContextUsage",
     "Decision",
     "JidoClient",
+    "Plugin",
+    "PluginRegistry",
     "RenderedCommand",
     "SlashCommand",
     "TurnFailed",

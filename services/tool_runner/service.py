@@ -43,6 +43,7 @@ from jidocode.shared.config import Config
 from jidocode.shared.endpoints import endpoint
 from jidocode.shared.envelope import Envelope
 from jidocode.shared.events.engine import ProjectStopped
+from jidocode.shared.events.mcp import ListMcpServers, McpServerInfo, McpServerList
 from jidocode.shared.events.tools import (
     CancelTool,
     ListTools,
@@ -118,6 +119,7 @@ class ToolRunner:
         host.serve(endpoint("tool_runner", "run"), self.handle_run)
         host.serve(endpoint("tool_runner", "cancel"), self.handle_cancel)
         host.serve(endpoint("tool_runner", "mcp_tools"), self.handle_mcp_tools)
+        host.serve(endpoint("tool_runner", "mcp_servers"), self.handle_mcp_servers)
         self._subs.append(
             await self.bus.subscribe(subjects.signal(ProjectStopped.TYPE), self._on_project_stopped)
         )
@@ -173,6 +175,16 @@ class ToolRunner:
             include_hidden=request.include_hidden,
         )
         return ToolCatalog(tools=specs)
+
+    async def handle_mcp_servers(self, request: ListMcpServers, env: Envelope) -> McpServerList:
+        """The project's MCP servers as this replica sees them (starts none)."""
+        pipeline = self._pipeline()
+        project_id = scoped_project_id(env)
+        project = await pipeline.projects.get(project_id)
+        servers, problems = await pipeline.mcp.status(project_id, project.policy)
+        return McpServerList(
+            servers=[McpServerInfo.model_validate(vars(s)) for s in servers], problems=problems
+        )
 
     async def _on_project_stopped(self, env: Envelope) -> None:
         """A stopped project's MCP servers stop on every replica."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from jidocode.shared.events.mcp import ListMcpServers, McpServerList
 from jidocode.shared.events.tools import (
     CancelTool,
     ListTools,
@@ -80,3 +81,7 @@ class ToolsClient(ProjectScoped):
         return await self._scoped(
             "mcp_tools", ListTools(include_hidden=include_hidden), timeout=timeout, **ext
         )
+
+    async def mcp_servers(self, *, timeout: float | None = None, **ext: Ext) -> McpServerList:
+        """The project's MCP servers and their state on the replica that answers (starts none)."""
+        return await self._scoped("mcp_servers", ListMcpServers(), timeout=timeout, **ext)

@@ -1,4 +1,5 @@
-"""End to end: a conversation's model calls an MCP server's tool (``mcp__time__get_current_time``).
+"""End to end: a conversation's model calls an MCP server's tool (``mcp__time__get_current_time``);
+the SDK's plugin registry lists the server and takes it away from the conversation.
 
 Every service on a real nats-server, real litellm against the scripted LLM, the client SDK's
 ``send_message``; the server is ``mcp-server-time`` from PyPI, started by the tool runner inside
@@ -75,3 +76,17 @@ async def test_the_model_calls_an_mcp_tool(project: Path, bus: Bus, scripted_llm
     assert "mcp__time__get_current_time" in {t["function"]["name"] for t in first.get("tools", [])}
     (tool,) = [m for m in second["messages"] if m.get("role") == "tool"]
     assert '"timezone": "UTC"' in tool["content"]
+
+    # seed 003's plugin registry: discover the plugins, take one away from this conversation
+    plugins = {p.name: p for p in await client.plugins.discover()}
+    assert plugins["builtin"].kind == "builtin"
+    time_plugin = plugins["mcp__time"]
+    assert time_plugin.kind == "mcp" and time_plugin.state == "ready" and time_plugin.layer == "project"
+    assert "mcp__time__get_current_time" in time_plugin.tools and time_plugin.exposed
+    await client.plugins.unexpose_tool("mcp__time")
+    assert not {p.name: p for p in await client.plugins.discover()}["mcp__time"].exposed
+    scripted_llm.script(Reply.answer("No clock."))
+    assert await client.send_message("And now?", timeout=90) == "No clock."
+    third = (await scripted_llm.wait_requests(3, timeout=30))[2]
+    offered = {t["function"]["name"] for t in third.get("tools", [])}
+    assert not any(name.startswith("mcp__time") for name in offered)

@@ -193,8 +193,9 @@ class McpHost:
         conn.poke()
         raise McpServerError(f"MCP server {conn.name!r} is not ready ({conn.last_error or conn.state.value})")
 
-    async def status(self, project_id: str, policy: Policy) -> list[ServerStatus]:
-        """Every configured server of the project and its state here (starts none)."""
+    async def status(self, project_id: str, policy: Policy) -> tuple[list[ServerStatus], list[str]]:
+        """Every configured server of the project and its state here (starts none), and the
+        problems of its ``.mcp.json`` files."""
         servers = await self._servers(project_id, policy)
         out = []
         for name, cfg in sorted(servers.config.servers.items()):
@@ -220,7 +221,7 @@ class McpHost:
                     error="the project is not trusted: its .mcp.json servers are not started",
                 )
             )
-        return out
+        return out, [str(p) for p in servers.config.problems]
 
     # --- calls -------------------------------------------------------------------------------
 
