@@ -2,7 +2,8 @@
 
 Its tools misbehave on purpose: ``fail`` reports an error, ``hang`` never answers, ``crash``
 ends the process; ``boot`` tells one run from the next; ``read``/``write`` probe the sandbox.
-``--hang-on-start`` never finishes starting; ``--exit-on-start`` exits at once with a message.
+``--hang-on-start`` never finishes starting; ``--exit-on-start`` exits at once with a message;
+``--http <port>`` serves streamable HTTP on 127.0.0.1 instead of stdio (``header`` then answers).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import uuid
 from pathlib import Path
 
 import anyio
-from mcp.server.mcpserver import Image, MCPServer
+from mcp.server.mcpserver import Context, Image, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 
 BOOT = uuid.uuid4().hex
@@ -88,10 +89,20 @@ def env(name: str) -> str:
     return os.environ.get(name, "<unset>")
 
 
+@server.tool()
+def header(name: str, ctx: Context) -> str:
+    """One header of the HTTP request that carried this call (over streamable HTTP)."""
+    headers = ctx.headers or {}
+    return headers.get(name.lower(), "<none>")
+
+
 if __name__ == "__main__":
     if "--exit-on-start" in sys.argv:
         print("flaky: configured to exit at start", file=sys.stderr)
         sys.exit(5)
     if "--hang-on-start" in sys.argv:
         anyio.run(anyio.sleep_forever)
-    server.run()
+    if "--http" in sys.argv:  # streamable HTTP on 127.0.0.1:<port>
+        server.run("streamable-http", port=int(sys.argv[sys.argv.index("--http") + 1]))
+    else:
+        server.run()

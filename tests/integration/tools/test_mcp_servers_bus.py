@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import socket
+import sys
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -275,3 +277,63 @@ async def test_trust_gate_failing_and_hanging_servers_and_stop(system: McpSystem
     assert host.running(pid)["edge"] == "ready"
     await EngineClient(system.bus).stop_project(pid, timeout=20)
     await _until(lambda: host.running(pid) == {})
+
+
+async def _listening(port: int, timeout: float = 60.0) -> None:
+    """Wait until something accepts connections on 127.0.0.1:``port``."""
+
+    async def loop() -> None:
+        while True:
+            try:
+                _, writer = await asyncio.open_connection("127.0.0.1", port)
+            except OSError:
+                await asyncio.sleep(0.1)  # not listening yet; bounded by the wait_for below
+                continue
+            writer.close()
+            await writer.wait_closed()
+            return
+
+    await asyncio.wait_for(loop(), timeout)
+
+
+async def test_a_streamable_http_server_with_headers(system: McpSystem) -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        FLAKY,
+        "--http",
+        str(port),
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.DEVNULL,
+    )
+    try:
+        root = system.base / "web"
+        url = f"http://127.0.0.1:{port}/mcp"
+        write_mcp_json(
+            root,
+            {
+                "web": {"type": "http", "url": url, "headers": {"X-Test-Token": "s3cret"}},
+                "down": {"type": "http", "url": "http://127.0.0.1:9/mcp"},
+            },
+        )
+        (root / ".jido").mkdir()
+        (root / ".jido" / "settings.json").write_text(
+            json.dumps({"permissions": {"allow": ["mcp__web", "mcp__down"]}})
+        )
+        trust_project(root, home=system.home)
+        pid = await system.start(root)
+        await _listening(port)
+        echo = await run_tool(system.bus, pid, "mcp__web__echo", {"text": "over http"}, request_id="w1")
+        assert echo.ok and echo.data["text"] == "over http", echo
+        token = await run_tool(system.bus, pid, "mcp__web__header", {"name": "X-Test-Token"}, request_id="w2")
+        assert token.ok and token.data["text"] == "s3cret", token  # the configured headers go along
+        down = failure(await run_tool(system.bus, pid, "mcp__down__echo", {}, request_id="w3"))
+        assert down.type == "mcp_server_unavailable" and "did not start" in down.message
+        statuses = {s.name: s for s in (await ToolsClient(system.bus, pid).mcp_servers()).servers}
+        assert statuses["web"].transport == "http" and statuses["web"].state == "ready"
+        assert statuses["down"].state == "crashed" and statuses["down"].error
+    finally:
+        proc.kill()
+        await proc.wait()
