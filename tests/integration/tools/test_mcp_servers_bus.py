@@ -1,4 +1,4 @@
-"""MCP servers as tools, on a real nats-server with the engine, the project service and a tool runner.
+"""MCP servers as tools, on a real nats-server with every service (and a scripted LLM over real litellm).
 
 Real third-party servers from PyPI (``mcp-server-time``, ``mcp-server-git``) and the tests' own
 misbehaving one (mcp_test_server.py), each started by the tool runner inside the OS sandbox.
@@ -8,6 +8,7 @@ One system per module: servers start once and are shared by the tests, in order.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import socket
 import sys
@@ -19,6 +20,10 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
+from jidocode.cli.dev.scripted_llm import Reply, ScriptedLlm, call
+from jidocode.client import JidoClient
+from jidocode.services.conversation.llm import make_llm_port
+from jidocode.services.conversation.service import serve as serve_conversation
 from jidocode.services.registry import serve_many
 from jidocode.services.tool_runner.service import ToolRunner
 from jidocode.shared.bus import Bus
@@ -44,6 +49,7 @@ class McpSystem:
     home: Path
     root: Path
     pid: str
+    llm: ScriptedLlm
 
     async def run(self, name: str, args: dict[str, Any], rid: str, **kw: Any) -> ToolResult:
         return await run_tool(self.bus, self.pid, name, args, request_id=rid, **kw)
@@ -94,27 +100,36 @@ async def system(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[McpS
         )
     )
     trust_project(root, home=home)
-    with pytest.MonkeyPatch.context() as mp:
+    async with ScriptedLlm() as llm, contextlib.AsyncExitStack() as stack:
+        mp = stack.enter_context(pytest.MonkeyPatch.context())
         mp.setenv("JIDO_CODE_HOME", str(home))
+        mp.setenv("JIDO_LLM_MODEL", "openai/scripted")
+        mp.setenv("JIDO_LLM_API_BASE", llm.api_base)
         mp.setenv("JIDO_MCP_START_TIMEOUT_S", "60")  # a loaded machine starts Python slowly
         server = await asyncio.to_thread(NatsServer(store_dir=base / "js", sync="default").start)
         config = Config(nats_url=server.url, jido_home=home, instance="test")
         stop = asyncio.Event()
-        task = asyncio.create_task(serve_many(config, stop, ("engine", "project")))
+        llm_bus = await Bus.connect(config, "conversation-llm")
+        tasks = [
+            asyncio.create_task(serve_many(config, stop, ("engine", "project", "asset_loader"))),
+            asyncio.create_task(serve_conversation(config, stop, llm=make_llm_port(config, bus=llm_bus))),
+        ]
         runner_bus = await Bus.connect(config, "tool_runner")
         runner = ToolRunner(runner_bus, config)
         await runner.start()
         bus = await Bus.connect(config, "test")
         try:
-            await wait_for_services(config, ("engine", "project", "tool_runner"), timeout=30)
+            names = ("engine", "project", "asset_loader", "conversation", "tool_runner")
+            await wait_for_services(config, names, timeout=30)
             pid = (await EngineClient(bus).start_project(str(root), timeout=20)).project_id
-            yield McpSystem(config, bus, runner, base, home, root, pid)
+            yield McpSystem(config, bus, runner, base, home, root, pid, llm)
         finally:
             await runner.stop()
             stop.set()
-            await asyncio.wait_for(task, 30)
+            await asyncio.wait_for(asyncio.gather(*tasks, return_exceptions=True), 30)
             await bus.close()
             await runner_bus.close()
+            await llm_bus.close()
             await asyncio.to_thread(server.stop)
 
 
@@ -143,6 +158,41 @@ async def test_cli_runs_mcp_tools(system: McpSystem) -> None:
     )
     assert code == 0, err
     assert json.loads(out)["data"]["structured"]["timezone"] == "UTC"
+
+
+async def test_a_conversation_calls_an_mcp_tool_and_the_plugin_registry(system: McpSystem) -> None:
+    """End to end: the model (the scripted LLM, over real litellm) calls ``mcp__time__…`` under the
+    allow rule ``mcp__time``; the SDK's plugin registry lists the server and takes it away."""
+    system.llm.script(
+        Reply.tools(call("mcp__time__get_current_time", timezone="UTC")),
+        Reply.answer("It is late in UTC."),
+    )
+    client = await JidoClient.connect(
+        project_dir=system.root,
+        bus=system.bus,
+        settings={"retry_backoff_s": 0.01, "retry_backoff_max_s": 0.05},
+    )
+    assert await client.send_message("What time is it in UTC?", timeout=90) == "It is late in UTC."
+    first, second = await system.llm.wait_requests(2, timeout=30)
+    assert "mcp__time__get_current_time" in {t["function"]["name"] for t in first.get("tools", [])}
+    (tool,) = [m for m in second["messages"] if m.get("role") == "tool"]
+    assert '"timezone": "UTC"' in tool["content"]
+
+    plugins = {p.name: p for p in await client.plugins.discover()}
+    assert plugins["builtin"].kind == "builtin" and "read_file" in plugins["builtin"].tools
+    time_plugin = plugins["mcp__time"]
+    assert time_plugin.kind == "mcp" and time_plugin.state == "ready" and time_plugin.layer == "project"
+    assert "mcp__time__get_current_time" in time_plugin.tools and time_plugin.exposed
+    assert plugins["mcp__flaky"].layer == "global"
+    await client.plugins.unexpose_tool("mcp__time")
+    assert not {p.name: p for p in await client.plugins.discover()}["mcp__time"].exposed
+    system.llm.script(Reply.answer("No clock."))
+    assert await client.send_message("And now?", timeout=90) == "No clock."
+    offered = {
+        t["function"]["name"] for t in (await system.llm.wait_requests(3, timeout=30))[2].get("tools", [])
+    }
+    assert "read_file" in offered and not any(name.startswith("mcp__time") for name in offered)
+    await client.close()
 
 
 async def test_results_text_structured_images_errors(system: McpSystem) -> None:
