@@ -387,3 +387,31 @@ async def test_a_streamable_http_server_with_headers(system: McpSystem) -> None:
     finally:
         proc.kill()
         await proc.wait()
+
+
+async def test_each_replica_has_its_own_connections(system: McpSystem) -> None:
+    """A second tool-runner replica: calls spread over both, each runs its own server process."""
+    cfg = system.config.model_copy(update={"instance": "second"})
+    bus2 = await Bus.connect(cfg, "tool_runner")
+    second = ToolRunner(bus2, cfg)
+    await second.start()
+    try:
+        boots: set[str] = set()
+
+        async def spread() -> None:
+            i = 0
+            while len(boots) < 2:  # the queue group hands calls to both replicas
+                batch = await asyncio.gather(
+                    *(system.run("mcp__flaky__boot", {}, f"rep-{i}-{j}") for j in range(8))
+                )
+                boots.update(r.data["text"] for r in batch if r.ok)
+                i += 1
+
+        await asyncio.wait_for(spread(), 120)
+        first_host, second_host = system.runner._pipeline().mcp, second._pipeline().mcp
+        assert first_host.running(system.pid)["flaky"] == "ready"
+        assert second_host.running(system.pid)["flaky"] == "ready"
+        assert first_host is not second_host
+    finally:
+        await second.stop()
+        await bus2.close()
