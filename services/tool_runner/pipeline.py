@@ -47,7 +47,7 @@ from jidocode.shared.policy.decision import tool_exposed
 from .approvals import ApprovalGate, refuse_denied
 from .call import Call, CallKey
 from .errors import CallCancelled
-from .executor import Limits, check_args, error_result, run_authorized
+from .executor import Limits, check_args, error_result, result_limit, run_authorized
 from .forward import AssetTools
 from .idempotency import Claim, Ledger, claim_lifetime, ledger_key, needs_claim
 from .mcp.host import McpHost
@@ -193,7 +193,14 @@ class Pipeline:
         self, call: Call, project: Project, args: dict[str, Any], decision: Decision, limits: Limits
     ) -> Coroutine[Any, Any, ToolResult]:
         if split_name(call.name) is not None:
-            return self.mcp.call(call.project_id, project.policy, call.name, args, limits.timeout_s)
+            return self.mcp.call(
+                call.project_id,
+                project.policy,
+                call.name,
+                args,
+                limits.timeout_s,
+                max_bytes=result_limit(limits),
+            )
         if call.name in BUILTINS:
             return run_authorized(project.policy, call.name, args, decision, limits)
         return self.assets.run(call, limits)

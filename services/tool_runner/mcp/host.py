@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
+from jidocode.services.tool_runner.executor import MAX_RESULT_BYTES
 from jidocode.shared.errors import NotFound
 from jidocode.shared.events.tools import ToolResult, ToolSpec
 from jidocode.shared.policy import Policy
@@ -26,7 +27,7 @@ from jidocode.shared.trust import is_trusted, trust_store_path
 
 from .config import HttpServer, McpConfig, load_config
 from .connection import McpServerError, ServerConnection, State
-from .mapping import mcp_name, split_name, tool_result, tool_spec
+from .mapping import fit, mcp_name, split_name, tool_result, tool_spec
 from .rules import mcp_exposed
 from .sandboxed import LaunchSpec
 
@@ -257,9 +258,17 @@ class McpHost:
         )
 
     async def call(
-        self, project_id: str, policy: Policy, name: str, args: dict[str, Any], timeout_s: float
+        self,
+        project_id: str,
+        policy: Policy,
+        name: str,
+        args: dict[str, Any],
+        timeout_s: float,
+        *,
+        max_bytes: int = MAX_RESULT_BYTES,
     ) -> ToolResult:
-        """Run an authorized call of MCP tool ``name`` within ``timeout_s``."""
+        """Run an authorized call of MCP tool ``name`` within ``timeout_s``; its result is cut to
+        ``max_bytes`` of JSON."""
         parts = split_name(name)
         if parts is None:
             raise NotFound(f"{name!r} is not an MCP tool name", details={"tool": name})
@@ -268,7 +277,7 @@ class McpHost:
         if server not in servers.config.servers:
             raise NotFound(f"no MCP server {server!r}", details={"tool": name, "server": server})
         conn = self._connection(servers, server, policy)
-        return tool_result(server, tool, await conn.call(tool, args, timeout_s))
+        return fit(tool_result(server, tool, await conn.call(tool, args, timeout_s)), max_bytes)
 
     # --- lifecycle ---------------------------------------------------------------------------
 

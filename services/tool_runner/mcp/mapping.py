@@ -12,17 +12,20 @@
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any, Final
 
 import mcp_types as types
 
+from jidocode.services.tool_runner.executor import fit_result
 from jidocode.shared.events.tools import ToolResult, ToolResultError, ToolSafety, ToolSpec
 
 __all__ = [
     "MAX_ARTIFACT_CHARS",
     "PREFIX",
     "TOOL_NAME",
+    "fit",
     "mcp_name",
     "split_name",
     "tool_result",
@@ -120,3 +123,26 @@ def tool_result(server: str, tool: str, result: types.CallToolResult) -> ToolRes
     if result.structured_content is not None:
         data["structured"] = result.structured_content
     return ToolResult(ok=True, data=data, artifacts=artifacts)
+
+
+def _size(value: Any) -> int:
+    return len(json.dumps(value, ensure_ascii=False, default=str).encode("utf-8", "surrogatepass"))
+
+
+def fit(result: ToolResult, limit: int) -> ToolResult:
+    """``result`` cut to ``limit`` bytes of JSON (a reply must fit one NATS message): artifacts are
+    dropped from the end first, then the data is cut (:func:`..executor.fit_result`); each cut is
+    said in ``logs``."""
+    if _size(result.model_dump()) <= limit:
+        return result
+    logs = list(result.logs)
+    artifacts = list(result.artifacts)
+    kept = len(artifacts)
+    while artifacts and _size(artifacts) > limit // 2:
+        artifacts.pop()
+    if len(artifacts) < kept:
+        logs.append(f"{kept - len(artifacts)} of {kept} artifacts dropped to fit the result size limit")
+    data, cut = fit_result(result.data, max(1024, limit - _size(artifacts) - 4096))
+    if cut:
+        logs.append("output truncated")
+    return result.model_copy(update={"data": data, "artifacts": artifacts, "logs": logs})

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import mcp_types as types
 import pytest
 from hypothesis import given
@@ -11,6 +13,7 @@ from jidocode.services.tool_runner.mcp.backoff import Backoff
 from jidocode.services.tool_runner.mcp.host import start_timeout_from_env
 from jidocode.services.tool_runner.mcp.mapping import (
     MAX_ARTIFACT_CHARS,
+    fit,
     mcp_name,
     split_name,
     tool_result,
@@ -119,3 +122,16 @@ def test_server_env_is_set_inside_the_sandbox_by_env() -> None:
     assert server_argv(spec.model_copy(update={"env": {}})) == ["srv", "-x"]
     with pytest.raises(ValueError, match="'='"):
         server_argv(spec.model_copy(update={"command": "A=1"}))
+
+
+def test_results_are_cut_to_the_size_limit() -> None:
+    huge = tool_result("s", "t", types.CallToolResult(content=[types.TextContent(text="x" * 500_000)]))
+    cut = fit(huge, 64 * 1024)
+    assert len(json.dumps(cut.model_dump())) <= 64 * 1024
+    assert "output truncated" in cut.logs and cut.data["text"].startswith("xxx")
+    images = [types.ImageContent(data="a" * 30_000, mime_type="image/png") for _ in range(10)]
+    many = fit(tool_result("s", "t", types.CallToolResult(content=images)), 64 * 1024)
+    assert 0 < len(many.artifacts) < 10
+    assert any("artifacts dropped" in line for line in many.logs)
+    small = tool_result("s", "t", types.CallToolResult(content=[types.TextContent(text="hi")]))
+    assert fit(small, 64 * 1024) == small
