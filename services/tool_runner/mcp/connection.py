@@ -26,12 +26,13 @@ import os
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from typing import IO, Any, Final
 
 import anyio
 import mcp_types as types
 from mcp import Client
+from mcp.client._transport import TransportStreams
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
@@ -186,7 +187,7 @@ class ServerConnection:
             ) from None
         except MCPError as exc:
             if _lost(exc):
-                await self._crashed(exc)
+                await self._crashed(exc, client)
                 raise McpServerError(
                     f"MCP server {self.name!r} went away during {tool!r}: {self.last_error}",
                     details={"server": self.name, "tool": tool},
@@ -196,7 +197,7 @@ class ServerConnection:
                 details={"server": self.name, "tool": tool, "code": exc.code},
             ) from None
         except (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream) as exc:
-            await self._crashed(exc)
+            await self._crashed(exc, client)
             raise McpServerError(
                 f"MCP server {self.name!r} went away during {tool!r}: {self.last_error}",
                 details={"server": self.name, "tool": tool},
@@ -259,8 +260,7 @@ class ServerConnection:
     def _transport(self) -> Any:
         cfg = self.config
         if isinstance(cfg, HttpServer):
-            http = create_mcp_http_client(headers=dict(cfg.headers))
-            return streamable_http_client(cfg.url, http_client=http)
+            return _http_transport(cfg)
         spec = self.where.model_copy(
             update={"command": cfg.command, "args": list(cfg.args), "env": dict(cfg.env)}
         )
@@ -284,10 +284,12 @@ class ServerConnection:
         delay = self.backoff.crashed(self._clock(), started_at=self._started_at)
         log.warning("MCP server %s failed: %s; next start in %.1f s", self.name, self.last_error, delay)
 
-    async def _crashed(self, exc: BaseException) -> None:
-        """A connection lost while in use: record it and take the rest down (once per loss)."""
-        if self.state is State.READY:
-            self._failed(exc)
+    async def _crashed(self, exc: BaseException, client: Client) -> None:
+        """``client``'s connection was lost while in use: record it and take it down, once (a
+        call that still held an older connection leaves the current one alone)."""
+        if client is not self._client:
+            return
+        self._failed(exc)
         await self._shutdown()
 
     async def _shutdown(self) -> None:
@@ -302,7 +304,10 @@ class ServerConnection:
                 owner.cancel()
                 with contextlib.suppress(BaseException):
                     await owner
-            except BaseException:
+            except asyncio.CancelledError:
+                if not owner.cancelled():
+                    raise  # the caller is cancelled, not the owner
+            except Exception:
                 pass
 
     def _stderr_tail(self) -> str:
@@ -324,6 +329,16 @@ class ServerConnection:
 
 
 _CLIENT_INFO = types.Implementation(name="jidocode", version="1")
+
+
+@contextlib.asynccontextmanager
+async def _http_transport(cfg: HttpServer) -> AsyncIterator[TransportStreams]:
+    """The SDK's streamable HTTP transport with the configured headers (its HTTP client closed after)."""
+    async with (
+        create_mcp_http_client(headers=dict(cfg.headers)) as http,
+        streamable_http_client(cfg.url, http_client=http) as streams,
+    ):
+        yield streams
 
 
 def _nothing() -> None:
