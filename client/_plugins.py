@@ -1,4 +1,5 @@
-"""Seed 003's plugin registry over the bus: ``discover``, ``expose_tool``, ``unexpose_tool``.
+"""Seed 003's plugin registry over the bus: ``discover``, ``expose_tool``, ``unexpose_tool``,
+``call_mcp_tool``.
 
 A plugin is a group of the project's tools (:mod:`jidocode.shared.plugins`): ``builtin``,
 ``assets`` and one ``mcp__<server>`` per MCP server. ``discover()`` asks the project service
@@ -20,13 +21,15 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from typing import Final, Literal, Protocol
+from typing import Any, Final, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from jidocode.shared.bus import Bus
 from jidocode.shared.clients import ProjectClient, ToolsClient
+from jidocode.shared.envelope import new_id
 from jidocode.shared.errors import InvalidInput, JidoError
+from jidocode.shared.events.tools import ToolCallMeta, ToolResult
 from jidocode.shared.plugins import ASSETS, BUILTIN, MCP_PREFIX, plugin_of
 
 __all__ = ["Plugin", "PluginRegistry"]
@@ -59,6 +62,7 @@ class _Client(Protocol):
 
     bus: Bus
     project_id: str
+    conversation_id: str | None
 
     @property
     def tool_exposure(self) -> tuple[list[str], list[str]]: ...
@@ -143,3 +147,15 @@ class PluginRegistry:
         await self.client.configure_tools(
             expose=[e for e in expose if e != name], unexpose=[*[u for u in unexpose if u != name], name]
         )
+
+    async def call_mcp_tool(
+        self, server: str, tool: str, args: dict[str, Any] | None = None, *, timeout: float = 120.0
+    ) -> ToolResult:
+        """Seed 003's ``call_mcp_tool``: run tool ``tool`` of MCP server ``server`` through the tool
+        runner, under the project's policy, as a call of this client's conversation (an ``ask``
+        goes to it; without a conversation an ``ask`` is refused)."""
+        _check(server)
+        _check(tool)
+        meta = ToolCallMeta(request_id=new_id().lower(), conversation_id=self.client.conversation_id)
+        tools = ToolsClient(self.client.bus, self.client.project_id)
+        return await tools.run(f"{MCP_PREFIX}{server}__{tool}", args or {}, meta=meta, timeout=timeout)

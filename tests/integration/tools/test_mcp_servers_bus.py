@@ -184,6 +184,8 @@ async def test_a_conversation_calls_an_mcp_tool_and_the_plugin_registry(system: 
     assert time_plugin.kind == "mcp" and time_plugin.state == "ready" and time_plugin.layer == "project"
     assert "mcp__time__get_current_time" in time_plugin.tools and time_plugin.exposed
     assert plugins["mcp__flaky"].layer == "global"
+    direct = await client.plugins.call_mcp_tool("time", "get_current_time", {"timezone": "UTC"})
+    assert direct.ok and direct.data["structured"]["timezone"] == "UTC"
     await client.plugins.unexpose_tool("mcp__time")
     assert not {p.name: p for p in await client.plugins.discover()}["mcp__time"].exposed
     system.llm.script(Reply.answer("No clock."))
