@@ -165,6 +165,10 @@ class ServerConnection:
                 details={"server": self.name, "reason": "starting"},
             ) from None
 
+    def starting_for(self) -> float:
+        """Seconds since the current (or last) start began."""
+        return self._clock() - self._started_at
+
     def poke(self) -> None:
         """Start the server in the background if it is down and its backoff has passed (no wait)."""
         if self.state in (State.IDLE, State.CRASHED) and not self._lock.locked():

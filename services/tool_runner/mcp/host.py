@@ -46,9 +46,10 @@ log = logging.getLogger("jidocode.tool_runner.mcp")
 #: How long a server gets to start and list its tools (``JIDO_MCP_START_TIMEOUT_S``).
 DEFAULT_START_TIMEOUT_S: Final = 20.0
 START_TIMEOUT_ENV: Final = "JIDO_MCP_START_TIMEOUT_S"
-#: At most this long does a catalogue listing wait for servers still starting (the project
-#: service waits 25 s for the listing).
-LIST_WAIT_MAX_S: Final = 20.0
+#: Catalogue listings wait for a server's first start only this long after it began (the
+#: project service waits 25 s for a listing; a conversation retries its own for 20 s): a server
+#: that hangs at start holds up the listings of its first 10 s, never more.
+LIST_WAIT_MAX_S: Final = 10.0
 #: The bounds of ``JIDO_MCP_START_TIMEOUT_S``.
 START_TIMEOUT_RANGE: Final = (0.5, 300.0)
 
@@ -168,7 +169,7 @@ class McpHost:
         servers = await self._servers(project_id, policy)
         names = sorted(servers.config.servers)
         conns = [self._connection(servers, n, policy) for n in names]
-        wait = min(wait_s, self.start_timeout_s, LIST_WAIT_MAX_S)
+        wait = min(wait_s, self.start_timeout_s)
         results = await asyncio.gather(*(self._listed(c, wait) for c in conns), return_exceptions=True)
         out: list[ToolSpec] = []
         for conn, res in zip(conns, results, strict=True):
@@ -188,9 +189,15 @@ class McpHost:
         restarted in the background (a server that keeps failing never slows a listing down)."""
         if conn.state is State.READY:
             return
-        if conn.starts == 0 or (conn.starts == 1 and conn.state is State.STARTING):
-            await conn.ensure(wait_s)
+        if conn.starts == 0:
+            await conn.ensure(min(wait_s, LIST_WAIT_MAX_S))
             return
+        if conn.starts == 1 and conn.state is State.STARTING:
+            left = LIST_WAIT_MAX_S - conn.starting_for()
+            if left > 0:
+                await conn.ensure(min(wait_s, left))
+                return
+            raise McpServerError(f"MCP server {conn.name!r} is still starting")
         conn.poke()
         raise McpServerError(f"MCP server {conn.name!r} is not ready ({conn.last_error or conn.state.value})")
 

@@ -29,7 +29,7 @@ from jidocode.services.tool_runner.service import ToolRunner
 from jidocode.shared.bus import Bus
 from jidocode.shared.clients import EngineClient, ProjectClient, ToolsClient
 from jidocode.shared.config import Config
-from jidocode.shared.events.tools import ToolResult
+from jidocode.shared.events.tools import ToolCatalog, ToolResult
 from jidocode.shared.natsserver import NatsServer
 from jidocode.shared.trust import trust_project
 from tests.helpers import wait_for_services
@@ -133,10 +133,23 @@ async def system(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[McpS
             await asyncio.to_thread(server.stop)
 
 
+async def _catalogue_with(system: McpSystem, pid: str, wanted: set[str]) -> ToolCatalog:
+    """The project's catalogue once it lists ``wanted`` (a listing waits for a server's start for
+    10 s at most: on a loaded machine a Python server may take longer)."""
+
+    async def loop() -> ToolCatalog:
+        while True:
+            catalog = await ProjectClient(system.bus, pid).list_tools(timeout=60)
+            if wanted <= {t.name for t in catalog.tools}:
+                return catalog
+
+    return await asyncio.wait_for(loop(), 120)
+
+
 async def test_catalogue_lists_the_servers_tools_under_the_rules(system: McpSystem) -> None:
-    catalog = await ProjectClient(system.bus, system.pid).list_tools(timeout=60)
+    wanted = {"mcp__time__get_current_time", "mcp__time__convert_time", "mcp__git__git_status"}
+    catalog = await _catalogue_with(system, system.pid, wanted)
     names = {t.name for t in catalog.tools}
-    assert {"mcp__time__get_current_time", "mcp__time__convert_time", "mcp__git__git_status"} <= names
     assert {"mcp__flaky__echo", "read_file"} <= names  # the global layer's server, the built-ins
     assert "mcp__git__git_commit" not in names  # a deny rule hides it
     spec = next(t for t in catalog.tools if t.name == "mcp__time__get_current_time")
@@ -287,8 +300,7 @@ async def test_trust_gate_failing_and_hanging_servers_and_stop(system: McpSystem
     pid = await system.start(root)
 
     # untrusted: the user's own servers only; the project's are not started
-    names = {t.name for t in (await ProjectClient(system.bus, pid).list_tools(timeout=60)).tools}
-    assert "mcp__flaky__echo" in names
+    names = {t.name for t in (await _catalogue_with(system, pid, {"mcp__flaky__echo"})).tools}
     assert not any(n.startswith(("mcp__edge", "mcp__stuck", "mcp__broken")) for n in names)
     refused = failure(await run_tool(system.bus, pid, "mcp__edge__echo", {"text": "x"}, request_id="u1"))
     assert refused.type == "not_found" and "not trusted" in refused.message
