@@ -83,7 +83,8 @@ def list_(
     async def main() -> tuple[ToolCatalog, ToolCatalog | None, ToolPolicy | None]:
         async with cli_bus() as bus:
             info = await resolve_project(bus, project_dir, data_dir=data_dir)
-            project = ProjectClient(bus, info.project_id)
+            # the first listing starts the project's MCP servers: give it their start time
+            project = ProjectClient(bus, info.project_id, timeout=30.0)
             shown = await project.list_tools(include_hidden=all_tools)
             if all_tools:
                 return shown, None, None

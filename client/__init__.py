@@ -15,6 +15,7 @@ from ._client import (
 )
 from ._commands import RenderedCommand, SlashCommand, is_command_name, parse_slash_command
 from ._compaction import CompactionResult
+from ._plugins import Plugin, PluginRegistry
 from ._turn import TurnOutcome, TurnTracker
 
 __all__ = [
@@ -24,6 +25,8 @@ __all__ = [
     "ContextUsage",
     "Decision",
     "JidoClient",
+    "Plugin",
+    "PluginRegistry",
     "RenderedCommand",
     "SlashCommand",
     "TurnFailed",

@@ -77,6 +77,7 @@ from jidocode.shared.trust import TrustState, trust_project, trust_state
 
 from ._commands import RenderedCommand, is_command_name
 from ._compaction import CompactionResult, wait_for_compaction
+from ._plugins import PluginRegistry
 from ._turn import TurnOutcome, TurnTracker
 
 __all__ = [
@@ -283,6 +284,17 @@ class JidoClient:
             self._approve = approve
         if changed and self.conversation_id is not None:
             await self.conversations.start(self.conversation_id, settings=self._conversation_settings())
+
+    @property
+    def tool_exposure(self) -> tuple[list[str], list[str]]:
+        """The conversation's ``expose`` and ``unexpose`` lists (tool or plugin names)."""
+        return list(self._expose), list(self._unexpose)
+
+    @property
+    def plugins(self) -> PluginRegistry:
+        """Seed 003's plugin registry of this project and conversation (``discover``,
+        ``expose_tool``, ``unexpose_tool``)."""
+        return PluginRegistry(self)
 
     def on_event(self, callback: EventCallback) -> None:
         """Call ``callback`` with every output event of the conversation (the CLI's ``--json``)."""

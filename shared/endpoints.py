@@ -37,6 +37,7 @@ from jidocode.shared.events.conversation import (
     Subscribe,
 )
 from jidocode.shared.events.engine import GetProject, ListProjects, StartProject, StopProject, WhereisProject
+from jidocode.shared.events.mcp import ListMcpServers
 from jidocode.shared.events.tools import CancelTool, GetPolicy, ListTools, RunTool
 
 __all__ = ["ENDPOINTS", "Endpoint", "Scope", "endpoint", "endpoints_of"]
@@ -128,6 +129,10 @@ ENDPOINTS: tuple[Endpoint, ...] = (
     Endpoint("conversation", "conversations", "replay", Subscribe, "Where to follow and replay output"),
     Endpoint("tool_runner", "tools", "run", RunTool, "Run one tool call under the policy"),
     Endpoint("tool_runner", "tools", "cancel", CancelTool, "Cancel a tool call by request id"),
+    Endpoint("tool_runner", "tools", "mcp_tools", ListTools, "Tools of the project's MCP servers"),
+    Endpoint(
+        "tool_runner", "tools", "mcp_servers", ListMcpServers, "The project's MCP servers and their state"
+    ),
     Endpoint("asset_loader", "assets", "get", GetAsset, "One skill, command or workflow"),
     Endpoint("asset_loader", "assets", "list", ListAssets, "List assets"),
     Endpoint("asset_loader", "assets", "search", SearchAssets, "Fuzzy search over assets"),

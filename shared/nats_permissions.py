@@ -372,6 +372,7 @@ def _tool_runner() -> Permissions:
     ]
     # Approval answers arrive on conversation input; cancels are broadcast to every replica.
     sub += [subjects.conversation_in_filter(), subjects.signal("tool.cancel_requested")]
+    sub += [subjects.signal("project.stopped")]  # a stopped project's MCP servers stop
     deny = (subjects.conversation_in_filter(), *_JS_DESTRUCTIVE_ANY)
     return Permissions(publish_allow=tuple(pub), subscribe_allow=tuple(sub), publish_deny=deny)
 

@@ -17,7 +17,7 @@ import logging
 from typing import Any
 
 from jidocode.shared.bus import Bus
-from jidocode.shared.clients import AssetsClient
+from jidocode.shared.clients import AssetsClient, ToolsClient
 from jidocode.shared.endpoints import endpoint
 from jidocode.shared.envelope import Envelope
 from jidocode.shared.errors import JidoError
@@ -34,6 +34,8 @@ log = logging.getLogger("jidocode.project.tooling")
 
 #: How long the catalog waits for the asset loader's tool list.
 ASSET_TOOLS_TIMEOUT_S = 2.0
+#: How long the catalog waits for the MCP servers' tools (the first listing starts them).
+MCP_TOOLS_TIMEOUT_S = 25.0
 
 
 async def asset_tools(bus: Bus, project_id: str) -> list[ToolSpec]:
@@ -48,6 +50,19 @@ async def asset_tools(bus: Bus, project_id: str) -> list[ToolSpec]:
     return [spec for spec in catalog.tools if spec.name not in builtin]
 
 
+async def mcp_tools(bus: Bus, project_id: str, include_hidden: bool) -> list[ToolSpec]:
+    """The tools of the project's MCP servers (the tool runner starts them, and filters by the MCP
+    rules: default ask, hidden only by a deny rule); empty when it does not answer in time."""
+    try:
+        catalog = await ToolsClient(bus, project_id, timeout=MCP_TOOLS_TIMEOUT_S).mcp_tools(
+            include_hidden=include_hidden
+        )
+    except JidoError as exc:
+        log.debug("no MCP tools for %s: %s", project_id, exc.message)
+        return []
+    return [spec for spec in catalog.tools if spec.name.startswith("mcp__")]
+
+
 def register(host: ServiceHost, bus: Bus, directory: ProjectDirectory) -> None:
     """Add ``list_tools`` and ``policy`` to the project service."""
     policies = PolicyCache(None)
@@ -60,7 +75,8 @@ def register(host: ServiceHost, bus: Bus, directory: ProjectDirectory) -> None:
             s.model_dump() for s in await asset_tools(bus, project_id)
         ]
         shown = specs if request.include_hidden else filter_tools(policy, specs)
-        return ToolCatalog(tools=[ToolSpec.model_validate(s) for s in shown])
+        tools = [ToolSpec.model_validate(s) for s in shown]
+        return ToolCatalog(tools=tools + await mcp_tools(bus, project_id, request.include_hidden))
 
     async def policy(request: GetPolicy, env: Envelope) -> ToolPolicy:
         project_id = scoped_project_id(env)

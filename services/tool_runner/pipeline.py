@@ -47,9 +47,12 @@ from jidocode.shared.policy.decision import tool_exposed
 from .approvals import ApprovalGate, refuse_denied
 from .call import Call, CallKey
 from .errors import CallCancelled
-from .executor import Limits, check_args, error_result, run_authorized
+from .executor import Limits, check_args, error_result, result_limit, run_authorized
 from .forward import AssetTools
 from .idempotency import Claim, Ledger, claim_lifetime, ledger_key, needs_claim
+from .mcp.host import McpHost
+from .mcp.mapping import split_name
+from .mcp.rules import mcp_decision, mcp_exposed
 from .projects import Project, Projects
 from .quotas import Quotas, slots_for
 from .report import finished, started
@@ -78,6 +81,7 @@ class Pipeline:
         release: Callable[[], AbstractAsyncContextManager[None]] = _no_release,
         max_pending_approvals: int | None = None,
         quotas: Quotas | None = None,
+        mcp: McpHost | None = None,
     ) -> None:
         self.bus = bus
         self.projects = projects
@@ -88,6 +92,8 @@ class Pipeline:
         self.quotas = Quotas() if quotas is None else quotas
         self.running = RunningCalls()
         self.assets = AssetTools(bus)
+        #: The MCP servers' connections of this replica (``mcp__<server>__<tool>`` tools).
+        self.mcp = McpHost(jido_home=None) if mcp is None else mcp
         #: The conversation of each call this replica handles: the only one whose cancel counts.
         self._owners: dict[CallKey, str | None] = {}
 
@@ -158,6 +164,8 @@ class Pipeline:
             raise CallCancelled(f"the call this step belongs to ({root!r}) has ended: not starting it")
 
     async def _authorize(self, call: Call, project: Project, args: dict[str, Any]) -> Decision:
+        if split_name(call.name) is not None:
+            return await self._authorize_mcp(call, project)
         if call.name not in BUILTINS:
             try:  # NotFound unless the asset loader lists it
                 await self.assets.spec(call.project_id, call.name)
@@ -175,9 +183,29 @@ class Pipeline:
             )
         return refuse_denied(authorize(project.policy, call.name, args))
 
+    async def _authorize_mcp(self, call: Call, project: Project) -> Decision:
+        """An MCP tool: its server must list it (started if needed), then the MCP rules (default ask)."""
+        if not mcp_exposed(project.policy, call.name):
+            raise PermissionDenied(
+                f"tool {call.name!r} is not in this project's tool catalogue: a deny rule names it or its server",
+                details={"tool": call.name, "reason": "not_in_catalogue"},
+            )
+        timeout = _bounded(call, project.limits.timeout_s, "before its MCP server started")
+        await self.mcp.spec(call.project_id, project.policy, call.name, timeout)
+        return refuse_denied(mcp_decision(project.policy, call.name))
+
     def _tool(
         self, call: Call, project: Project, args: dict[str, Any], decision: Decision, limits: Limits
     ) -> Coroutine[Any, Any, ToolResult]:
+        if split_name(call.name) is not None:
+            return self.mcp.call(
+                call.project_id,
+                project.policy,
+                call.name,
+                args,
+                limits.timeout_s,
+                max_bytes=result_limit(limits),
+            )
         if call.name in BUILTINS:
             return run_authorized(project.policy, call.name, args, decision, limits)
         return self.assets.run(call, limits)

@@ -42,17 +42,22 @@ from jidocode.shared.bus import Bus
 from jidocode.shared.config import Config
 from jidocode.shared.endpoints import endpoint
 from jidocode.shared.envelope import Envelope
+from jidocode.shared.events.engine import ProjectStopped
+from jidocode.shared.events.mcp import ListMcpServers, McpServerInfo, McpServerList
 from jidocode.shared.events.tools import (
     CancelTool,
+    ListTools,
     RunTool,
     ToolCancelAccepted,
     ToolCancelRequested,
+    ToolCatalog,
     ToolResult,
 )
 from jidocode.shared.service import ServiceHost, scoped_project_id
 
 from .call import Call
 from .idempotency import Ledger, ledger_key
+from .mcp.host import McpHost
 from .pipeline import Pipeline
 from .projects import Projects
 from .quota_leases import QuotaLeases, check_lease
@@ -106,12 +111,18 @@ class ToolRunner:
             release=host.released,
             max_pending_approvals=self.max_pending_approvals,
             quotas=Quotas(await QuotaLeases.open(self.bus, lease_s=self.quota_lease_s)),
+            mcp=McpHost(jido_home=self.config.jido_home),
         )
         self._subs.append(
             await self.bus.subscribe(subjects.signal(ToolCancelRequested.TYPE), self._on_cancel_signal)
         )
         host.serve(endpoint("tool_runner", "run"), self.handle_run)
         host.serve(endpoint("tool_runner", "cancel"), self.handle_cancel)
+        host.serve(endpoint("tool_runner", "mcp_tools"), self.handle_mcp_tools)
+        host.serve(endpoint("tool_runner", "mcp_servers"), self.handle_mcp_servers)
+        self._subs.append(
+            await self.bus.subscribe(subjects.signal(ProjectStopped.TYPE), self._on_project_stopped)
+        )
         await host.start()
         self.host = host
 
@@ -125,6 +136,7 @@ class ToolRunner:
                 await sub.unsubscribe()
         if self.pipeline is not None:
             await self.pipeline.gate.close()
+            await self.pipeline.mcp.close()
             await self.pipeline.projects.close()
 
     def _pipeline(self) -> Pipeline:
@@ -150,6 +162,39 @@ class ToolRunner:
                 causation_id=env.id,
             )
         return ToolCancelAccepted(request_id=cancel.request_id, cancel_requested=applies)
+
+    async def handle_mcp_tools(self, request: ListTools, env: Envelope) -> ToolCatalog:
+        """The tools of the project's MCP servers on this replica (started on first use)."""
+        pipeline = self._pipeline()
+        project_id = scoped_project_id(env)
+        project = await pipeline.projects.get(project_id)
+        specs = await pipeline.mcp.specs(
+            project_id,
+            project.policy,
+            wait_s=project.limits.timeout_s,  # a server slower to start joins a later listing
+            include_hidden=request.include_hidden,
+        )
+        return ToolCatalog(tools=specs)
+
+    async def handle_mcp_servers(self, request: ListMcpServers, env: Envelope) -> McpServerList:
+        """The project's MCP servers as this replica sees them (starts none)."""
+        pipeline = self._pipeline()
+        project_id = scoped_project_id(env)
+        project = await pipeline.projects.get(project_id)
+        servers, problems = await pipeline.mcp.status(project_id, project.policy)
+        return McpServerList(
+            servers=[McpServerInfo.model_validate(vars(s)) for s in servers], problems=problems
+        )
+
+    async def _on_project_stopped(self, env: Envelope) -> None:
+        """A stopped project's MCP servers stop on every replica."""
+        if env.type != ProjectStopped.TYPE or self.pipeline is None:
+            return
+        try:
+            sig = ProjectStopped.model_validate({**(env.data or {}), "type": env.type})
+        except ValueError:
+            return
+        await self.pipeline.mcp.stop_project(sig.project_id)
 
     async def _on_cancel_signal(self, env: Envelope) -> None:
         if env.type != ToolCancelRequested.TYPE or self.pipeline is None:

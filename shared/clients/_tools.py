@@ -5,7 +5,16 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from jidocode.shared.events.tools import CancelTool, RunTool, ToolCallMeta, ToolCancelAccepted, ToolResult
+from jidocode.shared.events.mcp import ListMcpServers, McpServerList
+from jidocode.shared.events.tools import (
+    CancelTool,
+    ListTools,
+    RunTool,
+    ToolCallMeta,
+    ToolCancelAccepted,
+    ToolCatalog,
+    ToolResult,
+)
 
 from ._base import Ext, ProjectScoped
 
@@ -63,3 +72,16 @@ class ToolsClient(ProjectScoped):
         any conversation). A cancel naming another conversation does not touch the call."""
         command = CancelTool(request_id=request_id, conversation_id=conversation_id)
         return await self._scoped("cancel", command, timeout=timeout, conversation_id=conversation_id, **ext)
+
+    async def mcp_tools(
+        self, *, include_hidden: bool = False, timeout: float | None = None, **ext: Ext
+    ) -> ToolCatalog:
+        """The tools of the project's MCP servers (``mcp__<server>__<tool>``), starting them as needed;
+        without ``include_hidden``, those a deny rule names are left out."""
+        return await self._scoped(
+            "mcp_tools", ListTools(include_hidden=include_hidden), timeout=timeout, **ext
+        )
+
+    async def mcp_servers(self, *, timeout: float | None = None, **ext: Ext) -> McpServerList:
+        """The project's MCP servers and their state on the replica that answers (starts none)."""
+        return await self._scoped("mcp_servers", ListMcpServers(), timeout=timeout, **ext)

@@ -17,6 +17,7 @@ from pydantic import Field, TypeAdapter, ValidationError
 from jidocode.shared.errors import InvalidInput
 
 from . import assets, common, conversation, engine, llm, telemetry, tools
+from . import mcp as mcp_events
 from ._base import Command, EventModel, R
 from .common import ERROR_TYPE
 
@@ -41,6 +42,7 @@ ALL_EVENTS: tuple[type[EventModel], ...] = (
     *assets.EVENTS,
     *llm.EVENTS,
     *telemetry.EVENTS,
+    *mcp_events.EVENTS,
 )
 
 

@@ -203,6 +203,8 @@ def test_the_guard_reads_typed_clients_and_the_endpoint_table() -> None:
         (subjects.conversations("X1", "send_event"), "request"),
         (subjects.tools("X1", "run"), "request"),
         (subjects.tools("X1", "cancel"), "request"),
+        (subjects.tools("X1", "mcp_tools"), "request"),
+        (subjects.tools("X1", "mcp_servers"), "request"),
         (subjects.assets_pattern("get"), "serve"),
         (subjects.conversations("X1", "start"), "request"),
     }
@@ -214,4 +216,6 @@ def test_the_guard_reads_typed_clients_and_the_endpoint_table() -> None:
         subjects.conversations("X1", "send_event"),
         subjects.conversations("X1", "start"),
         subjects.tools("X1", "cancel"),
+        subjects.tools("X1", "mcp_tools"),
+        subjects.tools("X1", "mcp_servers"),
     }

@@ -24,6 +24,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from jidocode.shared.errors import JidoError
+from jidocode.shared.plugins import covers
 
 __all__ = ["DEFAULT_CONTEXT_WINDOW", "LlmOptions", "ToolExposure", "resolve_api_key", "resolve_options"]
 
@@ -43,7 +44,10 @@ class ToolExposure(BaseModel):
     unexpose: list[str] = Field(default_factory=list)
 
     def shown(self, name: str) -> bool:
-        return (not self.expose or name in self.expose) and name not in self.unexpose
+        """Entries are tool names or plugin names (``builtin``, ``assets``, ``mcp__<server>``)."""
+        return (not self.expose or any(covers(e, name) for e in self.expose)) and not any(
+            covers(u, name) for u in self.unexpose
+        )
 
 
 class LlmOptions(BaseModel):
