@@ -125,6 +125,8 @@ class ServerConnection:
         self._ready.cancel()
         self._timer: asyncio.TimerHandle = asyncio.get_running_loop().call_later(0, _nothing)
         self._expired = ""
+        #: The owner task's cancel scope: how a start is aborted (see :meth:`_own`).
+        self._scope: anyio.CancelScope | None = None
 
     # --- use ---------------------------------------------------------------------------------
 
@@ -211,9 +213,8 @@ class ServerConnection:
         """Stop the server (idempotent); later uses fail."""
         self.state = State.CLOSED
         self._timer.cancel()
-        owner = self._owner
-        if owner is not None and not self._ready.done():
-            owner.cancel()  # still starting: no handshake to wait for
+        if not self._ready.done() and self._scope is not None:
+            self._scope.cancel()  # still starting: no handshake to wait for
         await self._shutdown()
 
     # --- lifecycle ---------------------------------------------------------------------------
@@ -226,31 +227,39 @@ class ServerConnection:
         self._started_at = self._clock()
         self._stop = asyncio.Event()
         self._ready = loop.create_future()
+        self._scope = None
         self._owner = asyncio.create_task(self._own(self._ready), name=f"mcp-{self.name}")
-        owner = self._owner
-        self._timer = loop.call_later(self.start_timeout_s, self._start_expired, self._ready, owner)
+        self._timer = loop.call_later(self.start_timeout_s, self._start_expired, self._ready)
 
-    def _start_expired(self, ready: asyncio.Future[Client], owner: asyncio.Task[None]) -> None:
-        if not ready.done():
+    def _start_expired(self, ready: asyncio.Future[Client]) -> None:
+        if not ready.done() and self._scope is not None:
             self._expired = f"no handshake within {self.start_timeout_s:g} s"
-            owner.cancel()
+            self._scope.cancel()
 
     async def _own(self, ready: asyncio.Future[Client]) -> None:
-        """The owner task: enter the client, list the tools, hold the connection until told to stop."""
+        """The owner task: enter the client, list the tools, hold the connection until told to stop.
+
+        A start is aborted through :attr:`_scope` (an anyio cancel scope), never by cancelling this
+        task: the SDK's transport shuts the server down in a shielded scope, which a native
+        ``Task.cancel`` would cut short (leaving the server's process running).
+        """
         self._expired = ""
         try:
-            async with Client(self._transport(), client_info=_CLIENT_INFO) as client:
-                self.tools = await _list_tools(client)
-                self._timer.cancel()
-                self._client = client
-                self.state = State.READY
-                ready.set_result(client)
-                log.info("MCP server %s started (%d tools)", self.name, len(self.tools))
-                await self._stop.wait()
+            with anyio.CancelScope() as scope:
+                self._scope = scope
+                async with Client(self._transport(), client_info=_CLIENT_INFO) as client:
+                    self.tools = await _list_tools(client)
+                    self._timer.cancel()
+                    self._client = client
+                    self.state = State.READY
+                    ready.set_result(client)
+                    log.info("MCP server %s started (%d tools)", self.name, len(self.tools))
+                    await self._stop.wait()
+            if not ready.done():
+                raise TimeoutError(self._expired or "the start was stopped")
         except BaseException as exc:
             if not ready.done():  # a failed start: say why, back off
-                reason: BaseException = TimeoutError(self._expired) if self._expired else exc
-                self._failed(reason)
+                self._failed(exc)
                 ready.set_exception(
                     McpServerError(
                         f"MCP server {self.name!r} did not start: {self.last_error}",
@@ -258,7 +267,7 @@ class ServerConnection:
                     )
                 )
                 ready.exception()  # retrieved: nobody may be waiting any more
-            if isinstance(exc, asyncio.CancelledError) and not self._expired:
+            if isinstance(exc, asyncio.CancelledError):
                 raise
 
     def _transport(self) -> Any:

@@ -290,9 +290,11 @@ class McpHost:
 
     async def stop_project(self, project_id: str) -> None:
         """Close the project's connections (its servers stop); a later use starts them again."""
-        servers = self._projects.pop(project_id, None)
-        if servers is not None:
+        servers = self._projects.get(project_id)
+        if servers is not None:  # listed (as closed) until every server has ended
             await asyncio.gather(*(c.close() for c in servers.connections.values()))
+            if self._projects.get(project_id) is servers:
+                del self._projects[project_id]
 
     async def close(self) -> None:
         for project_id in list(self._projects):

@@ -58,6 +58,20 @@ class McpSystem:
         return (await EngineClient(self.bus).start_project(str(root), timeout=20)).project_id
 
 
+def _processes_of(root: Path) -> list[int]:
+    """Processes whose command line names ``root`` (a project's MCP servers and their launchers)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                cmdline = (entry / "cmdline").read_bytes()
+            except OSError:
+                continue
+            if str(root).encode() in cmdline:
+                found.append(int(entry.name))
+    return found
+
+
 async def _until(cond: Callable[[], bool], timeout: float = 60.0) -> None:
     """Wait until ``cond()`` holds: checked after every turn of the loop, bounded by ``timeout``."""
 
@@ -339,8 +353,10 @@ async def test_trust_gate_failing_and_hanging_servers_and_stop(system: McpSystem
 
     # stopping the project stops its servers on the replica
     assert host.running(pid)["edge"] == "ready"
+    assert _processes_of(root)  # the servers' processes (launcher, sandbox, server) are there
     await EngineClient(system.bus).stop_project(pid, timeout=20)
     await _until(lambda: host.running(pid) == {})
+    assert _processes_of(root) == []  # ... and gone, the one still starting too
 
 
 async def _listening(port: int, timeout: float = 60.0) -> None:
