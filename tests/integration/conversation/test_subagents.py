@@ -455,7 +455,7 @@ async def test_a_closing_parent_actor_leaves_its_child_running_and_the_call_run_
 ) -> None:
     """A replica letting the parent go (shutdown, hand-over) cuts the call without cancelling the
     child; the replica taking the parent over runs the call again and gets the child's answer."""
-    system.router.add("child O: answer later", Reply.answer("O: finished", delay_s=0.5))
+    system.router.add("child O: answer later", Reply.answer("O: finished", delay_s=3.0))
     started = asyncio.Event()
     spawned: list[str] = []
 
@@ -486,7 +486,7 @@ async def test_a_closing_parent_actor_leaves_its_child_running_and_the_call_run_
     asked = len(system.llm.requests)
     cut = asyncio.create_task(SubagentRunner(system.bus, SubagentSettings()).run(parent, intent))
     await asyncio.wait_for(started.wait(), WAIT)
-    # the child is asking its model (which takes half a second): the call waits for its answer
+    # the child is asking its model (which takes 3 s, room for a loaded machine to cancel first)
     await system.llm.wait_requests(asked + 1, timeout=WAIT)
     cut.cancel()
     with pytest.raises(asyncio.CancelledError):
