@@ -30,6 +30,15 @@ def sandbox_python() -> tuple[str, dict[str, str]]:
     return exe, {"PYTHONPATH": site}
 
 
+def sandbox_readable() -> list[str]:
+    """What the sandbox must let the tests' servers read besides the system folders: the test
+    environment's packages and the tests' own server. Both may lie under a folder the sandbox
+    hides (a checkout in /tmp, whose /tmp is private in there), so the tests name them in the
+    global layer's ``permissions.additional_directories`` (read-only), as a user would."""
+    site = sysconfig.get_paths()["purelib"]
+    return sorted({os.path.realpath(site), os.path.realpath(os.path.dirname(FLAKY))})
+
+
 def stdio(*args: str, env: dict[str, str] | None = None) -> dict[str, Any]:
     """A ``.mcp.json`` stdio entry running ``python <args>`` in the sandbox."""
     exe, base = sandbox_python()

@@ -33,7 +33,7 @@ from jidocode.shared.events.tools import ToolCatalog, ToolResult
 from jidocode.shared.natsserver import NatsServer
 from jidocode.shared.trust import trust_project
 from tests.helpers import wait_for_services
-from tests.integration.tools.mcp_support import FLAKY, stdio, write_mcp_json
+from tests.integration.tools.mcp_support import FLAKY, sandbox_readable, stdio, write_mcp_json
 from tests.integration.tools.support import failure, run_tool
 from tests.integration.tools.test_tools_cli import jidocode
 
@@ -90,6 +90,9 @@ async def system(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[McpS
     root.mkdir()
     home.mkdir()
     (home / "secret.txt").write_text("global secret\n")
+    (home / "settings.json").write_text(
+        json.dumps({"permissions": {"additional_directories": sandbox_readable()}})
+    )
     (root / "README.md").write_text("inside the project\n")
     git = await asyncio.create_subprocess_exec("git", "init", "-q", str(root))
     assert await git.wait() == 0
