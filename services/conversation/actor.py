@@ -87,6 +87,9 @@ from .tracing import TurnTraces
 
 __all__ = ["LLM_SOURCE", "TOOLS_SOURCE", "ConversationActor", "ValidatedInput"]
 
+#: How long a model call waits for the ``task`` tool's templates before it goes without it.
+TASK_SPEC_WAIT_S = 5.0
+
 log = logging.getLogger("jidocode.conversation.actor")
 
 #: Stable sources of result signals, so a rebuilt run equals an uninterrupted one.
@@ -682,12 +685,14 @@ class ConversationActor:
         return self._subagents
 
     async def _with_task_tool(self, tools: list[ToolSpec]) -> list[ToolSpec]:
-        """``tools`` and the ``task`` tool (without it when its templates cannot be read)."""
+        """``tools`` and the ``task`` tool (without it when its templates cannot be read in time:
+        the lookup binds a KV bucket and reads files, which a loaded JetStream can hold up)."""
         try:
-            return [*tools, await self.subagents.spec(self.project_id)]
+            spec = await asyncio.wait_for(self.subagents.spec(self.project_id), TASK_SPEC_WAIT_S)
         except Exception as exc:  # the model call goes on without sub-agents, never hangs
-            log.warning("no task tool for %s: %s", self.conversation_id, exc)
+            log.warning("no task tool for %s: %r", self.conversation_id, exc)
             return tools
+        return [*tools, spec]
 
     async def _run_task(self, intent: RunTool) -> None:
         """A ``task`` call: a child conversation runs it; its answer is this call's result."""

@@ -488,9 +488,14 @@ async def test_a_closing_parent_actor_leaves_its_child_running_and_the_call_run_
     await asyncio.wait_for(started.wait(), WAIT)
     # the child is asking its model (which takes 3 s, room for a loaded machine to cancel first)
     await system.llm.wait_requests(asked + 1, timeout=WAIT)
-    cut.cancel()
-    with pytest.raises(asyncio.CancelledError):
-        await cut
+    # nats-py's flush swallows a CancelledError that lands in it (a known nats-py behaviour), so
+    # the cut is repeated until it takes, as a closing actor's task group would see it end
+    for _ in range(20):
+        cut.cancel()
+        await asyncio.wait({cut}, timeout=1.0)
+        if cut.done():
+            break
+    assert cut.cancelled()
     assert spawned == []  # no cancel sent to the child
     child = child_conversation_id("closer", "closer:req1")
     child_timeline = await system.final(child)
