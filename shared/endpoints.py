@@ -38,23 +38,35 @@ from jidocode.shared.events.conversation import (
 )
 from jidocode.shared.events.engine import GetProject, ListProjects, StartProject, StopProject, WhereisProject
 from jidocode.shared.events.mcp import ListMcpServers
+from jidocode.shared.events.prd import (
+    CreatePrd,
+    GetPrd,
+    ListPrds,
+    PausePrd,
+    ResetStory,
+    ResumePrd,
+    RunPrd,
+    StopPrd,
+)
 from jidocode.shared.events.tools import CancelTool, GetPolicy, ListTools, RunTool
 
 __all__ = ["ENDPOINTS", "Endpoint", "Scope", "endpoint", "endpoints_of"]
 
-Scope = Literal["engine", "project", "conversations", "tools", "assets"]
+Scope = Literal["engine", "project", "conversations", "tools", "assets", "prds"]
 
 _SCOPED_SUBJECT = {
     "project": subjects.project,
     "conversations": subjects.conversations,
     "tools": subjects.tools,
     "assets": subjects.assets,
+    "prds": subjects.prds,
 }
 _SCOPED_PATTERN = {
     "project": subjects.project_pattern,
     "conversations": subjects.conversations_pattern,
     "tools": subjects.tools_pattern,
     "assets": subjects.assets_pattern,
+    "prds": subjects.prds_pattern,
 }
 
 
@@ -141,6 +153,14 @@ ENDPOINTS: tuple[Endpoint, ...] = (
     Endpoint("asset_loader", "assets", "graph", GraphQuery, "Query the skill graph"),
     Endpoint("asset_loader", "assets", "tools", ListTools, "Tools derived from assets"),
     Endpoint("asset_loader", "assets", "call_tool", RunTool, "Run an asset-derived tool (authorized)"),
+    Endpoint("prd", "prds", "create", CreatePrd, "Write a new PRD's files"),
+    Endpoint("prd", "prds", "list", ListPrds, "The project's PRDs and their loops"),
+    Endpoint("prd", "prds", "get", GetPrd, "One PRD and its loop"),
+    Endpoint("prd", "prds", "run", RunPrd, "Start a PRD's loop"),
+    Endpoint("prd", "prds", "pause", PausePrd, "Pause a PRD's loop"),
+    Endpoint("prd", "prds", "resume", ResumePrd, "Resume a paused PRD loop"),
+    Endpoint("prd", "prds", "stop", StopPrd, "Stop a PRD's loop"),
+    Endpoint("prd", "prds", "reset_story", ResetStory, "Put a story back to pending (explicit user action)"),
 )
 
 _BY_KEY: dict[tuple[str, str], Endpoint] = {(e.service, e.verb): e for e in ENDPOINTS}

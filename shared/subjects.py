@@ -17,6 +17,8 @@ Subject map (``<p>`` a project id, ``<c>`` a conversation id)::
     jido.sig.<type…>                   lifecycle and telemetry signals
     jido.hook.<type…>                  skill pre/post hook signals (types come from settings)
     jido.trace.<p>.<c>.<trace id>      finished spans of a trace (when tracing is on; captured by a stream)
+    jido.prds.<p>.<verb>               request/reply, PRD service (seed 004)
+    jido.prd.<p>.<prd>.<type…>         a PRD loop's events, in order (captured by a stream)
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ __all__ = [
     "BUCKET_CONVERSATIONS",
     "BUCKET_LEDGER",
     "BUCKET_OWNERS",
+    "BUCKET_PRD_LOOPS",
     "BUCKET_PROJECTS",
     "BUCKET_SUBAGENT_SLOTS",
     "BUCKET_TOOL_CALLS",
@@ -36,6 +39,7 @@ __all__ = [
     "STREAM_CONV_IN",
     "STREAM_EVENTS",
     "STREAM_JOURNAL",
+    "STREAM_PRD",
     "STREAM_TRACES",
     "UNKNOWN_SCOPE",
     "all_subjects",
@@ -53,6 +57,10 @@ __all__ = [
     "hook_filter",
     "journal",
     "journal_filter",
+    "prd_event",
+    "prd_event_filter",
+    "prds",
+    "prds_pattern",
     "project",
     "project_id_of",
     "project_pattern",
@@ -73,6 +81,8 @@ PREFIX = "jido"
 STREAM_CONV_IN = "JIDO_CONV_IN"
 STREAM_JOURNAL = "JIDO_JOURNAL"
 STREAM_EVENTS = "JIDO_EVENTS"
+#: Every PRD loop's events (``jido.prd.>``): what ``jidocode prd run`` and the TUI follow.
+STREAM_PRD = "JIDO_PRD"
 #: Finished spans published by the services while tracing is on (``jido.trace.>``).
 STREAM_TRACES = "JIDO_TRACES"
 
@@ -86,6 +96,9 @@ BUCKET_TOOL_QUOTAS = "jido_tool_quotas"
 BUCKET_LEDGER = "jido_llm_ledger"
 #: Sub-agents at once per project: one key per slot (conversation service only).
 BUCKET_SUBAGENT_SLOTS = "jido_subagent_slots"
+
+#: PRD loops: one record per ``<project_id>.<prd name>`` (state, owner, heartbeat; prd service only).
+BUCKET_PRD_LOOPS = "jido_prd_loops"
 
 _TOKEN = re.compile(r"^[A-Za-z0-9_\-]{1,128}$")
 _TYPE_PART = re.compile(r"^[A-Za-z0-9_\-]{1,64}$")
@@ -141,6 +154,24 @@ def tools(project_id: str, verb: str) -> str:
 def assets(project_id: str, verb: str) -> str:
     """``jido.assets.<p>.<verb>``: the asset loader (``get``, ``list``, ``search``, ``reload`` …)."""
     return f"{PREFIX}.assets.{validate_token(project_id, 'project id')}.{_verb(verb)}"
+
+
+def prds(project_id: str, verb: str) -> str:
+    """``jido.prds.<p>.<verb>``: the PRD service (``create``, ``run``, ``pause`` …)."""
+    return f"{PREFIX}.prds.{validate_token(project_id, 'project id')}.{_verb(verb)}"
+
+
+def prd_event(project_id: str, prd: str, event_type: str) -> str:
+    """``jido.prd.<p>.<prd>.<type>``: one event of a PRD's loop."""
+    return (
+        f"{PREFIX}.prd.{validate_token(project_id, 'project id')}"
+        f".{validate_token(prd, 'prd name')}.{type_tokens(event_type)}"
+    )
+
+
+def prd_event_filter(project_id: str | None = None, prd: str | None = None) -> str:
+    """Wildcard over PRD loop events; ``None`` matches any id."""
+    return f"{PREFIX}.prd.{_opt(project_id, 'project id')}.{_opt(prd, 'prd name')}.>"
 
 
 def conversation_in(project_id: str, conversation_id: str) -> str:
@@ -239,7 +270,7 @@ def all_subjects() -> str:
 
 # --- endpoint patterns (one endpoint serves every project) -------------------
 
-_SCOPED = ("project", "conversations", "tools", "assets")
+_SCOPED = ("project", "conversations", "tools", "assets", "prds")
 
 
 def _pattern(kind: str, verb: str) -> str:
@@ -266,6 +297,11 @@ def assets_pattern(verb: str) -> str:
     return _pattern("assets", verb)
 
 
+def prds_pattern(verb: str) -> str:
+    """``jido.prds.*.<verb>``."""
+    return _pattern("prds", verb)
+
+
 def project_id_of(subject: str) -> str:
     """The project id in a scoped request subject (``jido.<kind>.<p>.<verb>``) or in
     ``jido.conv.<p>.<c>.in`` / ``jido.evt.<p>.<c>.…`` / ``jido.journal.<p>.<c>``.
@@ -273,7 +309,7 @@ def project_id_of(subject: str) -> str:
     Raises ``ValueError`` for any other subject.
     """
     parts = subject.split(".")
-    if len(parts) >= 4 and parts[0] == PREFIX and parts[1] in (*_SCOPED, "conv", "evt", "journal"):
+    if len(parts) >= 4 and parts[0] == PREFIX and parts[1] in (*_SCOPED, "conv", "evt", "journal", "prd"):
         return validate_token(parts[2], "project id")
     raise ValueError(f"subject {subject!r} carries no project id")
 
@@ -295,6 +331,7 @@ SERVICE_NAMES: dict[str, str] = {
     "conversation": "jidocode-conversation",
     "tool_runner": "jidocode-tool-runner",
     "asset_loader": "jidocode-asset-loader",
+    "prd": "jidocode-prd",
 }
 
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 from ._assets import AssetsClient
 from ._conversations import ConversationsClient
 from ._engine import EngineClient
+from ._prd import PrdClient
 from ._project import ProjectClient
 from ._tools import ToolsClient
 
@@ -24,6 +25,7 @@ __all__ = [
     "AssetsClient",
     "ConversationsClient",
     "EngineClient",
+    "PrdClient",
     "ProjectClient",
     "ToolsClient",
 ]

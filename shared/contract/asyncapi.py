@@ -53,6 +53,7 @@ _PARAMETERS: Final = {
     "project_id": "A project id: 1-128 characters of A-Z a-z 0-9 _ - (the engine derives it from "
     "the project's root, so the same root always has the same id).",
     "conversation_id": "A conversation id: 1-128 characters of A-Z a-z 0-9 _ -.",
+    "prd": "A PRD's name (its folder under `.daedalus/prds/`): 1-64 characters of A-Z a-z 0-9 _ -.",
     "hook_type": "A skill hook's signal type, as the project's settings name it; dots and slashes "
     "become subject tokens, so it may span several tokens.",
 }
@@ -364,6 +365,23 @@ def _channels_and_operations() -> tuple[dict[str, Any], dict[str, Any]]:
         "so they are not catalogue types.",
     )
     operations["asset_loader.hook"] = _event_operation("send", "hook", "hook", ("asset_loader",), ())
+
+    prd_params = ["project_id", "prd"]
+    for model in (m for m in ALL_EVENTS if m.channel == "prd"):
+        event_type = _type_of(model)
+        key = message_key(event_type)
+        channel_id = f"prd.{key}"
+        channels[channel_id] = _channel(
+            _address(subjects.prd_event_filter(), prd_params, subjects.type_tokens(event_type)),
+            [event_type],
+            prd_params,
+            title=f"PRD loop: {event_type}",
+            description="One event of a PRD's loop (seed 004), in order: `seq` is gapless per PRD "
+            f"and equals the line number in its `events.jsonl`; stored in the `{subjects.STREAM_PRD}` "
+            "stream.",
+            extra={"x-jidocode-stream": subjects.STREAM_PRD},
+        )
+        operations[f"prd.{key}"] = _event_operation("send", channel_id, event_type, ("prd",), ())
     return channels, operations
 
 

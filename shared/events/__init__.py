@@ -16,7 +16,7 @@ from pydantic import Field, TypeAdapter, ValidationError
 
 from jidocode.shared.errors import InvalidInput
 
-from . import assets, common, conversation, engine, llm, telemetry, tools
+from . import assets, common, conversation, engine, llm, prd, telemetry, tools
 from . import mcp as mcp_events
 from ._base import Command, EventModel, R
 from .common import ERROR_TYPE
@@ -43,6 +43,7 @@ ALL_EVENTS: tuple[type[EventModel], ...] = (
     *llm.EVENTS,
     *telemetry.EVENTS,
     *mcp_events.EVENTS,
+    *prd.EVENTS,
 )
 
 

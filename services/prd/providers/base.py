@@ -1,0 +1,130 @@
+"""The provider contract (seed 004 "Provider adapter"): what the loop asks of whoever does the work.
+
+``run_iteration(request) -> IterationRun``: the run streams :class:`ProviderEvent` items (the
+seed's seven normalized kinds; provider-specific detail only in ``metadata``) and then gives its
+:class:`IterationResult`. Failures a provider knows about are typed: :class:`ProviderError` with a
+``kind`` the loop's retry policy reads (``transient`` is retried; ``config`` and ``fatal`` are not).
+
+The loop imports this module only; it never imports a provider's own module (the registry does).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Literal, Protocol, runtime_checkable
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from jidocode.shared.events.prd import NormalizedKind
+
+__all__ = [
+    "FailureKind",
+    "IterationRequest",
+    "IterationResult",
+    "IterationRun",
+    "Provider",
+    "ProviderCapabilities",
+    "ProviderError",
+    "ProviderEvent",
+]
+
+#: ``transient``: worth another attempt (a dropped connection, a rate limit, a crash);
+#: ``config``: the provider cannot run as configured (missing CLI, bad model); ``fatal``: the
+#: provider refused the work; ``cancelled``: the loop cancelled it (pause, stop).
+FailureKind = Literal["transient", "config", "fatal", "cancelled"]
+
+
+class IterationRequest(BaseModel):
+    """The seed's ``IterationRequest``."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    work_dir: str
+    prompt: str
+    context_files: list[str] = Field(default_factory=list)
+    #: ``never`` (nothing asks: the loop runs unattended), ``on-request``, ``untrusted``.
+    approval_policy: str = "never"
+    #: ``workspace-write`` (the work dir only), ``read-only``.
+    sandbox_policy: str = "workspace-write"
+    model: str = ""
+    metadata: dict[str, str] = Field(default_factory=dict)
+
+
+class ProviderCapabilities(BaseModel):
+    """The seed's ``ProviderCapabilities``."""
+
+    model_config = ConfigDict(frozen=True)
+
+    streaming: bool
+    tool_calls: bool
+    sandbox_control: bool
+    approval_modes: list[str] = Field(default_factory=list)
+    #: Advisory context size in tokens (None: unknown).
+    max_context_hint: int | None = None
+
+
+class ProviderEvent(BaseModel):
+    """One normalized event of an iteration."""
+
+    model_config = ConfigDict(frozen=True)
+
+    kind: NormalizedKind
+    text: str = ""
+    tool: str = ""
+    call_id: str = ""
+    input: dict[str, object] = Field(default_factory=dict)
+    ok: bool | None = None
+    command: str = ""
+    exit_code: int | None = None
+    metadata: dict[str, str] = Field(default_factory=dict)
+
+
+class IterationResult(BaseModel):
+    """How an iteration ended."""
+
+    model_config = ConfigDict(frozen=True)
+
+    ok: bool
+    summary: str = ""
+    #: Set when not ``ok``.
+    failure: FailureKind | None = None
+    error: str = ""
+    usage: dict[str, int] = Field(default_factory=dict)
+    metadata: dict[str, str] = Field(default_factory=dict)
+
+
+class ProviderError(Exception):
+    """A typed provider failure (raised by ``run_iteration`` before any event, e.g. ``config``)."""
+
+    def __init__(self, kind: FailureKind, message: str) -> None:
+        super().__init__(message)
+        self.kind: FailureKind = kind
+        self.message = message
+
+
+@runtime_checkable
+class IterationRun(Protocol):
+    """One running iteration."""
+
+    def events(self) -> AsyncIterator[ProviderEvent]:
+        """The normalized events, ending after ``iteration_finished`` (or ``error``)."""
+        ...
+
+    async def result(self) -> IterationResult:
+        """The result, once :meth:`events` is exhausted (waits for it otherwise)."""
+        ...
+
+    async def cancel(self) -> None:
+        """Stop the work now (idempotent); :meth:`result` then has ``failure="cancelled"``."""
+        ...
+
+
+@runtime_checkable
+class Provider(Protocol):
+    """A provider, as the registry returns it."""
+
+    def name(self) -> str: ...
+
+    def capabilities(self) -> ProviderCapabilities: ...
+
+    async def run_iteration(self, request: IterationRequest) -> IterationRun: ...
