@@ -98,6 +98,7 @@ _COLORS = {
     "conversation": "magenta",
     "tool_runner": "yellow",
     "asset_loader": "blue",
+    "prd": "bright_magenta",
     "gateway": "bright_white",
 }
 out = Console(highlight=False, soft_wrap=True)

@@ -16,7 +16,7 @@ from jidocode.shared.runner import Serve
 __all__ = ["FRONTENDS", "RUNNABLE", "SERVICES", "Serve", "load_serve", "serve_many"]
 
 #: Start order: the engine first (it owns the project registry), then the rest.
-SERVICES: tuple[str, ...] = ("engine", "project", "asset_loader", "tool_runner", "conversation")
+SERVICES: tuple[str, ...] = ("engine", "project", "asset_loader", "tool_runner", "conversation", "prd")
 #: Services that face users over HTTP rather than answer on the bus (no ``$SRV.PING``):
 #: ``jidocode up`` starts them after :data:`SERVICES`.
 FRONTENDS: tuple[str, ...] = ("gateway",)

@@ -12,7 +12,8 @@ Model::
       ├─ project        │ one user per service, password (or env reference),
       ├─ conversation   │ publish/subscribe allow lists of its own subjects,
       ├─ tool_runner    │ explicit deny lists for what must never happen,
-      ├─ asset_loader  ─┘ a private inbox prefix ``_INBOX_<user>``
+      ├─ asset_loader   │ a private inbox prefix ``_INBOX_<user>``
+      ├─ prd           ─┘
       └─ client           the CLI / SDK user: requests, conversation input, observation
 
 A service answers requests through ``allow_responses`` (one reply to the reply
@@ -45,10 +46,17 @@ tool_runner    serve ``jido.tools.*.*``; KV tool_calls and tool_quotas read/writ
 asset_loader   serve ``jido.assets.*.*``; KV projects read; request tool runs;
                publish signals and hooks; follow project.started/stopped and
                ``tool.cancel_requested`` (a cancelled call's workflow stops)
+prd            serve ``jido.prds.*.*``; own the stream JIDO_PRD (publish ``jido.prd.>``)
+               and KV ``jido_prd_loops``; KV projects read; its ``jidocode``
+               provider is a client of the others: request the engine (a
+               worktree is a project of its own), conversations (start, send,
+               stop, replay) and read their output stream JIDO_EVENTS. Never
+               publishes conversation input (answers go through ``send_event``)
 client         request engine, project, conversations (directly: no service
                forwards them), tools, assets; publish conversation input;
                observe ``jido.>``; read the journal and event streams, the
-               projects and the LLM ledger; discover services (``$SRV.>``)
+               projects and the LLM ledger; request the PRD service and read the
+               JIDO_PRD stream; discover services (``$SRV.>``)
 gateway        the client's rights (HTTP users act through it) but publishing
                conversation input: it sends input through the conversation
                service's ``send_event``, which checks it (decision 0221)
@@ -94,7 +102,7 @@ __all__ = [
 ]
 
 ACCOUNT = "JIDO"
-SERVICES: tuple[str, ...] = ("engine", "project", "conversation", "tool_runner", "asset_loader")
+SERVICES: tuple[str, ...] = ("engine", "project", "conversation", "tool_runner", "asset_loader", "prd")
 CLIENT = "client"
 #: The HTTP gateway's user (``services/gateway``): a client of the services, not one of them.
 GATEWAY = "gateway"
@@ -145,6 +153,10 @@ def tools_requests(verb: str | None = None) -> str:
 
 def assets_requests(verb: str | None = None) -> str:
     return subjects.assets_pattern(verb) if verb else _wild(subjects.assets(_ANY, _ANY))
+
+
+def prds_requests() -> str:
+    return _wild(subjects.prds(_ANY, _ANY))
 
 
 def inbox_prefix(user: str) -> str:
@@ -394,6 +406,26 @@ def _asset_loader() -> Permissions:
     )
 
 
+def _prd() -> Permissions:
+    pub, sub = _base("prd", serves=[prds_requests()], micro="prd")
+    pub += [
+        subjects.prd_event_filter(),
+        *_stream_read(subjects.STREAM_PRD),
+        *_stream_create(subjects.STREAM_PRD),
+        *_stream_admin(subjects.STREAM_PRD),
+        *_kv_write(subjects.BUCKET_PRD_LOOPS),
+        *_kv_read(subjects.BUCKET_PROJECTS),
+        # the jidocode provider: a PRD iteration is a conversation of this system
+        engine_requests(),
+        project_requests("info"),
+        conversations_requests(),
+        *_stream_read(subjects.STREAM_EVENTS),
+    ]
+    sub += [subjects.conversation_out_filter()]
+    deny = (subjects.conversation_in_filter(), *_TOOL_CALLS_PRIVATE)
+    return Permissions(publish_allow=tuple(pub), subscribe_allow=tuple(sub), publish_deny=deny)
+
+
 def _client() -> Permissions:
     pub = [
         *_JS_COMMON,
@@ -402,6 +434,7 @@ def _client() -> Permissions:
         conversations_requests(),
         tools_requests(),
         assets_requests(),
+        prds_requests(),
         subjects.conversation_in_filter(),
         f"{_SRV}.>",
         *_stream_read(subjects.STREAM_JOURNAL),
@@ -410,6 +443,7 @@ def _client() -> Permissions:
         *_kv_read(_BUCKET_LEDGER),  # get_context_usage reads the token ledger
         subjects.trace_filter(),  # the SDK's own spans, while tracing is on
         *_stream_read(subjects.STREAM_TRACES),  # jidocode trace
+        *_stream_read(subjects.STREAM_PRD),  # jidocode prd run / tui, the console's PRD page
     ]
     sub = [f"{inbox_prefix(CLIENT)}.>", subjects.all_subjects()]
     return Permissions(
@@ -437,6 +471,7 @@ _BUILDERS = {
     "conversation": _conversation,
     "tool_runner": _tool_runner,
     "asset_loader": _asset_loader,
+    "prd": _prd,
     CLIENT: _client,
     GATEWAY: _gateway,
 }

@@ -8,7 +8,7 @@ are always collected; they are served over HTTP only when a port is configured
 * ``JIDO_METRICS_PORT_<SERVICE>`` (``JIDO_METRICS_PORT_TOOL_RUNNER=9467``): that service's port;
 * else ``JIDO_METRICS_PORT`` is a base: each service adds its place in
   :data:`METRICS_SERVICES` (engine +0, project +1, conversation +2, tool_runner +3,
-  asset_loader +4, then the front ends: gateway +5), so the processes of one ``jidocode up``
+  asset_loader +4, then the front ends: gateway +5, then prd +6), so the processes of one ``jidocode up``
   never collide;
 * neither set: not served.
 
@@ -146,7 +146,11 @@ _served = _Served()
 
 #: Every process that may serve metrics, in port-offset order: the nats.micro services, then the
 #: front ends that answer no requests on the bus (the HTTP gateway).
-METRICS_SERVICES: Final[tuple[str, ...]] = (*SERVICE_NAMES, "gateway")
+METRICS_SERVICES: Final[tuple[str, ...]] = (
+    *(name for name in SERVICE_NAMES if name != "prd"),
+    "gateway",
+    "prd",
+)
 
 
 def metrics_port(service: str, env: Mapping[str, str] | None = None) -> int | None:

@@ -27,6 +27,7 @@ SERVICE_OF = {
     "conversation": "conversation",
     "tool-runner": "tool_runner",
     "asset-loader": "asset_loader",
+    "prd": "prd",
 }
 
 

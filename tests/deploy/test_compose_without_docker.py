@@ -34,6 +34,7 @@ SERVICE_OF = {
     "engine": "engine",
     "project": "project",
     "asset-loader": "asset_loader",
+    "prd": "prd",
     "tool-runner": "tool_runner",
     "conversation": "conversation",
 }

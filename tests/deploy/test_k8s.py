@@ -34,6 +34,7 @@ DEPLOYMENTS = {
     "conversation": "conversation",
     "tool-runner": "tool_runner",
     "asset-loader": "asset_loader",
+    "prd": "prd",
 }
 
 
@@ -202,7 +203,7 @@ def test_kustomize_build_renders_valid_namespaced_manifests() -> None:
     assert rendered.returncode == 0, rendered.stderr
     docs = [d for d in yaml.safe_load_all(rendered.stdout) if d]
     kinds = sorted(d["kind"] for d in docs)
-    assert kinds.count("Deployment") == 6  # five services and the gateway
+    assert kinds.count("Deployment") == 7  # six services and the gateway
     assert "Secret" not in kinds  # created by `jidocode deploy k8s-secrets`, never by apply -k
     for doc in docs:
         validate(doc, K8S_VERSION, strict=True)

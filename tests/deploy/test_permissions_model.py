@@ -116,9 +116,13 @@ def test_request_routes(project: str, verb: str) -> None:
     assert servers(subjects.conversations(project, verb)) == {"conversation"}
     assert servers(subjects.tools(project, verb)) == {"tool_runner"}
     assert servers(subjects.assets(project, verb)) == {"asset_loader"}
+    assert servers(subjects.prds(project, verb)) == {"prd"}
+    # People drive PRD loops; no service does.
+    assert senders(subjects.prds(project, verb)) == {"client", "gateway"}
     # Clients reach the conversation service directly: no service forwards to it; the
     # conversation service calls its own endpoints for sub-agents (a parent starts its children).
-    assert senders(subjects.conversations(project, verb)) == {"client", "gateway", "conversation"}
+    # The prd service's jidocode provider runs each story as a conversation.
+    assert senders(subjects.conversations(project, verb)) == {"client", "gateway", "conversation", "prd"}
     assert senders(subjects.assets(project, verb)) == {
         "client",
         "gateway",
