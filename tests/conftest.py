@@ -35,6 +35,17 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         items[:] = [item for item in items if item.get_closest_marker("chaos") is None]
 
 
+@pytest.fixture(autouse=True)
+def _dev_null_stays_a_device() -> Iterator[None]:
+    """A tripwire: the test that replaces the machine's ``/dev/null`` (it happened once, on a
+    machine where the suite runs as root) fails by name instead of breaking every later test."""
+    yield
+    import stat
+
+    st = os.lstat("/dev/null")
+    assert stat.S_ISCHR(st.st_mode), f"/dev/null is no longer a character device (mode {st.st_mode:o})"
+
+
 def _docker_available() -> str | None:
     """None when a Docker engine answers, else the reason why not."""
     try:
