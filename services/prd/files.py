@@ -31,11 +31,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final
 
-from pydantic import ValidationError
-
 from jidocode.shared.errors import Conflict, InvalidInput, NotFound, PayloadTooLarge
 
-from .model import NAME_PATTERN, Prd
+from .model import NAME_PATTERN, Prd, error_path, parse_prd_data
 
 __all__ = [
     "AGENT_LOG_MAX_BYTES",
@@ -51,6 +49,7 @@ __all__ = [
     "error_path",
     "list_prds",
     "load_prd",
+    "parse_prd",
     "render_prd_md",
     "save_prd",
 ]
@@ -210,32 +209,6 @@ def _read_capped(fd: int, limit: int, shown: Path) -> bytes:
 # --- errors naming the field ----------------------------------------------------------------------
 
 
-def error_path(loc: tuple[int | str, ...]) -> str:
-    """A pydantic error location as the file spells it: ``userStories[1].title``."""
-    out = ""
-    for part in loc:
-        if isinstance(part, int):
-            out += f"[{part}]"
-        else:
-            out += f".{part}" if out else part
-    return out
-
-
-def _invalid(shown: Path, exc: ValidationError) -> InvalidInput:
-    problems = []
-    for err in exc.errors(include_url=False):
-        loc = tuple(p for p in err["loc"] if p not in ("function-after", "function-before"))
-        where = error_path(loc) or "(document)"
-        msg = str(err["msg"]).removeprefix("Value error, ")
-        problems.append({"field": where, "problem": msg})
-    first = problems[0]
-    more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
-    return InvalidInput(
-        f"{shown}: {first['field']}: {first['problem']}{more}",
-        details={"file": str(shown), "errors": problems[:20]},
-    )
-
-
 def parse_prd(raw: bytes, shown: Path) -> Prd:
     """Decode and validate ``prd.json`` bytes; ``InvalidInput`` naming the file and the field."""
     try:
@@ -251,13 +224,7 @@ def parse_prd(raw: bytes, shown: Path) -> Prd:
         ) from None
     except RecursionError:
         raise InvalidInput(f"{shown}: JSON nested too deeply", details={"file": str(shown)}) from None
-    if not isinstance(value, dict):
-        raise InvalidInput(f"{shown}: the top level must be a JSON object", details={"file": str(shown)})
-    try:
-        # by alias only: the file's keys are camelCase; snake_case keys are typos here
-        return Prd.model_validate(value, by_alias=True, by_name=False)
-    except ValidationError as exc:
-        raise _invalid(shown, exc) from None
+    return parse_prd_data(value, source=str(shown))
 
 
 # --- the operations ---------------------------------------------------------------------------------

@@ -128,7 +128,10 @@ def test_load_errors_name_file_and_field(paths: PrdPaths) -> None:
         (b"[]", "top level must be a JSON object"),
         (b"\xff", "not valid UTF-8"),
         (json.dumps(doc(story("a", in_progress=True))).encode(), "userStories[0].in_progress: Extra inputs"),
-        (json.dumps(doc(story("a"), story("a"))).encode(), "(document): story id 'a' appears more than once"),
+        (
+            json.dumps(doc(story("a"), story("a"))).encode(),
+            "userStories[1].id: story id 'a' appears more than once",
+        ),
     ],
 )
 def test_bad_files(paths: PrdPaths, content: bytes, words: str) -> None:

@@ -17,8 +17,10 @@ from jidocode.services.prd.model import (
     UserStory,
     json_schema,
     json_schema_text,
+    parse_prd_data,
     story_state,
 )
+from jidocode.shared.errors import InvalidInput
 
 from .conftest import doc, story
 
@@ -45,41 +47,81 @@ def test_python_names_also_build_it() -> None:
 
 
 def _error(raw: dict[str, Any]) -> tuple[str, str]:
-    with pytest.raises(ValidationError) as info:
-        Prd.model_validate(raw)
-    err = info.value.errors()[0]
-    return ".".join(map(str, err["loc"])), err["msg"]
+    with pytest.raises(InvalidInput) as info:
+        parse_prd_data(raw, source="f.json")
+    assert info.value.message.startswith(f"f.json: {info.value.details['field']}: ")
+    return info.value.details["field"], info.value.message
 
 
 @pytest.mark.parametrize(
     ("raw", "where", "words"),
     [
-        (doc(story("bad id")), "userStories.0.id", "pattern"),
-        (doc(story("a"), story("a")), "", "more than once"),
+        (doc(story("bad id")), "userStories[0].id", "pattern"),
+        (
+            doc(story("a"), story("b"), story("a")),
+            "userStories[2].id",
+            "'a' appears more than once (also userStories[0])",
+        ),
         (doc(name="a.b"), "name", "pattern"),
         (doc(name=""), "name", "pattern"),
-        (doc(story("a", passes=True, inProgress=True)), "userStories.0", "both"),
-        (doc(story("a", inProgress=True), story("b", inProgress=True)), "", "at most one"),
-        (doc(story("a", title="x" * 201)), "userStories.0.title", "200"),
-        (doc(story("a", title="")), "userStories.0.title", "at least 1"),
-        (doc(story("a", description="x" * 20_001)), "userStories.0.description", "20000"),
+        (doc(story("a", passes=True, inProgress=True)), "userStories[0].inProgress", "both"),
+        (
+            doc(story("a", inProgress=True), story("b", inProgress=True)),
+            "userStories[1].inProgress",
+            "at most one",
+        ),
+        (doc(story("a", title="x" * 201)), "userStories[0].title", "200"),
+        (doc(story("a", title="")), "userStories[0].title", "at least 1"),
+        (doc(story("a", description="x" * 20_001)), "userStories[0].description", "20000"),
+        (doc(description="x" * 100_001), "description", "100000"),
         (
             doc(story("a", acceptanceCriteria=["c"] * (MAX_CRITERIA + 1))),
-            "userStories.0.acceptanceCriteria",
+            "userStories[0].acceptanceCriteria",
             "64",
         ),
+        (
+            doc(story("a", acceptanceCriteria=["ok", "c" * 2001])),
+            "userStories[0].acceptanceCriteria[1]",
+            "2000",
+        ),
         (doc(*[story(f"s{i}") for i in range(MAX_STORIES + 1)]), "userStories", "500"),
-        (doc(story("a", pases=True)), "userStories.0.pases", "Extra"),
+        (doc(story("a", pases=True)), "userStories[0].pases", "Extra"),
+        (doc(story("a", in_progress=True)), "userStories[0].in_progress", "Extra"),
         (doc(extra=1), "extra", "Extra"),
-        (doc(version=2), "", "version must be 1"),
-        (doc(story("a", priority=-1)), "userStories.0.priority", "greater than or equal"),
-        (doc(story("a", attempts=-1)), "userStories.0.attempts", "greater than or equal"),
+        (doc(version=2), "version", "version must be 1"),
+        (doc(version="1"), "version", "version must be 1"),
+        (doc(version=True), "version", "version must be 1"),
+        (doc(story("a", priority=-1)), "userStories[0].priority", "greater than or equal"),
+        (doc(story("a", attempts=-1)), "userStories[0].attempts", "greater than or equal"),
+        (doc(branchName="-f"), "branchName", "branch name"),
+        (doc(branchName="a..b"), "branchName", "branch name"),
+        (doc(branchName="a b"), "branchName", "branch name"),
+        (doc(branchName="x.lock"), "branchName", "branch name"),
+        (doc(branchName="a/.b"), "branchName", "branch name"),
+        (doc(branchName="HEAD@{1}"), "branchName", "branch name"),
     ],
 )
 def test_invalid_documents_name_the_field(raw: dict[str, Any], where: str, words: str) -> None:
-    loc, msg = _error(raw)
-    assert loc == where
-    assert words in msg
+    field, message = _error(raw)
+    assert field == where
+    assert words in message
+
+
+def test_many_problems_are_counted_and_listed() -> None:
+    with pytest.raises(InvalidInput) as info:
+        parse_prd_data(doc(story("a", title=""), story("b b")), source="f.json")
+    assert "(and 1 more)" in info.value.message
+    assert [e["field"] for e in info.value.details["errors"]] == ["userStories[0].title", "userStories[1].id"]
+
+
+def test_not_an_object() -> None:
+    with pytest.raises(InvalidInput, match="top level must be a JSON object"):
+        parse_prd_data([], source="f.json")
+
+
+def test_good_branch_names() -> None:
+    for name in ("prd/auth", "feature/US-1_x", "v1.2"):
+        assert Prd.model_validate(doc(branchName=name)).branch_name == name
 
 
 def test_frozen() -> None:
