@@ -41,6 +41,7 @@ __all__ = [
     "MAX_ENTRY_BYTES",
     "MAX_PRD_BYTES",
     "PROGRESS_MAX_BYTES",
+    "PROGRESS_READ_BYTES",
     "PrdPaths",
     "append_agent_log",
     "append_progress",
@@ -50,6 +51,7 @@ __all__ = [
     "list_prds",
     "load_prd",
     "parse_prd",
+    "read_progress",
     "render_prd_md",
     "save_prd",
 ]
@@ -63,6 +65,8 @@ AGENT_LOG_MAX_BYTES: Final = 8 * 1024 * 1024
 PROGRESS_MAX_BYTES: Final = 2 * 1024 * 1024
 #: One appended entry keeps its first this many bytes (and says it was cut).
 MAX_ENTRY_BYTES: Final = 1024 * 1024
+#: What :func:`read_progress` returns at most (the end of the file: the newest entries).
+PROGRESS_READ_BYTES: Final = 64 * 1024
 #: ``.daedalus/.gitignore``: runtime state never belongs in a commit; the PRD documents may.
 GITIGNORE_LINES: Final = ("worktrees/", "prds/*/agent.log*", "prds/*/events.jsonl", "*.tmp")
 
@@ -168,7 +172,7 @@ def _split(path: Path) -> tuple[Path, tuple[str, ...], str]:
     only in its last component.
     """
     parts = path.parts
-    if len(parts) >= 5 and parts[-4] == ".daedalus" and parts[-3] == "prds":
+    if len(parts) >= 4 and parts[-4] == ".daedalus" and parts[-3] == "prds":
         return Path(*parts[:-4]), (".daedalus", "prds", parts[-2]), parts[-1]
     return path.parent, (), path.name
 
@@ -337,6 +341,8 @@ def render_prd_md(prd: Prd) -> str:
 def create_prd(paths: PrdPaths, prd: Prd) -> None:
     """``prd.md`` (from the PRD), ``prd.json``, an empty ``progress.md``; ``Conflict`` if it exists.
 
+    Also writes ``.daedalus/.gitignore`` when there is none (:func:`ensure_gitignored`).
+
     ``prd.json`` is written last: its presence is what makes the PRD exist, so a create that dies
     half-way can simply be repeated.
     """
@@ -346,6 +352,7 @@ def create_prd(paths: PrdPaths, prd: Prd) -> None:
             details={"field": "name"},
         )
     data = _prd_bytes(prd, paths.prd_json)
+    ensure_gitignored(paths.root)
     with _dir_fd(paths.root, (".daedalus", "prds", paths.name), create=True) as dfd:
         try:
             os.stat("prd.json", dir_fd=dfd, follow_symlinks=False)
@@ -417,6 +424,27 @@ def append_agent_log(
     body = _capped_entry(text.rstrip("\n"), max_entry_bytes)
     entry = f"--- {_stamp(now)} ---\n".encode() + body + b"\n"
     _append(paths, "agent.log", entry, max_bytes)
+
+
+def read_progress(paths: PrdPaths, *, max_bytes: int = PROGRESS_READ_BYTES) -> str:
+    """The end of ``progress.md`` (at most ``max_bytes``; ``""`` when there is none yet), read
+    without following a link: it goes into the provider's prompt, so it must be this PRD's file."""
+    try:
+        with _dir_fd(paths.root, (".daedalus", "prds", paths.name)) as dfd:
+            fd = _open_file(dfd, "progress.md", os.O_RDONLY, paths.progress_md)
+            try:
+                size = os.fstat(fd).st_size
+                start = max(0, size - max_bytes)
+                raw = os.pread(fd, max_bytes, start)
+            finally:
+                os.close(fd)
+    except NotFound:
+        return ""
+    text = raw.decode("utf-8", "replace")
+    if start:
+        # drop the partial line (and any cut character) the window starts in
+        text = text.partition("\n")[2]
+    return text
 
 
 def ensure_gitignored(root: Path) -> bool:
