@@ -196,6 +196,12 @@ def test_seed_data_dir_wins_over_jido_code(e: Env) -> None:
         ("[providers.codex]\ntimeout_s = 0", "providers.codex.timeout_s"),
         ('[providers."a b"]\ncommand = "x"', "providers.a b.[key]"),
         ('provider = "a.b"', "provider"),
+        ('approval_policy = "on request; rm -rf /"', "approval_policy"),
+        ('sandbox_policy = ""', "sandbox_policy"),
+        ('[providers.codex]\nenv = { "1X" = "a" }', "providers.codex.env.1X.[key]"),
+        ("[providers.codex]\nargs = " + repr(["a"] * 65), "providers.codex.args"),
+        ("quality_commands = " + repr(["true"] * 65), "quality_commands"),
+        ("check_output_cap = 10", "check_output_cap"),
     ],
 )
 def test_bad_toml_names_file_and_field(e: Env, text: str, field: str) -> None:
@@ -239,6 +245,27 @@ def test_unreadable_settings_json(e: Env) -> None:
     path.write_text("{")
     with pytest.raises(InvalidInput, match=re.escape(f"{path}: invalid JSON")):
         e.load()
+
+
+def test_layer_keys_are_the_config_keys() -> None:
+    from jidocode.services.prd import config
+
+    assert set(config._Layer.model_fields) == set(PrdConfig.model_fields)
+    assert set(config._RetryLayer.model_fields) == {"max_retries", "retry_delays"}
+
+
+def test_global_only_without_a_root(e: Env) -> None:
+    e.settings("global", {"model": "m"})
+    e.settings(".jido", {"model": "project"})
+    trust_project(e.root, home=e.home)
+    report = load_config_report(None, env=e.env, jido_home=str(e.home))
+    assert report.config.model == "m" and report.trusted is None
+
+
+def test_jido_code_home_from_env(e: Env) -> None:
+    e.settings("global", {"model": "via-env"})
+    config = load_config(str(e.root), env={**e.env, "JIDO_CODE_HOME": str(e.home)})
+    assert config.model == "via-env"
 
 
 def test_every_key_is_documented() -> None:
