@@ -40,12 +40,14 @@ from jidocode.shared.errors import InvalidInput
 from jidocode.shared.events.prd import StoryState
 
 __all__ = [
+    "MAX_ATTEMPTS",
     "MAX_BRANCH_CHARS",
     "MAX_CRITERIA",
     "MAX_CRITERION_CHARS",
     "MAX_DESCRIPTION_CHARS",
     "MAX_NOTES_CHARS",
     "MAX_PRD_DESCRIPTION_CHARS",
+    "MAX_PRIORITY",
     "MAX_STORIES",
     "MAX_TITLE_CHARS",
     "NAME_PATTERN",

@@ -295,7 +295,7 @@ def prds(draw: st.DrawFn) -> Prd:
     return Prd(name="auth", title=draw(_text), description=draw(_text), user_stories=stories)
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=40, deadline=None)
 @given(prds())
 def test_any_prd_survives_the_bytes_on_disk(prd: Prd) -> None:
     # the bytes save_prd writes and load_prd parses (the disk round trip is tested above; fsync

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -11,8 +12,16 @@ import pytest
 from pydantic import ValidationError
 
 from jidocode.services.prd.model import (
+    MAX_ATTEMPTS,
+    MAX_BRANCH_CHARS,
     MAX_CRITERIA,
+    MAX_CRITERION_CHARS,
+    MAX_DESCRIPTION_CHARS,
+    MAX_NOTES_CHARS,
+    MAX_PRD_DESCRIPTION_CHARS,
+    MAX_PRIORITY,
     MAX_STORIES,
+    MAX_TITLE_CHARS,
     Prd,
     UserStory,
     json_schema,
@@ -150,3 +159,38 @@ def test_committed_schema_is_fresh() -> None:
     assert SCHEMA_FILE.read_text() == json_schema_text(), (
         "docs/prd.schema.json is stale: .venv/bin/python -m jidocode.services.prd.model > docs/prd.schema.json"
     )
+
+
+LIMITS = [
+    ("name", lambda n: doc(name="a" * n), 64),
+    ("title", lambda n: doc(title="a" * n), MAX_TITLE_CHARS),
+    ("description", lambda n: doc(description="a" * n), MAX_PRD_DESCRIPTION_CHARS),
+    ("branchName", lambda n: doc(branchName="a" * n), MAX_BRANCH_CHARS),
+    ("userStories", lambda n: doc(*[story(f"s{i}") for i in range(n)]), MAX_STORIES),
+    ("userStories[0].id", lambda n: doc(story("a" * n)), 64),
+    ("userStories[0].title", lambda n: doc(story("a", title="a" * n)), MAX_TITLE_CHARS),
+    ("userStories[0].description", lambda n: doc(story("a", description="a" * n)), MAX_DESCRIPTION_CHARS),
+    ("userStories[0].notes", lambda n: doc(story("a", notes="a" * n)), MAX_NOTES_CHARS),
+    (
+        "userStories[0].acceptanceCriteria",
+        lambda n: doc(story("a", acceptanceCriteria=["c"] * n)),
+        MAX_CRITERIA,
+    ),
+    (
+        "userStories[0].acceptanceCriteria[0]",
+        lambda n: doc(story("a", acceptanceCriteria=["c" * n])),
+        MAX_CRITERION_CHARS,
+    ),
+    ("userStories[0].priority", lambda n: doc(story("a", priority=n)), MAX_PRIORITY),
+    ("userStories[0].attempts", lambda n: doc(story("a", attempts=n)), MAX_ATTEMPTS),
+]
+
+
+@pytest.mark.parametrize(("field", "build", "limit"), LIMITS, ids=[f for f, _, _ in LIMITS])
+def test_every_limit_holds_at_its_value_and_refuses_one_more(
+    field: str, build: Callable[[int], dict[str, Any]], limit: int
+) -> None:
+    parse_prd_data(build(limit))
+    with pytest.raises(InvalidInput) as info:
+        parse_prd_data(build(limit + 1))
+    assert info.value.details["field"] == field
