@@ -216,7 +216,8 @@ def _read_capped(fd: int, limit: int, shown: Path) -> bytes:
 def parse_prd(raw: bytes, shown: Path) -> Prd:
     """Decode and validate ``prd.json`` bytes; ``InvalidInput`` naming the file and the field."""
     try:
-        value: Any = json.loads(raw.decode("utf-8"))
+        # utf-8-sig: a byte order mark some editors write is not worth refusing the file for
+        value: Any = json.loads(raw.decode("utf-8-sig"))
     except UnicodeDecodeError as exc:
         raise InvalidInput(
             f"{shown}: not valid UTF-8 at byte {exc.start}", details={"file": str(shown)}

@@ -145,6 +145,11 @@ def test_bad_files(paths: PrdPaths, content: bytes, words: str) -> None:
     assert words in info.value.message
 
 
+def test_byte_order_mark_is_accepted(paths: PrdPaths) -> None:
+    paths.prd_json.write_bytes(b"\xef\xbb\xbf" + paths.prd_json.read_bytes())
+    assert load_prd(paths.prd_json) == sample()
+
+
 def test_missing_is_not_found(tmp_path: Path) -> None:
     with pytest.raises(NotFound, match="does not exist"):
         load_prd(PrdPaths(tmp_path, "nope").prd_json)
@@ -269,7 +274,7 @@ def test_relative_layout_paths_are_checked_too(paths: PrdPaths, monkeypatch: pyt
         load_prd(Path(".daedalus/prds/auth/prd.json"))
 
 
-_text = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=40)
+_text = st.text(st.characters(codec="utf-8", exclude_categories=("Cs", "Cc")), max_size=40)
 
 
 @st.composite

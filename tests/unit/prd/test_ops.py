@@ -88,6 +88,11 @@ def test_record_attempt_counts_and_appends_notes() -> None:
     assert story_state(only) == "pending"
 
 
+def test_record_attempt_cleans_a_coloured_check_output() -> None:
+    prd = record_attempt(make(story("a")), "a", "\x1b[31mFAILED\x1b[0m tests/test_x.py\r\n\x00")
+    assert prd.user_stories[0].notes == "FAILED tests/test_x.py\n"
+
+
 def test_record_attempt_keeps_the_newest_notes_within_the_cap() -> None:
     prd = make(story("a"))
     for i in range(5):
