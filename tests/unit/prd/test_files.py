@@ -145,6 +145,20 @@ def test_bad_files(paths: PrdPaths, content: bytes, words: str) -> None:
     assert words in info.value.message
 
 
+@pytest.mark.timeout(30)
+def test_special_files_are_refused_without_hanging(paths: PrdPaths) -> None:
+    paths.prd_json.unlink()
+    os.mkfifo(paths.prd_json)
+    with pytest.raises(InvalidInput, match="not a regular file"):
+        load_prd(paths.prd_json)
+    paths.progress_md.unlink()
+    os.mkfifo(paths.progress_md)
+    with pytest.raises(InvalidInput, match="not a regular file"):
+        files.read_progress(paths)
+    with pytest.raises(InvalidInput, match="not a regular file"):
+        append_progress(paths, "x")
+
+
 def test_byte_order_mark_is_accepted(paths: PrdPaths) -> None:
     paths.prd_json.write_bytes(b"\xef\xbb\xbf" + paths.prd_json.read_bytes())
     assert load_prd(paths.prd_json) == sample()
