@@ -95,7 +95,7 @@ _ANSI = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)|[@
 
 
 def _single_line(value: str) -> str:
-    # titles end up in commit subjects, branch-free log lines and terminal rows: one line, no escapes
+    # titles end up in commit subjects, log lines and terminal rows: one line, no escapes
     if found := _LINE_BAD.search(value):
         raise ValueError(
             f"must be one line without control characters (found {found.group()!r} at {found.start()})"
@@ -182,7 +182,7 @@ class Prd(BaseModel):
     description: Annotated[
         str, StringConstraints(max_length=MAX_PRD_DESCRIPTION_CHARS), AfterValidator(_plain_text)
     ] = ""
-    #: The branch the loop works on; empty: the PRD's default (``RunPrd.branch`` wins).
+    #: The branch the loop works on (``RunPrd.branch`` wins); empty: the current branch.
     branch_name: Annotated[str, StringConstraints(max_length=MAX_BRANCH_CHARS)] = ""
     user_stories: list[UserStory] = Field(default_factory=list, max_length=MAX_STORIES)
 
