@@ -116,7 +116,7 @@ IDS = ["s0", "s1", "s2", "s3"]
 OPS = {"start": mark_in_progress, "pass": mark_passed, "attempt": record_attempt, "reset": reset_story}
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(
     st.lists(st.integers(0, 3), min_size=1, max_size=4),
     st.lists(st.tuples(st.sampled_from(sorted(OPS)), st.sampled_from(IDS)), max_size=30),
