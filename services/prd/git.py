@@ -28,6 +28,7 @@ import asyncio
 import contextlib
 import os
 import re
+import signal
 import unicodedata
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -230,7 +231,8 @@ class GitRepo:
         for key, value in (*GIT_PINS, *EXTRA_PINS):
             argv += ["-c", f"{key}={value}"]
         argv += args
-        command = " ".join(args[:2])
+        named = [a if len(a) <= 80 else a[:77] + "…" for a in args[:2]]
+        command = " ".join(named)
         try:
             proc = await asyncio.create_subprocess_exec(
                 *argv,
@@ -239,22 +241,21 @@ class GitRepo:
                 stdin=asyncio.subprocess.PIPE if stdin is not None else asyncio.subprocess.DEVNULL,
                 stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.PIPE,
+                start_new_session=True,  # its own group: a timeout or cancel kills what git started too
             )
         except FileNotFoundError as exc:
-            raise GitError(
-                f"git {command} could not start: {exc}", details={"command": list(args[:2])}
-            ) from None
+            raise GitError(f"git {command} could not start: {exc}", details={"command": named}) from None
         try:
             out, err = await asyncio.wait_for(proc.communicate(stdin), self.timeout_s)
         except TimeoutError:
             raise RequestTimeout(
                 f"git {command} did not finish within {self.timeout_s:g} s (killed)",
-                details={"command": list(args[:2])},
+                details={"command": named},
             ) from None
         finally:
             if proc.returncode is None:
-                with contextlib.suppress(ProcessLookupError):
-                    proc.kill()
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(proc.pid, signal.SIGKILL)
                 await proc.wait()
         text = err.decode("utf-8", "replace").strip()
         if len(text) > STDERR_CAP:
@@ -263,7 +264,7 @@ class GitRepo:
         if check and code != 0:
             raise GitError(
                 f"git {command} failed (exit {code}): {text or '(no message)'}",
-                details={"command": list(args[:2]), "exit_code": code, "stderr": text},
+                details={"command": named, "exit_code": code, "stderr": text},
             )
         return _Run(code, out, text)
 

@@ -272,8 +272,9 @@ async def run_checks(
 
     ``timeout_s`` and ``output_cap`` are per check; ``additional_directories`` are made visible
     (read-write) to the checks as the bash tool's are; ``jido_home`` and ``data_dir`` locate the
-    settings that choose the sandbox (as for the bash tool). An exception of ``on_output`` ends
-    the run (after the check it came from stopped); a cancel stops the running check.
+    settings that choose the sandbox (as for the bash tool). An exception of ``on_output`` is
+    raised once the check it came from has ended (the later checks do not run): the caller's
+    reporting broke, not a check. A cancel stops the running check and everything it started.
     """
     _validate(work_dir, commands, timeout_s, output_cap, stream_cap)
     work_dir = os.path.abspath(work_dir)

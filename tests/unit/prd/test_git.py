@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import stat
 import subprocess
+import uuid
 from pathlib import Path
 
 import pytest
@@ -18,6 +19,7 @@ from hypothesis import strategies as st
 from jidocode.services.prd.git import (
     CAPABILITY,
     DEFAULT_AUTHOR,
+    STDERR_CAP,
     Commit,
     GitError,
     GitRepo,
@@ -25,7 +27,8 @@ from jidocode.services.prd.git import (
     parse_porcelain,
     validate_branch_name,
 )
-from jidocode.shared.errors import Conflict, InvalidInput, NotFound, PermissionDenied
+from jidocode.shared.errors import Conflict, InvalidInput, NotFound, PermissionDenied, RequestTimeout
+from tests.security.sandbox_support import processes_with
 
 
 def host_git(root: Path, *args: str, env: dict[str, str]) -> str:
@@ -354,3 +357,22 @@ async def test_git_failure_names_the_command_and_stderr(repo: Path, env: dict[st
     assert info.value.details["command"] == ["no-such-command", "arg"]
     assert "no-such-command" in info.value.message and info.value.details["stderr"]
     assert info.value.type == "git_error"
+
+
+async def test_git_stderr_is_capped(repo: Path, env: dict[str, str]) -> None:
+    with pytest.raises(GitError) as info:
+        await GitRepo(str(repo), env=env)._git("show", "x" * 5000)
+    assert "x" * 100 in info.value.details["stderr"]  # git's own message, …
+    assert len(info.value.details["stderr"]) <= STDERR_CAP + 10  # … capped
+    assert len(info.value.message) < STDERR_CAP + 200
+
+
+async def test_a_git_command_past_its_timeout_is_killed_with_its_children(
+    repo: Path, env: dict[str, str]
+) -> None:
+    marker = f"jido-git-{uuid.uuid4().hex[:12]}"
+    git = GitRepo(str(repo), env=env, timeout_s=0.5)
+    # an alias of our own making (a repository's config cannot reach _git's arguments)
+    with pytest.raises(RequestTimeout, match=r"did not finish within 0\.5 s"):
+        await git._git("-c", f"alias.slow=!bash -c 'exec -a {marker} sleep 300'", "slow")
+    assert not processes_with(marker)
