@@ -34,6 +34,7 @@ from typing import Final
 
 __all__ = [
     "GUARD",
+    "Behind",
     "Dir",
     "File",
     "Guard",
@@ -49,12 +50,29 @@ __all__ = [
 #: What a snapshot of one project may hold before a Landlock call is refused.
 MAX_BYTES: Final = 16 * 1024 * 1024
 MAX_ENTRIES: Final = 4096
+#: A file standing where a protected path's directory would be (a ``.git`` file) is kept with its
+#: bytes up to this size under bubblewrap too (which does not bind it); larger, only its kind.
+MAX_BLOCKER_BYTES: Final = 64 * 1024
 _DIR_FLAGS: Final = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
 @dataclass(frozen=True, slots=True)
 class Missing:
     """Nothing there (or not reachable through real directories)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Behind:
+    """Unreachable behind ``ancestor``, a file (not a directory) at capture: the ancestor is kept as
+    a node of its own, and nothing is done for the path itself.
+
+    A git worktree's or submodule's ``.git`` is such a file (``gitdir: …``): ``.git/hooks`` and
+    ``.git/config`` are not under it. Removing that file as "in the way" of the missing paths
+    would cut the checkout from its repository; keeping its bytes undoes a command that points
+    it at a repository of its own making.
+    """
+
+    ancestor: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,7 +99,7 @@ class Dir:
     children: tuple[tuple[str, Node], ...]
 
 
-Node = Missing | Present | File | Link | Dir
+Node = Missing | Behind | Present | File | Link | Dir
 
 
 class TooLarge(Exception):
@@ -172,6 +190,18 @@ def _within(path: str, base: str) -> bool:
     return p[: len(b)] == b
 
 
+def _blocker(name: str, dirfd: int, what: str, *, full: bool) -> Node:
+    """A file where a protected path's directory would be: its bytes (``full``: within the snapshot's
+    budget, else raises :class:`TooLarge`; else up to :data:`MAX_BLOCKER_BYTES`, then its kind)."""
+    if full:
+        return _node(name, dirfd, _Budget(), what)
+    try:
+        return _node(name, dirfd, _Budget(bytes=MAX_BLOCKER_BYTES, entries=2), what)
+    except TooLarge:
+        st = _lstat(name, dirfd)
+        return Missing() if st is None else Present(_kind(st.st_mode))
+
+
 def capture(root: str, rels: tuple[str, ...], *, full: bool = True) -> dict[str, Node]:
     """The state of each protected ``rel`` under ``root`` (and of the symlinks on the way to one).
 
@@ -179,7 +209,9 @@ def capture(root: str, rels: tuple[str, ...], *, full: bool = True) -> dict[str,
     :class:`TooLarge`); else a directory or file is recorded as
     :class:`Present` (bubblewrap binds it read-only: only its kind matters).
     A protected path behind a symlink is not recorded itself: the link is, and
-    so is where it leads inside the root (:func:`_expand`).
+    so is where it leads inside the root (:func:`_expand`). One behind a file
+    (a worktree's ``.git``) is recorded :class:`Behind` it, and the file is
+    recorded with its bytes (:func:`_blocker`).
     """
     out: dict[str, Node] = {}
     root_fd = os.open(root, _DIR_FLAGS)
@@ -189,15 +221,24 @@ def capture(root: str, rels: tuple[str, ...], *, full: bool = True) -> dict[str,
             fd = os.dup(root_fd)
             try:
                 blocked: str | None = None
-                for name in parts[:-1]:
+                for i, name in enumerate(parts[:-1]):
                     st = _lstat(name, fd)
-                    if st is None or not stat.S_ISDIR(st.st_mode):
-                        blocked = "link" if st is not None and stat.S_ISLNK(st.st_mode) else "missing"
+                    if st is None:
+                        blocked = "missing"
+                    elif stat.S_ISLNK(st.st_mode):
+                        blocked = "link"
+                    elif not stat.S_ISDIR(st.st_mode):
+                        ancestor = "/".join(parts[: i + 1])
+                        out[rel] = Behind(ancestor)
+                        if ancestor not in out:
+                            out[ancestor] = _blocker(name, fd, ancestor, full=full)
+                        blocked = "file"
+                    if blocked is not None:
                         break
                     nxt = os.open(name, _DIR_FLAGS, dir_fd=fd)
                     os.close(fd)
                     fd = nxt
-                if blocked == "link":
+                if blocked in ("link", "file"):
                     continue
                 if blocked == "missing":
                     out[rel] = Missing()
@@ -286,6 +327,8 @@ def repair(root: str, before: dict[str, Node]) -> list[str]:
     root_fd = os.open(root, _DIR_FLAGS)
     try:
         for rel, node in before.items():
+            if isinstance(node, Behind):
+                continue  # its ancestor is a node of its own
             parts = PurePosixPath(rel).parts
             needed = not isinstance(node, (Missing, Present))
             parent = _walk_for_repair(root_fd, parts, needed, fixed, rel)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import subprocess
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -18,6 +19,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from jidocode.services.prd._capture import HeadTail
+from jidocode.services.prd.git import GitRepo
 from jidocode.services.prd.quality import (
     MAX_COMMANDS,
     MAX_OUTPUT_CAP,
@@ -259,3 +261,26 @@ async def test_a_broken_on_output_is_raised_after_its_check(work: Path) -> None:
     with pytest.raises(RuntimeError, match="the bus is gone"):
         await run_checks(str(work), ["echo x; touch first", "touch second"], on_output=on_output)
     assert (work / "first").exists() and not (work / "second").exists()
+
+
+@pytest.fixture
+def repo(work: Path) -> Path:
+    subprocess.run(["git", "init", "-q", "-b", "main", str(work)], check=True)
+    return work
+
+
+async def test_a_check_in_a_worktree_leaves_it_a_worktree(repo: Path) -> None:
+    work = repo
+    git = GitRepo(str(work))
+    (work / "a").write_text("a")
+    first = await git.commit_all("init")
+    assert first is not None
+    wt = work / ".daedalus" / "worktrees" / "x"
+    await git.add_worktree(str(wt), "prd/x")
+    report = await run_checks(str(wt), ["echo story > story.txt; echo 'gitdir: evil' > .git"])
+    assert report.ok and "put back: .git" in report.checks[0].output
+    commit = await GitRepo(str(wt)).commit_all("story")
+    assert commit is not None and commit.files == ["story.txt"]
+    assert await GitRepo(str(wt)).current_branch() == "prd/x"
+    assert await git.current_branch() == "main"
+    assert await git.dirty_files() == []
