@@ -277,6 +277,17 @@ class GitRepo:
         run = await self._git("rev-parse", "--is-inside-work-tree", check=False)
         return run.code == 0 and run.out.strip() == b"true"
 
+    async def common_dir(self) -> str:
+        """The repository's git directory shared by all its worktrees (absolute).
+
+        A check or provider working in a worktree needs it to run git at all (the sandbox shows
+        only the work dir and hides the home): pass it as an additional (read-only) directory.
+        Take it from the main checkout, whose ``.git`` directory the sandbox protects, not from
+        a worktree's ``.git`` file, which model-run code could have rewritten between calls.
+        """
+        run = await self._git("rev-parse", "--path-format=absolute", "--git-common-dir")
+        return os.path.normpath(run.out.decode("utf-8", "surrogateescape").strip())
+
     async def _require_repo(self) -> None:
         if not await self.is_repo():
             raise NotFound(f"{self.work_dir} is not a git working tree", details={"work_dir": self.work_dir})

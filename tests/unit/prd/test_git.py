@@ -323,6 +323,7 @@ async def test_worktree_add_and_remove(repo: Path, env: dict[str, str], tmp_path
     await git.add_worktree(".daedalus/worktrees/auth", "prd/auth")
     assert (wt / "README").read_text() == "hello\n"
     assert await GitRepo(str(wt), env=env).current_branch() == "prd/auth"
+    assert await GitRepo(str(wt), env=env).common_dir() == await git.common_dir() == str(repo / ".git")
     assert await git.dirty_files() == []  # the worktree lives under .daedalus/
     with pytest.raises(Conflict, match="another worktree"):
         await git.checkout_branch("prd/auth")

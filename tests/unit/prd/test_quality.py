@@ -284,3 +284,13 @@ async def test_a_check_in_a_worktree_leaves_it_a_worktree(repo: Path) -> None:
     assert await GitRepo(str(wt)).current_branch() == "prd/x"
     assert await git.current_branch() == "main"
     assert await git.dirty_files() == []
+    # git itself works in a check in the worktree once it is shown the repository (read-only)
+    common = await git.common_dir()
+    assert common == str(work / ".git")
+    seen = await run_checks(
+        str(wt), ["git log --format=%s", "git commit --allow-empty -qm x"], additional_directories=[common]
+    )
+    assert seen.checks[0].output == "story\ninit\n"
+    assert not seen.checks[1].ok  # … and cannot write to it
+    blind = await run_checks(str(wt), ["git log --format=%s"])
+    assert not blind.ok and "not a git repository" in blind.checks[0].output
