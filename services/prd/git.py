@@ -145,6 +145,11 @@ def validate_branch_name(branch: str) -> str:
     return branch
 
 
+def _shown(path: bytes) -> str:
+    """A path git printed, as text that any JSON encoder takes (bytes that are not UTF-8 escaped)."""
+    return path.decode("utf-8", "backslashreplace")
+
+
 def parse_porcelain(data: bytes) -> list[str]:
     """The paths of ``git status --porcelain=v1 -z``: each entry ``XY path``, a rename's or copy's
     original path as the next NUL-terminated field (both are listed). Sorted, unique."""
@@ -159,10 +164,10 @@ def parse_porcelain(data: bytes) -> list[str]:
         if len(entry) < 4 or entry[2:3] != b" ":
             raise ValueError(f"not a porcelain v1 entry: {entry[:80]!r}")
         xy = entry[:2]
-        paths.add(os.fsdecode(entry[3:]))
+        paths.add(_shown(entry[3:]))
         if b"R" in xy or b"C" in xy:
             if i < len(fields) and fields[i]:
-                paths.add(os.fsdecode(fields[i]))
+                paths.add(_shown(fields[i]))
             i += 1
     return sorted(paths)
 
@@ -382,7 +387,7 @@ class GitRepo:
             raise InvalidInput("commit message is empty")
         if "\0" in message:
             raise InvalidInput("commit message holds a NUL character")
-        data = message.encode("utf-8", "surrogateescape")
+        data = message.encode("utf-8", "replace")  # a lone surrogate is no text: "?"
         if len(data) > MESSAGE_MAX:
             raise InvalidInput(f"commit message is {len(data)} bytes (at most {MESSAGE_MAX})")
         specs = _exclude_specs(exclude)
@@ -413,8 +418,8 @@ class GitRepo:
         )
         sha = (await self._git("rev-parse", "--verify", "HEAD")).out.decode().strip()
         tree = await self._git("diff-tree", "--no-commit-id", "--name-only", "-r", "-z", "--root", "HEAD")
-        files = sorted(os.fsdecode(p) for p in tree.out.split(b"\0") if p)
-        return Commit(sha=sha, message=data.decode("utf-8", "surrogateescape"), files=files)
+        files = sorted(_shown(p) for p in tree.out.split(b"\0") if p)
+        return Commit(sha=sha, message=data.decode("utf-8"), files=files)
 
     async def _staged(self, *pathspecs: str) -> list[str]:
         """Paths staged (index against HEAD, or against nothing before the first commit)."""

@@ -377,3 +377,27 @@ async def test_a_git_command_past_its_timeout_is_killed_with_its_children(
     with pytest.raises(RequestTimeout, match=r"did not finish within 0\.5 s"):
         await git._git("-c", f"alias.slow=!bash -c 'exec -a {marker} sleep 300'", "slow")
     assert not processes_with(marker)
+
+
+async def test_a_project_in_a_subdirectory_sees_and_commits_only_its_own(
+    repo: Path, env: dict[str, str]
+) -> None:
+    (repo / "proj" / ".daedalus").mkdir(parents=True)
+    (repo / "proj" / ".daedalus" / "state").write_text("s")
+    (repo / "proj" / "x.py").write_text("x")
+    (repo / "elsewhere.txt").write_text("not ours")
+    git = GitRepo(str(repo / "proj"), env=env)
+    assert await git.dirty_files() == ["proj/x.py"]  # as git names them: from the top-level
+    commit = await git.commit_all("m")
+    assert commit is not None and commit.files == ["proj/x.py"]
+    assert await GitRepo(str(repo), env=env).dirty_files() == ["elsewhere.txt", "proj/.daedalus/state"]
+
+
+async def test_names_that_are_not_utf8_and_lone_surrogates(repo: Path, env: dict[str, str]) -> None:
+    (repo / os.fsdecode(b"bad-\xff.txt")).write_text("x")
+    git = GitRepo(str(repo), env=env)
+    assert await git.dirty_files() == ["bad-\\xff.txt"]
+    commit = await git.commit_all("lone \ud800 surrogate")
+    assert commit is not None and commit.files == ["bad-\\xff.txt"]
+    assert commit.message == "lone ? surrogate\n"
+    commit.message.encode()  # JSON-safe text
