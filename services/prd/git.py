@@ -248,7 +248,7 @@ class GitRepo:
                 stderr=asyncio.subprocess.PIPE,
                 start_new_session=True,  # its own group: a timeout or cancel kills what git started too
             )
-        except FileNotFoundError as exc:
+        except OSError as exc:  # no git on PATH, or the work dir is gone
             raise GitError(f"git {command} could not start: {exc}", details={"command": named}) from None
         try:
             out, err = await asyncio.wait_for(proc.communicate(stdin), self.timeout_s)

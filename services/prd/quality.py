@@ -78,7 +78,12 @@ class QualityReport:
 
 
 def _validate(
-    work_dir: str, commands: Sequence[str], timeout_s: float, output_cap: int, stream_cap: int
+    work_dir: str,
+    commands: Sequence[str],
+    timeout_s: float,
+    output_cap: int,
+    stream_cap: int,
+    additional_directories: Sequence[str],
 ) -> None:
     if isinstance(commands, str):
         raise InvalidInput("quality commands must be a list of commands, not one string")
@@ -102,6 +107,11 @@ def _validate(
         )
     if stream_cap < 0:
         raise InvalidInput(f"check stream_cap must be >= 0, not {stream_cap!r}")
+    if isinstance(additional_directories, str) or len(additional_directories) > MAX_COMMANDS:
+        raise InvalidInput(f"additional_directories must be a list of at most {MAX_COMMANDS} paths")
+    for d in additional_directories:
+        if not isinstance(d, str) or not os.path.isabs(d) or "\0" in d:
+            raise InvalidInput(f"additional directory {d!r} is not an absolute path")
     if not work_dir or "\0" in work_dir:
         raise InvalidInput(f"work_dir {work_dir!r} is not a path")
     if not os.path.isdir(work_dir):
@@ -276,7 +286,7 @@ async def run_checks(
     raised once the check it came from has ended (the later checks do not run): the caller's
     reporting broke, not a check. A cancel stops the running check and everything it started.
     """
-    _validate(work_dir, commands, timeout_s, output_cap, stream_cap)
+    _validate(work_dir, commands, timeout_s, output_cap, stream_cap, additional_directories)
     work_dir = os.path.abspath(work_dir)
     checks: list[CheckOutcome] = []
     for command in commands:

@@ -239,6 +239,8 @@ async def test_sandbox_refusal_is_a_failed_check(work: Path, jido_home: Path) ->
         ({"commands": ["true"], "output_cap": 10}, "output_cap"),
         ({"commands": ["true"], "output_cap": MAX_OUTPUT_CAP + 1}, "output_cap"),
         ({"commands": ["true"], "stream_cap": -1}, "stream_cap"),
+        ({"commands": ["true"], "additional_directories": ["rel/dir"]}, "not an absolute path"),
+        ({"commands": ["true"], "additional_directories": "/opt"}, "list of at most"),
     ],
 )
 async def test_bad_arguments_refused_before_anything_runs(
