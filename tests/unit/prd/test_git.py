@@ -6,6 +6,7 @@ reaches git); git on the host (:func:`host_git`) sets them up and checks what th
 
 from __future__ import annotations
 
+import asyncio
 import os
 import stat
 import subprocess
@@ -13,7 +14,7 @@ import uuid
 from pathlib import Path
 
 import pytest
-from hypothesis import given
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from jidocode.services.prd.git import (
@@ -401,3 +402,43 @@ async def test_names_that_are_not_utf8_and_lone_surrogates(repo: Path, env: dict
     assert commit is not None and commit.files == ["bad-\\xff.txt"]
     assert commit.message == "lone ? surrogate\n"
     commit.message.encode()  # JSON-safe text
+
+
+_ENTRY = st.tuples(
+    st.sampled_from([" M", "M ", "A ", "D ", "??", "R ", "C ", "RM", "UU"]),
+    st.text(st.characters(exclude_characters="\0", exclude_categories=("Cs",)), min_size=1, max_size=12),
+    st.text(st.characters(exclude_characters="\0", exclude_categories=("Cs",)), min_size=1, max_size=12),
+)
+
+
+@given(st.lists(_ENTRY, max_size=8))
+def test_parse_porcelain_property(entries: list[tuple[str, str, str]]) -> None:
+    data = b""
+    expected: set[str] = set()
+    for xy, path, orig in entries:
+        data += f"{xy} {path}\0".encode()
+        expected.add(path)
+        if "R" in xy or "C" in xy:
+            data += f"{orig}\0".encode()
+            expected.add(orig)
+    assert parse_porcelain(data) == sorted(expected)
+
+
+_MESSAGE = st.text(
+    st.characters(exclude_characters="\0", exclude_categories=("Cs",)), min_size=1, max_size=200
+).filter(str.strip)
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(message=_MESSAGE)
+def test_any_message_is_committed_byte_for_byte(repo: Path, env: dict[str, str], message: str) -> None:
+    async def commit() -> Commit | None:
+        (repo / "f").write_text(uuid.uuid4().hex)
+        return await GitRepo(str(repo), env=env).commit_all(message)
+
+    made = asyncio.run(commit())
+    assert made is not None
+    body = subprocess.run(
+        ["git", "-C", str(repo), "cat-file", "commit", made.sha], capture_output=True, check=True, env=env
+    ).stdout.split(b"\n\n", 1)[1]
+    assert body == (message if message.endswith("\n") else message + "\n").encode()
