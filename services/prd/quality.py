@@ -28,6 +28,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Final
 
 from jidocode.shared import sandbox
+from jidocode.shared.config import default_jido_home
 from jidocode.shared.errors import InvalidInput, NotFound, PermissionDenied, RequestTimeout
 from jidocode.shared.events.prd import CheckOutcome
 
@@ -281,13 +282,16 @@ async def run_checks(
     in order, all of them (a failing check does not skip the next).
 
     ``timeout_s`` and ``output_cap`` are per check; ``additional_directories`` are made visible
-    (read-write) to the checks as the bash tool's are; ``jido_home`` and ``data_dir`` locate the
-    settings that choose the sandbox (as for the bash tool). An exception of ``on_output`` is
+    (read-only) to the checks as the bash tool's are; ``jido_home`` (default: ``$JIDO_CODE_HOME``,
+    else ``~/.jido_code``) and ``data_dir`` locate the settings that choose the sandbox, as for
+    the bash tool, and the global layer is hidden from the checks. An exception of ``on_output`` is
     raised once the check it came from has ended (the later checks do not run): the caller's
     reporting broke, not a check. A cancel stops the running check and everything it started.
     """
     _validate(work_dir, commands, timeout_s, output_cap, stream_cap, additional_directories)
     work_dir = os.path.abspath(work_dir)
+    # as the tool runner does: the global layer is hidden from the check wherever it lives
+    home = jido_home or str(default_jido_home())
     checks: list[CheckOutcome] = []
     for command in commands:
         checks.append(
@@ -299,7 +303,7 @@ async def run_checks(
                 stream_cap=stream_cap,
                 on_output=on_output,
                 additional_directories=tuple(additional_directories),
-                jido_home=jido_home,
+                jido_home=home,
                 data_dir=data_dir,
             )
         )
