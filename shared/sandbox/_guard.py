@@ -34,7 +34,6 @@ from typing import Final
 
 __all__ = [
     "GUARD",
-    "Behind",
     "Dir",
     "File",
     "Guard",
@@ -50,29 +49,12 @@ __all__ = [
 #: What a snapshot of one project may hold before a Landlock call is refused.
 MAX_BYTES: Final = 16 * 1024 * 1024
 MAX_ENTRIES: Final = 4096
-#: A file standing where a protected path's directory would be (a ``.git`` file) is kept with its
-#: bytes up to this size under bubblewrap too (which does not bind it); larger, only its kind.
-MAX_BLOCKER_BYTES: Final = 64 * 1024
 _DIR_FLAGS: Final = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
 @dataclass(frozen=True, slots=True)
 class Missing:
     """Nothing there (or not reachable through real directories)."""
-
-
-@dataclass(frozen=True, slots=True)
-class Behind:
-    """Unreachable behind ``ancestor``, a file (not a directory) at capture: the ancestor is kept as
-    a node of its own, and nothing is done for the path itself.
-
-    A git worktree's or submodule's ``.git`` is such a file (``gitdir: …``): ``.git/hooks`` and
-    ``.git/config`` are not under it. Removing that file as "in the way" of the missing paths
-    would cut the checkout from its repository; keeping its bytes undoes a command that points
-    it at a repository of its own making.
-    """
-
-    ancestor: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,7 +81,7 @@ class Dir:
     children: tuple[tuple[str, Node], ...]
 
 
-Node = Missing | Behind | Present | File | Link | Dir
+Node = Missing | Present | File | Link | Dir
 
 
 class TooLarge(Exception):
@@ -190,18 +172,6 @@ def _within(path: str, base: str) -> bool:
     return p[: len(b)] == b
 
 
-def _blocker(name: str, dirfd: int, what: str, *, full: bool) -> Node:
-    """A file where a protected path's directory would be: its bytes (``full``: within the snapshot's
-    budget, else raises :class:`TooLarge`; else up to :data:`MAX_BLOCKER_BYTES`, then its kind)."""
-    if full:
-        return _node(name, dirfd, _Budget(), what)
-    try:
-        return _node(name, dirfd, _Budget(bytes=MAX_BLOCKER_BYTES, entries=2), what)
-    except TooLarge:
-        st = _lstat(name, dirfd)
-        return Missing() if st is None else Present(_kind(st.st_mode))
-
-
 def capture(root: str, rels: tuple[str, ...], *, full: bool = True) -> dict[str, Node]:
     """The state of each protected ``rel`` under ``root`` (and of the symlinks on the way to one).
 
@@ -209,9 +179,7 @@ def capture(root: str, rels: tuple[str, ...], *, full: bool = True) -> dict[str,
     :class:`TooLarge`); else a directory or file is recorded as
     :class:`Present` (bubblewrap binds it read-only: only its kind matters).
     A protected path behind a symlink is not recorded itself: the link is, and
-    so is where it leads inside the root (:func:`_expand`). One behind a file
-    (a worktree's ``.git``) is recorded :class:`Behind` it, and the file is
-    recorded with its bytes (:func:`_blocker`).
+    so is where it leads inside the root (:func:`_expand`).
     """
     out: dict[str, Node] = {}
     root_fd = os.open(root, _DIR_FLAGS)
@@ -221,27 +189,19 @@ def capture(root: str, rels: tuple[str, ...], *, full: bool = True) -> dict[str,
             fd = os.dup(root_fd)
             try:
                 blocked: str | None = None
-                for i, name in enumerate(parts[:-1]):
+                for name in parts[:-1]:
                     st = _lstat(name, fd)
-                    if st is None:
-                        blocked = "missing"
-                    elif stat.S_ISLNK(st.st_mode):
-                        blocked = "link"
-                    elif not stat.S_ISDIR(st.st_mode):
-                        ancestor = "/".join(parts[: i + 1])
-                        out[rel] = Behind(ancestor)
-                        if ancestor not in out:
-                            out[ancestor] = _blocker(name, fd, ancestor, full=full)
-                        blocked = "file"
-                    if blocked is not None:
+                    if st is None or not stat.S_ISDIR(st.st_mode):
+                        blocked = "link" if st is not None and stat.S_ISLNK(st.st_mode) else "missing"
                         break
                     nxt = os.open(name, _DIR_FLAGS, dir_fd=fd)
                     os.close(fd)
                     fd = nxt
-                if blocked in ("link", "file"):
+                if blocked == "link":
                     continue
                 if blocked == "missing":
                     out[rel] = Missing()
+                    _keep_file_in_the_way(out, parts, root_fd)
                     continue
                 st = _lstat(parts[-1], fd)
                 if not full and st is not None and not stat.S_ISLNK(st.st_mode):
@@ -253,6 +213,36 @@ def capture(root: str, rels: tuple[str, ...], *, full: bool = True) -> dict[str,
     finally:
         os.close(root_fd)
     return out
+
+
+def _keep_file_in_the_way(out: dict[str, Node], parts: tuple[str, ...], root_fd: int) -> None:
+    """Record a regular file that stands where a protected path's parent directory would be.
+
+    A git worktree's ``.git`` is such a file (``gitdir: …``): ``.git/hooks`` cannot exist under
+    it, and the repair must not take the file for one planted in the way. Recorded with its
+    bytes, it is left alone when unchanged and put back when a command changed it.
+    """
+    fd = os.dup(root_fd)
+    try:
+        for i, name in enumerate(parts[:-1]):
+            st = _lstat(name, fd)
+            if st is None:
+                return
+            if stat.S_ISREG(st.st_mode):
+                rel = "/".join(parts[: i + 1])
+                if rel not in out:
+                    try:
+                        out[rel] = _node(name, fd, _Budget(), rel)
+                    except TooLarge:
+                        return
+                return
+            if not stat.S_ISDIR(st.st_mode):
+                return
+            nxt = os.open(name, _DIR_FLAGS, dir_fd=fd)
+            os.close(fd)
+            fd = nxt
+    finally:
+        os.close(fd)
 
 
 def _remove(name: str, dirfd: int) -> None:
@@ -296,14 +286,23 @@ def _same(name: str, dirfd: int, node: Node) -> bool:
 
 
 def _walk_for_repair(
-    root_fd: int, parts: tuple[str, ...], needed: bool, fixed: list[str], rel: str
+    root_fd: int,
+    parts: tuple[str, ...],
+    needed: bool,
+    fixed: list[str],
+    rel: str,
+    before: dict[str, Node] | None = None,
 ) -> int | None:
-    """Open the parent of ``parts[-1]``, removing links and files in the way (and creating dirs if ``needed``)."""
+    """Open the parent of ``parts[-1]``, removing links and files in the way (and creating dirs if
+    ``needed``); a file ``before`` recorded in the way, unchanged, is kept (a worktree's ``.git``)."""
     fd = os.dup(root_fd)
     handed_over = False
     try:
         for i, name in enumerate(parts[:-1]):
             st = _lstat(name, fd)
+            was = (before or {}).get("/".join(parts[: i + 1]))
+            if st is not None and isinstance(was, File) and not needed and _same(name, fd, was):
+                return None  # the protected path cannot exist below a file, as before the call
             if st is not None and not stat.S_ISDIR(st.st_mode):
                 _remove(name, fd)  # a link or file took the place of a directory: it makes rel reachable
                 fixed.append("/".join(parts[: i + 1]))
@@ -327,11 +326,9 @@ def repair(root: str, before: dict[str, Node]) -> list[str]:
     root_fd = os.open(root, _DIR_FLAGS)
     try:
         for rel, node in before.items():
-            if isinstance(node, Behind):
-                continue  # its ancestor is a node of its own
             parts = PurePosixPath(rel).parts
             needed = not isinstance(node, (Missing, Present))
-            parent = _walk_for_repair(root_fd, parts, needed, fixed, rel)
+            parent = _walk_for_repair(root_fd, parts, needed, fixed, rel, before)
             if parent is None:
                 continue
             try:

@@ -1,80 +1,41 @@
-"""A project that is a git worktree (``.git`` is a file, ``gitdir: …``) under the OS sandbox.
-
-The PRD loop runs stories in worktrees (``.daedalus/worktrees/<name>``). The guard used to
-remove that ``.git`` file after every call, as a file "in the way" of the missing
-``.git/hooks``: the checkout was cut from its repository, and the next git command in it
-found the enclosing repository instead (the loop then committed the worktree's files to the
-main branch). Now the file is kept, and a command that changes it gets it put back.
-"""
+"""A git worktree's ``.git`` is a file: the protected-path repair keeps it (it used to remove it as
+a file planted in the way of ``.git/hooks``, which broke every git command in the worktree after
+one sandboxed call) and still puts it back when a command changed it."""
 
 from __future__ import annotations
 
-import subprocess
-from dataclasses import dataclass
 from pathlib import Path
 
-import pytest
-
-from jidocode.shared.policy import Policy
-from tests.security.sandbox_support import MODES, git, make_project, output, sh, skip_unless, write_global
+from jidocode.shared.sandbox._guard import File, Missing, capture, repair
 
 
-@dataclass
-class Worktree:
-    root: Path
-    gitfile: bytes
-    policy: Policy
+def _worktree(tmp_path: Path) -> Path:
+    wt = tmp_path / "wt"
+    wt.mkdir()
+    (wt / ".git").write_text("gitdir: /repo/.git/worktrees/wt\n")
+    return wt
 
 
-@pytest.fixture(params=MODES)
-def wt(request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Worktree:
-    mode = request.param
-    skip_unless(mode)
-    home = tmp_path / "home"
-    home.mkdir()
-    monkeypatch.setenv("HOME", str(home))
-    jido_home = tmp_path / "jido_home"
-    write_global(jido_home, {"mode": mode})
-    main = make_project(tmp_path / "main")
-    git(main, "add", "-A")
-    git(main, "-c", "user.name=T", "-c", "user.email=t@x", "commit", "-qm", "init")
-    root = tmp_path / "wt"
-    git(main, "worktree", "add", "-q", "-b", "story", str(root))
-    return Worktree(
-        root, (root / ".git").read_bytes(), Policy.build(str(root), jido_home=str(jido_home), home=str(home))
-    )
+def test_an_unchanged_git_file_in_the_way_is_kept(tmp_path: Path) -> None:
+    wt = _worktree(tmp_path)
+    before = capture(str(wt), (".git/hooks", ".git/config"), full=False)
+    assert before[".git/hooks"] == Missing()
+    assert isinstance(before[".git"], File)
+    assert repair(str(wt), before) == []
+    assert (wt / ".git").read_text() == "gitdir: /repo/.git/worktrees/wt\n"
 
 
-def _branch(root: Path) -> str:
-    return subprocess.run(
-        ["git", "-C", str(root), "rev-parse", "--abbrev-ref", "HEAD"],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.strip()
+def test_a_changed_git_file_is_put_back_and_a_planted_one_removed(tmp_path: Path) -> None:
+    wt = _worktree(tmp_path)
+    before = capture(str(wt), (".git/hooks",), full=False)
+    (wt / ".git").write_text("gitdir: /tmp/evil\n")  # a command redirects git elsewhere
+    assert ".git" in repair(str(wt), before)
+    assert (wt / ".git").read_text() == "gitdir: /repo/.git/worktrees/wt\n"
 
-
-async def test_a_call_in_a_worktree_keeps_its_git_file(wt: Worktree) -> None:
-    # (git itself cannot work in there: the main repository is under the host's /tmp, hidden)
-    assert "done" in output(await sh(wt.policy, "echo x > new.txt; echo done"))
-    assert (wt.root / ".git").read_bytes() == wt.gitfile
-    assert _branch(wt.root) == "story"
-    assert "new.txt" in git(wt.root, "status", "--porcelain").stdout
-
-
-async def test_a_retargeted_git_file_is_put_back(wt: Worktree) -> None:
-    await sh(
-        wt.policy,
-        "mkdir -p evil/hooks; printf '[core]\\n\\tfsmonitor = ./x\\n' > evil/config; "
-        "echo 'gitdir: evil' > .git; echo done",
-    )
-    assert (wt.root / ".git").read_bytes() == wt.gitfile
-    assert _branch(wt.root) == "story"
-
-
-async def test_a_git_directory_in_place_of_the_file_is_undone(wt: Worktree) -> None:
-    await sh(
-        wt.policy, "rm -f .git; mkdir -p .git/hooks; echo 'touch PWNED' > .git/hooks/pre-commit; echo done"
-    )
-    assert (wt.root / ".git").is_file() and (wt.root / ".git").read_bytes() == wt.gitfile
-    assert _branch(wt.root) == "story"
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    before = capture(str(plain), (".git/hooks",), full=False)
+    assert ".git" not in before
+    (plain / ".git").write_text("gitdir: /tmp/evil\n")  # planted where no .git was
+    assert ".git" in repair(str(plain), before)
+    assert not (plain / ".git").exists()
