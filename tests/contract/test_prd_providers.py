@@ -37,6 +37,7 @@ from jidocode.services.prd.providers.registry import ProviderRegistry
 from jidocode.services.registry import serve_many
 from jidocode.shared.bus import Bus
 from jidocode.shared.config import Config
+from jidocode.shared.errors import InvalidInput
 from jidocode.shared.natsserver import NatsServer
 from jidocode.shared.trust import trust_project
 from tests.helpers import wait_for_services
@@ -50,11 +51,19 @@ KEYS = ("jidocode", *CLI_KEYS)
 WAIT = 60.0
 FAKE_PYTHON = "/usr/bin/python3"
 FAKE_CLI = """#!{python}
-import json, os, sys, time
+import json, os, subprocess, sys, time
 golden = sys.argv[1]
 stdin = "" if sys.stdin is None or sys.stdin.isatty() else sys.stdin.read()
 with open("received.json", "w") as f:
-    json.dump({{"argv": sys.argv[2:], "stdin": stdin}}, f)
+    json.dump({{"argv": sys.argv[2:], "stdin": stdin, "env": dict(os.environ)}}, f)
+if os.environ.get("FAKE_CHILD"):
+    # a grandchild in a session of its own: it must end with the run all the same
+    subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)", golden], start_new_session=True)
+if os.environ.get("FAKE_STDERR"):
+    sys.stderr.write("e" * int(os.environ["FAKE_STDERR"]) + "THE-END")
+    sys.stderr.flush()
+if os.environ.get("FAKE_BIG"):
+    print("x" * int(os.environ["FAKE_BIG"]), flush=True)
 lines = open(golden).read().splitlines()
 hold = float(os.environ.get("FAKE_HOLD", "0"))
 for line in lines[:2] if hold else lines:
@@ -94,12 +103,12 @@ class System:
     settings: dict[str, Any] = field(default_factory=dict)
     projects: int = 0
 
-    def project(self, allow: list[str]) -> Path:
+    def project(self, allow: list[str], ask: tuple[str, ...] = ()) -> Path:
         self.projects += 1
         root = self.base / f"p{self.projects}"
         (root / ".jido").mkdir(parents=True)
         (root / ".jido" / "settings.json").write_text(
-            json.dumps({"permissions": {"allow": allow}, "llm": self.settings})
+            json.dumps({"permissions": {"allow": allow, "ask": list(ask)}, "llm": self.settings})
         )
         trust_project(root, home=self.home)
         return root
@@ -286,7 +295,7 @@ async def test_cancel_ends_the_run_as_cancelled_and_leaves_no_process(harness: H
         await harness.hold(prompt)
         provider = harness.make()
     else:
-        provider = harness.make(env={"FAKE_HOLD": "120"})
+        provider = harness.make(env={"FAKE_HOLD": "120", "FAKE_CHILD": "1"})
     run = await provider.run_iteration(harness.request(prompt))
     events = run.events()
     first = await asyncio.wait_for(anext(events), WAIT)
@@ -329,3 +338,174 @@ async def test_a_cli_exiting_with_an_error_status_is_a_transient_failure(key: st
     events, result = await _run(provider, harness.request("exits 3"))
     _assert_order(events)
     assert result.failure == "transient" and "status 3" in result.error, result
+
+
+# -- the CLI runner's limits (one flavor is enough: the runner is shared) ------------------------------
+
+
+async def test_a_cli_runs_in_the_sandbox_with_its_env_and_the_prompt_as_one_item(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PRD_TEST_SECRET", "must-not-leak")
+    harness = _cli_harness("gemini", tmp_path)
+    prompt = 'add greet(); then run `rm -rf /` ; $(whoami) "quoted"'
+    _, result = await _run(harness.make(env={"PROVIDER_TOKEN": "t0k"}), harness.request(prompt))
+    assert result.ok, result
+    assert result.metadata["sandbox"] in ("bubblewrap", "landlock"), result.metadata
+    received = json.loads((tmp_path / "work-gemini" / "received.json").read_text())
+    assert received["argv"][-2:] == ["-p", prompt]  # one argv item, never a shell line
+    assert received["env"]["PROVIDER_TOKEN"] == "t0k"
+    assert "NATS_URL" not in received["env"]  # the sandbox's scrubbed environment
+    assert "PRD_TEST_SECRET" not in received["env"]
+
+
+async def test_a_timeout_kills_the_whole_process_tree(tmp_path: Path) -> None:
+    harness = _cli_harness("codex", tmp_path)
+    provider = harness.make(timeout_s=1.0, env={"FAKE_HOLD": "120", "FAKE_CHILD": "1"})
+    events, result = await _run(provider, harness.request("slow"))
+    _assert_order(events)
+    assert result.failure == "transient" and "timed out after 1 s" in result.error, result
+    assert harness.leftovers() == []
+
+
+async def test_an_oversized_line_is_skipped_and_counted(tmp_path: Path) -> None:
+    harness = _cli_harness("claude", tmp_path)
+    events, result = await _run(harness.make(env={"FAKE_BIG": str(3 * 1024 * 1024)}), harness.request("big"))
+    assert result.ok, result
+    assert result.metadata["oversized_lines"] == "1"
+    assert events[-1].kind == "iteration_finished"
+
+
+async def test_too_many_lines_end_the_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from jidocode.services.prd.providers import cli_stream
+
+    monkeypatch.setattr(cli_stream, "MAX_LINES", 3)
+    harness = _cli_harness("codex", tmp_path)
+    events, result = await _run(harness.make(), harness.request("chatty"))
+    _assert_order(events)
+    assert result.failure == "fatal" and "more than 3 lines" in result.error, result
+
+
+async def test_stderr_is_capped_and_quoted_in_the_error(tmp_path: Path) -> None:
+    harness = _cli_harness("codex", tmp_path)
+    provider = harness.make(env={"FAKE_STDERR": str(300 * 1024), "FAKE_EXIT": "2", "FAKE_HOLD": "0.01"})
+    _, result = await _run(provider, harness.request("noisy"))
+    assert result.failure == "transient" and result.error.endswith("THE-END"), result.error[-80:]
+    assert len(result.error) < 3_000
+
+
+@pytest.mark.parametrize(
+    ("settings", "field"),
+    [
+        ({"command": "codex=evil"}, "providers.codex.command"),
+        ({"env": {"1BAD": "x"}}, "providers.codex.env"),
+        ({"timeout_s": -1}, "providers.codex.timeout_s"),
+        ({"colour": "blue"}, "providers.codex.colour"),
+    ],
+)
+async def test_a_broken_cli_configuration_names_the_field(settings: dict[str, Any], field: str) -> None:
+    with pytest.raises(InvalidInput) as caught:
+        ProviderRegistry({"codex": settings}).resolve("codex", ProviderContext())
+    assert field in caught.value.message, caught.value.message
+
+
+# -- the jidocode provider's own behaviour (same system) --------------------------------------------
+
+
+async def _jidocode_run(
+    system: System,
+    prompt: str,
+    replies: list[Reply],
+    allow: list[str],
+    *,
+    ask: tuple[str, ...] = (),
+    **request: Any,
+) -> tuple[list[ProviderEvent], IterationResult]:
+    root = system.project(allow, ask)
+    system.router.scripts[prompt] = replies
+    provider = ProviderRegistry({"jidocode": {"timeout_s": WAIT}}).resolve(
+        "jidocode", ProviderContext(bus=system.bus)
+    )
+    return await _run(provider, IterationRequest(work_dir=str(root), prompt=prompt, **request))
+
+
+async def test_jidocode_bash_output_is_command_output(system: System) -> None:
+    events, result = await _jidocode_run(
+        system,
+        "run echo",
+        [Reply.tools(call("bash", command="echo provider-says-hi")), Reply.answer("echoed")],
+        ["Bash(echo:*)"],
+    )
+    _assert_order(events)
+    outputs = [e for e in events if e.kind == "command_output"]
+    assert len(outputs) == 1 and outputs[0].command == "echo provider-says-hi"
+    assert "provider-says-hi" in outputs[0].text and outputs[0].exit_code == 0
+    assert result.ok and result.summary == "echoed"
+    assert result.usage.get("total_tokens", 0) > 0
+
+
+async def test_jidocode_denies_approvals_when_nobody_watches(system: System) -> None:
+    events, result = await _jidocode_run(
+        system,
+        "needs approval",
+        [Reply.tools(call("bash", command="touch made-by-bash")), Reply.answer("could not")],
+        [],
+        ask=("Bash",),
+    )
+    _assert_order(events)
+    finished = [e for e in events if e.kind == "tool_finished"]
+    assert len(finished) == 1 and finished[0].ok is False, events
+    assert (
+        result.ok and result.metadata["approvals_denied"] == "1" and result.metadata["denied_tools"] == "bash"
+    )
+
+
+async def test_jidocode_leaves_approvals_to_a_human_on_request(system: System) -> None:
+    root = system.project([], ("Bash",))
+    prompt = "ask a human"
+    system.router.scripts[prompt] = [
+        Reply.tools(call("bash", command="echo approved-run")),
+        Reply.answer("ran"),
+    ]
+    provider = ProviderRegistry({"jidocode": {"timeout_s": WAIT}}).resolve(
+        "jidocode", ProviderContext(bus=system.bus)
+    )
+    run = await provider.run_iteration(
+        IterationRequest(work_dir=str(root), prompt=prompt, approval_policy="on-request")
+    )
+    seen: list[ProviderEvent] = []
+    async for ev in run.events():
+        seen.append(ev)
+        if ev.metadata.get("approval") == "pending":
+            # the human: answers through the conversation like the console does
+            from jidocode.shared.clients import ConversationsClient, EngineClient
+            from jidocode.shared.events.conversation import ApprovalResponse
+
+            project = await EngineClient(system.bus).start_project(str(root))
+            answer = ApprovalResponse(request_id=ev.metadata["request_id"], decision="approve_once")
+            conversation_id = run.conversation_id  # type: ignore[attr-defined]
+            await ConversationsClient(system.bus, project.project_id).send_event(
+                conversation_id, answer.type, answer.to_data()
+            )
+    result = await asyncio.wait_for(run.result(), WAIT)
+    assert result.ok, result
+    assert any(e.kind == "command_output" and "approved-run" in e.text for e in seen)
+    assert result.metadata["approvals_pending"] == "1"
+
+
+@pytest.mark.parametrize(("status", "failure"), [(401, "config"), (429, "transient")])
+async def test_jidocode_model_failures_are_typed(system: System, status: int, failure: str) -> None:
+    events, result = await _jidocode_run(system, f"fails {status}", [Reply.error(status)], ["Write"])
+    _assert_order(events)
+    assert events[-1].kind == "error" and events[-1].metadata["failure"] == failure
+    assert result.ok is False and result.failure == failure, result
+
+
+async def test_jidocode_refuses_what_it_cannot_do(system: System) -> None:
+    provider = ProviderRegistry().resolve("jidocode", ProviderContext(bus=system.bus))
+    with pytest.raises(ProviderError) as caught:
+        await provider.run_iteration(IterationRequest(work_dir="/", prompt="p", approval_policy="untrusted"))
+    assert caught.value.kind == "config" and "untrusted" in caught.value.message
+    with pytest.raises(InvalidInput) as missing:
+        ProviderRegistry().resolve("jidocode", ProviderContext())
+    assert "bus" in missing.value.message
