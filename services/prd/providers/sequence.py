@@ -8,7 +8,7 @@ nothing of the ones before. :class:`Sequencer` keeps the little state the contra
 - streamed text pieces (``metadata.delta == "true"``) are joined into one ``assistant_text``;
 - a tool call is started once and finished once; a finish without a start gets its start; a tool
   call that ran a command (its start names ``command``) gets one ``command_output`` before its
-  finish, whether the native stream had one or not;
+  finish, whether the native stream had one or not (and none after it);
 - terminal events (``iteration_finished``, ``error``; the last error counts) are held back: :meth:`Sequencer.finish`
   emits exactly one of them, last, and the :class:`IterationResult` that goes with it, from what
   was held, how the process ended and whether the run was stopped (cancel, timeout, limits).
@@ -168,9 +168,15 @@ class Sequencer:
                 case "tool_started":
                     out += self._tool_started(ev)
                 case "command_output":
-                    if ev.call_id and ev.call_id in self._outputs:
+                    if ev.call_id and (ev.call_id in self._outputs or ev.call_id in self._finished):
                         continue
                     if ev.call_id:
+                        if ev.call_id not in self._started:
+                            out += self._tool_started(
+                                ProviderEvent(
+                                    kind="tool_started", tool=ev.tool, call_id=ev.call_id, command=ev.command
+                                )
+                            )
                         self._outputs.add(ev.call_id)
                         start = self._started.get(ev.call_id)
                         if start is not None and not ev.command:
