@@ -58,6 +58,7 @@ from .base import (
     ProviderContext,
     ProviderError,
     ProviderEvent,
+    full_prompt,
 )
 from .channel import EventChannel
 from .sequence import Sequencer, clip, clip_input
@@ -248,7 +249,7 @@ class ConversationRun:
         await self._bus.nc.flush()
         try:
             await self._client.start(self.conversation_id, settings=self._settings)
-            message = UserMessage(text=self._request.prompt)
+            message = UserMessage(text=full_prompt(self._request))
             await self._client.send_event(
                 self.conversation_id,
                 message.type,
