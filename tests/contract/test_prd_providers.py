@@ -49,6 +49,9 @@ CLI_KEYS = ("codex", "claude", "gemini")
 KEYS = ("jidocode", *CLI_KEYS)
 #: Bound of every wait (a loaded machine), never a sleep.
 WAIT = 60.0
+#: How long the model takes to answer a turn the cancel test cancels first (ample for a loaded
+#: machine; shorter keeps the scripted server's shutdown from waiting on it).
+HOLD_S = 8.0
 FAKE_PYTHON = "/usr/bin/python3"
 FAKE_CLI = """#!{python}
 import json, os, subprocess, sys, time
@@ -228,7 +231,7 @@ def _jidocode_harness(system: System) -> Harness:
         assert (Path(req.work_dir) / "story.txt").read_text() == f"done: {req.prompt}\n"
 
     async def hold(prompt: str) -> None:
-        system.router.scripts[prompt] = [Reply.answer("too late", delay_s=WAIT)]
+        system.router.scripts[prompt] = [Reply.answer("too late", delay_s=HOLD_S)]
 
     return Harness("jidocode", make, request, check_done, hold=hold)
 

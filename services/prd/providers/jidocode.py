@@ -375,6 +375,7 @@ class ConversationRun:
             await asyncio.shield(self._stop_conversation("cancelled by the PRD loop"))
         finally:
             await asyncio.shield(self._unfollow())
+            await asyncio.shield(self._let_go())
         if outcome is not None and stopped is None:
             if outcome.status == "answered":
                 usage = {f"usage.{k}": str(v) for k, v in self._usage.items()}
@@ -407,6 +408,13 @@ class ConversationRun:
             return
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(asyncio.shield(self._outcome), _CANCEL_S)
+
+    async def _let_go(self) -> None:
+        """Stop the conversation's actor (its journal stays: the iteration's full record)."""
+        try:
+            await self._client.stop(self.conversation_id, reason="PRD iteration over")
+        except JidoError as exc:
+            log.warning("conversation %s not stopped: %s", self.conversation_id, exc)
 
     async def _unfollow(self) -> None:
         if self._sub is not None:
