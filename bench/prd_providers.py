@@ -18,6 +18,7 @@ Three figures, each with its in-run baseline:
 Prints medians and p90 in milliseconds (µs for the mapping) and the ratios.
 """
 
+# ruff: noqa: E402  (the path fix and the env var come before the imports on purpose)
 from __future__ import annotations
 
 import argparse
