@@ -512,3 +512,26 @@ async def test_jidocode_refuses_what_it_cannot_do(system: System) -> None:
     with pytest.raises(InvalidInput) as missing:
         ProviderRegistry().resolve("jidocode", ProviderContext())
     assert "bus" in missing.value.message
+
+
+async def test_a_cli_hidden_by_the_sandbox_is_a_config_failure_until_its_dir_is_allowed(
+    tmp_path: Path, jido_home: Path
+) -> None:
+    """The fake CLI lies under /tmp, private inside the sandbox: without an additional directory
+    bubblewrap cannot start it (``config``); the user's global ``additional_directories`` fix it."""
+    harness = _cli_harness("claude", tmp_path)
+    bin_dir = tmp_path / "fakebin-claude"
+    settings = {
+        "command": str(bin_dir / "claude"),
+        "args": [str(bin_dir / "session.jsonl")],
+        "timeout_s": WAIT,
+    }
+    bare = ProviderRegistry({"claude": settings}).resolve("claude", ProviderContext(jido_home=str(jido_home)))
+    _, hidden = await _run(bare, harness.request("hidden"))
+    assert hidden.failure == "config" and "providers.claude.command" in hidden.error, hidden
+    (jido_home / "settings.json").write_text(
+        json.dumps({"permissions": {"additional_directories": [str(bin_dir)]}})
+    )
+    events, result = await _run(bare, harness.request("visible"))
+    assert result.ok, result
+    _assert_order(events)
