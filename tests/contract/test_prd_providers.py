@@ -535,3 +535,28 @@ async def test_a_cli_hidden_by_the_sandbox_is_a_config_failure_until_its_dir_is_
     events, result = await _run(bare, harness.request("visible"))
     assert result.ok, result
     _assert_order(events)
+
+
+@pytest.mark.parametrize("mode", ["bubblewrap", "landlock"])
+async def test_cancel_ends_the_cli_tree_under_either_sandbox(
+    tmp_path: Path, jido_home: Path, mode: str
+) -> None:
+    (jido_home / "settings.json").write_text(json.dumps({"sandbox": {"mode": mode}}))
+    harness = _cli_harness("claude", tmp_path)
+    bin_dir = tmp_path / "fakebin-claude"
+    settings = {
+        "command": str(bin_dir / "claude"),
+        "args": [str(bin_dir / "session.jsonl")],
+        "env": {"FAKE_HOLD": "120", "FAKE_CHILD": "1"},
+    }
+    context = ProviderContext(jido_home=str(jido_home), additional_directories=(str(bin_dir),))
+    provider = ProviderRegistry({"claude": settings}).resolve("claude", context)
+    run = await provider.run_iteration(harness.request("cancel me"))
+    events = run.events()
+    assert (await asyncio.wait_for(anext(events), WAIT)).kind == "iteration_started"
+    # the fake has written its first lines: it runs (and its grandchild was started before them)
+    assert (await asyncio.wait_for(anext(events), WAIT)).kind == "assistant_text"
+    await asyncio.wait_for(run.cancel(), WAIT)
+    result = await asyncio.wait_for(run.result(), WAIT)
+    assert result.failure == "cancelled" and result.metadata["sandbox"] == mode, result
+    assert harness.leftovers() == []
