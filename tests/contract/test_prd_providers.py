@@ -51,7 +51,7 @@ KEYS = ("jidocode", *CLI_KEYS)
 WAIT = 60.0
 #: How long the model takes to answer a turn the cancel test cancels first (ample for a loaded
 #: machine; shorter keeps the scripted server's shutdown from waiting on it).
-HOLD_S = 8.0
+HOLD_S = 4.0
 FAKE_PYTHON = "/usr/bin/python3"
 FAKE_CLI = """#!{python}
 import json, os, subprocess, sys, time
@@ -364,10 +364,10 @@ async def test_a_cli_runs_in_the_sandbox_with_its_env_and_the_prompt_as_one_item
 
 async def test_a_timeout_kills_the_whole_process_tree(tmp_path: Path) -> None:
     harness = _cli_harness("codex", tmp_path)
-    provider = harness.make(timeout_s=1.0, env={"FAKE_HOLD": "120", "FAKE_CHILD": "1"})
+    provider = harness.make(timeout_s=0.5, env={"FAKE_HOLD": "120", "FAKE_CHILD": "1"})
     events, result = await _run(provider, harness.request("slow"))
     _assert_order(events)
-    assert result.failure == "transient" and "timed out after 1 s" in result.error, result
+    assert result.failure == "transient" and "timed out after 0.5 s" in result.error, result
     assert harness.leftovers() == []
 
 
