@@ -259,9 +259,8 @@ class ConversationRun:
             )
         except JidoError as exc:
             await self._unfollow()
-            raise ProviderError(
-                "transient" if exc.retryable else "fatal", f"the conversation did not start: {exc.message}"
-            ) from None
+            kind: FailureKind = "transient" if exc.retryable else "config"
+            raise ProviderError(kind, f"the conversation did not start: {exc.message}") from None
         except BaseException:
             await self._unfollow()
             raise
