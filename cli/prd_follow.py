@@ -1,0 +1,125 @@
+"""Follow one PRD's loop events from the ``JIDO_PRD`` stream, in order, from a given ``seq``.
+
+``jidocode prd run`` and ``jidocode prd tui`` read a PRD's progress through this: an
+ordered JetStream push consumer on ``jido.prd.<p>.<prd>.>`` (the server keeps the order,
+and the client library starts a fresh consumer where the last one stopped if a message
+goes missing or the connection drops), decoded into the catalogue's loop events.
+
+Every loop event carries the PRD's own gapless ``seq`` (also its line in
+``events.jsonl``); the follower yields only events after ``after_seq`` and never one
+twice, so a caller that knows the last ``seq`` it showed (``LoopInfo.seq`` from ``get``
+or ``run``) resumes exactly there. The stream's numbering is not the PRD's, so the
+consumer reads the PRD's subjects from the start of the stream and skips what came
+before: the stream's own limits bound that replay.
+
+Bounded: at most ``buffer`` events wait in this process; past that the consumer's flow
+control holds the server back until the reader takes more, so a slow terminal slows the
+delivery, never the loop (the service publishes to the stream, not to this reader).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator
+from typing import Final
+
+import nats.errors
+import nats.js.errors
+from nats.js.api import ConsumerConfig, DeliverPolicy
+from nats.js.client import JetStreamContext
+
+from jidocode.shared import subjects
+from jidocode.shared.bus import Bus
+from jidocode.shared.envelope import decode
+from jidocode.shared.errors import JidoError, ServiceUnavailable
+from jidocode.shared.events.prd import PrdEvent
+
+__all__ = ["FOLLOW_BUFFER", "POLL_S", "PrdFollower"]
+
+#: Events that may wait in this process for a slow reader (the server holds the rest).
+FOLLOW_BUFFER: Final = 256
+#: Seconds a wait for the next event lasts before :meth:`PrdFollower.next` returns ``None``
+#: (so a caller can check its connection, redraw, or see that it was asked to stop).
+POLL_S: Final = 1.0
+
+
+class PrdFollower:
+    """An async iterator of one PRD's loop events after ``after_seq`` (use as ``async with``)."""
+
+    def __init__(
+        self,
+        bus: Bus,
+        project_id: str,
+        prd: str,
+        *,
+        after_seq: int = 0,
+        buffer: int = FOLLOW_BUFFER,
+        poll_s: float = POLL_S,
+    ) -> None:
+        if buffer < 1:
+            raise ValueError(f"buffer must be at least 1, got {buffer}")
+        if after_seq < 0:
+            raise ValueError(f"after_seq must be 0 or more, got {after_seq}")
+        self.bus = bus
+        self.subject = subjects.prd_event_filter(project_id, prd)
+        self.prd = prd
+        #: The ``seq`` of the last event yielded (or the one to start after).
+        self.last_seq = after_seq
+        self.buffer = buffer
+        self.poll_s = poll_s
+        self._sub: JetStreamContext.PushSubscription | None = None
+
+    async def start(self) -> PrdFollower:
+        """Open the consumer; :class:`ServiceUnavailable` when there is no ``JIDO_PRD`` stream."""
+        try:
+            self._sub = await self.bus.js.subscribe(
+                self.subject,
+                stream=subjects.STREAM_PRD,
+                ordered_consumer=True,
+                config=ConsumerConfig(deliver_policy=DeliverPolicy.ALL),
+                pending_msgs_limit=self.buffer,
+            )
+        except nats.js.errors.NotFoundError:
+            raise ServiceUnavailable(
+                f"there is no {subjects.STREAM_PRD} stream: the prd service has never run on this system",
+                details={"stream": subjects.STREAM_PRD},
+            ) from None
+        return self
+
+    async def close(self) -> None:
+        if self._sub is not None:
+            sub, self._sub = self._sub, None
+            with contextlib.suppress(Exception):  # the connection may be gone: nothing left to free
+                await sub.unsubscribe()
+
+    async def __aenter__(self) -> PrdFollower:
+        return await self.start()
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def next(self) -> PrdEvent | None:
+        """The next new event, or ``None`` when none came within ``poll_s`` seconds."""
+        assert self._sub is not None, "start() first"
+        while True:
+            try:
+                msg = await self._sub.next_msg(timeout=self.poll_s)
+            except (TimeoutError, nats.errors.TimeoutError):
+                return None
+            try:
+                event = decode(msg.data, msg.headers).event()
+            except JidoError:
+                continue  # not a catalogue event (a newer service's type): nothing to show
+            if not isinstance(event, PrdEvent) or event.seq <= self.last_seq:
+                continue
+            self.last_seq = event.seq
+            return event
+
+    def __aiter__(self) -> AsyncIterator[PrdEvent]:
+        return self._events()
+
+    async def _events(self) -> AsyncIterator[PrdEvent]:
+        while True:
+            event = await self.next()
+            if event is not None:
+                yield event
