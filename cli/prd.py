@@ -22,8 +22,9 @@ import contextlib
 import json
 import re
 import signal
+from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any, Final
+from typing import Final, Protocol
 
 import typer
 from pydantic import TypeAdapter, ValidationError
@@ -33,14 +34,23 @@ from rich.text import Text
 from jidocode.shared.bus import Bus
 from jidocode.shared.clients import PrdClient
 from jidocode.shared.errors import InvalidInput, ServiceUnavailable
-from jidocode.shared.events.prd import LoopInfo, PrdEvent, PrdList, PrdView, StoryDraft
+from jidocode.shared.events.prd import (
+    LoopInfo,
+    PrdEvent,
+    PrdList,
+    PrdLoopStateChanged,
+    PrdView,
+    StoryDraft,
+)
 
 from .common import NatsReach, cli_bus, console, err_console, fields, print_json, resolve_project, run
 from .prd_follow import PrdFollower
 from .prd_render import LineRenderer, exit_code_for, story_rows, story_text
 
 __all__ = [
+    "EXIT_INTERRUPTED",
     "MAX_STORIES_FILE_BYTES",
+    "EventFeed",
     "app",
     "check_name",
     "follow_loop",
@@ -267,14 +277,20 @@ def show(project_dir: str = PROJECT_DIR, name: str = NAME, json_out: bool = JSON
             console.print(text)
 
 
+class EventFeed(Protocol):
+    """What :func:`follow_loop` reads (a :class:`PrdFollower`)."""
+
+    async def next(self) -> PrdEvent | None: ...
+
+
 async def follow_loop(
-    follower: PrdFollower,
+    follower: EventFeed,
     renderer: LineRenderer,
-    emit: Any,
+    emit: Callable[[Text], None],
     *,
     interrupted: asyncio.Event | None = None,
-    on_interrupt: Any = None,
-    check: Any = None,
+    on_interrupt: Callable[[], Awaitable[None]] | None = None,
+    check: Callable[[], None] | None = None,
 ) -> int:
     """Show ``follower``'s events through ``emit(Text)`` until the loop ends; its exit code.
 
@@ -295,8 +311,8 @@ async def follow_loop(
         for text in renderer.feed(event):
             emit(text)
         code = exit_code_for(event)
-        if code is None and asked and event.type == "prd.loop.state_changed":
-            code = EXIT_INTERRUPTED if getattr(event, "to_state", "") == "paused" else None
+        if code is None and asked and isinstance(event, PrdLoopStateChanged) and event.to_state == "paused":
+            code = EXIT_INTERRUPTED
         if code is not None:
             for text in renderer.flush():
                 emit(text)
