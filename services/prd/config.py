@@ -1,58 +1,330 @@
 """The loop's configuration: ``$XDG_CONFIG_HOME/daedalus/config.toml`` (or ``~/.config/…``) under
 the ``prd`` key of JidoCode's settings (global, then the project's when trusted).
 
-STUB (interface fixed; the ``prd-core`` branch implements it).
+Layers, lowest first; a later layer wins key by key (tables merge, lists are replaced)::
+
+    defaults (PrdConfig())
+    $XDG_CONFIG_HOME/daedalus/config.toml   the seed's global file (else ~/.config/daedalus/…)
+    <jido_home>/settings.json  "prd": {…}   JidoCode's global settings
+    <root>/.jido_code/settings.json "prd"   the project's layers, only when the user trusts
+    <root>/.jido/settings.json      "prd"   the project (shared/trust.py)
+
+Every layer has the same keys (snake_case; ``docs/prd-config.md``). Unknown keys and values of
+the wrong type are refused: a bad file is ``InvalidInput`` naming the file and the dotted field
+(``retry.retry_delays[1]``), because a loop that commits code must not run on a configuration
+different from the one the user wrote.
+
+An untrusted project's ``prd`` key is ignored as a whole and reported in
+:attr:`LoadedConfig.ignored` (docs/decisions/0270-prd-config-layers-and-trust.md): project files
+are untrusted input until the user trusts the project, and this configuration names commands to
+run (``quality_commands``, providers' ``command``/``args``/``env``) and allows destructive git.
 """
 
 from __future__ import annotations
 
+import os
+import tomllib
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Annotated, Any, Final
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 
-from .retry import RetryPolicy
+from jidocode.shared.errors import InvalidInput
+from jidocode.shared.settings import (
+    MAX_SETTINGS_BYTES,
+    deep_merge,
+    global_home,
+    parse_settings_bytes,
+    settings_files,
+)
+from jidocode.shared.trust import trust_state
 
-__all__ = ["PrdConfig", "ProviderSettings", "config_toml_path", "load_config"]
+from .retry import MAX_DELAY_S, MAX_RETRIES, RetryPolicy
+
+__all__ = [
+    "DOCUMENTED_KEYS",
+    "MAX_CONFIG_BYTES",
+    "PROTECTED_KEYS",
+    "LoadedConfig",
+    "PrdConfig",
+    "ProviderSettings",
+    "config_toml_path",
+    "load_config",
+    "load_config_report",
+]
+
+#: ``config.toml`` larger than this is refused unread.
+MAX_CONFIG_BYTES: Final = 1024 * 1024
+#: Keys an untrusted project could use to run something or to widen what the loop may do; with the
+#: project untrusted its whole ``prd`` key is ignored, these are named in the warning.
+PROTECTED_KEYS: Final = (
+    "quality_commands",
+    "providers.<key>.command",
+    "providers.<key>.args",
+    "providers.<key>.env",
+    "allow_destructive_git",
+)
+MAX_TIMEOUT_S: Final = 24 * 3600.0
+_KEY = r"^[A-Za-z0-9_\-]{1,64}$"
+
+Command = Annotated[str, StringConstraints(min_length=1, max_length=4096)]
+Timeout = Annotated[float, Field(gt=0.0, le=MAX_TIMEOUT_S, allow_inf_nan=False)]
 
 
 class ProviderSettings(BaseModel):
     """One provider's configuration (``[providers.<key>]``)."""
 
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
     #: The CLI to run (codex/claude/gemini); empty: the provider's default name on PATH.
-    command: str = ""
+    command: Annotated[str, StringConstraints(max_length=4096)] = ""
     #: Extra arguments placed before the provider's own.
-    args: list[str] = []
-    model: str = ""
+    args: list[Annotated[str, StringConstraints(max_length=4096)]] = Field(
+        default_factory=list, max_length=64
+    )
+    model: Annotated[str, StringConstraints(max_length=200)] = ""
     #: Extra environment for the CLI (API keys by reference are the user's business).
-    env: dict[str, str] = {}
-    timeout_s: float = 1800.0
+    env: dict[Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")], str] = Field(
+        default_factory=dict, max_length=64
+    )
+    timeout_s: Timeout = 1800.0
 
 
 class PrdConfig(BaseModel):
-    provider: str = "jidocode"
-    model: str = ""
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    provider: str = Field(default="jidocode", pattern=_KEY)
+    model: Annotated[str, StringConstraints(max_length=200)] = ""
     retry: RetryPolicy = RetryPolicy()
     #: Quality commands, run in the work dir inside the sandbox after each iteration, in order.
-    quality_commands: list[str] = []
-    check_timeout_s: float = 600.0
-    check_output_cap: int = 65536
-    iteration_timeout_s: float = 1800.0
-    approval_policy: str = "never"
-    sandbox_policy: str = "workspace-write"
+    quality_commands: list[Command] = Field(default_factory=list, max_length=64)
+    check_timeout_s: Timeout = 600.0
+    check_output_cap: int = Field(default=65536, ge=1024, le=16 * 1024 * 1024)
+    iteration_timeout_s: Timeout = 1800.0
+    approval_policy: Annotated[str, StringConstraints(max_length=64)] = "never"
+    sandbox_policy: Annotated[str, StringConstraints(max_length=64)] = "workspace-write"
     #: Commit each passed story.
     commit: bool = True
     #: Destructive git actions (removing a worktree with changes, deleting a branch) allowed.
     allow_destructive_git: bool = False
-    providers: dict[str, ProviderSettings] = {}
+    providers: dict[Annotated[str, StringConstraints(pattern=_KEY)], ProviderSettings] = Field(
+        default_factory=dict, max_length=32
+    )
+
+
+class LoadedConfig(BaseModel):
+    """The effective configuration and where it came from."""
+
+    model_config = ConfigDict(frozen=True)
+
+    config: PrdConfig
+    #: The files that exist and were read, lowest layer first.
+    files: list[str] = Field(default_factory=list)
+    #: Why a layer did not count (an untrusted project's ``prd`` key), one line each.
+    ignored: list[str] = Field(default_factory=list)
+    trusted: bool | None = None
+
+
+# --- one layer as written -----------------------------------------------------------------------------
+
+_STRICT = ConfigDict(extra="forbid", strict=True)
+
+
+class _RetryLayer(BaseModel):
+    model_config = _STRICT
+
+    max_retries: int = Field(default=3, ge=0, le=MAX_RETRIES)
+    #: Seconds.
+    retry_delays: list[Annotated[float, Field(ge=0.0, le=MAX_DELAY_S, allow_inf_nan=False)]] = Field(
+        default_factory=list, max_length=MAX_RETRIES
+    )
+
+
+class _ProviderLayer(ProviderSettings):
+    model_config = _STRICT
+
+
+class _Layer(BaseModel):
+    """The keys of ``config.toml`` and of the ``prd`` settings key (all optional)."""
+
+    model_config = _STRICT
+
+    provider: str = Field(default="jidocode", pattern=_KEY)
+    model: Annotated[str, StringConstraints(max_length=200)] = ""
+    retry: _RetryLayer = _RetryLayer()
+    quality_commands: list[Command] = Field(default_factory=list, max_length=64)
+    check_timeout_s: Timeout = 600.0
+    check_output_cap: int = Field(default=65536, ge=1024, le=16 * 1024 * 1024)
+    iteration_timeout_s: Timeout = 1800.0
+    approval_policy: Annotated[str, StringConstraints(max_length=64)] = "never"
+    sandbox_policy: Annotated[str, StringConstraints(max_length=64)] = "workspace-write"
+    commit: bool = True
+    allow_destructive_git: bool = False
+    providers: dict[Annotated[str, StringConstraints(pattern=_KEY)], _ProviderLayer] = Field(
+        default_factory=dict, max_length=32
+    )
+
+
+def _dotted(loc: tuple[int | str, ...]) -> str:
+    out = ""
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out
+
+
+def _check_layer(value: Mapping[str, Any], file: str, prefix: str) -> dict[str, Any]:
+    """``value`` when it is a valid layer (only the keys it sets); else ``InvalidInput``."""
+    try:
+        _Layer.model_validate(value)
+    except ValidationError as exc:
+        errors = exc.errors(include_url=False)
+        err = errors[0]
+        field = _dotted((*((prefix,) if prefix else ()), *err["loc"]))
+        more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+        raise InvalidInput(
+            f"{file}: {field}: {err['msg']}{more}",
+            details={"file": file, "field": field, "problem": str(err["msg"])},
+        ) from None
+    return dict(value)
+
+
+# --- the layers -----------------------------------------------------------------------------------
 
 
 def config_toml_path(env: Mapping[str, str]) -> Path:
-    raise NotImplementedError
+    """``$XDG_CONFIG_HOME/daedalus/config.toml`` (an absolute ``XDG_CONFIG_HOME`` only, as the XDG
+    spec says), else ``$HOME/.config/daedalus/config.toml``."""
+    xdg = env.get("XDG_CONFIG_HOME", "")
+    if xdg and os.path.isabs(xdg):
+        return Path(xdg) / "daedalus" / "config.toml"
+    home = env.get("HOME") or str(Path.home())
+    return Path(home) / ".config" / "daedalus" / "config.toml"
+
+
+def _read_limited(path: Path, limit: int) -> bytes | None:
+    """The file's bytes, ``None`` when it does not exist; ``InvalidInput`` when unreadable or large."""
+    try:
+        with open(path, "rb") as fh:
+            raw = fh.read(limit + 1)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    except OSError as exc:
+        raise InvalidInput(
+            f"{path}: cannot read: {exc.strerror or exc}", details={"file": str(path)}
+        ) from None
+    if len(raw) > limit:
+        raise InvalidInput(f"{path}: larger than {limit} bytes, not read", details={"file": str(path)})
+    return raw
+
+
+def _toml_layer(path: Path) -> dict[str, Any] | None:
+    raw = _read_limited(path, MAX_CONFIG_BYTES)
+    if raw is None:
+        return None
+    try:
+        value = tomllib.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise InvalidInput(
+            f"{path}: not valid UTF-8 at byte {exc.start}", details={"file": str(path)}
+        ) from None
+    except tomllib.TOMLDecodeError as exc:
+        raise InvalidInput(f"{path}: invalid TOML: {exc}", details={"file": str(path)}) from None
+    return _check_layer(value, str(path), "")
+
+
+def _settings_layer(path: Path) -> dict[str, Any] | None:
+    """The ``prd`` key of one settings file (``None``: no file or no key)."""
+    raw = _read_limited(path, MAX_SETTINGS_BYTES)
+    if raw is None:
+        return None
+    value, diags = parse_settings_bytes(raw, str(path))
+    if value is None:
+        problem = "; ".join(d.problem for d in diags if d.severity != "warning") or "unusable"
+        raise InvalidInput(f"{path}: {problem}", details={"file": str(path)})
+    prd = value.get("prd")
+    if prd is None:
+        return None
+    if not isinstance(prd, dict):
+        raise InvalidInput(f"{path}: prd: must be an object", details={"file": str(path), "field": "prd"})
+    return _check_layer(prd, str(path), "prd")
+
+
+def _to_config(merged: Mapping[str, Any]) -> PrdConfig:
+    data = dict(merged)
+    retry = data.pop("retry", None)
+    if retry is not None:
+        policy: dict[str, Any] = {}
+        if "max_retries" in retry:
+            policy["max_retries"] = retry["max_retries"]
+        if "retry_delays" in retry:
+            policy["retry_delays_s"] = retry["retry_delays"]
+        data["retry"] = RetryPolicy(**policy)
+    return PrdConfig.model_validate(data)
+
+
+def load_config_report(
+    root: str | None, *, env: Mapping[str, str] | None = None, jido_home: str | None = None
+) -> LoadedConfig:
+    """:func:`load_config` with the files read and the layers ignored (``root`` ``None``: global only)."""
+    environ = os.environ if env is None else env
+    home = Path(jido_home) if jido_home else None
+    if home is None and environ.get("JIDO_CODE_HOME"):
+        home = Path(environ["JIDO_CODE_HOME"]).expanduser()
+    home = global_home(home)
+    merged: dict[str, Any] = {}
+    files: list[str] = []
+    ignored: list[str] = []
+
+    toml_path = config_toml_path(environ)
+    layer = _toml_layer(toml_path)
+    if layer is not None:
+        files.append(str(toml_path))
+        merged = deep_merge(merged, layer)
+
+    settings = settings_files(Path(root) if root else None, jido_home=home)
+    trusted: bool | None = None
+    if root:
+        trusted = trust_state(root, home=home).trusted
+    for index, path in enumerate(settings):
+        layer = _settings_layer(path)
+        if layer is None:
+            continue
+        files.append(str(path))
+        if index > 0 and not trusted:
+            ignored.append(
+                f"{path}: prd: ignored, the project is not trusted (it could set "
+                f"{', '.join(PROTECTED_KEYS)}); run `jidocode projects trust {os.path.realpath(root or '.')}`"
+            )
+            continue
+        merged = deep_merge(merged, layer)
+    return LoadedConfig(config=_to_config(merged), files=files, ignored=ignored, trusted=trusted)
 
 
 def load_config(
     root: str, *, env: Mapping[str, str] | None = None, jido_home: str | None = None
 ) -> PrdConfig:
     """The effective configuration for project ``root``; ``InvalidInput`` naming the file and field."""
-    raise NotImplementedError
+    return load_config_report(root, env=env, jido_home=jido_home).config
+
+
+#: The sections of ``docs/prd-config.md``, checked against the model by a test.
+DOCUMENTED_KEYS: Final[tuple[str, ...]] = (
+    "provider",
+    "model",
+    "quality_commands",
+    "check_timeout_s",
+    "check_output_cap",
+    "iteration_timeout_s",
+    "approval_policy",
+    "sandbox_policy",
+    "commit",
+    "allow_destructive_git",
+    "retry.max_retries",
+    "retry.retry_delays",
+    "providers.<key>.command",
+    "providers.<key>.args",
+    "providers.<key>.model",
+    "providers.<key>.env",
+    "providers.<key>.timeout_s",
+)

@@ -1,30 +1,90 @@
 """A PRD's files under ``<root>/.daedalus/`` (seed 004 directory layout), written atomically.
 
-STUB (interface fixed; the ``prd-core`` branch implements it).
+Layout::
+
+    <root>/.daedalus/.gitignore          worktrees/ and the logs (ensure_gitignored)
+    <root>/.daedalus/prds/<name>/prd.md        the document for people (rendered at creation)
+                                 prd.json      the document for the loop (docs/prd.schema.json)
+                                 progress.md   what each story's attempts did, appended
+                                 agent.log     the provider's raw output, appended, rotated
+                                 events.jsonl  the loop's events (written by the event log)
+    <root>/.daedalus/worktrees/<name>/   the PRD's git worktree, when asked for
+
+Everything under ``.daedalus`` comes from the project, so it is untrusted input: a symlink at
+``.daedalus``, ``prds``, ``<name>`` or a file in it could point the loop's writes (or reads) at any
+file of the user. Every path is therefore opened component by component from the root with
+``O_NOFOLLOW`` (``openat``), and a symlink anywhere below the root is refused with
+``InvalidInput`` naming it (docs/decisions/0273-prd-files-no-symlinks-and-gitignore.md).
 """
 
 from __future__ import annotations
 
+import contextlib
+import errno
+import json
+import os
+import re
+import stat
+from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any, Final
 
-from .model import Prd
+from pydantic import ValidationError
+
+from jidocode.shared.errors import Conflict, InvalidInput, NotFound, PayloadTooLarge
+
+from .model import NAME_PATTERN, Prd
 
 __all__ = [
+    "AGENT_LOG_MAX_BYTES",
+    "GITIGNORE_LINES",
+    "MAX_ENTRY_BYTES",
+    "MAX_PRD_BYTES",
+    "PROGRESS_MAX_BYTES",
     "PrdPaths",
     "append_agent_log",
     "append_progress",
     "create_prd",
+    "ensure_gitignored",
+    "error_path",
     "list_prds",
     "load_prd",
+    "render_prd_md",
     "save_prd",
 ]
+
+#: ``prd.json`` larger than this is refused unread (500 stories of capped size fit well within).
+MAX_PRD_BYTES: Final = 1024 * 1024
+#: ``agent.log`` is rotated to ``agent.log.1`` (replacing the previous one) when an append would
+#: take it past this: the last 8 MiB at least, 16 MiB at most, are kept.
+AGENT_LOG_MAX_BYTES: Final = 8 * 1024 * 1024
+#: ``progress.md`` rotates to ``progress.md.1`` the same way, past 2 MiB.
+PROGRESS_MAX_BYTES: Final = 2 * 1024 * 1024
+#: One appended entry keeps its first this many bytes (and says it was cut).
+MAX_ENTRY_BYTES: Final = 1024 * 1024
+#: ``.daedalus/.gitignore``: runtime state never belongs in a commit; the PRD documents may.
+GITIGNORE_LINES: Final = ("worktrees/", "prds/*/agent.log*", "prds/*/events.jsonl", "*.tmp")
+
+_NAME_RE = re.compile(NAME_PATTERN)
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+_CUT = "\n…(cut: entry over {limit} bytes)\n"
 
 
 @dataclass(frozen=True)
 class PrdPaths:
+    """Where one PRD's files are; the name is checked here, so no path can leave ``.daedalus``."""
+
     root: Path
     name: str
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not _NAME_RE.match(self.name):
+            raise InvalidInput(
+                f"PRD name {self.name!r} must be 1-64 letters, digits, '_' or '-'",
+                details={"field": "name", "value": str(self.name)[:100]},
+            )
 
     @property
     def dir(self) -> Path:
@@ -55,28 +115,358 @@ class PrdPaths:
         return self.root / ".daedalus" / "worktrees" / self.name
 
 
+# --- opening without following links ----------------------------------------------------------------
+
+
+def _symlink_error(path: Path) -> InvalidInput:
+    return InvalidInput(
+        f"{path} is a symbolic link or not a directory; PRD files are not read or written through "
+        "links (a link could lead outside the project)",
+        details={"file": str(path)},
+    )
+
+
+@contextlib.contextmanager
+def _dir_fd(root: Path, parts: tuple[str, ...], *, create: bool = False) -> Iterator[int]:
+    """A descriptor of ``root/parts…`` reached without following a link below ``root``.
+
+    ``create`` makes missing directories (mode 0755); otherwise a missing one is ``NotFound``.
+    """
+    try:
+        fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except (FileNotFoundError, NotADirectoryError):
+        raise NotFound(f"project directory {root} does not exist", details={"file": str(root)}) from None
+    try:
+        here = root
+        for part in parts:
+            here = here / part
+            try:
+                nxt = os.open(part, _DIR_FLAGS, dir_fd=fd)
+            except FileNotFoundError:
+                if not create:
+                    raise NotFound(f"{here} does not exist", details={"file": str(here)}) from None
+                with contextlib.suppress(FileExistsError):
+                    os.mkdir(part, 0o755, dir_fd=fd)
+                try:
+                    nxt = os.open(part, _DIR_FLAGS, dir_fd=fd)
+                except OSError as exc:
+                    raise _symlink_error(here) from exc
+            except OSError as exc:
+                if exc.errno in (errno.ELOOP, errno.ENOTDIR):
+                    raise _symlink_error(here) from exc
+                raise
+            os.close(fd)
+            fd = nxt
+        yield fd
+    finally:
+        os.close(fd)
+
+
+def _split(path: Path) -> tuple[Path, tuple[str, ...], str]:
+    """``(root, dirs below it, file name)`` for a path of the seed's layout, else the parent as root.
+
+    ``<root>/.daedalus/prds/<name>/<file>`` is checked link-free from ``<root>``; any other path
+    only in its last component.
+    """
+    parts = path.parts
+    if len(parts) >= 5 and parts[-4] == ".daedalus" and parts[-3] == "prds":
+        return Path(*parts[:-4]), (".daedalus", "prds", parts[-2]), parts[-1]
+    return path.parent, (), path.name
+
+
+def _open_file(dfd: int, name: str, flags: int, shown: Path, mode: int = 0o644) -> int:
+    try:
+        return os.open(name, flags | os.O_NOFOLLOW | os.O_CLOEXEC, mode, dir_fd=dfd)
+    except FileNotFoundError:
+        raise NotFound(f"{shown} does not exist", details={"file": str(shown)}) from None
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise _symlink_error(shown) from exc
+        raise
+
+
+def _read_capped(fd: int, limit: int, shown: Path) -> bytes:
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode):
+        raise InvalidInput(f"{shown} is not a regular file", details={"file": str(shown)})
+    if info.st_size > limit:
+        raise PayloadTooLarge(
+            f"{shown} is {info.st_size} bytes, more than the {limit} bytes a PRD may have",
+            details={"file": str(shown), "size": info.st_size, "limit": limit},
+        )
+    chunks: list[bytes] = []
+    total = 0
+    while chunk := os.read(fd, 65536):
+        total += len(chunk)
+        if total > limit:  # it grew while we read
+            raise PayloadTooLarge(
+                f"{shown} is more than the {limit} bytes a PRD may have",
+                details={"file": str(shown), "limit": limit},
+            )
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+# --- errors naming the field ----------------------------------------------------------------------
+
+
+def error_path(loc: tuple[int | str, ...]) -> str:
+    """A pydantic error location as the file spells it: ``userStories[1].title``."""
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += f".{part}" if out else part
+    return out
+
+
+def _invalid(shown: Path, exc: ValidationError) -> InvalidInput:
+    problems = []
+    for err in exc.errors(include_url=False):
+        loc = tuple(p for p in err["loc"] if p not in ("function-after", "function-before"))
+        where = error_path(loc) or "(document)"
+        msg = str(err["msg"]).removeprefix("Value error, ")
+        problems.append({"field": where, "problem": msg})
+    first = problems[0]
+    more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+    return InvalidInput(
+        f"{shown}: {first['field']}: {first['problem']}{more}",
+        details={"file": str(shown), "errors": problems[:20]},
+    )
+
+
+def parse_prd(raw: bytes, shown: Path) -> Prd:
+    """Decode and validate ``prd.json`` bytes; ``InvalidInput`` naming the file and the field."""
+    try:
+        value: Any = json.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise InvalidInput(
+            f"{shown}: not valid UTF-8 at byte {exc.start}", details={"file": str(shown)}
+        ) from None
+    except json.JSONDecodeError as exc:
+        raise InvalidInput(
+            f"{shown}: invalid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})",
+            details={"file": str(shown), "line": exc.lineno},
+        ) from None
+    except RecursionError:
+        raise InvalidInput(f"{shown}: JSON nested too deeply", details={"file": str(shown)}) from None
+    if not isinstance(value, dict):
+        raise InvalidInput(f"{shown}: the top level must be a JSON object", details={"file": str(shown)})
+    try:
+        # by alias only: the file's keys are camelCase; snake_case keys are typos here
+        return Prd.model_validate(value, by_alias=True, by_name=False)
+    except ValidationError as exc:
+        raise _invalid(shown, exc) from None
+
+
+# --- the operations ---------------------------------------------------------------------------------
+
+
 def list_prds(root: Path) -> list[str]:
-    raise NotImplementedError
+    """The names of the PRDs of ``root`` (directories with a ``prd.json``), sorted."""
+    try:
+        with _dir_fd(root, (".daedalus", "prds")) as dfd:
+            names = []
+            for name in os.listdir(dfd):
+                if not _NAME_RE.match(name):
+                    continue
+                try:
+                    info = os.stat(name, dir_fd=dfd, follow_symlinks=False)
+                except FileNotFoundError:
+                    continue
+                if not stat.S_ISDIR(info.st_mode):
+                    continue
+                with contextlib.suppress(FileNotFoundError):
+                    os.stat(f"{name}/prd.json", dir_fd=dfd, follow_symlinks=False)
+                    names.append(name)
+            return sorted(names)
+    except NotFound:
+        return []
 
 
-def load_prd(path: Path) -> Prd:
-    """``InvalidInput`` naming the file and the field (``userStories[1].title: …``)."""
-    raise NotImplementedError
+def load_prd(path: Path, *, max_bytes: int = MAX_PRD_BYTES) -> Prd:
+    """``InvalidInput`` naming the file and the field (``userStories[1].title: …``).
+
+    ``path`` is a ``prd.json``; in the seed's layout no link between the root and it is followed.
+    Missing: ``NotFound``; larger than ``max_bytes``: ``PayloadTooLarge``.
+    """
+    path = Path(path)
+    root, dirs, name = _split(path)
+    with _dir_fd(root, dirs) as dfd:
+        fd = _open_file(dfd, name, os.O_RDONLY, path)
+        try:
+            raw = _read_capped(fd, max_bytes, path)
+        finally:
+            os.close(fd)
+    return parse_prd(raw, path)
+
+
+def _write_atomic(dfd: int, name: str, data: bytes, shown: Path) -> None:
+    """``name`` in ``dfd`` replaced by ``data`` at once: a temporary file beside it, fsync, rename,
+    fsync of the directory. On any failure the temporary file is removed and the old file stays."""
+    with contextlib.suppress(FileNotFoundError):
+        # rename never follows a link, but a planted one means someone meddled: say so
+        if stat.S_ISLNK(os.stat(name, dir_fd=dfd, follow_symlinks=False).st_mode):
+            raise _symlink_error(shown)
+    tmp = f".{name}.{os.getpid()}.{os.urandom(4).hex()}.tmp"
+    fd = _open_file(dfd, tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, shown.with_name(tmp))
+    try:
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, name, src_dir_fd=dfd, dst_dir_fd=dfd)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp, dir_fd=dfd)
+        raise
+    os.fsync(dfd)
+
+
+def _prd_bytes(prd: Prd, shown: Path) -> bytes:
+    data = (json.dumps(prd.to_json_dict(), indent=2, ensure_ascii=False) + "\n").encode("utf-8")
+    if len(data) > MAX_PRD_BYTES:
+        raise PayloadTooLarge(
+            f"{shown}: the PRD would be {len(data)} bytes, more than the {MAX_PRD_BYTES} bytes allowed",
+            details={"file": str(shown), "size": len(data), "limit": MAX_PRD_BYTES},
+        )
+    return data
 
 
 def save_prd(path: Path, prd: Prd) -> None:
-    """Atomically: a temporary file beside it, fsync, rename."""
-    raise NotImplementedError
+    """Atomically: a temporary file beside it, fsync, rename (readers see the old or the new file)."""
+    path = Path(path)
+    data = _prd_bytes(prd, path)
+    root, dirs, name = _split(path)
+    with _dir_fd(root, dirs) as dfd:
+        _write_atomic(dfd, name, data, path)
+
+
+def render_prd_md(prd: Prd) -> str:
+    """``prd.md``: the PRD for people (title, description, each story with its criteria)."""
+    lines = [f"# {prd.title or prd.name}", ""]
+    if prd.description:
+        lines += [prd.description.strip(), ""]
+    if prd.branch_name:
+        lines += [f"Branch: `{prd.branch_name}`", ""]
+    lines += ["## User stories", ""]
+    if not prd.user_stories:
+        lines += ["(none yet)", ""]
+    for story in prd.user_stories:
+        lines += [f"### {story.id}: {story.title}", "", f"Priority: {story.priority}", ""]
+        if story.description:
+            lines += [story.description.strip(), ""]
+        if story.acceptance_criteria:
+            lines += ["Acceptance criteria:", ""]
+            lines += [f"- [ ] {criterion}" for criterion in story.acceptance_criteria]
+            lines.append("")
+    return "\n".join(lines)
 
 
 def create_prd(paths: PrdPaths, prd: Prd) -> None:
-    """``prd.md`` (from the PRD), ``prd.json``, an empty ``progress.md``; ``Conflict`` if it exists."""
-    raise NotImplementedError
+    """``prd.md`` (from the PRD), ``prd.json``, an empty ``progress.md``; ``Conflict`` if it exists.
+
+    ``prd.json`` is written last: its presence is what makes the PRD exist, so a create that dies
+    half-way can simply be repeated.
+    """
+    if prd.name != paths.name:
+        raise InvalidInput(
+            f"the PRD is named {prd.name!r} but would be written as {paths.name!r}",
+            details={"field": "name"},
+        )
+    data = _prd_bytes(prd, paths.prd_json)
+    with _dir_fd(paths.root, (".daedalus", "prds", paths.name), create=True) as dfd:
+        try:
+            os.stat("prd.json", dir_fd=dfd, follow_symlinks=False)
+        except FileNotFoundError:
+            pass
+        else:
+            raise Conflict(
+                f"PRD {paths.name!r} already exists ({paths.prd_json})", details={"prd": paths.name}
+            )
+        _write_atomic(dfd, "prd.md", render_prd_md(prd).encode("utf-8"), paths.prd_md)
+        _write_atomic(dfd, "progress.md", b"", paths.progress_md)
+        _write_atomic(dfd, "prd.json", data, paths.prd_json)
 
 
-def append_progress(paths: PrdPaths, text: str) -> None:
-    raise NotImplementedError
+def _stamp(now: datetime | None) -> str:
+    return (now or datetime.now(UTC)).astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def append_agent_log(paths: PrdPaths, text: str) -> None:
-    raise NotImplementedError
+def _capped_entry(text: str, limit: int) -> bytes:
+    data = text.encode("utf-8")
+    if len(data) <= limit:
+        return data
+    return data[:limit].decode("utf-8", "ignore").encode("utf-8") + _CUT.format(limit=limit).encode()
+
+
+def _append(paths: PrdPaths, name: str, entry: bytes, max_bytes: int) -> None:
+    """Append ``entry`` to ``name``, first rotating the file to ``name.1`` when it would pass
+    ``max_bytes`` (one old generation is kept)."""
+    with _dir_fd(paths.root, (".daedalus", "prds", paths.name)) as dfd:
+        with contextlib.suppress(FileNotFoundError):
+            info = os.stat(name, dir_fd=dfd, follow_symlinks=False)
+            if stat.S_ISLNK(info.st_mode):
+                raise _symlink_error(paths.dir / name)
+            if info.st_size > 0 and info.st_size + len(entry) > max_bytes:
+                os.replace(name, f"{name}.1", src_dir_fd=dfd, dst_dir_fd=dfd)
+        fd = _open_file(dfd, name, os.O_WRONLY | os.O_APPEND | os.O_CREAT, paths.dir / name)
+        try:
+            view = memoryview(entry)
+            while view:
+                view = view[os.write(fd, view) :]
+        finally:
+            os.close(fd)
+
+
+def append_progress(
+    paths: PrdPaths,
+    text: str,
+    *,
+    now: datetime | None = None,
+    max_bytes: int = PROGRESS_MAX_BYTES,
+    max_entry_bytes: int = MAX_ENTRY_BYTES,
+) -> None:
+    """Append ``text`` under a ``## <UTC timestamp>`` heading to ``progress.md``."""
+    body = _capped_entry(text.rstrip("\n"), max_entry_bytes)
+    entry = f"\n## {_stamp(now)}\n\n".encode() + body + b"\n"
+    _append(paths, "progress.md", entry, max_bytes)
+
+
+def append_agent_log(
+    paths: PrdPaths,
+    text: str,
+    *,
+    now: datetime | None = None,
+    max_bytes: int = AGENT_LOG_MAX_BYTES,
+    max_entry_bytes: int = MAX_ENTRY_BYTES,
+) -> None:
+    """Append ``text`` under a ``--- <UTC timestamp> ---`` line to ``agent.log`` (rotated past
+    :data:`AGENT_LOG_MAX_BYTES`)."""
+    body = _capped_entry(text.rstrip("\n"), max_entry_bytes)
+    entry = f"--- {_stamp(now)} ---\n".encode() + body + b"\n"
+    _append(paths, "agent.log", entry, max_bytes)
+
+
+def ensure_gitignored(root: Path) -> bool:
+    """Write ``.daedalus/.gitignore`` (:data:`GITIGNORE_LINES`) when missing; ``True`` if written.
+
+    Worktrees, logs and events are runtime state and never committable; ``prd.md``, ``prd.json``
+    and ``progress.md`` stay visible to git so the user may commit the plan (the git service still
+    leaves ``.daedalus/`` out of story commits). An existing file is the user's and is kept.
+    """
+    with _dir_fd(Path(root), (".daedalus",), create=True) as dfd:
+        try:
+            os.stat(".gitignore", dir_fd=dfd, follow_symlinks=False)
+            return False
+        except FileNotFoundError:
+            pass
+        text = (
+            "# written by jidocode prd: runtime state of the PRD loop\n" + "\n".join(GITIGNORE_LINES) + "\n"
+        )
+        _write_atomic(dfd, ".gitignore", text.encode(), Path(root) / ".daedalus" / ".gitignore")
+        return True

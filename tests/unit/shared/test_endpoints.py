@@ -40,7 +40,15 @@ def test_every_command_names_a_catalogue_reply(command: type[Command[EventModel]
 
 def test_commands_are_exactly_the_command_channel_of_the_catalogue() -> None:
     assert set(COMMANDS) == {c for c in ALL_EVENTS if c.channel == "command"}
-    assert {c.channel for c in ALL_EVENTS} <= {"signal", "conversation", "command", "reply", "hook", "trace", "prd"}
+    assert {c.channel for c in ALL_EVENTS} <= {
+        "signal",
+        "conversation",
+        "command",
+        "reply",
+        "hook",
+        "trace",
+        "prd",
+    }
 
 
 def test_the_reply_is_the_generic_argument() -> None:

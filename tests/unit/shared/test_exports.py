@@ -36,7 +36,14 @@ def test_all_exists_without_duplicates(name: str) -> None:
 
 SURFACES = {
     "bus": {"Bus", "EnvelopeHandler", "connect_nats", "error_payload", "gather", "subject_of"},
-    "clients": {"AssetsClient", "ConversationsClient", "EngineClient", "PrdClient", "ProjectClient", "ToolsClient"},
+    "clients": {
+        "AssetsClient",
+        "ConversationsClient",
+        "EngineClient",
+        "PrdClient",
+        "ProjectClient",
+        "ToolsClient",
+    },
     "endpoints": {"ENDPOINTS", "Endpoint", "Scope", "endpoint", "endpoints_of"},
     "events": {
         "ALL_EVENTS",
