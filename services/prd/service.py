@@ -148,6 +148,7 @@ async def serve(
             root = await root_of(project_id)
             prd = _new_prd(cmd)
             await asyncio.to_thread(files.create_prd, files.PrdPaths(root, cmd.name), prd)
+            await asyncio.to_thread(files.ensure_gitignored, root)  # runtime state stays out of git
             return _view(project_id, root, prd, await loop_of(project_id, cmd.name))
 
         async def list_prds(cmd: ListPrds, env: Envelope) -> PrdList:
