@@ -18,7 +18,9 @@ started process can touch*, whatever the command line says:
 - :mod:`._paths`: the protected, hidden and readable paths;
 - :mod:`._namespace`: the pid namespace of a bubblewrap call, ended by killing
   its first process (whenever the stop comes);
-- :mod:`._launch`: :func:`prepare`, the I/O that puts the plans together.
+- :mod:`._launch`: :func:`prepare`, the I/O that puts the plans together;
+- :mod:`._run`: :func:`run_command`, which runs a prepared launch to its end (output capped,
+  timeout, nothing left behind): the bash tool and the PRD loop's quality checks.
 
 Refusals are :class:`~jidocode.shared.errors.PermissionDenied` with
 ``details.sandbox`` = ``unavailable`` (no sandbox works and the user did not
@@ -37,6 +39,7 @@ from ._launcher import abi as landlock_abi
 from ._mode import INSTALL_HINT, Choice, choose, effective_settings
 from ._namespace import Namespace, child_pid
 from ._paths import PROTECTED, hidden_paths, protected_rels, read_cover
+from ._run import TRUNCATION_MARK, OnChunk, cap_text, run_command
 
 __all__ = [
     "ENV_ALLOWLIST",
@@ -45,14 +48,17 @@ __all__ = [
     "INSTALL_HINT",
     "LAUNCHER",
     "PROTECTED",
+    "TRUNCATION_MARK",
     "Capabilities",
     "Choice",
     "Guard",
     "Launch",
     "Mount",
     "Namespace",
+    "OnChunk",
     "TooLarge",
     "bwrap_argv",
+    "cap_text",
     "capture",
     "child_pid",
     "choose",
@@ -64,5 +70,6 @@ __all__ = [
     "protected_rels",
     "read_cover",
     "repair",
+    "run_command",
     "sandbox_env",
 ]

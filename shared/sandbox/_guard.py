@@ -201,6 +201,7 @@ def capture(root: str, rels: tuple[str, ...], *, full: bool = True) -> dict[str,
                     continue
                 if blocked == "missing":
                     out[rel] = Missing()
+                    _keep_file_in_the_way(out, parts, root_fd)
                     continue
                 st = _lstat(parts[-1], fd)
                 if not full and st is not None and not stat.S_ISLNK(st.st_mode):
@@ -212,6 +213,36 @@ def capture(root: str, rels: tuple[str, ...], *, full: bool = True) -> dict[str,
     finally:
         os.close(root_fd)
     return out
+
+
+def _keep_file_in_the_way(out: dict[str, Node], parts: tuple[str, ...], root_fd: int) -> None:
+    """Record a regular file that stands where a protected path's parent directory would be.
+
+    A git worktree's ``.git`` is such a file (``gitdir: …``): ``.git/hooks`` cannot exist under
+    it, and the repair must not take the file for one planted in the way. Recorded with its
+    bytes, it is left alone when unchanged and put back when a command changed it.
+    """
+    fd = os.dup(root_fd)
+    try:
+        for i, name in enumerate(parts[:-1]):
+            st = _lstat(name, fd)
+            if st is None:
+                return
+            if stat.S_ISREG(st.st_mode):
+                rel = "/".join(parts[: i + 1])
+                if rel not in out:
+                    try:
+                        out[rel] = _node(name, fd, _Budget(), rel)
+                    except TooLarge:
+                        return
+                return
+            if not stat.S_ISDIR(st.st_mode):
+                return
+            nxt = os.open(name, _DIR_FLAGS, dir_fd=fd)
+            os.close(fd)
+            fd = nxt
+    finally:
+        os.close(fd)
 
 
 def _remove(name: str, dirfd: int) -> None:
@@ -255,14 +286,23 @@ def _same(name: str, dirfd: int, node: Node) -> bool:
 
 
 def _walk_for_repair(
-    root_fd: int, parts: tuple[str, ...], needed: bool, fixed: list[str], rel: str
+    root_fd: int,
+    parts: tuple[str, ...],
+    needed: bool,
+    fixed: list[str],
+    rel: str,
+    before: dict[str, Node] | None = None,
 ) -> int | None:
-    """Open the parent of ``parts[-1]``, removing links and files in the way (and creating dirs if ``needed``)."""
+    """Open the parent of ``parts[-1]``, removing links and files in the way (and creating dirs if
+    ``needed``); a file ``before`` recorded in the way, unchanged, is kept (a worktree's ``.git``)."""
     fd = os.dup(root_fd)
     handed_over = False
     try:
         for i, name in enumerate(parts[:-1]):
             st = _lstat(name, fd)
+            was = (before or {}).get("/".join(parts[: i + 1]))
+            if st is not None and isinstance(was, File) and not needed and _same(name, fd, was):
+                return None  # the protected path cannot exist below a file, as before the call
             if st is not None and not stat.S_ISDIR(st.st_mode):
                 _remove(name, fd)  # a link or file took the place of a directory: it makes rel reachable
                 fixed.append("/".join(parts[: i + 1]))
@@ -288,7 +328,7 @@ def repair(root: str, before: dict[str, Node]) -> list[str]:
         for rel, node in before.items():
             parts = PurePosixPath(rel).parts
             needed = not isinstance(node, (Missing, Present))
-            parent = _walk_for_repair(root_fd, parts, needed, fixed, rel)
+            parent = _walk_for_repair(root_fd, parts, needed, fixed, rel, before)
             if parent is None:
                 continue
             try:

@@ -10,12 +10,17 @@ The loop imports this module only; it never imports a provider's own module (the
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from typing import Literal, Protocol, runtime_checkable
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from jidocode.shared.events.prd import NormalizedKind
+
+if TYPE_CHECKING:
+    from jidocode.services.prd.config import ProviderSettings
+    from jidocode.shared.bus import Bus
 
 __all__ = [
     "FailureKind",
@@ -24,8 +29,10 @@ __all__ = [
     "IterationRun",
     "Provider",
     "ProviderCapabilities",
+    "ProviderContext",
     "ProviderError",
     "ProviderEvent",
+    "ProviderFactory",
 ]
 
 #: ``transient``: worth another attempt (a dropped connection, a rate limit, a crash);
@@ -128,3 +135,27 @@ class Provider(Protocol):
     def capabilities(self) -> ProviderCapabilities: ...
 
     async def run_iteration(self, request: IterationRequest) -> IterationRun: ...
+
+
+@dataclass(frozen=True)
+class ProviderContext:
+    """What a provider may need besides its own settings, given by whoever resolves it (the loop).
+
+    ``bus``: the connection the ``jidocode`` provider talks through (CLI providers ignore it);
+    ``project_id``: the project the loop serves; ``jido_home``, ``additional_directories`` and
+    ``data_dir``: the sandbox settings a CLI provider's process is launched with (the same as a
+    bash call of that project gets); ``default_model``: the model when neither the request nor the
+    provider's settings name one (empty: the provider's own default).
+    """
+
+    bus: Bus | None = None
+    project_id: str = ""
+    jido_home: str | None = None
+    additional_directories: tuple[str, ...] = ()
+    data_dir: str = ".jido"
+    default_model: str = ""
+
+
+#: ``(settings, context) -> Provider``: how the registry builds a provider. Raises
+#: :class:`~jidocode.shared.errors.InvalidInput` (or ``ValueError``) on a bad configuration.
+ProviderFactory = Callable[["ProviderSettings", ProviderContext], Provider]

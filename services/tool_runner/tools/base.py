@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from jidocode.shared.policy import Decision, Effect, Policy, authorize, is_within
+from jidocode.shared.sandbox import TRUNCATION_MARK, cap_text
 from jidocode.shared.tools import BuiltinSpec, ToolInput
 
 __all__ = [
@@ -21,7 +22,6 @@ __all__ = [
 
 DEFAULT_TIMEOUT_S: Final = 30.0
 DEFAULT_OUTPUT_CAP: Final = 256 * 1024
-TRUNCATION_MARK: Final = "\n[… output truncated at {cap} bytes; {total} bytes in all …]"
 
 
 @dataclass(frozen=True)
@@ -83,11 +83,3 @@ class BuiltinTool:
     def spec(self) -> dict[str, Any]:
         """The tool spec for LLM exposure: name, description, JSON-schema input."""
         return self.definition.spec()
-
-
-def cap_text(data: bytes, cap: int) -> tuple[str, bool]:
-    """Decode ``data`` (invalid UTF-8 replaced), cut at ``cap`` bytes with a marker."""
-    if len(data) <= cap:
-        return data.decode("utf-8", "replace"), False
-    head = data[:cap].decode("utf-8", "ignore")
-    return head + TRUNCATION_MARK.format(cap=cap, total=len(data)), True

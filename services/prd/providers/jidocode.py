@@ -1,0 +1,421 @@
+"""The default provider: one iteration is one conversation of this system in the request's work dir.
+
+Only through the typed clients: :class:`EngineClient` opens the work dir as a project (a PRD
+worktree is a project of its own: same root, same id), :class:`ConversationsClient` starts a
+conversation there (``settings.model`` when a model is chosen) and sends the prompt; the
+conversation's output (``jido.evt.<p>.<c>.>``) is followed from before the message is sent, and
+:class:`~jidocode.client.TurnTracker` says when the turn is over. So the project's policy, its
+sandbox and its tool runner apply to everything the model does: that is the point of this provider.
+
+Output → normalized events (:func:`normalize`, pure): the final assistant message of each model
+call → ``assistant_text``; a tool call requested → ``tool_started``; completed / failed →
+``tool_finished`` (a ``bash`` call's output also as ``command_output``); the turn's outcome →
+``iteration_finished``, or ``error`` with a failure kind (:func:`failure_of`).
+
+Approvals (docs/decisions/0275): with ``approval_policy="never"`` (the loop's default: nobody
+watches) an approval request is answered ``deny`` at once and the result notes it
+(``metadata.approvals_denied``, the tools in ``metadata.denied_tools``); with ``"on-request"`` it
+is left to a human (console, CLI) and a ``tool_started`` with ``metadata.approval = "pending"``
+says so.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+from collections.abc import AsyncIterator
+from typing import Any, Final
+
+from nats.aio.subscription import Subscription
+
+from jidocode.client import TurnOutcome, TurnTracker
+from jidocode.services.prd.config import ProviderSettings
+from jidocode.shared import subjects
+from jidocode.shared.bus import Bus
+from jidocode.shared.clients import ConversationsClient, EngineClient
+from jidocode.shared.envelope import Envelope, new_id
+from jidocode.shared.errors import InvalidInput, JidoError
+from jidocode.shared.events.conversation import (
+    ApprovalRequested,
+    ApprovalResponse,
+    AssistantMessage,
+    Cancel,
+    LlmCompleted,
+    LlmFailed,
+    ToolCallCompleted,
+    ToolCallFailed,
+    ToolCallRequested,
+    UserMessage,
+)
+
+from .base import (
+    FailureKind,
+    IterationRequest,
+    IterationResult,
+    ProviderCapabilities,
+    ProviderContext,
+    ProviderError,
+    ProviderEvent,
+)
+from .channel import EventChannel
+from .sequence import Sequencer, clip, clip_input
+
+__all__ = ["APPROVAL_MODES", "JidocodeProvider", "create", "failure_of", "normalize"]
+
+log = logging.getLogger(__name__)
+
+APPROVAL_MODES: Final = ("never", "on-request")
+#: Seconds a request to a service is waited for.
+_REQUEST_S: Final = 30.0
+#: Seconds a cancel waits for the conversation to confirm it.
+_CANCEL_S: Final = 10.0
+_CONFIG_ERRORS: Final = frozenset(
+    {"llm_auth", "llm_unknown_model", "llm_not_configured", "llm_invalid_settings"}
+)
+_FATAL_ERRORS: Final = frozenset({"llm_budget_exceeded", "llm_bad_request", "llm_context_overflow"})
+_USAGE_KEYS: Final = ("prompt_tokens", "completion_tokens", "cached_tokens", "total_tokens")
+
+
+def failure_of(outcome: TurnOutcome) -> FailureKind:
+    """The failure kind of a turn that did not answer."""
+    if outcome.status == "cancelled":
+        return "cancelled"
+    if outcome.status == "stopped":
+        return "transient"  # the turn limit: another attempt starts afresh
+    kind = outcome.error_type or ""
+    if kind in _CONFIG_ERRORS:
+        return "config"
+    if kind in _FATAL_ERRORS and not outcome.retryable:
+        return "fatal"
+    return "transient"
+
+
+def _text(value: Any) -> str:
+    return value if isinstance(value, str) else ""
+
+
+def _rendered(data: Any) -> str:
+    if isinstance(data, str):
+        return data
+    if isinstance(data, dict) and isinstance(data.get("output"), str):
+        return str(data["output"])
+    if data is None:
+        return ""
+    return clip(_json(data) if isinstance(data, dict | list) else repr(data))
+
+
+def _json(value: Any) -> str:
+    try:
+        return json.dumps(value, ensure_ascii=False, default=str)
+    except (TypeError, ValueError):
+        return repr(value)
+
+
+def normalize(event_type: str, data: dict[str, Any]) -> list[ProviderEvent]:
+    """One conversation output event (after the turn began) to normalized events (pure)."""
+    match event_type:
+        case AssistantMessage.TYPE:
+            text = _text(data.get("text"))
+            return [ProviderEvent(kind="assistant_text", text=text)] if text else []
+        case ToolCallRequested.TYPE:
+            raw = data.get("args")
+            args: dict[str, Any] = raw if isinstance(raw, dict) else {}
+            name = _text(data.get("name"))
+            command = _text(args.get("command")) if name == "bash" else ""
+            return [
+                ProviderEvent(
+                    kind="tool_started",
+                    tool=name,
+                    call_id=_text(data.get("call_id")),
+                    input=clip_input(args),
+                    command=command,
+                )
+            ]
+        case ToolCallCompleted.TYPE:
+            result = data.get("data")
+            code = result.get("exit_code") if isinstance(result, dict) else None
+            return [
+                ProviderEvent(
+                    kind="tool_finished",
+                    tool=_text(data.get("name")),
+                    call_id=_text(data.get("call_id")),
+                    ok=True,
+                    text=_rendered(result),
+                    exit_code=code if isinstance(code, int) and not isinstance(code, bool) else None,
+                )
+            ]
+        case ToolCallFailed.TYPE:
+            error_type = _text(data.get("error_type"))
+            return [
+                ProviderEvent(
+                    kind="tool_finished",
+                    tool=_text(data.get("name")),
+                    call_id=_text(data.get("call_id")),
+                    ok=False,
+                    text=f"{error_type}: {_text(data.get('message'))}",
+                    metadata={"error_type": error_type},
+                )
+            ]
+    return []
+
+
+class JidocodeProvider:
+    """Iterations as conversations of this system (see the module doc)."""
+
+    def __init__(self, settings: ProviderSettings, context: ProviderContext) -> None:
+        if context.bus is None:
+            raise InvalidInput("the jidocode provider needs the bus (ProviderContext.bus)")
+        self._bus: Bus = context.bus
+        self._settings = settings
+        self._context = context
+
+    def name(self) -> str:
+        return "jidocode"
+
+    def capabilities(self) -> ProviderCapabilities:
+        return ProviderCapabilities(
+            streaming=True, tool_calls=True, sandbox_control=True, approval_modes=list(APPROVAL_MODES)
+        )
+
+    async def run_iteration(self, request: IterationRequest) -> ConversationRun:
+        if request.approval_policy not in APPROVAL_MODES:
+            raise ProviderError(
+                "config",
+                f"approval_policy {request.approval_policy!r} is not supported by jidocode "
+                f"(supported: {', '.join(APPROVAL_MODES)})",
+            )
+        try:
+            info = await EngineClient(self._bus, timeout=_REQUEST_S).start_project(request.work_dir)
+        except JidoError as exc:
+            raise ProviderError(
+                "transient" if exc.retryable else "config",
+                f"the work dir {request.work_dir!r} cannot be opened as a project: {exc.message}",
+            ) from None
+        model = request.model or self._settings.model or self._context.default_model
+        run = ConversationRun(
+            self._bus,
+            info.project_id,
+            request,
+            settings={"model": model} if model else {},
+            timeout_s=self._settings.timeout_s,
+        )
+        await run.start()
+        return run
+
+
+class ConversationRun:
+    """One conversation's turn, followed (an :class:`~.base.IterationRun`)."""
+
+    def __init__(
+        self,
+        bus: Bus,
+        project_id: str,
+        request: IterationRequest,
+        *,
+        settings: dict[str, Any],
+        timeout_s: float,
+    ) -> None:
+        self._bus = bus
+        self.project_id = project_id
+        self.conversation_id = new_id().lower()
+        self._request = request
+        self._settings = settings
+        self._timeout_s = timeout_s
+        self._client = ConversationsClient(bus, project_id, timeout=_REQUEST_S)
+        self._message_id = new_id()
+        self._tracker = TurnTracker(message_id=self._message_id, correlation_id=self._message_id)
+        self._seq = Sequencer("jidocode", {"project_id": project_id, "conversation_id": self.conversation_id})
+        # unbounded: a bus subscription must not wait (the server would count it a slow consumer)
+        self._channel = EventChannel()
+        self._outcome: asyncio.Future[TurnOutcome] = asyncio.get_running_loop().create_future()
+        self._sub: Subscription | None = None
+        self._usage: dict[str, int] = {}
+        self._denied: list[str] = []
+        self._pending = 0
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._task: asyncio.Task[None] | None = None
+        self._result: IterationResult | None = None
+        self._cancelled = False
+
+    async def start(self) -> None:
+        """Follow the output, start the conversation, send the prompt; then watch for the end."""
+        await self._channel.put(self._seq.open(), bounded=False)
+        self._sub = await self._bus.subscribe(
+            subjects.conversation_out_filter(self.project_id, self.conversation_id), self._on_event
+        )
+        await self._bus.nc.flush()
+        try:
+            await self._client.start(self.conversation_id, settings=self._settings)
+            message = UserMessage(text=self._request.prompt)
+            await self._client.send_event(
+                self.conversation_id,
+                message.type,
+                message.to_data(),
+                event_id=self._message_id,
+                correlation_id=self._message_id,
+            )
+        except JidoError as exc:
+            await self._unfollow()
+            raise ProviderError(
+                "transient" if exc.retryable else "fatal", f"the conversation did not start: {exc.message}"
+            ) from None
+        except BaseException:
+            await self._unfollow()
+            raise
+        self._task = asyncio.create_task(self._watch(), name=f"prd-jidocode-{self.conversation_id}")
+
+    # -- the consumer side ---------------------------------------------------------------
+
+    def events(self) -> AsyncIterator[ProviderEvent]:
+        return self._channel.events()
+
+    async def result(self) -> IterationResult:
+        if not self._channel.reading:
+            await self._channel.discard()
+        assert self._task is not None
+        await asyncio.shield(self._task)
+        assert self._result is not None
+        return self._result
+
+    async def cancel(self) -> None:
+        assert self._task is not None
+        if self._task.done():
+            return
+        if not self._cancelled:
+            self._cancelled = True
+            self._task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await asyncio.shield(self._task)
+
+    # -- following the conversation ---------------------------------------------------------
+
+    async def _on_event(self, env: Envelope) -> None:
+        data = env.data if isinstance(env.data, dict) else {}
+        was_started = self._tracker.started
+        outcome = self._tracker.feed(env.type, data, event_id=env.id, correlation_id=env.correlation_id)
+        if not was_started or self._outcome.done():
+            return
+        if env.type == LlmCompleted.TYPE:
+            usage = data.get("usage")
+            if isinstance(usage, dict):
+                for key in _USAGE_KEYS:
+                    value = usage.get(key)
+                    if isinstance(value, int) and not isinstance(value, bool):
+                        self._usage[key] = self._usage.get(key, 0) + value
+        elif env.type == ApprovalRequested.TYPE:
+            await self._on_approval(data)
+        elif env.type == LlmFailed.TYPE and self._tracker.overflow is not None:
+            self._spawn(self._overflow(self._tracker.overflow))
+        await self._channel.put(self._seq.feed(normalize(env.type, data)), bounded=False)
+        if outcome is not None and not self._outcome.done():
+            self._outcome.set_result(outcome)
+
+    async def _on_approval(self, data: dict[str, Any]) -> None:
+        tool = _text(data.get("tool"))
+        request_id = _text(data.get("request_id"))
+        if self._request.approval_policy == "never":
+            self._denied.append(tool)
+            self._spawn(self._deny(request_id))
+            return
+        self._pending += 1
+        await self._channel.put(
+            self._seq.feed(
+                [
+                    ProviderEvent(
+                        kind="tool_started",
+                        tool=tool,
+                        input=clip_input(data.get("args")),
+                        text=_text(data.get("reason")),
+                        metadata={"approval": "pending", "request_id": request_id},
+                    )
+                ]
+            ),
+            bounded=False,
+        )
+
+    async def _deny(self, request_id: str) -> None:
+        answer = ApprovalResponse(request_id=request_id, decision="deny")
+        try:
+            await self._client.send_event(self.conversation_id, answer.type, answer.to_data())
+        except JidoError as exc:  # unanswered, the request times out as a denial anyway
+            log.warning("approval %s of %s not denied: %s", request_id, self.conversation_id, exc)
+
+    async def _overflow(self, failure: TurnOutcome) -> None:
+        """After a context overflow the turn goes on when a compaction was asked for (the state then
+        awaits the summary or the retry); else the failure stands (as the client SDK decides)."""
+        try:
+            state = (await self._client.get_projection(self.conversation_id, "diagnostics")).value
+        except JidoError:
+            return
+        status = state.get("status") if isinstance(state, dict) else None
+        if self._tracker.overflow is failure and status != "awaiting_llm" and not self._outcome.done():
+            self._outcome.set_result(failure)
+
+    def _spawn(self, coro: Any) -> None:
+        task: asyncio.Task[None] = asyncio.ensure_future(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _watch(self) -> None:
+        stopped: tuple[FailureKind, str] | None = None
+        outcome: TurnOutcome | None = None
+        try:
+            outcome = await asyncio.wait_for(asyncio.shield(self._outcome), self._timeout_s)
+        except TimeoutError:
+            stopped = (
+                "transient",
+                f"the conversation did not finish within {self._timeout_s:g} s; it was cancelled",
+            )
+            await asyncio.shield(self._stop_conversation("timeout"))
+        except asyncio.CancelledError:
+            stopped = ("cancelled", "the iteration was cancelled")
+            await asyncio.shield(self._stop_conversation("cancelled by the PRD loop"))
+        finally:
+            await asyncio.shield(self._unfollow())
+        if outcome is not None and stopped is None:
+            if outcome.status == "answered":
+                usage = {f"usage.{k}": str(v) for k, v in self._usage.items()}
+                self._seq.feed([ProviderEvent(kind="iteration_finished", text=outcome.text, metadata=usage)])
+            else:
+                kind = failure_of(outcome)
+                message = outcome.message or outcome.status
+                if outcome.error_type:
+                    message = f"{outcome.error_type}: {message}"
+                self._seq.feed([ProviderEvent(kind="error", text=message, metadata={"failure": kind})])
+        if self._denied:
+            self._seq.metadata["approvals_denied"] = str(len(self._denied))
+            self._seq.metadata["denied_tools"] = ",".join(sorted(set(self._denied)))
+        if self._pending:
+            self._seq.metadata["approvals_pending"] = str(self._pending)
+        tail, result = self._seq.finish(exit_code=None, stopped=stopped)
+        if not result.usage and self._usage:
+            result = result.model_copy(update={"usage": dict(self._usage)})
+        self._result = result
+        await self._channel.put(tail, bounded=False)
+        await self._channel.close()
+
+    async def _stop_conversation(self, reason: str) -> None:
+        """Cancel the turn (its model call and tool calls) and wait a moment for it to say so."""
+        cancel = Cancel(reason=reason)
+        try:
+            await self._client.send_event(self.conversation_id, cancel.type, cancel.to_data())
+        except JidoError as exc:
+            log.warning("cancel of %s not sent: %s", self.conversation_id, exc)
+            return
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(asyncio.shield(self._outcome), _CANCEL_S)
+
+    async def _unfollow(self) -> None:
+        if self._sub is not None:
+            sub, self._sub = self._sub, None
+            with contextlib.suppress(JidoError, OSError):
+                await sub.unsubscribe()
+        for task in list(self._tasks):
+            task.cancel()
+
+
+def create(settings: ProviderSettings, context: ProviderContext) -> JidocodeProvider:
+    """The registry's factory."""
+    return JidocodeProvider(settings, context)
