@@ -72,6 +72,8 @@ MAX_STORIES_FILE_BYTES: Final = 8 * 1024 * 1024
 SHOW_EVENTS: Final = 10
 #: Seconds ``show`` waits for the stored events it knows exist (the stream answers at once).
 SHOW_WAIT_S: Final = 30.0
+#: Seconds ``show`` waits for one more stored event once it has the loop's last.
+SHOW_POLL_S: Final = 0.3
 #: Exit code after Ctrl-C paused the loop (the shell's "interrupted").
 EXIT_INTERRUPTED: Final = 130
 
@@ -211,15 +213,15 @@ async def last_events(bus: Bus, project_id: str, name: str, last_seq: int, count
     if last_seq <= 0 or count <= 0:
         return []
     found: list[PrdEvent] = []
-    follower = PrdFollower(bus, project_id, name, after_seq=max(0, last_seq - count))
+    follower = PrdFollower(bus, project_id, name, after_seq=max(0, last_seq - count), poll_s=SHOW_POLL_S)
     try:
         await follower.start()
     except ServiceUnavailable:
         return []
     try:
         async with asyncio.timeout(SHOW_WAIT_S):
-            while follower.last_seq < last_seq:
-                event = await follower.next()
+            # up to the loop's seq, and on while more are stored (the record may lag its events)
+            while (event := await follower.next()) is not None or follower.last_seq < last_seq:
                 if event is not None:
                     found.append(event)
     except TimeoutError:

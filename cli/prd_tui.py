@@ -15,6 +15,7 @@ text is never parsed as markup.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -154,6 +155,8 @@ class PrdApp(App[int]):
         #: Every action sent to the source, in order (what the keys did; tests read it).
         self.sent: list[str] = []
         self.failures: list[str] = []
+        #: Set once the PRD was read (or could not be): the panes show it.
+        self.loaded = asyncio.Event()
 
     def compose(self) -> ComposeResult:
         yield Static(id="header")
@@ -173,9 +176,11 @@ class PrdApp(App[int]):
         except JidoError as exc:
             self._fail(f"{exc.type}: {exc.message}")
             self._redraw()
+            self.loaded.set()
             return
         self.model = model_of(view)
         self._redraw()
+        self.loaded.set()
         self.run_worker(self._follow(self.model.seq), exclusive=True, group="follow")
 
     async def _follow(self, after: int) -> None:

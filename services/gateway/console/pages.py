@@ -203,7 +203,11 @@ class Pages:
         except ValueError as exc:
             return render("message.html", "projects", status=400, error=str(exc))
         try:
-            info = await self.ctx.project(pid).info()
+            # the engine's registry names the project (the page needs only the prd service and it)
+            projects = (await self.ctx.engine().list_projects()).projects
+            info = next((p for p in projects if p.project_id == pid), None)
+            if info is None:
+                return render("message.html", "projects", status=404, error=f"no project {pid!r}")
             listing = await self.ctx.prd(pid).list()
         except JidoError as exc:
             return _failure("message.html", "projects", exc)

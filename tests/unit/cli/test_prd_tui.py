@@ -97,6 +97,7 @@ async def test_the_tui_shows_the_prd_live_and_its_keys_drive_the_source() -> Non
     source = FakeSource(_recorded())
     app = PrdApp(source)
     async with app.run_test(size=(140, 40)) as pilot:
+        await asyncio.wait_for(app.loaded.wait(), 30)
         await asyncio.wait_for(source.drained.wait(), 30)
         await pilot.pause()
         assert source.after == 3  # followed from the loop's seq as get() read it
