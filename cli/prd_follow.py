@@ -130,6 +130,10 @@ class PrdFollower:
             await self.close()
             await self.start()
             return False
+        except nats.errors.ConnectionClosedError:
+            raise ServiceUnavailable(
+                "lost the connection to NATS while following the PRD: is JidoCode still running?"
+            ) from None
         return True
 
     async def next(self) -> PrdEvent | None:

@@ -11,6 +11,7 @@ from nats.js.api import StreamConfig
 from jidocode.cli.prd_follow import PrdFollower
 from jidocode.shared import subjects
 from jidocode.shared.bus import Bus
+from jidocode.shared.config import Config
 from jidocode.shared.errors import ServiceUnavailable
 from jidocode.shared.events.prd import PrdAssistantText, PrdEvent, PrdLoopStateChanged
 
@@ -38,7 +39,7 @@ async def _take(follower: PrdFollower, count: int) -> list[PrdEvent]:
     return got
 
 
-async def test_the_follower_gives_one_prds_events_after_a_seq_then_live(bus: Bus) -> None:
+async def test_the_follower_gives_one_prds_events_after_a_seq_then_live(bus: Bus, config: Config) -> None:
     with pytest.raises(ServiceUnavailable, match="no JIDO_PRD stream"):
         await PrdFollower(bus, "p1", "auth").start()
     await bus.js.add_stream(StreamConfig(name=subjects.STREAM_PRD, subjects=[subjects.prd_event_filter()]))
@@ -57,6 +58,12 @@ async def test_the_follower_gives_one_prds_events_after_a_seq_then_live(bus: Bus
         await _publish(bus, live)
         assert await _take(follower, 1) == [live]
         assert follower.last_seq == 6
+
+    other = await Bus.connect(config, "test-closed")
+    follower = await PrdFollower(other, "p1", "auth", after_seq=6, poll_s=0.2).start()
+    await other.nc.close()
+    with pytest.raises(ServiceUnavailable, match="lost the connection to NATS"):
+        await follower.next()
 
     with pytest.raises(ValueError, match="buffer"):
         PrdFollower(bus, "p1", "auth", buffer=0)
