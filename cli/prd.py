@@ -360,10 +360,6 @@ def run_(
                 if follower is None:
                     _print_loop(loop, json_out)
                     return 0
-                err_console.print(
-                    Text.assemble("running ", (name, "bold"), " (Ctrl-C pauses it)", style="dim"),
-                    highlight=False,
-                )
                 return await _follow_live(bus, client, follower, name)
             finally:
                 if follower is not None:
@@ -393,6 +389,10 @@ async def _follow_live(bus: Bus, client: PrdClient, follower: PrdFollower, name:
 
     with contextlib.suppress(NotImplementedError, RuntimeError):
         loop.add_signal_handler(signal.SIGINT, on_sigint)
+    # said once Ctrl-C does what it says (a script may wait for this line before sending SIGINT)
+    err_console.print(
+        Text.assemble("running ", (name, "bold"), " (Ctrl-C pauses it)", style="dim"), highlight=False
+    )
     try:
         return await follow_loop(
             follower,

@@ -11,6 +11,8 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import signal
+import sys
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -181,6 +183,44 @@ async def test_the_cli_creates_lists_shows_and_runs_a_prd_live(system: System, t
     reset = await system.cli("prd", "reset-story", root, "demo", "US-002", "--yes")
     assert reset.exit_code == 0, reset.output
     assert "story US-002 of demo: pending" in _flat(reset)
+
+
+async def test_ctrl_c_in_prd_run_pauses_the_loop(system: System) -> None:
+    """A real terminal's Ctrl-C (SIGINT to the process): the CLI asks for a pause, the service
+    cancels the iteration in flight, and the CLI exits 130 once the loop says paused."""
+    prds = PrdClient(system.bus, system.project_id, timeout=30)
+    await prds.create("blk", stories=[StoryDraft(title="Blocks")])
+    system.provider.scripts["blk/US-001"] = [Act(block=True)]
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "jidocode.cli.main",
+        "prd",
+        "run",
+        str(system.root),
+        "blk",
+        env={**os.environ, **system.env},
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    assert proc.stderr is not None and proc.stdout is not None
+    try:
+        line = await asyncio.wait_for(proc.stderr.readline(), WAIT)
+        assert b"(Ctrl-C pauses it)" in line, line
+        await asyncio.wait_for(system.provider.blocked.wait(), WAIT)
+        proc.send_signal(signal.SIGINT)
+        out, err = await asyncio.wait_for(proc.communicate(), WAIT)
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+    assert proc.returncode == 130, (out, err)
+    assert b"pausing the loop" in err
+    assert "loop running → paused" in out.decode()
+    view = await prds.get("blk")
+    assert view.loop is not None and view.loop.state == "paused"
+    assert view.prd["userStories"][0]["inProgress"] is True  # the story stays in progress
+    await prds.stop("blk")
 
 
 async def test_the_tui_opens_on_the_running_system(system: System) -> None:

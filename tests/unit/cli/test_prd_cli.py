@@ -34,6 +34,11 @@ def test_a_bad_name_is_refused_before_connecting(command: str, tmp_path: Path) -
     )
 
 
+def test_an_error_quoting_input_prints_it_as_text(tmp_path: Path) -> None:
+    result = runner.invoke(app, ["prd", "new", str(tmp_path), "[bold]x[/bold]"])
+    assert result.exit_code == 2 and "invalid PRD name '[bold]x[/bold]'" in result.output
+
+
 def test_reset_story_checks_the_name_before_asking(tmp_path: Path) -> None:
     result = runner.invoke(app, ["prd", "reset-story", str(tmp_path), "x" * 65, "US-1"], input="y\n")
     assert (
