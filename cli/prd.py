@@ -293,13 +293,18 @@ async def follow_loop(
     interrupted: asyncio.Event | None = None,
     on_interrupt: Callable[[], Awaitable[None]] | None = None,
     check: Callable[[], None] | None = None,
+    from_start: bool = False,
 ) -> int:
     """Show ``follower``'s events through ``emit(Text)`` until the loop ends; its exit code.
 
     0 completed, 1 error or stopped; once ``interrupted`` is set, ``on_interrupt()`` is
-    awaited (it asks for a pause) and the loop's next ``paused`` ends it with 130.
+    awaited (it asks for a pause) and the loop's next ``paused`` ends it with 130. With
+    ``from_start``, events before the loop's next ``→ running`` are skipped: the loop's
+    record can lag its last event (the previous run's ``→ completed``), which must not end
+    a new run's follower.
     """
     asked = False
+    started = not from_start
     while True:
         if interrupted is not None and interrupted.is_set() and not asked:
             asked = True
@@ -310,6 +315,10 @@ async def follow_loop(
         event = await follower.next()
         if event is None:
             continue
+        if not started:
+            started = isinstance(event, PrdLoopStateChanged) and event.to_state == "running"
+            if not started:
+                continue
         for text in renderer.feed(event):
             emit(text)
         code = exit_code_for(event)
@@ -401,6 +410,7 @@ async def _follow_live(bus: Bus, client: PrdClient, follower: PrdFollower, name:
             interrupted=interrupted,
             on_interrupt=pause,
             check=reach.check,
+            from_start=True,
         )
     finally:
         with contextlib.suppress(NotImplementedError, RuntimeError):

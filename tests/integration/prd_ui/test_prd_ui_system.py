@@ -154,7 +154,10 @@ async def test_the_cli_creates_lists_shows_and_runs_a_prd_live(system: System, t
     assert missing.exit_code == 2 and "not_found" in missing.output and "nosuch" in missing.output
 
     system.provider.scripts["demo/US-001"] = [Act(write={"one.txt": "1\n"})]
-    system.provider.scripts["demo/US-002"] = [Act(write={"two.txt": "[link=https://x.example]2[/link]\n"})]
+    system.provider.scripts["demo/US-002"] = [
+        Act(write={"two.txt": "[link=https://x.example]2[/link]\n"}),
+        Act(write={"two.txt": "again\n"}),
+    ]
     ran = await system.cli("prd", "run", root, "demo")
     out = _flat(ran)
     assert ran.exit_code == 0, ran.output
@@ -183,6 +186,11 @@ async def test_the_cli_creates_lists_shows_and_runs_a_prd_live(system: System, t
     reset = await system.cli("prd", "reset-story", root, "demo", "US-002", "--yes")
     assert reset.exit_code == 0, reset.output
     assert "story US-002 of demo: pending" in _flat(reset)
+    # run again: the previous run's last event (→ completed) must not end this one
+    rerun = await system.cli("prd", "run", root, "demo")
+    assert rerun.exit_code == 0, rerun.output
+    assert "━━ story US-002 · attempt" in rerun.output and "US-001 · attempt" not in rerun.output
+    assert rerun.output.count("→ completed") == 1
 
 
 async def test_ctrl_c_in_prd_run_pauses_the_loop(system: System) -> None:

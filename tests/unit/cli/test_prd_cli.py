@@ -127,6 +127,15 @@ async def test_the_follower_ends_with_the_loop(final: str, code: int) -> None:
     assert [t.plain for t in shown] == ["loop running → paused", "  half a line", f"loop running → {final}"]
 
 
+async def test_a_run_skips_what_came_before_its_start() -> None:
+    shown: list[Text] = []
+    stale = [PrdAssistantText(**BASE, seq=4, text="old\n"), _state(5, "completed")]
+    start = PrdLoopStateChanged(**BASE, seq=6, from_state="ready", to_state="running")
+    feed = Feed([*stale, start, _state(7, "error")])
+    assert await follow_loop(feed, LineRenderer(), shown.append, from_start=True) == 1
+    assert [t.plain for t in shown] == ["loop ready → running", "loop running → error"]
+
+
 async def test_ctrl_c_asks_for_a_pause_and_ends_once_paused() -> None:
     interrupted = asyncio.Event()
     asked: list[str] = []
