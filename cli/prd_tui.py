@@ -134,9 +134,10 @@ def stories_text(model: TuiModel) -> Text:
 class PrdApp(App[int]):
     """One PRD, live. Exits with 0 (``q``)."""
 
+    TITLE = "jidocode prd"
     CSS = """
     #header { height: 1; background: $boost; padding: 0 1; }
-    #stories { width: 40; border: round $primary; padding: 0 1; }
+    #stories { width: 40; height: 1fr; border: round $primary; padding: 0 1; overflow-y: auto; }
     #stream { border: round $primary; }
     #checks { height: 12; border: round $secondary; }
     """
