@@ -327,3 +327,60 @@ async def test_the_gateway_lists_drives_and_streams_a_prd(system: System) -> Non
 async def _openapi(system: System) -> Any:
     async with system.http() as http:
         return (await http.get("/openapi.json")).json()
+
+
+CHROMIUM = Path("/usr/bin/chromium")
+HOSTILE_FILE = "<img src=x onerror=alert(1)>.txt"
+
+
+async def test_the_console_prd_page_runs_and_follows_a_prd_in_a_browser(
+    system: System, tmp_path: Path
+) -> None:
+    """Debian's Chromium through Playwright: the page's script follows the SSE stream (loop state,
+    story states, events, checks), Run and Pause answer, and event text stays text."""
+    if not CHROMIUM.exists():
+        pytest.skip(f"needs Debian's Chromium at {CHROMIUM} (apt-get install chromium)")
+    from playwright.async_api import async_playwright
+
+    from tests.e2e.console_fixtures import CHROMIUM_ARGS
+
+    prds = PrdClient(system.bus, system.project_id, timeout=30)
+    await prds.create("page", title="<b>Page</b>", stories=[StoryDraft(title="<script>x()</script> story")])
+    system.provider.scripts["page/US-001"] = [Act(write={"one.txt": "1\n", HOSTILE_FILE: "x\n"})]
+    url = f"{system.gateway.base_url}/console/projects/{system.project_id}/prds/page"
+    async with async_playwright() as playwright:
+        browser = await playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        try:
+            page = await browser.new_page()
+            errors: list[str] = []
+            page.on("pageerror", lambda exc: errors.append(str(exc)))
+            page.on("dialog", lambda dialog: errors.append(f"dialog: {dialog.message}"))
+            await page.goto(f"{system.gateway.base_url}/login?token={TOKEN}")
+            await page.goto(url)
+            await page.locator("#connection", has_text="live").wait_for(timeout=WAIT * 1000)
+            await page.click("button[data-verb=run]")
+            await page.locator("#loop-state", has_text="completed").wait_for(timeout=WAIT * 1000)
+            story = page.locator('#stories li[data-story-id="US-001"]')
+            assert await story.get_attribute("class") == "story passed"
+            assert "<script>x()</script> story" in await story.inner_text()
+            events = await page.locator("#prd-events li").all_inner_texts()
+            text = "\n".join(events)
+            assert (
+                "loop ready → running" in text and "committed" in text and "loop running → completed" in text
+            )
+            assert f"⏺ write_file(path={HOSTILE_FILE})" in text  # the tool's input, as text
+            assert await page.locator("#prd-events img, #stories script, #prd-events b").count() == 0
+            assert "checks passed" in await page.locator("#checks").inner_text()
+            await page.screenshot(path=str(tmp_path / "prd-page.png"), full_page=True)
+
+            await page.click("button[data-verb=pause]")
+            await page.locator("#loop-controls output", has_text="conflict").wait_for(timeout=WAIT * 1000)
+
+            await page.reload()  # the same events again, from the stream
+            await page.locator("#prd-events li", has_text="loop running → completed").wait_for(
+                timeout=WAIT * 1000
+            )
+            assert await page.locator("#prd-events li").all_inner_texts() == events
+            assert errors == []
+        finally:
+            await browser.close()

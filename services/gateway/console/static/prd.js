@@ -65,6 +65,12 @@
     );
   }
 
+  /** A tool's input on one line: key=value, … (values cut by preview). */
+  const args = (input) =>
+    Object.entries(input || {})
+      .map(([key, value]) => `${key}=${typeof value === "string" ? value : JSON.stringify(value)}`)
+      .join(", ");
+
   const render = {
     "prd.loop.state_changed": (e, d) => {
       setState(d.to_state);
@@ -83,7 +89,7 @@
       if (!assistant) assistant = add(el("li", { class: "assistant" }), e);
       assistant.append(document.createTextNode(d.text));
     },
-    "prd.tool_started": (e, d) => line(e, "tool", `⏺ ${d.tool}(${preview(d.input, 200)})`),
+    "prd.tool_started": (e, d) => line(e, "tool", `⏺ ${d.tool}(${preview(args(d.input), 200)})`),
     "prd.tool_finished": (e, d) => line(e, d.ok ? "tool" : "bad", `${d.ok ? "✓" : "✗"} ${d.tool}${d.output ? `: ${preview(d.output, 200)}` : ""}`),
     "prd.command_output": (e, d) =>
       line(e, "command", `${d.source === "check" ? "check" : "$"} ${d.command}${d.exit_code === null || d.exit_code === undefined ? "" : ` → exit ${d.exit_code}`}`, d.text ? el("pre", {}, preview(d.text, 4000)) : null),
