@@ -11,10 +11,11 @@ so memory is bounded and nothing is dropped.
 Every loop event carries the PRD's own gapless ``seq`` (also its line in
 ``events.jsonl``); the follower yields only events after ``after_seq`` and never one
 twice, so a caller that knows the last ``seq`` it showed (``LoopInfo.seq`` from ``get``
-or ``run``) resumes exactly there. The stream's numbering is not the PRD's, so the
-consumer reads the PRD's subjects from the start of the stream and skips what came
-before: the stream's own limits bound that replay. If the server loses the consumer
-(a restart), the follower makes a new one and goes on after the last ``seq`` it gave.
+or ``run``) resumes exactly there. The stream's numbering is not the PRD's: the
+consumer starts where :func:`jidocode.shared.prd_stream.start_sequence` finds that
+``seq`` (a binary search, a few events early) and skips what comes before it. If the
+server loses the consumer (a restart), the follower makes a new one and goes on after
+the last ``seq`` it gave.
 
 Bounded: at most ``buffer`` events wait in this process; the rest wait in the stream
 until the reader takes more, so a slow terminal slows the delivery, never the loop (the
@@ -40,6 +41,7 @@ from jidocode.shared.bus import Bus
 from jidocode.shared.envelope import decode
 from jidocode.shared.errors import JidoError, ServiceUnavailable
 from jidocode.shared.events.prd import PrdEvent
+from jidocode.shared.prd_stream import start_sequence
 
 __all__ = ["CONSUMER_IDLE_S", "FOLLOW_BUFFER", "POLL_S", "PrdFollower"]
 
@@ -72,6 +74,7 @@ class PrdFollower:
         self.bus = bus
         self.subject = subjects.prd_event_filter(project_id, prd)
         self.prd = prd
+        self.project_id = project_id
         #: The ``seq`` of the last event yielded (or the one to start after).
         self.last_seq = after_seq
         self.buffer = buffer
@@ -83,9 +86,17 @@ class PrdFollower:
     async def start(self) -> PrdFollower:
         """Open the consumer; :class:`ServiceUnavailable` when there is no ``JIDO_PRD`` stream."""
         self._consumer = f"prd_follow_{secrets.token_hex(8)}"
+        try:
+            start = await start_sequence(self.bus.js, self.project_id, self.prd, self.last_seq)
+        except nats.js.errors.NotFoundError:
+            raise ServiceUnavailable(
+                f"there is no {subjects.STREAM_PRD} stream: the prd service has never run on this system",
+                details={"stream": subjects.STREAM_PRD},
+            ) from None
         config = ConsumerConfig(
             name=self._consumer,
-            deliver_policy=DeliverPolicy.ALL,
+            deliver_policy=DeliverPolicy.ALL if start <= 1 else DeliverPolicy.BY_START_SEQUENCE,
+            opt_start_seq=None if start <= 1 else start,
             ack_policy=AckPolicy.NONE,
             filter_subject=self.subject,
             inactive_threshold=CONSUMER_IDLE_S,

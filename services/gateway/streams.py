@@ -46,6 +46,7 @@ from jidocode.shared.bus import Bus
 from jidocode.shared.envelope import Envelope, decode
 from jidocode.shared.errors import InvalidInput, JidoError
 from jidocode.shared.events.conversation import ReplayInfo
+from jidocode.shared.prd_stream import start_sequence
 
 from .context import GatewayContext
 from .errors import error_response, from_jido_error
@@ -376,8 +377,10 @@ async def prd_events(request: Request) -> Response:
     try:
         filter_subject = subjects.prd_event_filter(pid, name)
         await ctx.prd(pid).get(name)
+        start = await start_sequence(ctx.bus.js, pid, name, int(raw))
         config = ConsumerConfig(
-            deliver_policy=DeliverPolicy.ALL,
+            deliver_policy=DeliverPolicy.ALL if start <= 1 else DeliverPolicy.BY_START_SEQUENCE,
+            opt_start_seq=None if start <= 1 else start,
             ack_policy=AckPolicy.NONE,
             name=f"{CONSUMER_PREFIX}{secrets.token_hex(8)}",
             inactive_threshold=CONSUMER_IDLE_S,

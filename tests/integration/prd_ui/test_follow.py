@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 
+import nats.js.errors
 import pytest
 from nats.js.api import StreamConfig
 
@@ -12,8 +13,10 @@ from jidocode.cli.prd_follow import PrdFollower
 from jidocode.shared import subjects
 from jidocode.shared.bus import Bus
 from jidocode.shared.config import Config
+from jidocode.shared.envelope import encode
 from jidocode.shared.errors import ServiceUnavailable
 from jidocode.shared.events.prd import PrdAssistantText, PrdEvent, PrdLoopStateChanged
+from jidocode.shared.prd_stream import RESUME_MARGIN, start_sequence
 
 DEADLINE = 30.0
 
@@ -69,3 +72,35 @@ async def test_the_follower_gives_one_prds_events_after_a_seq_then_live(bus: Bus
         PrdFollower(bus, "p1", "auth", buffer=0)
     with pytest.raises(ValueError, match="after_seq"):
         PrdFollower(bus, "p1", "auth", after_seq=-1)
+
+
+async def test_the_start_of_a_seq_is_found_in_the_stream(bus: Bus) -> None:
+    """The binary search lands on the PRD's event just after the resume point (minus the margin),
+    between other PRDs' events; before the margin it is the stream's start, past the end the next."""
+    with pytest.raises(nats.js.errors.NotFoundError):
+        await start_sequence(bus.js, "p1", "auth", 500)
+    await bus.js.add_stream(StreamConfig(name=subjects.STREAM_PRD, subjects=[subjects.prd_event_filter()]))
+    position: dict[int, int] = {}  # the PRD's seq -> its stream sequence
+    for seq in range(1, 301):
+        for prd in ("auth", "other", "third")[: 1 + seq % 3]:
+            payload, headers = encode(bus.envelope(_text(prd, seq)))
+            ack = await bus.js.publish(
+                subjects.prd_event("p1", prd, "prd.assistant_text"), payload, headers=headers
+            )
+            if prd == "auth":
+                position[seq] = ack.seq
+    last = max(position.values())
+    for after in (1, 63, 64, 65, 100, 150, 299):
+        start = await start_sequence(bus.js, "p1", "auth", after)
+        target = after - RESUME_MARGIN
+        expected = 1 if target <= 0 else position[target] + 1
+        assert start == expected, after
+        exact = await start_sequence(bus.js, "p1", "auth", after, margin=0)
+        assert position[after] < exact <= position[after + 1], after
+    assert await start_sequence(bus.js, "p1", "auth", 300, margin=0) == last + 1
+    assert await start_sequence(bus.js, "p1", "auth", 10_000, margin=0) > last  # only new ones
+    assert await start_sequence(bus.js, "p1", "nosuch", 100, margin=0) == 1  # nothing of it: from the start
+
+    async with PrdFollower(bus, "p1", "auth", after_seq=250, poll_s=0.2) as follower:
+        got = await _take(follower, 50)
+    assert [e.seq for e in got] == list(range(251, 301))
