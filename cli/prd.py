@@ -22,6 +22,7 @@ import contextlib
 import json
 import re
 import signal
+import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Final, Protocol
@@ -294,8 +295,10 @@ async def follow_loop(
     on_interrupt: Callable[[], Awaitable[None]] | None = None,
     check: Callable[[], None] | None = None,
     from_start: bool = False,
+    on_event: Callable[[PrdEvent], None] | None = None,
 ) -> int:
-    """Show ``follower``'s events through ``emit(Text)`` until the loop ends; its exit code.
+    """Show ``follower``'s events through ``emit(Text)`` (or hand each to ``on_event``: ``--json``)
+    until the loop ends; its exit code.
 
     0 completed, 1 error or stopped; once ``interrupted`` is set, ``on_interrupt()`` is
     awaited (it asks for a pause) and the loop's next ``paused`` ends it with 130. With
@@ -319,8 +322,11 @@ async def follow_loop(
             started = isinstance(event, PrdLoopStateChanged) and event.to_state == "running"
             if not started:
                 continue
-        for text in renderer.feed(event):
-            emit(text)
+        if on_event is not None:
+            on_event(event)
+        else:
+            for text in renderer.feed(event):
+                emit(text)
         code = exit_code_for(event)
         if code is None and asked and isinstance(event, PrdLoopStateChanged) and event.to_state == "paused":
             code = EXIT_INTERRUPTED
@@ -346,7 +352,8 @@ def run_(
     detach: bool = typer.Option(False, "--detach", help="start it and return (follow with `prd tui`)"),
     json_out: bool = JSON,
 ) -> None:
-    """Start the PRD's loop and follow it live (Ctrl-C pauses it; --detach returns at once)."""
+    """Start the PRD's loop and follow it live (Ctrl-C pauses it; --detach returns at once;
+    --json prints each event as one JSON line)."""
 
     async def main() -> int:
         check_name(name)
@@ -369,7 +376,7 @@ def run_(
                 if follower is None:
                     _print_loop(loop, json_out)
                     return 0
-                return await _follow_live(bus, client, follower, name)
+                return await _follow_live(bus, client, follower, name, json_out)
             finally:
                 if follower is not None:
                     await follower.close()
@@ -379,7 +386,13 @@ def run_(
         raise typer.Exit(code)
 
 
-async def _follow_live(bus: Bus, client: PrdClient, follower: PrdFollower, name: str) -> int:
+def _json_line(event: PrdEvent) -> None:
+    """One event as one JSON line on stdout (``run --json``: for scripts)."""
+    sys.stdout.write(json.dumps(event.model_dump(mode="json"), ensure_ascii=False) + "\n")
+    sys.stdout.flush()
+
+
+async def _follow_live(bus: Bus, client: PrdClient, follower: PrdFollower, name: str, json_out: bool) -> int:
     interrupted = asyncio.Event()
     loop = asyncio.get_running_loop()
     reach = NatsReach(bus, interrupted.set, f"prd run <dir> {name}")
@@ -411,6 +424,7 @@ async def _follow_live(bus: Bus, client: PrdClient, follower: PrdFollower, name:
             on_interrupt=pause,
             check=reach.check,
             from_start=True,
+            on_event=_json_line if json_out else None,
         )
     finally:
         with contextlib.suppress(NotImplementedError, RuntimeError):

@@ -187,10 +187,13 @@ async def test_the_cli_creates_lists_shows_and_runs_a_prd_live(system: System, t
     assert reset.exit_code == 0, reset.output
     assert "story US-002 of demo: pending" in _flat(reset)
     # run again: the previous run's last event (→ completed) must not end this one
-    rerun = await system.cli("prd", "run", root, "demo")
+    rerun = await system.cli("prd", "run", root, "demo", "--json")
     assert rerun.exit_code == 0, rerun.output
-    assert "━━ story US-002 · attempt" in rerun.output and "US-001 · attempt" not in rerun.output
-    assert rerun.output.count("→ completed") == 1
+    lines = [json.loads(line) for line in rerun.stdout.splitlines()]
+    assert lines[0]["type"] == "prd.loop.state_changed" and lines[0]["to_state"] == "running"
+    assert [e["seq"] for e in lines] == list(range(lines[0]["seq"], lines[0]["seq"] + len(lines)))
+    assert {e["story_id"] for e in lines if e["type"] == "prd.iteration_started"} == {"US-002"}
+    assert lines[-1]["to_state"] == "completed"
 
 
 async def test_ctrl_c_in_prd_run_pauses_the_loop(system: System) -> None:

@@ -136,6 +136,14 @@ async def test_a_run_skips_what_came_before_its_start() -> None:
     assert [t.plain for t in shown] == ["loop ready → running", "loop running → error"]
 
 
+async def test_json_hands_over_the_events_not_lines() -> None:
+    shown: list[Text] = []
+    events: list[PrdEvent] = []
+    feed = Feed([PrdAssistantText(**BASE, seq=1, text="a\n"), _state(2, "completed")])
+    assert await follow_loop(feed, LineRenderer(), shown.append, on_event=events.append) == 0
+    assert shown == [] and [e.seq for e in events] == [1, 2]
+
+
 async def test_ctrl_c_asks_for_a_pause_and_ends_once_paused() -> None:
     interrupted = asyncio.Event()
     asked: list[str] = []
