@@ -138,6 +138,7 @@ async def main(stories: int, rounds: int) -> None:
             prd_service.serve(config, stop, resolve_provider=resolve, settings=LoopSettings())  # type: ignore[arg-type]
         ),
     ]
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
     from tests.helpers import wait_for_services
 
     await wait_for_services(config, names=("engine", "prd"), timeout=60)

@@ -168,10 +168,23 @@ class EventLog:
                 time=last.get("time"),
                 extensions={k: str(last[k]) for k in ("projectid",) if k in last},
             )
-            with contextlib.suppress(Exception):  # best effort: the stream may already have it
-                await log_._publish(subjects.prd_event(project_id, prd, env.type), env, env.id)
+            subject = subjects.prd_event(project_id, prd, env.type)
+            with contextlib.suppress(Exception):  # best effort: the next events go out regardless
+                if not await log_._stored(subject, env.id):
+                    await log_._publish(subject, env, env.id)
         log_.start()
         return log_
+
+    async def _stored(self, subject: str, event_id: str) -> bool:
+        """Whether the stream's last message on ``subject`` is event ``event_id`` (a re-publish
+        would be dropped by the stream but still reach live subscribers twice)."""
+        import nats.js.errors
+
+        try:
+            msg = await self.bus.js.get_last_msg(subjects.STREAM_PRD, subject)
+        except nats.js.errors.NotFoundError:
+            return False
+        return msg.data is not None and json.loads(msg.data).get("id") == event_id
 
     def start(self) -> None:
         if self._task is None:

@@ -364,12 +364,12 @@ class _Loop:
             waiter.cancel()
         if task.done():
             return task.result()
+        task.cancel()  # first: nothing of the cut step is relayed any more
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await task
         if on_cancel is not None:
             with contextlib.suppress(Exception):
                 await on_cancel()
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError, Exception):
-            await task
         if self.lost:
             raise _Lost(self.name)
         raise _Interrupted

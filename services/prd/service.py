@@ -61,8 +61,8 @@ log = logging.getLogger("jidocode.prd")
 
 def default_resolver(bus: Bus, config: Config) -> ProviderResolver:
     """Providers from ``providers.registry`` (imported here, never by the loop)."""
-    from .providers.base import ProviderContext  # type: ignore[attr-defined,unused-ignore]
-    from .providers.registry import ProviderRegistry  # type: ignore[import-not-found,unused-ignore]
+    from .providers.base import ProviderContext
+    from .providers.registry import ProviderRegistry
 
     def resolve(key: str, project_id: str, prd_config: PrdConfig) -> Provider:
         registry = ProviderRegistry(prd_config.providers)

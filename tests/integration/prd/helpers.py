@@ -5,18 +5,21 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import subprocess
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from nats.js.api import ConsumerConfig, DeliverPolicy
 
+from jidocode.cli.dev.scripted_llm import Reply
 from jidocode.shared import subjects
 from jidocode.shared.bus import Bus
 from jidocode.shared.envelope import Envelope
 
-__all__ = ["WAIT", "Events", "git", "git_repo", "jsonl", "stream_events"]
+__all__ = ["WAIT", "Events", "Router", "git", "git_repo", "jsonl", "stream_events"]
 
 #: Bound of every wait on an event (a loaded machine).
 WAIT = 60.0
@@ -113,3 +116,40 @@ async def stream_events(bus: Bus, project_id: str, prd: str) -> list[dict[str, A
     finally:
         await sub.unsubscribe()
     return out
+
+
+_KEY = re.compile(r"document '([^']+)'.*?Your story now: (\S+): .*? \(attempt (\d+)\)", re.S)
+
+
+class Router:
+    """``(prd, story id, attempt) -> [reply per turn]``; ``first[key]`` answers the first call only."""
+
+    def __init__(self) -> None:
+        self.scripts: dict[tuple[str, str, int], list[Reply]] = {}
+        self.first: dict[tuple[str, str, int], Reply] = {}
+        self.calls: dict[tuple[str, str, int], int] = {}
+        #: Set when a key's first model call arrived (the server may answer in another thread).
+        self.asked: dict[tuple[str, str, int], threading.Event] = {}
+
+    async def wait_asked(self, key: tuple[str, str, int]) -> None:
+        event = self.asked.setdefault(key, threading.Event())
+        assert await asyncio.to_thread(event.wait, WAIT), f"the model was never asked for {key}"
+
+    def __call__(self, body: dict[str, Any]) -> Reply:
+        messages = body.get("messages") or []
+        first = next((m for m in messages if m.get("role") == "user"), {})
+        text = first.get("content")
+        if isinstance(text, list):
+            text = " ".join(str(p.get("text", "")) for p in text if isinstance(p, dict))
+        found = _KEY.search(str(text or ""))
+        if found is None:
+            return Reply.error(500, "not a story prompt")
+        key = (found.group(1), found.group(2), int(found.group(3)))
+        turn = sum(1 for m in messages if m.get("role") == "assistant")
+        if turn == 0:
+            self.calls[key] = self.calls.get(key, 0) + 1
+            self.asked.setdefault(key, threading.Event()).set()
+            if self.calls[key] == 1 and key in self.first:
+                return self.first[key]
+        script = self.scripts.get(key, [Reply.answer("nothing to do")])
+        return script[turn] if turn < len(script) else Reply.answer("done")
