@@ -46,7 +46,7 @@ from jidocode.shared.events.prd import (
 
 from .common import NatsReach, cli_bus, console, err_console, fields, print_json, resolve_project, run
 from .prd_follow import PrdFollower
-from .prd_render import LineRenderer, exit_code_for, story_rows, story_text
+from .prd_render import LineRenderer, exit_code_for, safe, story_rows, story_text
 
 __all__ = [
     "EXIT_INTERRUPTED",
@@ -148,7 +148,7 @@ def _print_loop(loop: LoopInfo, json_out: bool) -> None:
         print_json(fields(loop))
         return
     story = f", story {loop.story_id} attempt {loop.attempt}" if loop.story_id else ""
-    console.print(Text.assemble(("PRD ", "dim"), (loop.prd, "bold"), f": {loop.state}{story}"))
+    console.print(Text.assemble(("PRD ", "dim"), (loop.prd, "bold"), safe(f": {loop.state}{story}")))
 
 
 # -- commands ----------------------------------------------------------------------------------
@@ -182,7 +182,9 @@ def new(
         print_json(fields(view))
         return
     count = len(story_rows(view.prd))
-    console.print(Text.assemble("created ", (view.name, "bold"), f" with {count} stories in {view.path}"))
+    console.print(
+        Text.assemble("created ", (view.name, "bold"), safe(f" with {count} stories in {view.path}"))
+    )
 
 
 @app.command("list")
@@ -202,9 +204,17 @@ def list_(project_dir: str = PROJECT_DIR, json_out: bool = JSON) -> None:
         return
     table = Table("prd", "title", "passed", "in progress", "loop")
     for prd in found.prds:
-        title = Text(prd.title) if not prd.problem else Text(f"cannot load: {prd.problem}", style="red")
+        title = (
+            Text(safe(prd.title))
+            if not prd.problem
+            else Text(safe(f"cannot load: {prd.problem}"), style="red")
+        )
         table.add_row(
-            Text(prd.name), title, f"{prd.passed}/{prd.stories}", Text(prd.in_progress or "-"), prd.state
+            Text(prd.name),
+            title,
+            f"{prd.passed}/{prd.stories}",
+            Text(safe(prd.in_progress or "-")),
+            prd.state,
         )
     console.print(table)
 
@@ -248,20 +258,20 @@ def show(project_dir: str = PROJECT_DIR, name: str = NAME, json_out: bool = JSON
     if json_out:
         print_json({**fields(view), "events": [e.model_dump(mode="json") for e in events]})
         return
-    title = str(view.prd.get("title", ""))
+    title = safe(str(view.prd.get("title", "")))
     console.print(Text.assemble(("PRD ", "dim"), (view.name, "bold"), f"  {title}" if title else ""))
-    console.print(Text(f"files: {view.path}", style="dim"))
+    console.print(Text(safe(f"files: {view.path}"), style="dim"))
     loop = view.loop
     if loop is None:
         console.print("loop: ready (never ran)")
     else:
         where = f" on {loop.branch}" if loop.branch else ""
         who = "/".join(p for p in (loop.provider, loop.model) if p)
-        line = Text.assemble("loop: ", (loop.state, "bold"), where, f" · {who}" if who else "")
+        line = Text.assemble("loop: ", (loop.state, "bold"), safe(where), safe(f" · {who}" if who else ""))
         if loop.story_id:
-            line.append(f" · story {loop.story_id} attempt {loop.attempt}")
+            line.append(safe(f" · story {loop.story_id} attempt {loop.attempt}"))
         if loop.error:
-            line.append(f" · {loop.error}", style="red")
+            line.append(safe(f" · {loop.error}"), style="red")
         console.print(line)
     rows = story_rows(view.prd)
     current = loop.story_id if loop else ""
@@ -471,7 +481,7 @@ def reset_story(
         print_json(fields(view))
         return
     state = next((r.state for r in story_rows(view.prd) if r.id == story_id), "pending")
-    console.print(Text.assemble("story ", (story_id, "bold"), f" of {view.name}: {state}"))
+    console.print(Text.assemble("story ", (safe(story_id), "bold"), f" of {view.name}: {state}"))
 
 
 def _require_name(name: str) -> None:

@@ -42,7 +42,7 @@ from jidocode.shared.events.prd import (
 
 from .common import cli_bus, resolve_project
 from .prd_follow import PrdFollower
-from .prd_render import LineRenderer, StoryRow, check_lines, header_text, story_rows, story_text
+from .prd_render import LineRenderer, StoryRow, check_lines, header_text, safe, story_rows, story_text
 
 __all__ = [
     "MAX_LOG_LINES",
@@ -199,7 +199,7 @@ class PrdApp(App[int]):
             checks.clear()
             checks.write(
                 Text.assemble(
-                    (f"story {event.story_id} attempt {event.attempt}: ", "bold"),
+                    (safe(f"story {event.story_id} attempt {event.attempt}: "), "bold"),
                     ("passed", "green") if event.ok else ("failed", "red"),
                 )
             )
@@ -214,7 +214,7 @@ class PrdApp(App[int]):
 
     def _fail(self, message: str) -> None:
         self.failures.append(message)
-        self.notify(message, severity="error", markup=False)
+        self.notify(safe(message), severity="error", markup=False)
 
     async def _send(self, verb: str) -> None:
         self.sent.append(verb)
@@ -228,7 +228,7 @@ class PrdApp(App[int]):
         except JidoError as exc:
             self._fail(f"{verb}: {exc.type}: {exc.message}")
             return
-        self.notify(f"{verb}: the loop is {loop.state}", markup=False)
+        self.notify(safe(f"{verb}: the loop is {loop.state}"), markup=False)
 
     async def action_pause(self) -> None:
         await self._send("pause")
