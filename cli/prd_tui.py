@@ -185,8 +185,11 @@ class PrdApp(App[int]):
         self.run_worker(self._follow(self.model.seq), exclusive=True, group="follow")
 
     async def _follow(self, after: int) -> None:
-        async for event in self.source.events(after):
-            self.show(event)
+        try:
+            async for event in self.source.events(after):
+                self.show(event)
+        except JidoError as exc:  # no stream, or NATS gone: said on screen, the app stays
+            self._fail(f"the live events stopped: {exc.type}: {exc.message}")
 
     def show(self, event: PrdEvent) -> None:
         """Fold ``event`` into the model and the panes."""

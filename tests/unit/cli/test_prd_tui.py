@@ -11,7 +11,7 @@ import pytest
 
 from jidocode.cli.prd_render import StoryRow
 from jidocode.cli.prd_tui import PrdApp, TuiModel, apply, choose_prd, model_of, stories_text
-from jidocode.shared.errors import Conflict, InvalidInput, NotFound
+from jidocode.shared.errors import Conflict, InvalidInput, NotFound, ServiceUnavailable
 from jidocode.shared.events.prd import (
     CheckOutcome,
     LoopInfo,
@@ -58,12 +58,13 @@ class FakeSource:
 
     name = "auth"
 
-    def __init__(self, events: list[PrdEvent], *, refuse: bool = False) -> None:
+    def __init__(self, events: list[PrdEvent], *, refuse: bool = False, lose: bool = False) -> None:
         self.recorded = events
         self.calls: list[str] = []
         self.after: int | None = None
         self.drained = asyncio.Event()
         self.refuse = refuse
+        self.lose = lose
 
     async def get(self) -> PrdView:
         loop = LoopInfo(project_id="p1", prd="auth", state="ready", seq=3)
@@ -75,6 +76,8 @@ class FakeSource:
             if event.seq > after_seq:
                 yield event
         self.drained.set()
+        if self.lose:
+            raise ServiceUnavailable("lost the connection to NATS")
         await asyncio.Event().wait()  # live: nothing more comes
 
     async def _verb(self, verb: str, state: str) -> LoopInfo:
@@ -128,6 +131,18 @@ async def test_a_refused_key_is_shown_not_raised() -> None:
         await pilot.pause()
         assert source.calls == ["pause"]
         assert app.failures == ["pause: conflict: cannot pause: [bold]the loop is not running"]
+        await pilot.press("q")
+    assert app.return_value == 0
+
+
+async def test_a_lost_stream_is_shown_and_the_app_stays() -> None:
+    source = FakeSource(_recorded()[:2], lose=True)
+    app = PrdApp(source)
+    async with app.run_test() as pilot:
+        await asyncio.wait_for(source.drained.wait(), 30)
+        await pilot.pause()
+        assert app.failures == ["the live events stopped: service_unavailable: lost the connection to NATS"]
+        assert app.model.seq == 5 and app.is_running
         await pilot.press("q")
     assert app.return_value == 0
 
