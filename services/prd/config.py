@@ -70,6 +70,12 @@ _KEY = r"^[A-Za-z0-9_\-]{1,64}$"
 
 Command = Annotated[str, StringConstraints(min_length=1, max_length=4096)]
 Timeout = Annotated[float, Field(gt=0.0, le=MAX_TIMEOUT_S, allow_inf_nan=False)]
+ProviderKey = Annotated[str, StringConstraints(pattern=_KEY)]
+#: ``approvalPolicy`` / ``sandboxPolicy`` words (``on-request``, ``workspace-write`` …); the provider
+#: maps them, this only keeps them to one plain word.
+Policy = Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_\-]{0,63}$")]
+EnvName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")]
+EnvValue = Annotated[str, StringConstraints(max_length=32768)]
 
 
 class ProviderSettings(BaseModel):
@@ -85,9 +91,7 @@ class ProviderSettings(BaseModel):
     )
     model: Annotated[str, StringConstraints(max_length=200)] = ""
     #: Extra environment for the CLI (API keys by reference are the user's business).
-    env: dict[Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")], str] = Field(
-        default_factory=dict, max_length=64
-    )
+    env: dict[EnvName, EnvValue] = Field(default_factory=dict, max_length=64)
     timeout_s: Timeout = 1800.0
 
 
@@ -102,15 +106,13 @@ class PrdConfig(BaseModel):
     check_timeout_s: Timeout = 600.0
     check_output_cap: int = Field(default=65536, ge=1024, le=16 * 1024 * 1024)
     iteration_timeout_s: Timeout = 1800.0
-    approval_policy: Annotated[str, StringConstraints(max_length=64)] = "never"
-    sandbox_policy: Annotated[str, StringConstraints(max_length=64)] = "workspace-write"
+    approval_policy: Policy = "never"
+    sandbox_policy: Policy = "workspace-write"
     #: Commit each passed story.
     commit: bool = True
     #: Destructive git actions (removing a worktree with changes, deleting a branch) allowed.
     allow_destructive_git: bool = False
-    providers: dict[Annotated[str, StringConstraints(pattern=_KEY)], ProviderSettings] = Field(
-        default_factory=dict, max_length=32
-    )
+    providers: dict[ProviderKey, ProviderSettings] = Field(default_factory=dict, max_length=32)
 
 
 class LoadedConfig(BaseModel):
@@ -145,25 +147,14 @@ class _ProviderLayer(ProviderSettings):
     model_config = _STRICT
 
 
-class _Layer(BaseModel):
-    """The keys of ``config.toml`` and of the ``prd`` settings key (all optional)."""
+class _Layer(PrdConfig):
+    """The keys of ``config.toml`` and of the ``prd`` settings key: :class:`PrdConfig`'s, strict,
+    with ``retry.retry_delays`` in seconds as the seed spells it."""
 
     model_config = _STRICT
 
-    provider: str = Field(default="jidocode", pattern=_KEY)
-    model: Annotated[str, StringConstraints(max_length=200)] = ""
-    retry: _RetryLayer = _RetryLayer()
-    quality_commands: list[Command] = Field(default_factory=list, max_length=64)
-    check_timeout_s: Timeout = 600.0
-    check_output_cap: int = Field(default=65536, ge=1024, le=16 * 1024 * 1024)
-    iteration_timeout_s: Timeout = 1800.0
-    approval_policy: Annotated[str, StringConstraints(max_length=64)] = "never"
-    sandbox_policy: Annotated[str, StringConstraints(max_length=64)] = "workspace-write"
-    commit: bool = True
-    allow_destructive_git: bool = False
-    providers: dict[Annotated[str, StringConstraints(pattern=_KEY)], _ProviderLayer] = Field(
-        default_factory=dict, max_length=32
-    )
+    retry: _RetryLayer = _RetryLayer()  # type: ignore[assignment]
+    providers: dict[ProviderKey, _ProviderLayer] = Field(default_factory=dict, max_length=32)  # type: ignore[assignment]
 
 
 def _dotted(loc: tuple[int | str, ...]) -> str:

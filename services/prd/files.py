@@ -31,11 +31,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final
 
-from pydantic import ValidationError
-
 from jidocode.shared.errors import Conflict, InvalidInput, NotFound, PayloadTooLarge
 
-from .model import NAME_PATTERN, Prd
+from .model import NAME_PATTERN, Prd, error_path, parse_prd_data
 
 __all__ = [
     "AGENT_LOG_MAX_BYTES",
@@ -43,6 +41,7 @@ __all__ = [
     "MAX_ENTRY_BYTES",
     "MAX_PRD_BYTES",
     "PROGRESS_MAX_BYTES",
+    "PROGRESS_READ_BYTES",
     "PrdPaths",
     "append_agent_log",
     "append_progress",
@@ -51,6 +50,8 @@ __all__ = [
     "error_path",
     "list_prds",
     "load_prd",
+    "parse_prd",
+    "read_progress",
     "render_prd_md",
     "save_prd",
 ]
@@ -64,6 +65,8 @@ AGENT_LOG_MAX_BYTES: Final = 8 * 1024 * 1024
 PROGRESS_MAX_BYTES: Final = 2 * 1024 * 1024
 #: One appended entry keeps its first this many bytes (and says it was cut).
 MAX_ENTRY_BYTES: Final = 1024 * 1024
+#: What :func:`read_progress` returns at most (the end of the file: the newest entries).
+PROGRESS_READ_BYTES: Final = 64 * 1024
 #: ``.daedalus/.gitignore``: runtime state never belongs in a commit; the PRD documents may.
 GITIGNORE_LINES: Final = ("worktrees/", "prds/*/agent.log*", "prds/*/events.jsonl", "*.tmp")
 
@@ -169,7 +172,7 @@ def _split(path: Path) -> tuple[Path, tuple[str, ...], str]:
     only in its last component.
     """
     parts = path.parts
-    if len(parts) >= 5 and parts[-4] == ".daedalus" and parts[-3] == "prds":
+    if len(parts) >= 4 and parts[-4] == ".daedalus" and parts[-3] == "prds":
         return Path(*parts[:-4]), (".daedalus", "prds", parts[-2]), parts[-1]
     return path.parent, (), path.name
 
@@ -210,36 +213,11 @@ def _read_capped(fd: int, limit: int, shown: Path) -> bytes:
 # --- errors naming the field ----------------------------------------------------------------------
 
 
-def error_path(loc: tuple[int | str, ...]) -> str:
-    """A pydantic error location as the file spells it: ``userStories[1].title``."""
-    out = ""
-    for part in loc:
-        if isinstance(part, int):
-            out += f"[{part}]"
-        else:
-            out += f".{part}" if out else part
-    return out
-
-
-def _invalid(shown: Path, exc: ValidationError) -> InvalidInput:
-    problems = []
-    for err in exc.errors(include_url=False):
-        loc = tuple(p for p in err["loc"] if p not in ("function-after", "function-before"))
-        where = error_path(loc) or "(document)"
-        msg = str(err["msg"]).removeprefix("Value error, ")
-        problems.append({"field": where, "problem": msg})
-    first = problems[0]
-    more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
-    return InvalidInput(
-        f"{shown}: {first['field']}: {first['problem']}{more}",
-        details={"file": str(shown), "errors": problems[:20]},
-    )
-
-
 def parse_prd(raw: bytes, shown: Path) -> Prd:
     """Decode and validate ``prd.json`` bytes; ``InvalidInput`` naming the file and the field."""
     try:
-        value: Any = json.loads(raw.decode("utf-8"))
+        # utf-8-sig: a byte order mark some editors write is not worth refusing the file for
+        value: Any = json.loads(raw.decode("utf-8-sig"))
     except UnicodeDecodeError as exc:
         raise InvalidInput(
             f"{shown}: not valid UTF-8 at byte {exc.start}", details={"file": str(shown)}
@@ -251,13 +229,7 @@ def parse_prd(raw: bytes, shown: Path) -> Prd:
         ) from None
     except RecursionError:
         raise InvalidInput(f"{shown}: JSON nested too deeply", details={"file": str(shown)}) from None
-    if not isinstance(value, dict):
-        raise InvalidInput(f"{shown}: the top level must be a JSON object", details={"file": str(shown)})
-    try:
-        # by alias only: the file's keys are camelCase; snake_case keys are typos here
-        return Prd.model_validate(value, by_alias=True, by_name=False)
-    except ValidationError as exc:
-        raise _invalid(shown, exc) from None
+    return parse_prd_data(value, source=str(shown))
 
 
 # --- the operations ---------------------------------------------------------------------------------
@@ -294,7 +266,8 @@ def load_prd(path: Path, *, max_bytes: int = MAX_PRD_BYTES) -> Prd:
     path = Path(path)
     root, dirs, name = _split(path)
     with _dir_fd(root, dirs) as dfd:
-        fd = _open_file(dfd, name, os.O_RDONLY, path)
+        # O_NONBLOCK: a FIFO planted as prd.json must not hang the open (it is refused below)
+        fd = _open_file(dfd, name, os.O_RDONLY | os.O_NONBLOCK, path)
         try:
             raw = _read_capped(fd, max_bytes, path)
         finally:
@@ -370,6 +343,8 @@ def render_prd_md(prd: Prd) -> str:
 def create_prd(paths: PrdPaths, prd: Prd) -> None:
     """``prd.md`` (from the PRD), ``prd.json``, an empty ``progress.md``; ``Conflict`` if it exists.
 
+    Also writes ``.daedalus/.gitignore`` when there is none (:func:`ensure_gitignored`).
+
     ``prd.json`` is written last: its presence is what makes the PRD exist, so a create that dies
     half-way can simply be repeated.
     """
@@ -379,6 +354,7 @@ def create_prd(paths: PrdPaths, prd: Prd) -> None:
             details={"field": "name"},
         )
     data = _prd_bytes(prd, paths.prd_json)
+    ensure_gitignored(paths.root)
     with _dir_fd(paths.root, (".daedalus", "prds", paths.name), create=True) as dfd:
         try:
             os.stat("prd.json", dir_fd=dfd, follow_symlinks=False)
@@ -412,6 +388,10 @@ def _append(paths: PrdPaths, name: str, entry: bytes, max_bytes: int) -> None:
             info = os.stat(name, dir_fd=dfd, follow_symlinks=False)
             if stat.S_ISLNK(info.st_mode):
                 raise _symlink_error(paths.dir / name)
+            if not stat.S_ISREG(info.st_mode):
+                raise InvalidInput(
+                    f"{paths.dir / name} is not a regular file", details={"file": str(paths.dir / name)}
+                )
             if info.st_size > 0 and info.st_size + len(entry) > max_bytes:
                 os.replace(name, f"{name}.1", src_dir_fd=dfd, dst_dir_fd=dfd)
         fd = _open_file(dfd, name, os.O_WRONLY | os.O_APPEND | os.O_CREAT, paths.dir / name)
@@ -450,6 +430,32 @@ def append_agent_log(
     body = _capped_entry(text.rstrip("\n"), max_entry_bytes)
     entry = f"--- {_stamp(now)} ---\n".encode() + body + b"\n"
     _append(paths, "agent.log", entry, max_bytes)
+
+
+def read_progress(paths: PrdPaths, *, max_bytes: int = PROGRESS_READ_BYTES) -> str:
+    """The end of ``progress.md`` (at most ``max_bytes``; ``""`` when there is none yet), read
+    without following a link: it goes into the provider's prompt, so it must be this PRD's file."""
+    try:
+        with _dir_fd(paths.root, (".daedalus", "prds", paths.name)) as dfd:
+            fd = _open_file(dfd, "progress.md", os.O_RDONLY | os.O_NONBLOCK, paths.progress_md)
+            try:
+                info = os.fstat(fd)
+                if not stat.S_ISREG(info.st_mode):
+                    raise InvalidInput(
+                        f"{paths.progress_md} is not a regular file", details={"file": str(paths.progress_md)}
+                    )
+                size = info.st_size
+                start = max(0, size - max_bytes)
+                raw = os.pread(fd, max_bytes, start)
+            finally:
+                os.close(fd)
+    except NotFound:
+        return ""
+    text = raw.decode("utf-8", "replace")
+    if start:
+        # drop the partial line (and any cut character) the window starts in
+        text = text.partition("\n")[2]
+    return text
 
 
 def ensure_gitignored(root: Path) -> bool:

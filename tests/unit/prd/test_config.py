@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -196,6 +197,12 @@ def test_seed_data_dir_wins_over_jido_code(e: Env) -> None:
         ("[providers.codex]\ntimeout_s = 0", "providers.codex.timeout_s"),
         ('[providers."a b"]\ncommand = "x"', "providers.a b.[key]"),
         ('provider = "a.b"', "provider"),
+        ('approval_policy = "on request; rm -rf /"', "approval_policy"),
+        ('sandbox_policy = ""', "sandbox_policy"),
+        ('[providers.codex]\nenv = { "1X" = "a" }', "providers.codex.env.1X.[key]"),
+        ("[providers.codex]\nargs = " + repr(["a"] * 65), "providers.codex.args"),
+        ("quality_commands = " + repr(["true"] * 65), "quality_commands"),
+        ("check_output_cap = 10", "check_output_cap"),
     ],
 )
 def test_bad_toml_names_file_and_field(e: Env, text: str, field: str) -> None:
@@ -241,9 +248,69 @@ def test_unreadable_settings_json(e: Env) -> None:
         e.load()
 
 
+def test_layer_keys_are_the_config_keys() -> None:
+    from jidocode.services.prd import config
+
+    assert set(config._Layer.model_fields) == set(PrdConfig.model_fields)
+    assert set(config._RetryLayer.model_fields) == {"max_retries", "retry_delays"}
+
+
+def test_global_only_without_a_root(e: Env) -> None:
+    e.settings("global", {"model": "m"})
+    e.settings(".jido", {"model": "project"})
+    trust_project(e.root, home=e.home)
+    report = load_config_report(None, env=e.env, jido_home=str(e.home))
+    assert report.config.model == "m" and report.trusted is None
+
+
+def test_jido_code_home_from_env(e: Env) -> None:
+    e.settings("global", {"model": "via-env"})
+    config = load_config(str(e.root), env={**e.env, "JIDO_CODE_HOME": str(e.home)})
+    assert config.model == "via-env"
+
+
 def test_every_key_is_documented() -> None:
     text = DOC.read_text()
     for key in DOCUMENTED_KEYS:
         assert f"`{key}`" in text, f"docs/prd-config.md does not document {key}"
     fields = set(PrdConfig.model_fields) - {"retry", "providers"}
     assert fields <= set(DOCUMENTED_KEYS)
+
+
+CONFIG_LIMITS = [
+    ("quality_commands", lambda n: {"quality_commands": ["true"] * n}, 64),
+    ("quality_commands[0]", lambda n: {"quality_commands": ["x" * n]}, 4096),
+    ("check_timeout_s", lambda n: {"check_timeout_s": n}, 86400),
+    ("iteration_timeout_s", lambda n: {"iteration_timeout_s": n}, 86400),
+    ("check_output_cap", lambda n: {"check_output_cap": n}, 16 * 1024 * 1024),
+    ("model", lambda n: {"model": "m" * n}, 200),
+    ("provider", lambda n: {"provider": "p" * n}, 64),
+    ("retry.max_retries", lambda n: {"retry": {"max_retries": n}}, 20),
+    ("retry.retry_delays", lambda n: {"retry": {"retry_delays": [1] * n}}, 20),
+    ("retry.retry_delays[0]", lambda n: {"retry": {"retry_delays": [n]}}, 3600),
+    ("providers", lambda n: {"providers": {f"p{i}": {} for i in range(n)}}, 32),
+    ("providers.c.command", lambda n: {"providers": {"c": {"command": "x" * n}}}, 4096),
+    ("providers.c.args", lambda n: {"providers": {"c": {"args": ["a"] * n}}}, 64),
+    ("providers.c.model", lambda n: {"providers": {"c": {"model": "m" * n}}}, 200),
+    ("providers.c.env", lambda n: {"providers": {"c": {"env": {f"V{i}": "" for i in range(n)}}}}, 64),
+    ("providers.c.env.V", lambda n: {"providers": {"c": {"env": {"V": "v" * n}}}}, 32768),
+    ("providers.c.timeout_s", lambda n: {"providers": {"c": {"timeout_s": n}}}, 86400),
+]
+
+
+@pytest.mark.parametrize(("field", "build", "limit"), CONFIG_LIMITS, ids=[f for f, _, _ in CONFIG_LIMITS])
+def test_every_config_limit(e: Env, field: str, build: Callable[[int], dict[str, Any]], limit: int) -> None:
+    e.settings("global", build(limit))
+    e.load()
+    path = e.settings("global", build(limit + 1))
+    with pytest.raises(InvalidInput) as info:
+        e.load()
+    assert info.value.details["field"] == f"prd.{field}"
+    assert info.value.message.startswith(f"{path}: prd.{field}")
+
+
+def test_oversized_settings_json(e: Env) -> None:
+    path = e.home / "settings.json"
+    path.write_text(json.dumps({"prd": {}, "pad": "x" * (1024 * 1024)}))
+    with pytest.raises(InvalidInput, match=re.escape(f"{path}: larger than")):
+        e.load()

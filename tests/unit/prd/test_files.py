@@ -7,7 +7,10 @@ import os
 from datetime import UTC, datetime
 from pathlib import Path
 
+import jsonschema
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from jidocode.services.prd import files
 from jidocode.services.prd.files import (
@@ -21,12 +24,13 @@ from jidocode.services.prd.files import (
     render_prd_md,
     save_prd,
 )
-from jidocode.services.prd.model import Prd
+from jidocode.services.prd.model import Prd, UserStory, json_schema
 from jidocode.services.prd.ops import mark_in_progress
 from jidocode.shared.errors import Conflict, InvalidInput, NotFound, PayloadTooLarge
 
 from .conftest import doc, story
 
+VALIDATOR = jsonschema.Draft202012Validator(json_schema())
 T0 = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
 
 
@@ -128,7 +132,10 @@ def test_load_errors_name_file_and_field(paths: PrdPaths) -> None:
         (b"[]", "top level must be a JSON object"),
         (b"\xff", "not valid UTF-8"),
         (json.dumps(doc(story("a", in_progress=True))).encode(), "userStories[0].in_progress: Extra inputs"),
-        (json.dumps(doc(story("a"), story("a"))).encode(), "(document): story id 'a' appears more than once"),
+        (
+            json.dumps(doc(story("a"), story("a"))).encode(),
+            "userStories[1].id: story id 'a' appears more than once",
+        ),
     ],
 )
 def test_bad_files(paths: PrdPaths, content: bytes, words: str) -> None:
@@ -136,6 +143,25 @@ def test_bad_files(paths: PrdPaths, content: bytes, words: str) -> None:
     with pytest.raises(InvalidInput, match=r"prd\.json: ") as info:
         load_prd(paths.prd_json)
     assert words in info.value.message
+
+
+@pytest.mark.timeout(30)
+def test_special_files_are_refused_without_hanging(paths: PrdPaths) -> None:
+    paths.prd_json.unlink()
+    os.mkfifo(paths.prd_json)
+    with pytest.raises(InvalidInput, match="not a regular file"):
+        load_prd(paths.prd_json)
+    paths.progress_md.unlink()
+    os.mkfifo(paths.progress_md)
+    with pytest.raises(InvalidInput, match="not a regular file"):
+        files.read_progress(paths)
+    with pytest.raises(InvalidInput, match="not a regular file"):
+        append_progress(paths, "x")
+
+
+def test_byte_order_mark_is_accepted(paths: PrdPaths) -> None:
+    paths.prd_json.write_bytes(b"\xef\xbb\xbf" + paths.prd_json.read_bytes())
+    assert load_prd(paths.prd_json) == sample()
 
 
 def test_missing_is_not_found(tmp_path: Path) -> None:
@@ -229,3 +255,72 @@ def test_ensure_gitignored(tmp_path: Path) -> None:
     (tmp_path / ".daedalus/.gitignore").write_text("mine\n")
     assert ensure_gitignored(tmp_path) is False
     assert (tmp_path / ".daedalus/.gitignore").read_text() == "mine\n"
+
+
+def test_create_writes_the_gitignore(paths: PrdPaths) -> None:
+    assert "worktrees/" in (paths.root / ".daedalus/.gitignore").read_text()
+
+
+def test_read_progress(paths: PrdPaths, tmp_path: Path) -> None:
+    assert files.read_progress(paths) == ""
+    for i in range(20):
+        append_progress(paths, f"entry {i}", now=T0)
+    assert "entry 0\n" in files.read_progress(paths)
+    tail = files.read_progress(paths, max_bytes=60)
+    assert tail.endswith("entry 19\n")
+    assert "entry 0\n" not in tail and len(tail.encode()) <= 60
+    assert not tail.startswith("ntry")  # starts at a line
+    paths.progress_md.unlink()
+    assert files.read_progress(paths) == ""
+    victim = tmp_path / "secret"
+    victim.write_text("secret")
+    os.symlink(victim, paths.progress_md)
+    with pytest.raises(InvalidInput, match="symbolic link"):
+        files.read_progress(paths)
+
+
+def test_relative_layout_paths_are_checked_too(paths: PrdPaths, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(paths.root)
+    assert load_prd(Path(".daedalus/prds/auth/prd.json")) == sample()
+    os.rename(".daedalus/prds/auth", ".daedalus/prds/real")
+    os.symlink("real", ".daedalus/prds/auth")
+    with pytest.raises(InvalidInput, match="symbolic link"):
+        load_prd(Path(".daedalus/prds/auth/prd.json"))
+
+
+_text = st.text(st.characters(codec="utf-8", exclude_categories=("Cs", "Cc")), max_size=40)
+
+
+@st.composite
+def prds(draw: st.DrawFn) -> Prd:
+    n = draw(st.integers(0, 6))
+    running = draw(st.one_of(st.none(), st.integers(0, max(n - 1, 0))))
+    stories = []
+    for i in range(n):
+        state = "in_progress" if running == i and n else draw(st.sampled_from(["pending", "passed"]))
+        stories.append(
+            UserStory(
+                id=f"US-{i:03d}",
+                title=draw(_text.filter(bool)),
+                description=draw(_text),
+                acceptance_criteria=draw(st.lists(_text, max_size=3)),
+                priority=draw(st.integers(0, 5)),
+                passes=state == "passed",
+                in_progress=state == "in_progress",
+                notes=draw(_text),
+                attempts=draw(st.integers(0, 9)),
+            )
+        )
+    return Prd(name="auth", title=draw(_text), description=draw(_text), user_stories=stories)
+
+
+@settings(max_examples=25, deadline=None)
+@given(prds())
+def test_any_prd_survives_the_bytes_on_disk(prd: Prd) -> None:
+    # the bytes save_prd writes and load_prd parses (the disk round trip is tested above; fsync
+    # per example would cost seconds)
+    data = files._prd_bytes(prd, Path("prd.json"))
+    assert files.parse_prd(data, Path("prd.json")) == prd
+    VALIDATOR.validate(json.loads(data))
+    md = render_prd_md(prd)
+    assert all(f"### {story.id}: " in md for story in prd.user_stories)
