@@ -216,7 +216,8 @@ def _read_capped(fd: int, limit: int, shown: Path) -> bytes:
 def parse_prd(raw: bytes, shown: Path) -> Prd:
     """Decode and validate ``prd.json`` bytes; ``InvalidInput`` naming the file and the field."""
     try:
-        value: Any = json.loads(raw.decode("utf-8"))
+        # utf-8-sig: a byte order mark some editors write is not worth refusing the file for
+        value: Any = json.loads(raw.decode("utf-8-sig"))
     except UnicodeDecodeError as exc:
         raise InvalidInput(
             f"{shown}: not valid UTF-8 at byte {exc.start}", details={"file": str(shown)}
@@ -265,7 +266,8 @@ def load_prd(path: Path, *, max_bytes: int = MAX_PRD_BYTES) -> Prd:
     path = Path(path)
     root, dirs, name = _split(path)
     with _dir_fd(root, dirs) as dfd:
-        fd = _open_file(dfd, name, os.O_RDONLY, path)
+        # O_NONBLOCK: a FIFO planted as prd.json must not hang the open (it is refused below)
+        fd = _open_file(dfd, name, os.O_RDONLY | os.O_NONBLOCK, path)
         try:
             raw = _read_capped(fd, max_bytes, path)
         finally:
@@ -386,6 +388,10 @@ def _append(paths: PrdPaths, name: str, entry: bytes, max_bytes: int) -> None:
             info = os.stat(name, dir_fd=dfd, follow_symlinks=False)
             if stat.S_ISLNK(info.st_mode):
                 raise _symlink_error(paths.dir / name)
+            if not stat.S_ISREG(info.st_mode):
+                raise InvalidInput(
+                    f"{paths.dir / name} is not a regular file", details={"file": str(paths.dir / name)}
+                )
             if info.st_size > 0 and info.st_size + len(entry) > max_bytes:
                 os.replace(name, f"{name}.1", src_dir_fd=dfd, dst_dir_fd=dfd)
         fd = _open_file(dfd, name, os.O_WRONLY | os.O_APPEND | os.O_CREAT, paths.dir / name)
@@ -431,9 +437,14 @@ def read_progress(paths: PrdPaths, *, max_bytes: int = PROGRESS_READ_BYTES) -> s
     without following a link: it goes into the provider's prompt, so it must be this PRD's file."""
     try:
         with _dir_fd(paths.root, (".daedalus", "prds", paths.name)) as dfd:
-            fd = _open_file(dfd, "progress.md", os.O_RDONLY, paths.progress_md)
+            fd = _open_file(dfd, "progress.md", os.O_RDONLY | os.O_NONBLOCK, paths.progress_md)
             try:
-                size = os.fstat(fd).st_size
+                info = os.fstat(fd)
+                if not stat.S_ISREG(info.st_mode):
+                    raise InvalidInput(
+                        f"{paths.progress_md} is not a regular file", details={"file": str(paths.progress_md)}
+                    )
+                size = info.st_size
                 start = max(0, size - max_bytes)
                 raw = os.pread(fd, max_bytes, start)
             finally:

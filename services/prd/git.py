@@ -28,6 +28,7 @@ import asyncio
 import contextlib
 import os
 import re
+import signal
 import unicodedata
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -144,6 +145,11 @@ def validate_branch_name(branch: str) -> str:
     return branch
 
 
+def _shown(path: bytes) -> str:
+    """A path git printed, as text that any JSON encoder takes (bytes that are not UTF-8 escaped)."""
+    return path.decode("utf-8", "backslashreplace")
+
+
 def parse_porcelain(data: bytes) -> list[str]:
     """The paths of ``git status --porcelain=v1 -z``: each entry ``XY path``, a rename's or copy's
     original path as the next NUL-terminated field (both are listed). Sorted, unique."""
@@ -158,10 +164,10 @@ def parse_porcelain(data: bytes) -> list[str]:
         if len(entry) < 4 or entry[2:3] != b" ":
             raise ValueError(f"not a porcelain v1 entry: {entry[:80]!r}")
         xy = entry[:2]
-        paths.add(os.fsdecode(entry[3:]))
+        paths.add(_shown(entry[3:]))
         if b"R" in xy or b"C" in xy:
             if i < len(fields) and fields[i]:
-                paths.add(os.fsdecode(fields[i]))
+                paths.add(_shown(fields[i]))
             i += 1
     return sorted(paths)
 
@@ -230,7 +236,8 @@ class GitRepo:
         for key, value in (*GIT_PINS, *EXTRA_PINS):
             argv += ["-c", f"{key}={value}"]
         argv += args
-        command = " ".join(args[:2])
+        named = [a if len(a) <= 80 else a[:77] + "…" for a in args[:2]]
+        command = " ".join(named)
         try:
             proc = await asyncio.create_subprocess_exec(
                 *argv,
@@ -239,22 +246,21 @@ class GitRepo:
                 stdin=asyncio.subprocess.PIPE if stdin is not None else asyncio.subprocess.DEVNULL,
                 stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.PIPE,
+                start_new_session=True,  # its own group: a timeout or cancel kills what git started too
             )
-        except FileNotFoundError as exc:
-            raise GitError(
-                f"git {command} could not start: {exc}", details={"command": list(args[:2])}
-            ) from None
+        except OSError as exc:  # no git on PATH, or the work dir is gone
+            raise GitError(f"git {command} could not start: {exc}", details={"command": named}) from None
         try:
             out, err = await asyncio.wait_for(proc.communicate(stdin), self.timeout_s)
         except TimeoutError:
             raise RequestTimeout(
                 f"git {command} did not finish within {self.timeout_s:g} s (killed)",
-                details={"command": list(args[:2])},
+                details={"command": named},
             ) from None
         finally:
             if proc.returncode is None:
-                with contextlib.suppress(ProcessLookupError):
-                    proc.kill()
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(proc.pid, signal.SIGKILL)
                 await proc.wait()
         text = err.decode("utf-8", "replace").strip()
         if len(text) > STDERR_CAP:
@@ -263,7 +269,7 @@ class GitRepo:
         if check and code != 0:
             raise GitError(
                 f"git {command} failed (exit {code}): {text or '(no message)'}",
-                details={"command": list(args[:2]), "exit_code": code, "stderr": text},
+                details={"command": named, "exit_code": code, "stderr": text},
             )
         return _Run(code, out, text)
 
@@ -275,6 +281,17 @@ class GitRepo:
             return False
         run = await self._git("rev-parse", "--is-inside-work-tree", check=False)
         return run.code == 0 and run.out.strip() == b"true"
+
+    async def common_dir(self) -> str:
+        """The repository's git directory shared by all its worktrees (absolute).
+
+        A check or provider working in a worktree needs it to run git at all (the sandbox shows
+        only the work dir and hides the home): pass it as an additional (read-only) directory.
+        Take it from the main checkout, whose ``.git`` directory the sandbox protects, not from
+        a worktree's ``.git`` file, which model-run code could have rewritten between calls.
+        """
+        run = await self._git("rev-parse", "--path-format=absolute", "--git-common-dir")
+        return os.path.normpath(run.out.decode("utf-8", "surrogateescape").strip())
 
     async def _require_repo(self) -> None:
         if not await self.is_repo():
@@ -370,7 +387,7 @@ class GitRepo:
             raise InvalidInput("commit message is empty")
         if "\0" in message:
             raise InvalidInput("commit message holds a NUL character")
-        data = message.encode("utf-8", "surrogateescape")
+        data = message.encode("utf-8", "replace")  # a lone surrogate is no text: "?"
         if len(data) > MESSAGE_MAX:
             raise InvalidInput(f"commit message is {len(data)} bytes (at most {MESSAGE_MAX})")
         specs = _exclude_specs(exclude)
@@ -401,8 +418,8 @@ class GitRepo:
         )
         sha = (await self._git("rev-parse", "--verify", "HEAD")).out.decode().strip()
         tree = await self._git("diff-tree", "--no-commit-id", "--name-only", "-r", "-z", "--root", "HEAD")
-        files = sorted(os.fsdecode(p) for p in tree.out.split(b"\0") if p)
-        return Commit(sha=sha, message=data.decode("utf-8", "surrogateescape"), files=files)
+        files = sorted(_shown(p) for p in tree.out.split(b"\0") if p)
+        return Commit(sha=sha, message=data.decode("utf-8"), files=files)
 
     async def _staged(self, *pathspecs: str) -> list[str]:
         """Paths staged (index against HEAD, or against nothing before the first commit)."""

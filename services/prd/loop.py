@@ -360,16 +360,14 @@ class _Loop:
         waiter = asyncio.ensure_future(self.interrupt.wait())
         try:
             await asyncio.wait({task, waiter}, return_when=asyncio.FIRST_COMPLETED)
+        except asyncio.CancelledError:  # the service is stopping: the step ends with the loop
+            await _cut(task, on_cancel)
+            raise
         finally:
             waiter.cancel()
         if task.done():
             return task.result()
-        task.cancel()  # first: nothing of the cut step is relayed any more
-        with contextlib.suppress(asyncio.CancelledError, Exception):
-            await task
-        if on_cancel is not None:
-            with contextlib.suppress(Exception):
-                await on_cancel()
+        await _cut(task, on_cancel)
         if self.lost:
             raise _Lost(self.name)
         raise _Interrupted
@@ -565,6 +563,18 @@ class _Loop:
             f"{story.id} {story.title}: passed on attempt {attempt}; {note or 'not committed (commit off)'}"
             + (f"\n\n{summary[:2000]}" if summary else ""),
         )
+
+
+async def _cut(task: asyncio.Future[Any], on_cancel: Callable[[], Awaitable[None]] | None) -> None:
+    """Cancel a step in flight: first its task (nothing of it is relayed any more), then the
+    provider's own cancel (its conversation or process), bounded."""
+    task.cancel()
+    await asyncio.wait({task}, timeout=10)
+    if on_cancel is not None:
+        try:
+            await asyncio.wait_for(asyncio.shield(on_cancel()), 15)
+        except (TimeoutError, JidoError, ProviderError, OSError) as exc:
+            log.warning("cancelling a provider's iteration failed: %s", exc)
 
 
 def _cap(text: str, limit: int = MAX_EVENT_TEXT) -> str:
@@ -886,6 +896,22 @@ class LoopManager:
                 log.exception("recovery scan failed")
             await asyncio.sleep(self.settings.lease_s / 2)
 
+    async def _release(self, loop: _Loop) -> None:
+        """Clear the heartbeat of a loop left ``running`` (another replica may take it at once)."""
+        try:
+            current = await self.store.get(loop.project_id, loop.name)
+            if current is None:
+                return
+            info = current.record.info
+            if info.owner != self.owner or info.state != "running":
+                return
+            info = info.model_copy(update={"seq": max(info.seq, loop.events.seq)})
+            await self.store.put(
+                current, current.record.model_copy(update={"info": info, "heartbeat_at": 0.0})
+            )
+        except JidoError as exc:
+            log.warning("could not release %s/%s: %s", loop.project_id, loop.name, exc.message)
+
     async def close(self) -> None:
         """Stop this replica's loops without changing their state: each record stays ``running``
         with its heartbeat cleared, so the next start (or another replica) resumes it at once."""
@@ -904,14 +930,6 @@ class LoopManager:
                         await task
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(loop.events.close(), 10)
-            if not loop.settled.is_set() and not loop.lost:
-                async with loop.lock:
-                    record = loop.stored.record.model_copy(
-                        update={
-                            "info": loop.info.model_copy(update={"seq": loop.events.seq}),
-                            "heartbeat_at": 0.0,
-                        }
-                    )
-                    with contextlib.suppress(JidoError):
-                        await self.store.put(loop.stored, record)
+            if not loop.lost:
+                await self._release(loop)
         self.loops.clear()

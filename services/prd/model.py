@@ -25,6 +25,7 @@ import sys
 from typing import Annotated, Any, Final
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     ConfigDict,
     Field,
@@ -54,6 +55,7 @@ __all__ = [
     "STORY_ID_PATTERN",
     "Prd",
     "UserStory",
+    "clean_text",
     "error_path",
     "json_schema",
     "json_schema_text",
@@ -87,7 +89,37 @@ _CONFIG = ConfigDict(
     serialize_by_alias=True,
 )
 
-Title = Annotated[str, StringConstraints(max_length=MAX_TITLE_CHARS)]
+_LINE_BAD = re.compile(r"[\x00-\x1f\x7f]")
+_TEXT_BAD = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+_ANSI = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)|[@-Z\\-_])")
+
+
+def _single_line(value: str) -> str:
+    # titles end up in commit subjects, log lines and terminal rows: one line, no escapes
+    if found := _LINE_BAD.search(value):
+        raise ValueError(
+            f"must be one line without control characters (found {found.group()!r} at {found.start()})"
+        )
+    return value
+
+
+def _plain_text(value: str) -> str:
+    # NUL cannot reach a command line or a C string; escapes would drive the user's terminal
+    if found := _TEXT_BAD.search(value):
+        raise ValueError(
+            f"control character {found.group()!r} at {found.start()} (only tab and newlines are allowed)"
+        )
+    return value
+
+
+def clean_text(text: str) -> str:
+    """``text`` fit for a PRD text field: terminal escape sequences (colours of a check's output)
+    and control characters other than tab and newline removed, ``\\r\\n`` made ``\\n``."""
+    text = _ANSI.sub("", text).replace("\r\n", "\n").replace("\r", "\n")
+    return _TEXT_BAD.sub("", text)
+
+
+Title = Annotated[str, StringConstraints(max_length=MAX_TITLE_CHARS), AfterValidator(_single_line)]
 
 _BRANCH_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._/\-]*$")
 
@@ -108,8 +140,8 @@ def _problem(field: str, message: str) -> PydanticCustomError:
     return PydanticCustomError("prd_invalid", "{message}", {"field": field, "message": message})
 
 
-Description = Annotated[str, StringConstraints(max_length=MAX_DESCRIPTION_CHARS)]
-Criterion = Annotated[str, StringConstraints(max_length=MAX_CRITERION_CHARS)]
+Description = Annotated[str, StringConstraints(max_length=MAX_DESCRIPTION_CHARS), AfterValidator(_plain_text)]
+Criterion = Annotated[str, StringConstraints(max_length=MAX_CRITERION_CHARS), AfterValidator(_plain_text)]
 
 
 class UserStory(BaseModel):
@@ -118,7 +150,9 @@ class UserStory(BaseModel):
     model_config = _CONFIG
 
     id: str = Field(pattern=STORY_ID_PATTERN)
-    title: Annotated[str, StringConstraints(min_length=1, max_length=MAX_TITLE_CHARS)]
+    title: Annotated[
+        str, StringConstraints(min_length=1, max_length=MAX_TITLE_CHARS), AfterValidator(_single_line)
+    ]
     description: Description = ""
     acceptance_criteria: list[Criterion] = Field(default_factory=list, max_length=MAX_CRITERIA)
     #: Lower runs first (file order breaks ties).
@@ -127,7 +161,7 @@ class UserStory(BaseModel):
     #: Sticky: set before the provider runs, cleared only when the story passes (or is reset),
     #: so a loop that dies mid-story picks the same story up again.
     in_progress: bool = False
-    notes: Annotated[str, StringConstraints(max_length=MAX_NOTES_CHARS)] = ""
+    notes: Annotated[str, StringConstraints(max_length=MAX_NOTES_CHARS), AfterValidator(_plain_text)] = ""
     attempts: int = Field(default=0, ge=0, le=MAX_ATTEMPTS)
 
     @model_validator(mode="after")
@@ -145,8 +179,10 @@ class Prd(BaseModel):
     version: int = Field(default=1, strict=True)
     name: str = Field(pattern=NAME_PATTERN)
     title: Title = ""
-    description: Annotated[str, StringConstraints(max_length=MAX_PRD_DESCRIPTION_CHARS)] = ""
-    #: The branch the loop works on; empty: the PRD's default (``RunPrd.branch`` wins).
+    description: Annotated[
+        str, StringConstraints(max_length=MAX_PRD_DESCRIPTION_CHARS), AfterValidator(_plain_text)
+    ] = ""
+    #: The branch the loop works on (``RunPrd.branch`` wins); empty: the current branch.
     branch_name: Annotated[str, StringConstraints(max_length=MAX_BRANCH_CHARS)] = ""
     user_stories: list[UserStory] = Field(default_factory=list, max_length=MAX_STORIES)
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from jidocode.shared.errors import Conflict, NotFound
 
-from .model import MAX_ATTEMPTS, MAX_NOTES_CHARS, Prd, UserStory, story_state
+from .model import MAX_ATTEMPTS, MAX_NOTES_CHARS, Prd, UserStory, clean_text, story_state
 
 __all__ = ["mark_in_progress", "mark_passed", "next_story", "record_attempt", "reset_story"]
 
@@ -98,9 +98,13 @@ def _append_note(notes: str, note: str) -> str:
 
 def record_attempt(prd: Prd, story_id: str, note: str = "") -> Prd:
     """Count one more attempt of the story (and append ``note`` to its notes, keeping the newest
-    notes within ``MAX_NOTES_CHARS``). Any state: an attempt happened, whatever it led to."""
+    notes within ``MAX_NOTES_CHARS``). Any state: an attempt happened, whatever it led to.
+
+    ``note`` may be anything (a check's coloured output): :func:`.model.clean_text` makes it fit.
+    """
     index, story = _find(prd, story_id)
     update: dict[str, object] = {"attempts": min(story.attempts + 1, MAX_ATTEMPTS)}
+    note = clean_text(note)
     if note:
         update["notes"] = _append_note(story.notes, note)
     return _replace(prd, index, story.model_copy(update=update))

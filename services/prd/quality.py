@@ -28,6 +28,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Final
 
 from jidocode.shared import sandbox
+from jidocode.shared.config import default_jido_home
 from jidocode.shared.errors import InvalidInput, NotFound, PermissionDenied, RequestTimeout
 from jidocode.shared.events.prd import CheckOutcome
 
@@ -78,7 +79,12 @@ class QualityReport:
 
 
 def _validate(
-    work_dir: str, commands: Sequence[str], timeout_s: float, output_cap: int, stream_cap: int
+    work_dir: str,
+    commands: Sequence[str],
+    timeout_s: float,
+    output_cap: int,
+    stream_cap: int,
+    additional_directories: Sequence[str],
 ) -> None:
     if isinstance(commands, str):
         raise InvalidInput("quality commands must be a list of commands, not one string")
@@ -102,6 +108,11 @@ def _validate(
         )
     if stream_cap < 0:
         raise InvalidInput(f"check stream_cap must be >= 0, not {stream_cap!r}")
+    if isinstance(additional_directories, str) or len(additional_directories) > MAX_COMMANDS:
+        raise InvalidInput(f"additional_directories must be a list of at most {MAX_COMMANDS} paths")
+    for d in additional_directories:
+        if not isinstance(d, str) or not os.path.isabs(d) or "\0" in d:
+            raise InvalidInput(f"additional directory {d!r} is not an absolute path")
     if not work_dir or "\0" in work_dir:
         raise InvalidInput(f"work_dir {work_dir!r} is not a path")
     if not os.path.isdir(work_dir):
@@ -271,12 +282,16 @@ async def run_checks(
     in order, all of them (a failing check does not skip the next).
 
     ``timeout_s`` and ``output_cap`` are per check; ``additional_directories`` are made visible
-    (read-write) to the checks as the bash tool's are; ``jido_home`` and ``data_dir`` locate the
-    settings that choose the sandbox (as for the bash tool). An exception of ``on_output`` ends
-    the run (after the check it came from stopped); a cancel stops the running check.
+    (read-only) to the checks as the bash tool's are; ``jido_home`` (default: ``$JIDO_CODE_HOME``,
+    else ``~/.jido_code``) and ``data_dir`` locate the settings that choose the sandbox, as for
+    the bash tool, and the global layer is hidden from the checks. An exception of ``on_output`` is
+    raised once the check it came from has ended (the later checks do not run): the caller's
+    reporting broke, not a check. A cancel stops the running check and everything it started.
     """
-    _validate(work_dir, commands, timeout_s, output_cap, stream_cap)
+    _validate(work_dir, commands, timeout_s, output_cap, stream_cap, additional_directories)
     work_dir = os.path.abspath(work_dir)
+    # as the tool runner does: the global layer is hidden from the check wherever it lives
+    home = jido_home or str(default_jido_home())
     checks: list[CheckOutcome] = []
     for command in commands:
         checks.append(
@@ -288,7 +303,7 @@ async def run_checks(
                 stream_cap=stream_cap,
                 on_output=on_output,
                 additional_directories=tuple(additional_directories),
-                jido_home=jido_home,
+                jido_home=home,
                 data_dir=data_dir,
             )
         )

@@ -49,6 +49,9 @@ CLI_KEYS = ("codex", "claude", "gemini")
 KEYS = ("jidocode", *CLI_KEYS)
 #: Bound of every wait (a loaded machine), never a sleep.
 WAIT = 60.0
+#: How long the model takes to answer a turn the cancel test cancels first (ample for a loaded
+#: machine; shorter keeps the scripted server's shutdown from waiting on it).
+HOLD_S = 8.0
 FAKE_PYTHON = "/usr/bin/python3"
 FAKE_CLI = """#!{python}
 import json, os, subprocess, sys, time
@@ -228,7 +231,7 @@ def _jidocode_harness(system: System) -> Harness:
         assert (Path(req.work_dir) / "story.txt").read_text() == f"done: {req.prompt}\n"
 
     async def hold(prompt: str) -> None:
-        system.router.scripts[prompt] = [Reply.answer("too late", delay_s=WAIT)]
+        system.router.scripts[prompt] = [Reply.answer("too late", delay_s=HOLD_S)]
 
     return Harness("jidocode", make, request, check_done, hold=hold)
 
@@ -509,3 +512,51 @@ async def test_jidocode_refuses_what_it_cannot_do(system: System) -> None:
     with pytest.raises(InvalidInput) as missing:
         ProviderRegistry().resolve("jidocode", ProviderContext())
     assert "bus" in missing.value.message
+
+
+async def test_a_cli_hidden_by_the_sandbox_is_a_config_failure_until_its_dir_is_allowed(
+    tmp_path: Path, jido_home: Path
+) -> None:
+    """The fake CLI lies under /tmp, private inside the sandbox: without an additional directory
+    bubblewrap cannot start it (``config``); the user's global ``additional_directories`` fix it."""
+    harness = _cli_harness("claude", tmp_path)
+    bin_dir = tmp_path / "fakebin-claude"
+    settings = {
+        "command": str(bin_dir / "claude"),
+        "args": [str(bin_dir / "session.jsonl")],
+        "timeout_s": WAIT,
+    }
+    bare = ProviderRegistry({"claude": settings}).resolve("claude", ProviderContext(jido_home=str(jido_home)))
+    _, hidden = await _run(bare, harness.request("hidden"))
+    assert hidden.failure == "config" and "providers.claude.command" in hidden.error, hidden
+    (jido_home / "settings.json").write_text(
+        json.dumps({"permissions": {"additional_directories": [str(bin_dir)]}})
+    )
+    events, result = await _run(bare, harness.request("visible"))
+    assert result.ok, result
+    _assert_order(events)
+
+
+@pytest.mark.parametrize("mode", ["bubblewrap", "landlock"])
+async def test_cancel_ends_the_cli_tree_under_either_sandbox(
+    tmp_path: Path, jido_home: Path, mode: str
+) -> None:
+    (jido_home / "settings.json").write_text(json.dumps({"sandbox": {"mode": mode}}))
+    harness = _cli_harness("claude", tmp_path)
+    bin_dir = tmp_path / "fakebin-claude"
+    settings = {
+        "command": str(bin_dir / "claude"),
+        "args": [str(bin_dir / "session.jsonl")],
+        "env": {"FAKE_HOLD": "120", "FAKE_CHILD": "1"},
+    }
+    context = ProviderContext(jido_home=str(jido_home), additional_directories=(str(bin_dir),))
+    provider = ProviderRegistry({"claude": settings}).resolve("claude", context)
+    run = await provider.run_iteration(harness.request("cancel me"))
+    events = run.events()
+    assert (await asyncio.wait_for(anext(events), WAIT)).kind == "iteration_started"
+    # the fake has written its first lines: it runs (and its grandchild was started before them)
+    assert (await asyncio.wait_for(anext(events), WAIT)).kind == "assistant_text"
+    await asyncio.wait_for(run.cancel(), WAIT)
+    result = await asyncio.wait_for(run.result(), WAIT)
+    assert result.failure == "cancelled" and result.metadata["sandbox"] == mode, result
+    assert harness.leftovers() == []

@@ -33,6 +33,7 @@ __all__ = [
     "ProviderError",
     "ProviderEvent",
     "ProviderFactory",
+    "full_prompt",
 ]
 
 #: ``transient``: worth another attempt (a dropped connection, a rate limit, a crash);
@@ -159,3 +160,12 @@ class ProviderContext:
 #: ``(settings, context) -> Provider``: how the registry builds a provider. Raises
 #: :class:`~jidocode.shared.errors.InvalidInput` (or ``ValueError``) on a bad configuration.
 ProviderFactory = Callable[["ProviderSettings", ProviderContext], Provider]
+
+
+def full_prompt(request: IterationRequest) -> str:
+    """The prompt a provider sends: the request's, then the context files named (paths only: the
+    provider reads them itself, through its own tools and policy)."""
+    if not request.context_files:
+        return request.prompt
+    listed = "\n".join(f"- {path}" for path in request.context_files)
+    return f"{request.prompt}\n\nRead these files first:\n{listed}"

@@ -21,7 +21,7 @@ from typing import Any, Final
 
 from jidocode.services.prd.config import ProviderSettings
 
-from .base import IterationRequest, ProviderCapabilities, ProviderContext, ProviderEvent
+from .base import IterationRequest, ProviderCapabilities, ProviderContext, ProviderEvent, full_prompt
 from .cli_stream import CliFlavor, CliProvider
 from .sequence import classify, clip_input, usage_metadata
 
@@ -34,7 +34,7 @@ def build(request: IterationRequest, settings: ProviderSettings, model: str) -> 
     args = ["-p", "--output-format", "stream-json", "--verbose"]
     if model:
         args += ["--model", model]
-    return [*args, "--permission-mode", mode], request.prompt
+    return [*args, "--permission-mode", mode], full_prompt(request)
 
 
 def _text(value: Any) -> str:

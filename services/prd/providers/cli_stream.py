@@ -6,7 +6,8 @@ gives a :class:`CliFlavor` (its default command, its argv, its pure ``normalize`
 - the CLI starts as an argv, never a shell line; the prompt is one argv item or stdin;
 - it runs through the one sandbox (:func:`jidocode.shared.sandbox.prepare`) in the request's
   ``work_dir``, like a bash call of that project: bubblewrap or Landlock, the scrubbed
-  environment, an empty home. The provider's ``env`` is set inside the sandbox by
+  environment, an empty home, the ``permissions.additional_directories`` of its settings
+  readable. The provider's ``env`` is set inside the sandbox by
   ``/usr/bin/env NAME=VALUE …`` (the sandbox clears the environment to its allowlist), as for
   MCP stdio servers (decision 0206);
 - stdout is read line by line: a line longer than :data:`LINE_CAP` is skipped (counted), more than
@@ -30,11 +31,13 @@ import shutil
 import signal
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Final
 
 from jidocode.services.prd.config import ProviderSettings
 from jidocode.shared import sandbox
 from jidocode.shared.errors import InvalidInput, PermissionDenied
+from jidocode.shared.policy.loader import load_policy
 
 from .base import (
     FailureKind,
@@ -145,6 +148,21 @@ class CliProvider:
             line = ["/usr/bin/env", *pairs, *line]
         return line, stdin
 
+    async def _visible(self, work_dir: str) -> list[str]:
+        """The read-only directories of the launch: the context's, then the work dir project's
+        ``permissions.additional_directories`` (as a bash call there gets them: the global layer,
+        and the project's own once it is trusted)."""
+        home = Path(self._context.jido_home) if self._context.jido_home else None
+        try:
+            policy, _ = await asyncio.to_thread(
+                load_policy, work_dir, data_dir=self._context.data_dir, jido_home=home
+            )
+        except InvalidInput as exc:
+            raise ProviderError("config", f"the settings of {work_dir} are invalid: {exc.message}") from None
+        dirs = [*self._context.additional_directories]
+        dirs += [d for d in policy.sandbox.additional_directories if d not in dirs]
+        return dirs
+
     async def run_iteration(self, request: IterationRequest) -> CliRun:
         key = self._flavor.key
         if not os.path.isabs(request.work_dir) or not os.path.isdir(request.work_dir):
@@ -153,13 +171,14 @@ class CliProvider:
             )
         command = resolve_command(key, self._settings.command or self._flavor.default_command)
         argv, stdin = self.argv(request, command)
+        visible = await self._visible(request.work_dir)
         try:
             launch = await sandbox.prepare(
                 argv,
                 root=request.work_dir,
                 data_dir=self._context.data_dir,
                 jido_home=self._context.jido_home,
-                additional_directories=self._context.additional_directories,
+                additional_directories=visible,
             )
         except PermissionDenied as exc:
             raise ProviderError("config", f"the {key} CLI cannot run in the sandbox: {exc.message}") from None

@@ -20,7 +20,7 @@ from typing import Any, Final
 
 from jidocode.services.prd.config import ProviderSettings
 
-from .base import IterationRequest, ProviderCapabilities, ProviderContext, ProviderEvent
+from .base import IterationRequest, ProviderCapabilities, ProviderContext, ProviderEvent, full_prompt
 from .cli_stream import CliFlavor, CliProvider
 from .sequence import classify, clip_input, usage_metadata
 
@@ -35,7 +35,7 @@ def build(request: IterationRequest, settings: ProviderSettings, model: str) -> 
     args = ["exec", "--json", "--skip-git-repo-check", "--sandbox", policy]
     if model:
         args += ["-m", model]
-    return [*args, "-"], request.prompt
+    return [*args, "-"], full_prompt(request)
 
 
 def _text(value: Any) -> str:

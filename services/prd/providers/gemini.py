@@ -20,7 +20,14 @@ from typing import Any, Final
 
 from jidocode.services.prd.config import ProviderSettings
 
-from .base import IterationRequest, ProviderCapabilities, ProviderContext, ProviderError, ProviderEvent
+from .base import (
+    IterationRequest,
+    ProviderCapabilities,
+    ProviderContext,
+    ProviderError,
+    ProviderEvent,
+    full_prompt,
+)
 from .cli_stream import CliFlavor, CliProvider
 from .sequence import classify, clip_input, usage_metadata
 
@@ -33,7 +40,8 @@ _SHELL: Final = "run_shell_command"
 
 def build(request: IterationRequest, settings: ProviderSettings, model: str) -> tuple[list[str], str | None]:
     """``--output-format stream-json … -p <prompt>`` (no stdin)."""
-    size = len(request.prompt.encode())
+    prompt = full_prompt(request)
+    size = len(prompt.encode())
     if size > PROMPT_CAP:
         raise ProviderError(
             "fatal", f"the prompt is {size} bytes; gemini takes it as one argument of at most {PROMPT_CAP}"
@@ -42,7 +50,7 @@ def build(request: IterationRequest, settings: ProviderSettings, model: str) -> 
     args = ["--output-format", "stream-json"]
     if model:
         args += ["-m", model]
-    return [*args, "--approval-mode", mode, "-p", request.prompt], None
+    return [*args, "--approval-mode", mode, "-p", prompt], None
 
 
 def _text(value: Any) -> str:

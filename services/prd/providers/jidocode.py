@@ -4,7 +4,7 @@ Only through the typed clients: :class:`EngineClient` opens the work dir as a pr
 worktree is a project of its own: same root, same id), :class:`ConversationsClient` starts a
 conversation there (``settings.model`` when a model is chosen) and sends the prompt; the
 conversation's output (``jido.evt.<p>.<c>.>``) is followed from before the message is sent, and
-:class:`~jidocode.client.TurnTracker` says when the turn is over. So the project's policy, its
+:class:`~.turn.Turn` says when the turn is over (the client SDK's rules). So the project's policy, its
 sandbox and its tool runner apply to everything the model does: that is the point of this provider.
 
 Output → normalized events (:func:`normalize`, pure): the final assistant message of each model
@@ -30,7 +30,6 @@ from typing import Any, Final
 
 from nats.aio.subscription import Subscription
 
-from jidocode.client import TurnOutcome, TurnTracker
 from jidocode.services.prd.config import ProviderSettings
 from jidocode.shared import subjects
 from jidocode.shared.bus import Bus
@@ -58,9 +57,11 @@ from .base import (
     ProviderContext,
     ProviderError,
     ProviderEvent,
+    full_prompt,
 )
 from .channel import EventChannel
 from .sequence import Sequencer, clip, clip_input
+from .turn import Outcome, Turn
 
 __all__ = ["APPROVAL_MODES", "JidocodeProvider", "create", "failure_of", "normalize"]
 
@@ -78,7 +79,7 @@ _FATAL_ERRORS: Final = frozenset({"llm_budget_exceeded", "llm_bad_request", "llm
 _USAGE_KEYS: Final = ("prompt_tokens", "completion_tokens", "cached_tokens", "total_tokens")
 
 
-def failure_of(outcome: TurnOutcome) -> FailureKind:
+def failure_of(outcome: Outcome) -> FailureKind:
     """The failure kind of a turn that did not answer."""
     if outcome.status == "cancelled":
         return "cancelled"
@@ -225,11 +226,11 @@ class ConversationRun:
         self._timeout_s = timeout_s
         self._client = ConversationsClient(bus, project_id, timeout=_REQUEST_S)
         self._message_id = new_id()
-        self._tracker = TurnTracker(message_id=self._message_id, correlation_id=self._message_id)
+        self._tracker = Turn(message_id=self._message_id)
         self._seq = Sequencer("jidocode", {"project_id": project_id, "conversation_id": self.conversation_id})
         # unbounded: a bus subscription must not wait (the server would count it a slow consumer)
         self._channel = EventChannel()
-        self._outcome: asyncio.Future[TurnOutcome] = asyncio.get_running_loop().create_future()
+        self._outcome: asyncio.Future[Outcome] = asyncio.get_running_loop().create_future()
         self._sub: Subscription | None = None
         self._usage: dict[str, int] = {}
         self._denied: list[str] = []
@@ -248,7 +249,7 @@ class ConversationRun:
         await self._bus.nc.flush()
         try:
             await self._client.start(self.conversation_id, settings=self._settings)
-            message = UserMessage(text=self._request.prompt)
+            message = UserMessage(text=full_prompt(self._request))
             await self._client.send_event(
                 self.conversation_id,
                 message.type,
@@ -342,7 +343,7 @@ class ConversationRun:
         except JidoError as exc:  # unanswered, the request times out as a denial anyway
             log.warning("approval %s of %s not denied: %s", request_id, self.conversation_id, exc)
 
-    async def _overflow(self, failure: TurnOutcome) -> None:
+    async def _overflow(self, failure: Outcome) -> None:
         """After a context overflow the turn goes on when a compaction was asked for (the state then
         awaits the summary or the retry); else the failure stands (as the client SDK decides)."""
         try:
@@ -360,7 +361,7 @@ class ConversationRun:
 
     async def _watch(self) -> None:
         stopped: tuple[FailureKind, str] | None = None
-        outcome: TurnOutcome | None = None
+        outcome: Outcome | None = None
         try:
             outcome = await asyncio.wait_for(asyncio.shield(self._outcome), self._timeout_s)
         except TimeoutError:
@@ -374,6 +375,7 @@ class ConversationRun:
             await asyncio.shield(self._stop_conversation("cancelled by the PRD loop"))
         finally:
             await asyncio.shield(self._unfollow())
+            await asyncio.shield(self._let_go())
         if outcome is not None and stopped is None:
             if outcome.status == "answered":
                 usage = {f"usage.{k}": str(v) for k, v in self._usage.items()}
@@ -406,6 +408,13 @@ class ConversationRun:
             return
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(asyncio.shield(self._outcome), _CANCEL_S)
+
+    async def _let_go(self) -> None:
+        """Stop the conversation's actor (its journal stays: the iteration's full record)."""
+        try:
+            await self._client.stop(self.conversation_id, reason="PRD iteration over")
+        except JidoError as exc:
+            log.warning("conversation %s not stopped: %s", self.conversation_id, exc)
 
     async def _unfollow(self) -> None:
         if self._sub is not None:

@@ -17,14 +17,15 @@ import pytest_asyncio
 
 from jidocode.services.prd import service as prd_service
 from jidocode.services.prd.config import PrdConfig
-from jidocode.services.prd.loop import LoopSettings
+from jidocode.services.prd.loop import LoopManager, LoopSettings
 from jidocode.services.prd.providers.base import Provider
+from jidocode.services.prd.store import LoopStore
 from jidocode.services.registry import serve_many
 from jidocode.shared.bus import Bus
 from jidocode.shared.clients import EngineClient
 from jidocode.shared.clients._prd import PrdClient
 from jidocode.shared.config import Config
-from jidocode.shared.errors import Conflict
+from jidocode.shared.errors import Conflict, InvalidInput, NotFound
 from jidocode.shared.events.prd import StoryDraft
 from jidocode.shared.natsserver import NatsServer
 from jidocode.shared.trust import trust_project
@@ -269,3 +270,55 @@ async def test_parallel_prds_only_in_separate_worktrees(system: System) -> None:
     (system.root / "stray.txt").write_text("uncommitted")
     with pytest.raises(Conflict, match=r"stray\.txt"):
         await system.prds.run("there")
+
+
+async def test_a_pause_asked_of_another_replica_reaches_the_owner(system: System) -> None:
+    p = system.provider
+    p.blocked.clear()
+    p.release.clear()
+    p.scripts["remote/US-001"] = [Act(block=True)]
+    await system.create("remote", "Remote")
+    await system.prds.run("remote", worktree=True)
+    await asyncio.wait_for(p.blocked.wait(), WAIT)
+
+    async def root_of(project_id: str) -> Path:
+        return system.root
+
+    other = LoopManager(
+        system.bus,
+        await LoopStore.open(system.bus),
+        root_of=root_of,
+        resolve_provider=lambda key, project_id, cfg: p,
+        settings=LoopSettings(heartbeat_s=0.5, lease_s=3.0),
+        owner="prd/another-replica",
+    )
+    cancels = p.cancels
+    paused = await other.pause(system.project_id, "remote")  # written into the record, applied by the owner
+    assert paused.state == "paused" and p.cancels == cancels + 1
+    stopped = await other.stop(system.project_id, "remote", reason="from elsewhere")  # nobody runs it now
+    assert stopped.state == "stopped"
+    states = [(e["from_state"], e["to_state"]) for e in system.events.of("remote", "prd.loop.state_changed")]
+    assert states[-2:] == [("running", "paused"), ("paused", "stopped")]
+    lines = jsonl(system.root / ".daedalus" / "prds" / "remote" / "events.jsonl")
+    assert [line["data"]["seq"] for line in lines] == list(range(1, len(lines) + 1))
+
+
+async def test_bad_requests_are_clear_errors(system: System, tmp_path: Path) -> None:
+    with pytest.raises(NotFound, match="nope"):
+        await system.prds.run("nope")
+    await system.create("unrun", "Never run")
+    with pytest.raises(NotFound, match="no loop"):
+        await system.prds.resume("unrun")
+    with pytest.raises(Conflict, match="already exists"):
+        await system.create("two", "Again")
+    listed = {s.name: s for s in (await system.prds.list()).prds}
+    assert listed["two"].state == "completed" and listed["two"].passed == 2
+    assert listed["bad"].state == "error" and listed["bad"].passed == 0
+
+    plain = tmp_path / "not-a-repo"
+    plain.mkdir()
+    info = await EngineClient(system.bus).start_project(str(plain), timeout=30)
+    prds = PrdClient(system.bus, info.project_id, timeout=30)
+    await prds.create("x", stories=[StoryDraft(title="X")])
+    with pytest.raises(InvalidInput, match="not a git repository"):
+        await prds.run("x")

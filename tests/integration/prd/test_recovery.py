@@ -168,3 +168,29 @@ async def test_a_killed_prd_service_is_resumed_on_the_same_story(system: tuple[S
     lines = jsonl(s.root / ".daedalus" / "prds" / "crash" / "events.jsonl")
     assert [line["data"]["seq"] for line in lines] == list(range(1, len(lines) + 1))
     assert await stream_events(s.bus, s.project_id, "crash") == lines
+
+
+async def test_a_cleanly_stopped_prd_service_hands_its_loop_over_at_once(
+    system: tuple[System, Router],
+) -> None:
+    s, router = system
+    key = ("calm", "US-001", 1)
+    router.first[key] = Reply.answer("never heard", delay_s=30)
+    router.scripts[key] = [
+        Reply.tools(call("write_file", path="calm.txt", content="calm\n")),
+        Reply.answer("Wrote calm.txt."),
+    ]
+    with s.prd_process("prd-c") as proc:
+        await wait_for_services(s.config, names=("prd",), timeout=60)
+        await s.prds.create("calm", stories=[StoryDraft(title="Calm")])
+        await s.prds.run("calm")
+        await router.wait_asked(key)
+        proc.send_signal(signal.SIGTERM)
+        assert await asyncio.to_thread(proc.wait, 30) == 0
+    stored = await (await LoopStore.open(s.bus)).get(s.project_id, "calm")
+    assert stored is not None and stored.record.info.state == "running"
+    assert stored.record.heartbeat_at == 0.0  # released: no lease to wait out
+    with s.prd_process("prd-d"):
+        await s.events.wait_state("calm", "completed")
+    assert router.calls[key] == 2
+    assert git(s.root, "log", "-1", "--format=%s") == "US-001: Calm"

@@ -30,7 +30,7 @@ from jidocode.shared.errors import Conflict, InvalidInput, NotFound, PayloadTooL
 
 from .conftest import doc, story
 
-SCHEMA = json_schema()
+VALIDATOR = jsonschema.Draft202012Validator(json_schema())
 T0 = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
 
 
@@ -143,6 +143,25 @@ def test_bad_files(paths: PrdPaths, content: bytes, words: str) -> None:
     with pytest.raises(InvalidInput, match=r"prd\.json: ") as info:
         load_prd(paths.prd_json)
     assert words in info.value.message
+
+
+@pytest.mark.timeout(30)
+def test_special_files_are_refused_without_hanging(paths: PrdPaths) -> None:
+    paths.prd_json.unlink()
+    os.mkfifo(paths.prd_json)
+    with pytest.raises(InvalidInput, match="not a regular file"):
+        load_prd(paths.prd_json)
+    paths.progress_md.unlink()
+    os.mkfifo(paths.progress_md)
+    with pytest.raises(InvalidInput, match="not a regular file"):
+        files.read_progress(paths)
+    with pytest.raises(InvalidInput, match="not a regular file"):
+        append_progress(paths, "x")
+
+
+def test_byte_order_mark_is_accepted(paths: PrdPaths) -> None:
+    paths.prd_json.write_bytes(b"\xef\xbb\xbf" + paths.prd_json.read_bytes())
+    assert load_prd(paths.prd_json) == sample()
 
 
 def test_missing_is_not_found(tmp_path: Path) -> None:
@@ -269,7 +288,7 @@ def test_relative_layout_paths_are_checked_too(paths: PrdPaths, monkeypatch: pyt
         load_prd(Path(".daedalus/prds/auth/prd.json"))
 
 
-_text = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=40)
+_text = st.text(st.characters(codec="utf-8", exclude_categories=("Cs", "Cc")), max_size=40)
 
 
 @st.composite
@@ -295,13 +314,13 @@ def prds(draw: st.DrawFn) -> Prd:
     return Prd(name="auth", title=draw(_text), description=draw(_text), user_stories=stories)
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=25, deadline=None)
 @given(prds())
 def test_any_prd_survives_the_bytes_on_disk(prd: Prd) -> None:
     # the bytes save_prd writes and load_prd parses (the disk round trip is tested above; fsync
     # per example would cost seconds)
     data = files._prd_bytes(prd, Path("prd.json"))
     assert files.parse_prd(data, Path("prd.json")) == prd
-    jsonschema.validate(json.loads(data), SCHEMA)
+    VALIDATOR.validate(json.loads(data))
     md = render_prd_md(prd)
     assert all(f"### {story.id}: " in md for story in prd.user_stories)

@@ -6,18 +6,21 @@ reaches git); git on the host (:func:`host_git`) sets them up and checks what th
 
 from __future__ import annotations
 
+import asyncio
 import os
 import stat
 import subprocess
+import uuid
 from pathlib import Path
 
 import pytest
-from hypothesis import given
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from jidocode.services.prd.git import (
     CAPABILITY,
     DEFAULT_AUTHOR,
+    STDERR_CAP,
     Commit,
     GitError,
     GitRepo,
@@ -25,7 +28,8 @@ from jidocode.services.prd.git import (
     parse_porcelain,
     validate_branch_name,
 )
-from jidocode.shared.errors import Conflict, InvalidInput, NotFound, PermissionDenied
+from jidocode.shared.errors import Conflict, InvalidInput, NotFound, PermissionDenied, RequestTimeout
+from tests.security.sandbox_support import processes_with
 
 
 def host_git(root: Path, *args: str, env: dict[str, str]) -> str:
@@ -320,6 +324,7 @@ async def test_worktree_add_and_remove(repo: Path, env: dict[str, str], tmp_path
     await git.add_worktree(".daedalus/worktrees/auth", "prd/auth")
     assert (wt / "README").read_text() == "hello\n"
     assert await GitRepo(str(wt), env=env).current_branch() == "prd/auth"
+    assert await GitRepo(str(wt), env=env).common_dir() == await git.common_dir() == str(repo / ".git")
     assert await git.dirty_files() == []  # the worktree lives under .daedalus/
     with pytest.raises(Conflict, match="another worktree"):
         await git.checkout_branch("prd/auth")
@@ -354,3 +359,86 @@ async def test_git_failure_names_the_command_and_stderr(repo: Path, env: dict[st
     assert info.value.details["command"] == ["no-such-command", "arg"]
     assert "no-such-command" in info.value.message and info.value.details["stderr"]
     assert info.value.type == "git_error"
+
+
+async def test_git_stderr_is_capped(repo: Path, env: dict[str, str]) -> None:
+    with pytest.raises(GitError) as info:
+        await GitRepo(str(repo), env=env)._git("show", "x" * 5000)
+    assert "x" * 100 in info.value.details["stderr"]  # git's own message, …
+    assert len(info.value.details["stderr"]) <= STDERR_CAP + 10  # … capped
+    assert len(info.value.message) < STDERR_CAP + 200
+
+
+async def test_a_git_command_past_its_timeout_is_killed_with_its_children(
+    repo: Path, env: dict[str, str]
+) -> None:
+    marker = f"jido-git-{uuid.uuid4().hex[:12]}"
+    git = GitRepo(str(repo), env=env, timeout_s=0.5)
+    # an alias of our own making (a repository's config cannot reach _git's arguments)
+    with pytest.raises(RequestTimeout, match=r"did not finish within 0\.5 s"):
+        await git._git("-c", f"alias.slow=!bash -c 'exec -a {marker} sleep 300'", "slow")
+    assert not processes_with(marker)
+
+
+async def test_a_project_in_a_subdirectory_sees_and_commits_only_its_own(
+    repo: Path, env: dict[str, str]
+) -> None:
+    (repo / "proj" / ".daedalus").mkdir(parents=True)
+    (repo / "proj" / ".daedalus" / "state").write_text("s")
+    (repo / "proj" / "x.py").write_text("x")
+    (repo / "elsewhere.txt").write_text("not ours")
+    git = GitRepo(str(repo / "proj"), env=env)
+    assert await git.dirty_files() == ["proj/x.py"]  # as git names them: from the top-level
+    commit = await git.commit_all("m")
+    assert commit is not None and commit.files == ["proj/x.py"]
+    assert await GitRepo(str(repo), env=env).dirty_files() == ["elsewhere.txt", "proj/.daedalus/state"]
+
+
+async def test_names_that_are_not_utf8_and_lone_surrogates(repo: Path, env: dict[str, str]) -> None:
+    (repo / os.fsdecode(b"bad-\xff.txt")).write_text("x")
+    git = GitRepo(str(repo), env=env)
+    assert await git.dirty_files() == ["bad-\\xff.txt"]
+    commit = await git.commit_all("lone \ud800 surrogate")
+    assert commit is not None and commit.files == ["bad-\\xff.txt"]
+    assert commit.message == "lone ? surrogate\n"
+    commit.message.encode()  # JSON-safe text
+
+
+_ENTRY = st.tuples(
+    st.sampled_from([" M", "M ", "A ", "D ", "??", "R ", "C ", "RM", "UU"]),
+    st.text(st.characters(exclude_characters="\0", exclude_categories=("Cs",)), min_size=1, max_size=12),
+    st.text(st.characters(exclude_characters="\0", exclude_categories=("Cs",)), min_size=1, max_size=12),
+)
+
+
+@given(st.lists(_ENTRY, max_size=8))
+def test_parse_porcelain_property(entries: list[tuple[str, str, str]]) -> None:
+    data = b""
+    expected: set[str] = set()
+    for xy, path, orig in entries:
+        data += f"{xy} {path}\0".encode()
+        expected.add(path)
+        if "R" in xy or "C" in xy:
+            data += f"{orig}\0".encode()
+            expected.add(orig)
+    assert parse_porcelain(data) == sorted(expected)
+
+
+_MESSAGE = st.text(
+    st.characters(exclude_characters="\0", exclude_categories=("Cs",)), min_size=1, max_size=200
+).filter(str.strip)
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(message=_MESSAGE)
+def test_any_message_is_committed_byte_for_byte(repo: Path, env: dict[str, str], message: str) -> None:
+    async def commit() -> Commit | None:
+        (repo / "f").write_text(uuid.uuid4().hex)
+        return await GitRepo(str(repo), env=env).commit_all(message)
+
+    made = asyncio.run(commit())
+    assert made is not None
+    body = subprocess.run(
+        ["git", "-C", str(repo), "cat-file", "commit", made.sha], capture_output=True, check=True, env=env
+    ).stdout.split(b"\n\n", 1)[1]
+    assert body == (message if message.endswith("\n") else message + "\n").encode()

@@ -9,6 +9,8 @@ from typing import Any
 
 import jsonschema
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from jidocode.services.prd.model import (
@@ -24,6 +26,7 @@ from jidocode.services.prd.model import (
     MAX_TITLE_CHARS,
     Prd,
     UserStory,
+    clean_text,
     json_schema,
     json_schema_text,
     parse_prd_data,
@@ -108,6 +111,16 @@ def _error(raw: dict[str, Any]) -> tuple[str, str]:
         (doc(branchName="x.lock"), "branchName", "branch name"),
         (doc(branchName="a/.b"), "branchName", "branch name"),
         (doc(branchName="HEAD@{1}"), "branchName", "branch name"),
+        (doc(title="a\nb"), "title", "one line"),
+        (doc(story("a", title="x\x1b[2J")), "userStories[0].title", "one line"),
+        (doc(story("a", description="x\x00y")), "userStories[0].description", "control character"),
+        (
+            doc(story("a", acceptanceCriteria=["\x1b]0;pwned\x07"])),
+            "userStories[0].acceptanceCriteria[0]",
+            "control",
+        ),
+        (doc(story("a", notes="\x07")), "userStories[0].notes", "control character"),
+        (doc(description="\x7f"), "description", "control character"),
     ],
 )
 def test_invalid_documents_name_the_field(raw: dict[str, Any], where: str, words: str) -> None:
@@ -194,3 +207,29 @@ def test_every_limit_holds_at_its_value_and_refuses_one_more(
     with pytest.raises(InvalidInput) as info:
         parse_prd_data(build(limit + 1))
     assert info.value.details["field"] == field
+
+
+def test_multi_line_text_keeps_tabs_and_newlines() -> None:
+    prd = parse_prd_data(doc(story("a", description="one\n\ttwo\r\n", acceptanceCriteria=["x\ny"])))
+    assert prd.user_stories[0].description == "one\n\ttwo\r\n"
+
+
+@pytest.mark.parametrize(
+    ("raw", "clean"),
+    [
+        ("\x1b[31mFAILED\x1b[0m test_x", "FAILED test_x"),
+        ("a\r\nb\rc", "a\nb\nc"),
+        ("nul\x00 bell\x07 tab\t", "nul bell tab\t"),
+        ("\x1b]0;title\x07after", "after"),
+        ("plain é ✓", "plain é ✓"),
+    ],
+)
+def test_clean_text(raw: str, clean: str) -> None:
+    assert clean_text(raw) == clean
+    parse_prd_data(doc(story("a", notes=clean_text(raw))))
+
+
+@settings(max_examples=50)
+@given(st.text())
+def test_clean_text_always_fits_a_text_field(raw: str) -> None:
+    parse_prd_data(doc(story("a", description=clean_text(raw)[:20_000])))

@@ -88,6 +88,11 @@ def test_record_attempt_counts_and_appends_notes() -> None:
     assert story_state(only) == "pending"
 
 
+def test_record_attempt_cleans_a_coloured_check_output() -> None:
+    prd = record_attempt(make(story("a")), "a", "\x1b[31mFAILED\x1b[0m tests/test_x.py\r\n\x00")
+    assert prd.user_stories[0].notes == "FAILED tests/test_x.py\n"
+
+
 def test_record_attempt_keeps_the_newest_notes_within_the_cap() -> None:
     prd = make(story("a"))
     for i in range(5):
@@ -111,7 +116,7 @@ IDS = ["s0", "s1", "s2", "s3"]
 OPS = {"start": mark_in_progress, "pass": mark_passed, "attempt": record_attempt, "reset": reset_story}
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(
     st.lists(st.integers(0, 3), min_size=1, max_size=4),
     st.lists(st.tuples(st.sampled_from(sorted(OPS)), st.sampled_from(IDS)), max_size=30),

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import subprocess
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -18,7 +19,14 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from jidocode.services.prd._capture import HeadTail
-from jidocode.services.prd.quality import MAX_COMMANDS, QualityReport, run_checks
+from jidocode.services.prd.git import GitRepo
+from jidocode.services.prd.quality import (
+    MAX_COMMANDS,
+    MAX_OUTPUT_CAP,
+    MAX_TIMEOUT_S,
+    QualityReport,
+    run_checks,
+)
 from jidocode.shared import sandbox
 from jidocode.shared.errors import InvalidInput, NotFound
 from tests.security.sandbox_support import processes_with, write_global
@@ -151,6 +159,35 @@ async def test_timeout_kills_the_whole_tree(work: Path) -> None:
     assert second.ok and second.output == "after\n"  # a timed-out check does not stop the next
 
 
+async def test_a_cancelled_run_stops_its_check(work: Path) -> None:
+    marker = f"jido-check-{uuid.uuid4().hex[:12]}"
+    started = asyncio.Event()
+
+    async def on_output(_: str, text: str) -> None:
+        if "spawned" in text:
+            started.set()
+
+    command = f"(exec -a {marker} sleep 300) & echo spawned; wait"
+    run = asyncio.create_task(run_checks(str(work), [command, "touch second"], on_output=on_output))
+    await asyncio.wait_for(started.wait(), PATIENCE_S)
+    assert processes_with(marker)
+    run.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await run
+    await _until(f"no process of {marker} left", lambda: not processes_with(marker))
+    assert not (work / "second").exists()
+
+
+async def test_additional_directories_are_visible(work: Path, tmp_path: Path) -> None:
+    tools = tmp_path / "tools"
+    tools.mkdir()
+    (tools / "lint.sh").write_text("echo linted")
+    report = await run_checks(str(work), [f"bash {tools}/lint.sh"], additional_directories=[str(tools)])
+    assert report.ok and report.checks[0].output == "linted\n"
+    hidden = await run_checks(str(work), [f"bash {tools}/lint.sh"])
+    assert not hidden.ok  # without it, the rest of /tmp stays hidden
+
+
 async def test_checks_cannot_write_outside_nor_read_the_home(
     work: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -198,8 +235,12 @@ async def test_sandbox_refusal_is_a_failed_check(work: Path, jido_home: Path) ->
         ({"commands": ["true"] * (MAX_COMMANDS + 1)}, "too many"),
         ({"commands": "make test"}, "not one string"),
         ({"commands": ["true"], "timeout_s": 0}, "timeout_s"),
+        ({"commands": ["true"], "timeout_s": MAX_TIMEOUT_S + 1}, "timeout_s"),
         ({"commands": ["true"], "output_cap": 10}, "output_cap"),
+        ({"commands": ["true"], "output_cap": MAX_OUTPUT_CAP + 1}, "output_cap"),
         ({"commands": ["true"], "stream_cap": -1}, "stream_cap"),
+        ({"commands": ["true"], "additional_directories": ["rel/dir"]}, "not an absolute path"),
+        ({"commands": ["true"], "additional_directories": "/opt"}, "list of at most"),
     ],
 )
 async def test_bad_arguments_refused_before_anything_runs(
@@ -213,3 +254,45 @@ async def test_missing_work_dir(tmp_path: Path) -> None:
     with pytest.raises(NotFound, match="not a directory"):
         await run_checks(str(tmp_path / "nope"), ["true"])
     assert not os.path.exists(tmp_path / "nope")
+
+
+async def test_a_broken_on_output_is_raised_after_its_check(work: Path) -> None:
+    async def on_output(_: str, __: str) -> None:
+        raise RuntimeError("the bus is gone")
+
+    with pytest.raises(RuntimeError, match="the bus is gone"):
+        await run_checks(str(work), ["echo x; touch first", "touch second"], on_output=on_output)
+    assert (work / "first").exists() and not (work / "second").exists()
+
+
+@pytest.fixture
+def repo(work: Path) -> Path:
+    subprocess.run(["git", "init", "-q", "-b", "main", str(work)], check=True)
+    return work
+
+
+async def test_a_check_in_a_worktree_leaves_it_a_worktree(repo: Path) -> None:
+    work = repo
+    git = GitRepo(str(work))
+    (work / "a").write_text("a")
+    first = await git.commit_all("init")
+    assert first is not None
+    wt = work / ".daedalus" / "worktrees" / "x"
+    await git.add_worktree(str(wt), "prd/x")
+    report = await run_checks(str(wt), ["echo story > story.txt; echo 'gitdir: evil' > .git"])
+    assert report.ok and "put back: .git" in report.checks[0].output
+    commit = await GitRepo(str(wt)).commit_all("story")
+    assert commit is not None and commit.files == ["story.txt"]
+    assert await GitRepo(str(wt)).current_branch() == "prd/x"
+    assert await git.current_branch() == "main"
+    assert await git.dirty_files() == []
+    # git itself works in a check in the worktree once it is shown the repository (read-only)
+    common = await git.common_dir()
+    assert common == str(work / ".git")
+    seen = await run_checks(
+        str(wt), ["git log --format=%s", "git commit --allow-empty -qm x"], additional_directories=[common]
+    )
+    assert seen.checks[0].output == "story\ninit\n"
+    assert not seen.checks[1].ok  # … and cannot write to it
+    blind = await run_checks(str(wt), ["git log --format=%s"])
+    assert not blind.ok and "not a git repository" in blind.checks[0].output

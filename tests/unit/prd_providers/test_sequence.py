@@ -55,7 +55,7 @@ def _check(events: list[ProviderEvent]) -> None:
     assert started == finished
 
 
-@settings(max_examples=120, deadline=None)
+@settings(max_examples=80, deadline=None)
 @given(
     batches=st.lists(st.lists(_events, max_size=5), max_size=8),
     exit_code=st.sampled_from([0, 1, None]),
@@ -116,7 +116,7 @@ _natives = st.builds(
 )
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=60, deadline=None)
 @given(native=_natives)
 def test_no_native_event_crashes_a_mapping(native: dict[str, Any]) -> None:
     for module in (codex, claude, gemini):
