@@ -12,6 +12,7 @@ from typing import Any, TypeVar
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from jidocode.shared.bus import Bus
 from jidocode.shared.clients import EngineClient
@@ -87,7 +88,8 @@ def run(main: Callable[[], Awaitable[T]]) -> T:
     try:
         return asyncio.run(main())  # type: ignore[arg-type]
     except JidoError as exc:
-        err_console.print(f"[bold red]error[/] ({exc.type}): {exc.message}", highlight=False)
+        # the message may quote input (a name, a story id): text, never markup
+        err_console.print(f"[bold red]error[/] ({exc.type}): {escape(exc.message)}", highlight=False)
         raise typer.Exit(2 if isinstance(exc, InvalidInput | NotFound) else 1) from None
     except KeyboardInterrupt:
         raise typer.Exit(130) from None

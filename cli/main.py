@@ -38,6 +38,10 @@ from .mcp import mcp  # noqa: E402  (issue 15: one project as an MCP server on s
 
 app.command()(mcp)
 
+from . import prd  # noqa: E402  (issue 18: the PRD loop's CLI and TUI)
+
+app.add_typer(prd.app, name="prd")
+
 try:  # the deploy commands (issue 7) land separately
     from . import deploy
 

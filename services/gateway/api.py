@@ -9,6 +9,7 @@ type (:mod:`.errors`).
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Literal, TypeVar, get_args
@@ -32,6 +33,7 @@ from jidocode.shared.events.conversation import (
 )
 from jidocode.shared.events.engine import ProjectInfo, ProjectList
 from jidocode.shared.events.llm import UsageTotals
+from jidocode.shared.events.prd import LoopInfo, PrdList, PrdView
 from jidocode.shared.events.tools import ToolCatalog
 
 from .context import GatewayContext
@@ -43,8 +45,10 @@ __all__ = [
     "ApprovalBody",
     "CancelBody",
     "MessageBody",
+    "RunPrdBody",
     "StartConversationBody",
     "StartProjectBody",
+    "StopPrdBody",
     "routes",
 ]
 
@@ -74,6 +78,20 @@ class CancelBody(_Body):
 class ApprovalBody(_Body):
     #: ``allow`` is ``approve_once``; ``approve_session`` also allows the same call for the session.
     decision: Literal["allow", "deny", "approve_once", "approve_session"]
+
+
+class RunPrdBody(_Body):
+    """How to run a PRD's loop (every field optional: the PRD's and the project's defaults)."""
+
+    provider: str = Field(default="", max_length=64, description="jidocode, codex, claude or gemini")
+    model: str = Field(default="", max_length=200)
+    worktree: bool = Field(default=False, description="work in .daedalus/worktrees/<name> on its own branch")
+    branch: str = Field(default="", max_length=200)
+    allow_dirty: bool = Field(default=False, description="start though the work tree has changes")
+
+
+class StopPrdBody(_Body):
+    reason: str = Field(default="", max_length=500, description="why (kept in the loop's record)")
 
 
 _DECISIONS: dict[str, ApprovalDecision] = {
@@ -225,8 +243,51 @@ async def get_usage(request: Request, ctx: GatewayContext) -> UsageTotals:
     return UsageTotals.model_validate({**value, "project_id": pid, "conversation_id": cid})
 
 
+# -- PRD loops (seed 004) ------------------------------------------------------------
+
+
+_PRD_NAME = re.compile(r"^[A-Za-z0-9_\-]{1,64}$")
+
+
+def _prd(request: Request) -> str:
+    """The PRD name in the path (checked here: a bad one is 400 naming it, not a body error)."""
+    name = str(request.path_params["name"])
+    if not _PRD_NAME.match(name):
+        raise InvalidInput(
+            f"invalid PRD name {name!r}: use 1 to 64 letters, digits, '_' or '-'", details={"name": name}
+        )
+    return name
+
+
+async def list_prds(request: Request, ctx: GatewayContext) -> PrdList:
+    return await ctx.prd(_pid(request)).list()
+
+
+async def get_prd(request: Request, ctx: GatewayContext) -> PrdView:
+    return await ctx.prd(_pid(request)).get(_prd(request))
+
+
+async def run_prd(request: Request, ctx: GatewayContext) -> LoopInfo:
+    body = await read_body(request, RunPrdBody)
+    return await ctx.prd(_pid(request)).run(_prd(request), **body.model_dump())
+
+
+async def pause_prd(request: Request, ctx: GatewayContext) -> LoopInfo:
+    return await ctx.prd(_pid(request)).pause(_prd(request))
+
+
+async def resume_prd(request: Request, ctx: GatewayContext) -> LoopInfo:
+    return await ctx.prd(_pid(request)).resume(_prd(request))
+
+
+async def stop_prd(request: Request, ctx: GatewayContext) -> LoopInfo:
+    body = await read_body(request, StopPrdBody)
+    return await ctx.prd(_pid(request)).stop(_prd(request), reason=body.reason)
+
+
 _P = "/api/projects/{pid}"
 _C = _P + "/conversations/{cid}"
+_R = _P + "/prds/{name}"
 
 API_ROUTES: tuple[ApiRoute, ...] = (
     ApiRoute("GET", "/api/projects", list_projects, "List the running projects", ProjectList),
@@ -266,6 +327,13 @@ API_ROUTES: tuple[ApiRoute, ...] = (
     ),
     ApiRoute("GET", _C + "/projections/{name}", get_projection, "Read a projection", Projection),
     ApiRoute("GET", _C + "/usage", get_usage, "The conversation's token usage and cost", UsageTotals),
+    # PRD loops (seed 004): the events are the SSE route ``_R + "/events"`` (streams.py)
+    ApiRoute("GET", _P + "/prds", list_prds, "List the project's PRDs", PrdList),
+    ApiRoute("GET", _R, get_prd, "A PRD: its document (prd.json) and its loop", PrdView),
+    ApiRoute("POST", _R + "/run", run_prd, "Start the PRD's loop", LoopInfo, RunPrdBody),
+    ApiRoute("POST", _R + "/pause", pause_prd, "Pause the PRD's loop after its current step", LoopInfo),
+    ApiRoute("POST", _R + "/resume", resume_prd, "Resume a paused PRD loop", LoopInfo),
+    ApiRoute("POST", _R + "/stop", stop_prd, "Stop the PRD's loop", LoopInfo, StopPrdBody),
 )
 
 

@@ -14,6 +14,7 @@ from jidocode.shared.clients import (
     AssetsClient,
     ConversationsClient,
     EngineClient,
+    PrdClient,
     ProjectClient,
     ToolsClient,
 )
@@ -62,3 +63,6 @@ class GatewayContext:
 
     def assets(self, project_id: str) -> AssetsClient:
         return AssetsClient(self.bus, project_id, timeout=self.timeout)
+
+    def prd(self, project_id: str) -> PrdClient:
+        return PrdClient(self.bus, project_id, timeout=self.timeout)

@@ -44,6 +44,14 @@ _SSE: dict[str, dict[str, Any]] = {
         "query": ("project", "conversation", "type"),
         "headers": (),
     },
+    "/api/projects/{pid}/prds/{name}/events": {
+        "summary": "The PRD loop's events: stored ones from the start (or after Last-Event-ID / ?after=, "
+        "a PRD event seq), then live ones (text/event-stream; id = the event's seq, event = type, "
+        "data = CloudEvent); 404 for an unknown PRD",
+        "query": ("after",),
+        "headers": ("Last-Event-ID",),
+        "operation": "prd_events",
+    },
 }
 
 
@@ -107,7 +115,8 @@ def openapi_document(title: str = "JidoCode gateway", version: str = "1") -> dic
         paths[path] = {
             "get": {
                 "summary": sse["summary"],
-                "operationId": "conversation_events" if "{cid}" in path else "bus_events",
+                "operationId": sse.get("operation")
+                or ("conversation_events" if "{cid}" in path else "bus_events"),
                 "parameters": _parameters(path, sse["query"], sse["headers"]),
                 "responses": {
                     "200": {

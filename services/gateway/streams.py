@@ -46,6 +46,7 @@ from jidocode.shared.bus import Bus
 from jidocode.shared.envelope import Envelope, decode
 from jidocode.shared.errors import InvalidInput, JidoError
 from jidocode.shared.events.conversation import ReplayInfo
+from jidocode.shared.prd_stream import start_sequence
 
 from .context import GatewayContext
 from .errors import error_response, from_jido_error
@@ -58,6 +59,8 @@ __all__ = [
     "RecentIds",
     "error_event",
     "next_subject",
+    "prd_events",
+    "prd_sse_event",
     "routes",
     "sse_event",
 ]
@@ -340,8 +343,100 @@ async def bus_events(request: Request) -> Response:
     return _stream_response(ctx, events())
 
 
+# -- one PRD loop (seed 004) ----------------------------------------------------------------
+
+#: The longest ``Last-Event-ID`` a PRD stream accepts (a seq: a whole number).
+MAX_SEQ_DIGITS = 18
+
+
+def prd_sse_event(env: Envelope, seq: int) -> ServerSentEvent:
+    """One PRD loop event as one SSE message: its ``id`` is the PRD's own ``seq`` (gapless, the
+    line in ``events.jsonl``), so ``Last-Event-ID`` resumes right after it."""
+    return ServerSentEvent(
+        data=json.dumps(env.to_dict(), ensure_ascii=False, separators=(",", ":")), id=str(seq), event=env.type
+    )
+
+
+async def prd_events(request: Request) -> Response:
+    """``GET /api/projects/{pid}/prds/{name}/events``: a PRD's loop events, stored then live.
+
+    The PRD is read first (an unknown one is 404); an ephemeral pull consumer on
+    ``JIDO_PRD`` filtered to the PRD's subjects then delivers its events in order (the
+    :class:`Puller`'s backpressure, as for a conversation), skipping those up to the seq of
+    ``Last-Event-ID`` (or ``?after=``).
+    """
+    ctx: GatewayContext = request.app.state.ctx
+    pid, name = str(request.path_params["pid"]), str(request.path_params["name"])
+    raw = request.headers.get("last-event-id") or request.query_params.get("after") or "0"
+    if not raw.isdigit() or len(raw) > MAX_SEQ_DIGITS:
+        return error_response(
+            "invalid_input",
+            f"Last-Event-ID (or ?after=) must be a PRD event's seq, a whole number, got {raw[:40]!r}",
+            {"after": raw[:40]},
+        )
+    try:
+        filter_subject = subjects.prd_event_filter(pid, name)
+        await ctx.prd(pid).get(name)
+        start = await start_sequence(ctx.bus.js, pid, name, int(raw))
+        config = ConsumerConfig(
+            deliver_policy=DeliverPolicy.ALL if start <= 1 else DeliverPolicy.BY_START_SEQUENCE,
+            opt_start_seq=None if start <= 1 else start,
+            ack_policy=AckPolicy.NONE,
+            name=f"{CONSUMER_PREFIX}{secrets.token_hex(8)}",
+            inactive_threshold=CONSUMER_IDLE_S,
+            mem_storage=True,
+            num_replicas=1,
+            filter_subject=filter_subject,
+        )
+        consumer = await ctx.bus.js.add_consumer(subjects.STREAM_PRD, config=config)
+    except JidoError as exc:
+        return from_jido_error(exc)
+    except ValueError as exc:  # a name that is not a valid subject token
+        return error_response("invalid_input", str(exc))
+    except nats.errors.Error as exc:
+        return error_response("service_unavailable", f"the PRD's event stream cannot be read now: {exc}")
+    puller = Puller(ctx.bus, subjects.STREAM_PRD, consumer.name)
+    await puller.start()
+    return _stream_response(ctx, _follow_prd(ctx, puller, name, int(raw)))
+
+
+async def _follow_prd(
+    ctx: GatewayContext, puller: Puller, name: str, after: int
+) -> AsyncIterator[ServerSentEvent]:
+    ctx.streams.open += 1
+    try:
+        while True:
+            try:
+                msg = await puller.next()
+            except nats.errors.Error as exc:
+                ctx.streams.failed += 1
+                log.warning("PRD stream %s ended: %s", name, exc)
+                yield error_event(
+                    "stream_failed", "the event stream was interrupted: reconnect with Last-Event-ID"
+                )
+                return
+            if msg is None:
+                continue
+            try:
+                env = decode(msg.data, msg.headers)
+                seq = int((env.data or {}).get("seq", 0))
+            except (JidoError, TypeError, ValueError, AttributeError):
+                continue
+            if seq > after:
+                after = seq
+                yield prd_sse_event(env, seq)
+    finally:
+        with (
+            anyio.CancelScope(shield=True),
+            anyio.move_on_after(CLEANUP_S),
+        ):  # the viewer left: we were cancelled
+            await puller.close()
+        ctx.streams.open -= 1
+
+
 def routes() -> list[Route]:
     return [
         Route("/api/projects/{pid}/conversations/{cid}/events", conversation_events, methods=["GET"]),
         Route("/api/events", bus_events, methods=["GET"]),
+        Route("/api/projects/{pid}/prds/{name}/events", prd_events, methods=["GET"]),
     ]

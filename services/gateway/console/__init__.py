@@ -8,6 +8,9 @@ path                                               page
 ``/console/projects/{pid}/conversations/{cid}``    a conversation's timeline, live: messages streaming,
                                                    tool calls, approvals to click, usage and cost;
                                                    the message box, cancel and resume
+``/console/projects/{pid}/prds``                   a project's PRDs (seed 004) and their loops' state
+``/console/projects/{pid}/prds/{name}``            a PRD: its stories, its loop with run, pause, resume
+                                                   and stop, and its events live
 ``/console/bus``                                   every event on the bus as it happens, filtered by
                                                    ``?project=&conversation=&type=``
 ``/console/static/…``                              the stylesheet and the scripts (no CDN, no build)
@@ -46,5 +49,9 @@ def routes(ctx: GatewayContext) -> list[BaseRoute]:
             name="console-conversation",
         ),
         Route(f"{BASE}/bus", pages.bus, methods=["GET"], name="console-bus"),
+        Route(f"{BASE}/projects/{{project_id}}/prds", pages.prds, methods=["GET"], name="console-prds"),
+        Route(
+            f"{BASE}/projects/{{project_id}}/prds/{{name}}", pages.prd, methods=["GET"], name="console-prd"
+        ),
         Mount(STATIC, app=StaticFiles(directory=STATIC_DIR), name="console-static"),
     ]

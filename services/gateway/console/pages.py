@@ -10,6 +10,7 @@ so even a slip in escaping could not run a script that came with an event.
 from __future__ import annotations
 
 import json
+import re
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final
@@ -30,6 +31,7 @@ from jidocode.shared.errors import (
     ServiceUnavailable,
 )
 from jidocode.shared.events import ERROR_TYPE, EVENT_TYPES
+from jidocode.shared.events.prd import PRD_EVENTS
 from jidocode.shared.subjects import validate_token
 
 __all__ = ["BASE", "SECURITY_HEADERS", "STATIC", "STATIC_DIR", "Pages", "status_of", "when"]
@@ -64,6 +66,10 @@ _STATUS: Final[tuple[tuple[type[JidoError], int], ...]] = (
 
 #: Every CloudEvent type a bus view listens for (an SSE listener is per type).
 _BUS_TYPES: Final = json.dumps(sorted(EVENT_TYPES | {ERROR_TYPE}))
+
+#: Every PRD loop event type (the PRD page's SSE listeners).
+_PRD_TYPES: Final = json.dumps(sorted(str(m.model_fields["type"].default) for m in PRD_EVENTS))
+_PRD_NAME: Final = re.compile(r"^[A-Za-z0-9_\-]{1,64}$")
 
 #: The most conversations a project's page lists (the newest).
 MAX_CONVERSATIONS: Final = 200
@@ -188,3 +194,51 @@ class Pages:
                     error=f"the {name} filter is longer than {MAX_FILTER_CHARS} characters",
                 )
         return render("bus.html", "bus", filters=filters, event_types=_BUS_TYPES)
+
+    async def prds(self, request: Request) -> Response:
+        """A project's PRDs: stories passed, the one in progress, the loop's state."""
+        pid = request.path_params["project_id"]
+        try:
+            validate_token(pid, "project id")
+        except ValueError as exc:
+            return render("message.html", "projects", status=400, error=str(exc))
+        try:
+            # the engine's registry names the project (the page needs only the prd service and it)
+            projects = (await self.ctx.engine().list_projects()).projects
+            info = next((p for p in projects if p.project_id == pid), None)
+            if info is None:
+                return render("message.html", "projects", status=404, error=f"no project {pid!r}")
+            listing = await self.ctx.prd(pid).list()
+        except JidoError as exc:
+            return _failure("message.html", "projects", exc)
+        return render("prds.html", "projects", project=info, prds=listing.prds)
+
+    async def prd(self, request: Request) -> Response:
+        """A PRD: its stories, its loop with pause/resume/stop, and its events live."""
+        pid = request.path_params["project_id"]
+        name = request.path_params["name"]
+        try:
+            validate_token(pid, "project id")
+        except ValueError as exc:
+            return render("message.html", "projects", status=400, error=str(exc))
+        if not _PRD_NAME.match(name):
+            return render(
+                "message.html",
+                "projects",
+                status=400,
+                error=f"invalid PRD name {name!r}: use 1 to 64 letters, digits, '_' or '-'",
+            )
+        try:
+            view = await self.ctx.prd(pid).get(name)
+        except JidoError as exc:
+            return _failure("message.html", "projects", exc)
+        stories = view.prd.get("userStories", [])
+        return render(
+            "prd.html",
+            "prd",
+            project_id=pid,
+            view=view,
+            loop=view.loop,
+            stories=[s for s in stories if isinstance(s, dict)] if isinstance(stories, list) else [],
+            event_types=_PRD_TYPES,
+        )

@@ -1,0 +1,231 @@
+"""The prd service (seed 004 "PRD service"): ``serve(config, stop)`` (``jidocode serve prd``).
+
+Endpoints (nats.micro ``jidocode-prd``, ``jido.prds.<p>.<verb>``, see ``shared.endpoints``)::
+
+    create       CreatePrd   -> PrdView    write a new PRD's files
+    list         ListPrds    -> PrdList    the project's PRDs and their loops
+    get          GetPrd      -> PrdView    one PRD and its loop
+    run          RunPrd      -> LoopInfo   start a loop (Conflict while one holds the PRD)
+    pause        PausePrd    -> LoopInfo   cancel what is in flight, keep the story in progress
+    resume       ResumePrd   -> LoopInfo   the same story again
+    stop         StopPrd     -> LoopInfo
+    reset_story  ResetStory  -> PrdView    the explicit user action (refused while the loop runs)
+
+Besides the endpoints each replica runs the loops it owns (:mod:`.loop`), renews their leases
+and scans for loops whose owner died (:meth:`LoopManager.recover`). A clean stop leaves every
+loop's record ``running`` with its heartbeat cleared: the next start, or another replica,
+resumes it at once. The project's root comes from the registry (``WatchedDirectory``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+from pathlib import Path
+
+from jidocode.shared.bus import Bus
+from jidocode.shared.config import Config
+from jidocode.shared.endpoints import endpoint
+from jidocode.shared.envelope import Envelope
+from jidocode.shared.errors import Conflict, InvalidInput, JidoError
+from jidocode.shared.events.prd import (
+    CreatePrd,
+    GetPrd,
+    ListPrds,
+    LoopInfo,
+    PausePrd,
+    PrdList,
+    PrdSummary,
+    PrdView,
+    ResetStory,
+    ResumePrd,
+    RunPrd,
+    StopPrd,
+)
+from jidocode.shared.registry import WatchedDirectory
+from jidocode.shared.service import ServiceHost, scoped_project_id
+
+from . import files, ops
+from .config import PrdConfig, load_config
+from .eventlog import ensure_stream
+from .loop import LoopManager, LoopSettings, ProviderResolver
+from .model import Prd, UserStory, story_state
+from .providers.base import Provider
+from .store import LoopStore
+
+__all__ = ["default_resolver", "serve"]
+
+log = logging.getLogger("jidocode.prd")
+
+
+def default_resolver(bus: Bus, config: Config) -> ProviderResolver:
+    """Providers from ``providers.registry`` (imported here, never by the loop)."""
+    from .providers.base import ProviderContext
+    from .providers.registry import ProviderRegistry
+
+    def resolve(key: str, project_id: str, prd_config: PrdConfig) -> Provider:
+        registry = ProviderRegistry(prd_config.providers)
+        context = ProviderContext(
+            bus=bus, project_id=project_id, jido_home=str(config.jido_home), default_model=prd_config.model
+        )
+        provider: Provider = registry.resolve(key, context)
+        return provider
+
+    return resolve
+
+
+def _view(project_id: str, root: Path, prd: Prd, loop: LoopInfo | None) -> PrdView:
+    paths = files.PrdPaths(root, prd.name)
+    return PrdView(
+        project_id=project_id,
+        name=prd.name,
+        path=str(paths.dir),
+        prd=prd.model_dump(mode="json", by_alias=True),
+        loop=loop,
+    )
+
+
+def _new_prd(cmd: CreatePrd) -> Prd:
+    stories: list[UserStory] = []
+    for n, draft in enumerate(cmd.stories, start=1):
+        stories.append(
+            UserStory(
+                id=draft.id or f"US-{n:03d}",
+                title=draft.title,
+                description=draft.description,
+                acceptance_criteria=list(draft.acceptance_criteria),
+                priority=draft.priority,
+            )
+        )
+    try:
+        return Prd(
+            name=cmd.name,
+            title=cmd.title,
+            description=cmd.description,
+            branch_name=cmd.branch_name,
+            user_stories=stories,
+        )
+    except ValueError as exc:
+        raise InvalidInput(f"PRD {cmd.name!r} is invalid: {exc}", details={"prd": cmd.name}) from None
+
+
+async def serve(
+    config: Config,
+    stop: asyncio.Event,
+    *,
+    resolve_provider: ProviderResolver | None = None,
+    settings: LoopSettings | None = None,
+) -> None:
+    bus = await Bus.connect(config, "prd")
+    try:
+        directory = await WatchedDirectory.open(bus)
+        await ensure_stream(bus)
+        store = await LoopStore.open(bus)
+
+        async def root_of(project_id: str) -> Path:
+            return Path((await directory.get(project_id)).root_path)
+
+        def config_of(root: Path) -> PrdConfig:
+            return load_config(str(root), env=os.environ, jido_home=str(config.jido_home))
+
+        manager = LoopManager(
+            bus,
+            store,
+            root_of=root_of,
+            resolve_provider=resolve_provider or default_resolver(bus, config),
+            config_of=config_of,
+            settings=settings or LoopSettings.from_env(),
+        )
+        host = ServiceHost(bus, name="prd", description="JidoCode PRD loops (seed 004)")
+
+        async def loop_of(project_id: str, name: str) -> LoopInfo | None:
+            stored = await store.get(project_id, name)
+            return stored.record.info if stored is not None else None
+
+        async def create(cmd: CreatePrd, env: Envelope) -> PrdView:
+            project_id = scoped_project_id(env)
+            root = await root_of(project_id)
+            prd = _new_prd(cmd)
+            await asyncio.to_thread(files.create_prd, files.PrdPaths(root, cmd.name), prd)
+            await asyncio.to_thread(files.ensure_gitignored, root)  # runtime state stays out of git
+            return _view(project_id, root, prd, await loop_of(project_id, cmd.name))
+
+        async def list_prds(cmd: ListPrds, env: Envelope) -> PrdList:
+            project_id = scoped_project_id(env)
+            root = await root_of(project_id)
+            loops = {s.record.info.prd: s.record.info for s in await store.records(project_id)}
+            out: list[PrdSummary] = []
+            for name in await asyncio.to_thread(files.list_prds, root):
+                loop = loops.get(name)
+                state = loop.state if loop is not None else "ready"
+                try:
+                    prd = await asyncio.to_thread(files.load_prd, files.PrdPaths(root, name).prd_json)
+                except JidoError as exc:
+                    out.append(PrdSummary(name=name, state=state, problem=exc.message[:500]))
+                    continue
+                states = [story_state(s) for s in prd.user_stories]
+                current = next((s.id for s in prd.user_stories if s.in_progress), "")
+                out.append(
+                    PrdSummary(
+                        name=name,
+                        title=prd.title,
+                        stories=len(states),
+                        passed=states.count("passed"),
+                        in_progress=current,
+                        state=state,
+                    )
+                )
+            return PrdList(prds=out)
+
+        async def get(cmd: GetPrd, env: Envelope) -> PrdView:
+            project_id = scoped_project_id(env)
+            root = await root_of(project_id)
+            prd = await asyncio.to_thread(files.load_prd, files.PrdPaths(root, cmd.name).prd_json)
+            return _view(project_id, root, prd, await loop_of(project_id, cmd.name))
+
+        async def run(cmd: RunPrd, env: Envelope) -> LoopInfo:
+            return await manager.run(scoped_project_id(env), cmd)
+
+        async def pause(cmd: PausePrd, env: Envelope) -> LoopInfo:
+            return await manager.pause(scoped_project_id(env), cmd.name)
+
+        async def resume(cmd: ResumePrd, env: Envelope) -> LoopInfo:
+            return await manager.resume(scoped_project_id(env), cmd.name)
+
+        async def stop_(cmd: StopPrd, env: Envelope) -> LoopInfo:
+            return await manager.stop(scoped_project_id(env), cmd.name, cmd.reason)
+
+        async def reset_story(cmd: ResetStory, env: Envelope) -> PrdView:
+            project_id = scoped_project_id(env)
+            root = await root_of(project_id)
+            loop = await loop_of(project_id, cmd.name)
+            if manager.holds(project_id, cmd.name) or (loop is not None and loop.state == "running"):
+                raise Conflict(
+                    f"the loop of PRD {cmd.name!r} is running: pause or stop it before resetting "
+                    f"story {cmd.story_id!r}",
+                    details={"prd": cmd.name, "story_id": cmd.story_id, "state": "running"},
+                )
+            paths = files.PrdPaths(root, cmd.name)
+            prd = await asyncio.to_thread(files.load_prd, paths.prd_json)
+            prd = ops.reset_story(prd, cmd.story_id)
+            await asyncio.to_thread(files.save_prd, paths.prd_json, prd)
+            return _view(project_id, root, prd, loop)
+
+        host.serve(endpoint("prd", "create"), create)
+        host.serve(endpoint("prd", "list"), list_prds)
+        host.serve(endpoint("prd", "get"), get)
+        host.serve(endpoint("prd", "run"), run)
+        host.serve(endpoint("prd", "pause"), pause)
+        host.serve(endpoint("prd", "resume"), resume)
+        host.serve(endpoint("prd", "stop"), stop_)
+        host.serve(endpoint("prd", "reset_story"), reset_story)
+        await host.start()
+        manager.start_recovery()
+        log.info("prd service ready")
+        await stop.wait()
+        await host.stop()
+        await manager.close()
+        await directory.close()
+    finally:
+        await bus.close()
