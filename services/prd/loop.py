@@ -616,6 +616,8 @@ class LoopManager:
         self.loops: dict[tuple[str, str], _Loop] = {}
         self._scanner: asyncio.Task[None] | None = None
         self._closing = False
+        #: One git preparation at a time per repository on this replica.
+        self._git_locks: dict[str, asyncio.Lock] = {}
 
     # -- commands ------------------------------------------------------------------------------------
 
@@ -637,19 +639,22 @@ class LoopManager:
         options = RunOptions.of(cmd)
         config = self.config_of(root)
         provider = self.resolve_provider(options.provider or config.provider, project_id, config)
-        work_dir, branch = await self._prepare(project_id, root, prd, options, config)
-        info = LoopInfo(
-            project_id=project_id,
-            prd=cmd.name,
-            state="running",
-            provider=provider.name(),
-            model=options.model or config.model,
-            work_dir=str(work_dir),
-            branch=branch,
-            owner=self.owner,
-            seq=current.record.info.seq if current else 0,
-        )
-        stored = await self.store.claim(LoopRecord(info=info, options=options, heartbeat_at=time.time()))
+        # one preparation and claim at a time per repository on this replica: `git worktree add`
+        # races itself, and the work-dir check must see the claim of the run before it
+        async with self._git_locks.setdefault(str(root), asyncio.Lock()):
+            work_dir, branch = await self._prepare(project_id, root, prd, options, config)
+            info = LoopInfo(
+                project_id=project_id,
+                prd=cmd.name,
+                state="running",
+                provider=provider.name(),
+                model=options.model or config.model,
+                work_dir=str(work_dir),
+                branch=branch,
+                owner=self.owner,
+                seq=current.record.info.seq if current else 0,
+            )
+            stored = await self.store.claim(LoopRecord(info=info, options=options, heartbeat_at=time.time()))
         loop = await self._start(project_id, root, stored, config, provider, "ready")
         return loop.info
 

@@ -322,3 +322,19 @@ async def test_bad_requests_are_clear_errors(system: System, tmp_path: Path) -> 
     await prds.create("x", stories=[StoryDraft(title="X")])
     with pytest.raises(InvalidInput, match="not a git repository"):
         await prds.run("x")
+
+
+async def test_a_branch_named_by_the_prd_is_checked_out_in_the_work_dir(system: System) -> None:
+    (system.root / "stray.txt").unlink(missing_ok=True)
+    system.provider.scripts["branchy/US-001"] = [Act(write={"branchy.txt": "b"})]
+    await system.prds.create(
+        "branchy", branch_name="feature/branchy", stories=[StoryDraft(title="On its branch")]
+    )
+    view = await system.prds.get("branchy")
+    assert view.prd["branchName"] == "feature/branchy"
+    info = await system.prds.run("branchy")
+    assert info.branch == "feature/branchy" and info.work_dir == str(system.root)
+    await system.events.wait_state("branchy", "completed")
+    assert git(system.root, "rev-parse", "--abbrev-ref", "HEAD") == "feature/branchy"
+    assert git(system.root, "log", "-1", "--format=%s") == "US-001: On its branch"
+    assert git(system.root, "log", "--format=%s", "main..feature/branchy") == "US-001: On its branch"
