@@ -75,7 +75,7 @@ from .providers.base import (
 from .states import TERMINAL
 from .store import LoopRecord, LoopStore, RunOptions, StaleRecord, Stored
 
-__all__ = ["LoopManager", "LoopSettings", "ProviderResolver", "RootOf"]
+__all__ = ["MAX_EVENT_TEXT", "LoopManager", "LoopSettings", "ProviderResolver", "RootOf"]
 
 log = logging.getLogger("jidocode.prd.loop")
 

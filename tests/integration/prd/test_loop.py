@@ -17,7 +17,7 @@ import pytest_asyncio
 
 from jidocode.services.prd import service as prd_service
 from jidocode.services.prd.config import PrdConfig
-from jidocode.services.prd.loop import LoopManager, LoopSettings
+from jidocode.services.prd.loop import MAX_EVENT_TEXT, LoopManager, LoopSettings
 from jidocode.services.prd.providers.base import Provider
 from jidocode.services.prd.store import LoopStore
 from jidocode.services.registry import serve_many
@@ -172,6 +172,16 @@ async def test_a_story_whose_check_always_fails_never_passes_and_ends_in_error(s
     assert loop is not None and loop.state == "error" and "out of retries" in loop.error
     view = await system.prds.reset_story("bad", "US-001")  # allowed once the loop ended
     assert view.prd["userStories"][0]["inProgress"] is False
+
+
+async def test_a_huge_provider_text_is_capped_in_its_event(system: System) -> None:
+    system.provider.scripts["loud/US-001"] = [Act(write={"loud.txt": "l"}, say="x" * 200_000)]
+    await system.create("loud", "Loud")
+    await system.prds.run("loud", worktree=True)
+    await system.events.wait_state("loud", "completed")
+    (text,) = [e["text"] for e in system.events.of("loud", "prd.assistant_text")]
+    assert text.startswith("x" * MAX_EVENT_TEXT) and len(text) < MAX_EVENT_TEXT + 100
+    assert text.endswith(f"[{200_000 - MAX_EVENT_TEXT} more characters]")
 
 
 async def test_transient_failures_are_retried_and_fatal_ones_are_not(system: System) -> None:
