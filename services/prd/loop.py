@@ -193,7 +193,7 @@ class _Loop:
 
     # -- persistence -------------------------------------------------------------------------------
 
-    async def save(self, **update: Any) -> LoopInfo:
+    async def save(self, *, failed_checks: str | None = None, **update: Any) -> LoopInfo:
         """Write the record with ``update`` applied to its info (CAS); ``_Lost`` when it is not
         ours any more. A changed record that is still ours (a pause/stop asked through it by
         another replica) is taken in and written again."""
@@ -204,6 +204,8 @@ class _Loop:
                 if "state" in update:
                     changes["request"] = ""
                     changes["request_reason"] = ""
+                if failed_checks is not None:
+                    changes["failed_checks"] = failed_checks
                 record = self.stored.record.model_copy(update=changes)
                 try:
                     self.stored = await self.manager.store.put(self.stored, record)
@@ -321,6 +323,7 @@ class _Loop:
                     f"story {story.id} failed on attempt {attempt} ({why}): {outcome.reason}",
                 )
             self.failed_checks = outcome.failure_text
+            await self.save(failed_checks=self.failed_checks)
             await self.events.emit(
                 PrdRetryScheduled,
                 story_id=story.id,
@@ -549,7 +552,7 @@ class _Loop:
         prd = ops.mark_passed(ops.record_attempt(self.load(), story.id), story.id)  # 8
         self.save_prd(prd)
         self.failed_checks = ""
-        await self.save(story_id="", attempt=0)
+        await self.save(story_id="", attempt=0, failed_checks="")
         await self.events.emit(
             PrdStoryStateChanged,
             story_id=story.id,
@@ -846,6 +849,7 @@ class LoopManager:
             provider=provider,
             work_dir=Path(info.work_dir or root),
             events=events,
+            failed_checks=stored.record.failed_checks,
         )
         self.loops[(project_id, info.prd)] = loop
         loop.task = asyncio.create_task(self._drive(loop, from_state), name=f"prd-loop-{info.prd}")

@@ -170,6 +170,8 @@ async def test_a_story_whose_check_always_fails_never_passes_and_ends_in_error(s
     assert git(Path(info.work_dir), "log", "--format=%s", "main..prd/bad") == ""
     loop = (await system.prds.get("bad")).loop
     assert loop is not None and loop.state == "error" and "out of retries" in loop.error
+    stored = await (await LoopStore.open(system.bus)).get(system.project_id, "bad")
+    assert stored is not None and f"$ {CHECK}\n(exit 1)" in stored.record.failed_checks  # for a resume
     view = await system.prds.reset_story("bad", "US-001")  # allowed once the loop ended
     assert view.prd["userStories"][0]["inProgress"] is False
 
