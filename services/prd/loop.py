@@ -75,7 +75,7 @@ from .providers.base import (
 from .states import TERMINAL
 from .store import LoopRecord, LoopStore, RunOptions, StaleRecord, Stored
 
-__all__ = ["LoopManager", "LoopSettings", "ProviderResolver", "RootOf"]
+__all__ = ["MAX_EVENT_TEXT", "LoopManager", "LoopSettings", "ProviderResolver", "RootOf"]
 
 log = logging.getLogger("jidocode.prd.loop")
 
@@ -193,7 +193,7 @@ class _Loop:
 
     # -- persistence -------------------------------------------------------------------------------
 
-    async def save(self, **update: Any) -> LoopInfo:
+    async def save(self, *, failed_checks: str | None = None, **update: Any) -> LoopInfo:
         """Write the record with ``update`` applied to its info (CAS); ``_Lost`` when it is not
         ours any more. A changed record that is still ours (a pause/stop asked through it by
         another replica) is taken in and written again."""
@@ -204,6 +204,8 @@ class _Loop:
                 if "state" in update:
                     changes["request"] = ""
                     changes["request_reason"] = ""
+                if failed_checks is not None:
+                    changes["failed_checks"] = failed_checks
                 record = self.stored.record.model_copy(update=changes)
                 try:
                     self.stored = await self.manager.store.put(self.stored, record)
@@ -321,6 +323,7 @@ class _Loop:
                     f"story {story.id} failed on attempt {attempt} ({why}): {outcome.reason}",
                 )
             self.failed_checks = outcome.failure_text
+            await self.save(failed_checks=self.failed_checks)
             await self.events.emit(
                 PrdRetryScheduled,
                 story_id=story.id,
@@ -549,7 +552,7 @@ class _Loop:
         prd = ops.mark_passed(ops.record_attempt(self.load(), story.id), story.id)  # 8
         self.save_prd(prd)
         self.failed_checks = ""
-        await self.save(story_id="", attempt=0)
+        await self.save(story_id="", attempt=0, failed_checks="")
         await self.events.emit(
             PrdStoryStateChanged,
             story_id=story.id,
@@ -616,6 +619,8 @@ class LoopManager:
         self.loops: dict[tuple[str, str], _Loop] = {}
         self._scanner: asyncio.Task[None] | None = None
         self._closing = False
+        #: One git preparation at a time per repository on this replica.
+        self._git_locks: dict[str, asyncio.Lock] = {}
 
     # -- commands ------------------------------------------------------------------------------------
 
@@ -637,19 +642,22 @@ class LoopManager:
         options = RunOptions.of(cmd)
         config = self.config_of(root)
         provider = self.resolve_provider(options.provider or config.provider, project_id, config)
-        work_dir, branch = await self._prepare(project_id, root, prd, options, config)
-        info = LoopInfo(
-            project_id=project_id,
-            prd=cmd.name,
-            state="running",
-            provider=provider.name(),
-            model=options.model or config.model,
-            work_dir=str(work_dir),
-            branch=branch,
-            owner=self.owner,
-            seq=current.record.info.seq if current else 0,
-        )
-        stored = await self.store.claim(LoopRecord(info=info, options=options, heartbeat_at=time.time()))
+        # one preparation and claim at a time per repository on this replica: `git worktree add`
+        # races itself, and the work-dir check must see the claim of the run before it
+        async with self._git_locks.setdefault(str(root), asyncio.Lock()):
+            work_dir, branch = await self._prepare(project_id, root, prd, options, config)
+            info = LoopInfo(
+                project_id=project_id,
+                prd=cmd.name,
+                state="running",
+                provider=provider.name(),
+                model=options.model or config.model,
+                work_dir=str(work_dir),
+                branch=branch,
+                owner=self.owner,
+                seq=current.record.info.seq if current else 0,
+            )
+            stored = await self.store.claim(LoopRecord(info=info, options=options, heartbeat_at=time.time()))
         loop = await self._start(project_id, root, stored, config, provider, "ready")
         return loop.info
 
@@ -841,6 +849,7 @@ class LoopManager:
             provider=provider,
             work_dir=Path(info.work_dir or root),
             events=events,
+            failed_checks=stored.record.failed_checks,
         )
         self.loops[(project_id, info.prd)] = loop
         loop.task = asyncio.create_task(self._drive(loop, from_state), name=f"prd-loop-{info.prd}")

@@ -78,6 +78,9 @@ class LoopRecord(BaseModel):
     #: at its next heartbeat (its CAS fails on the changed revision) and acts on it.
     request: str = ""
     request_reason: str = ""
+    #: The failing checks' output the next attempt's prompt carries (kept here so a replica
+    #: resuming the loop after a crash asks with it too; capped by the loop).
+    failed_checks: str = ""
 
     def expired(self, now: float, lease_s: float) -> bool:
         return self.heartbeat_at + lease_s < now

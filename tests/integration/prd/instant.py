@@ -32,6 +32,8 @@ class Act:
     fail: FailureKind | None = None
     #: Wait for the provider's ``release`` event before finishing (cancel ends it).
     block: bool = False
+    #: The assistant's text.
+    say: str = "done"
 
 
 class _Run:
@@ -65,7 +67,7 @@ class _Run:
             yield ProviderEvent(kind="error", text=f"scripted {self.act.fail} failure")
             self._result = IterationResult(ok=False, failure=self.act.fail, error=f"scripted {self.act.fail}")
             return
-        yield ProviderEvent(kind="assistant_text", text="done", metadata={"native": "instant"})
+        yield ProviderEvent(kind="assistant_text", text=self.act.say, metadata={"native": "instant"})
         yield ProviderEvent(kind="iteration_finished", ok=True, text="done")
         self._result = IterationResult(ok=True, summary="done")
 

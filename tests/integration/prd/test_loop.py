@@ -17,7 +17,7 @@ import pytest_asyncio
 
 from jidocode.services.prd import service as prd_service
 from jidocode.services.prd.config import PrdConfig
-from jidocode.services.prd.loop import LoopManager, LoopSettings
+from jidocode.services.prd.loop import MAX_EVENT_TEXT, LoopManager, LoopSettings
 from jidocode.services.prd.providers.base import Provider
 from jidocode.services.prd.store import LoopStore
 from jidocode.services.registry import serve_many
@@ -170,8 +170,20 @@ async def test_a_story_whose_check_always_fails_never_passes_and_ends_in_error(s
     assert git(Path(info.work_dir), "log", "--format=%s", "main..prd/bad") == ""
     loop = (await system.prds.get("bad")).loop
     assert loop is not None and loop.state == "error" and "out of retries" in loop.error
+    stored = await (await LoopStore.open(system.bus)).get(system.project_id, "bad")
+    assert stored is not None and f"$ {CHECK}\n(exit 1)" in stored.record.failed_checks  # for a resume
     view = await system.prds.reset_story("bad", "US-001")  # allowed once the loop ended
     assert view.prd["userStories"][0]["inProgress"] is False
+
+
+async def test_a_huge_provider_text_is_capped_in_its_event(system: System) -> None:
+    system.provider.scripts["loud/US-001"] = [Act(write={"loud.txt": "l"}, say="x" * 200_000)]
+    await system.create("loud", "Loud")
+    await system.prds.run("loud", worktree=True)
+    await system.events.wait_state("loud", "completed")
+    (text,) = [e["text"] for e in system.events.of("loud", "prd.assistant_text")]
+    assert text.startswith("x" * MAX_EVENT_TEXT) and len(text) < MAX_EVENT_TEXT + 100
+    assert text.endswith(f"[{200_000 - MAX_EVENT_TEXT} more characters]")
 
 
 async def test_transient_failures_are_retried_and_fatal_ones_are_not(system: System) -> None:
@@ -322,3 +334,19 @@ async def test_bad_requests_are_clear_errors(system: System, tmp_path: Path) -> 
     await prds.create("x", stories=[StoryDraft(title="X")])
     with pytest.raises(InvalidInput, match="not a git repository"):
         await prds.run("x")
+
+
+async def test_a_branch_named_by_the_prd_is_checked_out_in_the_work_dir(system: System) -> None:
+    (system.root / "stray.txt").unlink(missing_ok=True)
+    system.provider.scripts["branchy/US-001"] = [Act(write={"branchy.txt": "b"})]
+    await system.prds.create(
+        "branchy", branch_name="feature/branchy", stories=[StoryDraft(title="On its branch")]
+    )
+    view = await system.prds.get("branchy")
+    assert view.prd["branchName"] == "feature/branchy"
+    info = await system.prds.run("branchy")
+    assert info.branch == "feature/branchy" and info.work_dir == str(system.root)
+    await system.events.wait_state("branchy", "completed")
+    assert git(system.root, "rev-parse", "--abbrev-ref", "HEAD") == "feature/branchy"
+    assert git(system.root, "log", "-1", "--format=%s") == "US-001: On its branch"
+    assert git(system.root, "log", "--format=%s", "main..feature/branchy") == "US-001: On its branch"
