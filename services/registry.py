@@ -21,7 +21,7 @@ SERVICES: tuple[str, ...] = ("engine", "project", "asset_loader", "tool_runner",
 #: ``jidocode up`` starts them after :data:`SERVICES`.
 FRONTENDS: tuple[str, ...] = ("gateway",)
 #: Everything ``jidocode serve <name>`` runs.
-RUNNABLE: tuple[str, ...] = (*SERVICES, *FRONTENDS, "prd")
+RUNNABLE: tuple[str, ...] = (*SERVICES, *FRONTENDS)
 
 
 def load_serve(name: str) -> Serve:

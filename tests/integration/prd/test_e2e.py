@@ -79,9 +79,9 @@ async def system(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Syst
                     }
                 )
             )
-            task = asyncio.create_task(serve_many(config, stop, names=(*SERVICES, "prd")))
+            task = asyncio.create_task(serve_many(config, stop, names=SERVICES))
             try:
-                await wait_for_services(config, names=(*SERVICES, "prd"), timeout=90)
+                await wait_for_services(config, names=SERVICES, timeout=90)
                 bus = await Bus.connect(config, "test")
                 try:
                     info = await EngineClient(bus).start_project(str(root), timeout=30)

@@ -106,9 +106,12 @@ async def system(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[tupl
                     }
                 )
             )
-            task = asyncio.create_task(serve_many(config, stop, names=SERVICES))
+            # every service but prd in this process: the prd service runs in the processes the
+            # test starts and kills
+            others = tuple(name for name in SERVICES if name != "prd")
+            task = asyncio.create_task(serve_many(config, stop, names=others))
             try:
-                await wait_for_services(config, timeout=90)
+                await wait_for_services(config, names=others, timeout=90)
                 bus = await Bus.connect(config, "test")
                 try:
                     info = await EngineClient(bus).start_project(str(root), timeout=30)
