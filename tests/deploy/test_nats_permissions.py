@@ -129,6 +129,7 @@ _ENDPOINTS = {
     "conversation": endpoint("conversation", "start").subject(P),
     "tool_runner": endpoint("tool_runner", "run").subject(P),
     "asset_loader": endpoint("asset_loader", "list").subject(P),
+    "prd": endpoint("prd", "list").subject(P),
 }
 
 
