@@ -283,6 +283,7 @@ class _Loop:
             await self.save(state=state, owner="", error=reason if state != "completed" else "")
             await self.events.emit(PrdLoopStateChanged, from_state="running", to_state=state, reason=reason)
             await self.events.flush()
+            await self.save()  # and after: the record's seq then counts the state event itself
 
     async def fail(self, kind: str, message: str) -> None:
         message = message[:2000]
@@ -295,6 +296,7 @@ class _Loop:
                 PrdLoopStateChanged, from_state="running", to_state="error", reason=message
             )
             await self.events.flush()
+            await self.save()  # and after: the record's seq then counts the state event itself
 
     async def work(self, prd: Prd, story: UserStory) -> None:
         """Steps 3-9 for one story, with its retries."""

@@ -147,6 +147,14 @@ async def test_two_stories_pass_a_failed_check_is_retried_and_the_log_matches_th
     lines = jsonl(system.root / ".daedalus" / "prds" / "two" / "events.jsonl")
     assert [line["data"]["seq"] for line in lines] == list(range(1, len(lines) + 1))
     assert await stream_events(system.bus, system.project_id, "two") == lines
+
+    async def record_counts_the_last_event() -> None:
+        # the record is saved before and after the final state event: a later `prd run` follows
+        # from its seq and must not see this loop's "completed" again
+        while (view := await system.prds.get("two")).loop is None or view.loop.seq != len(lines):
+            await asyncio.sleep(0.02)
+
+    await asyncio.wait_for(record_counts_the_last_event(), WAIT)
     progress = (system.root / ".daedalus" / "prds" / "two" / "progress.md").read_text()
     assert (
         "US-001 First: passed on attempt 1" in progress and "US-002 Second: passed on attempt 2" in progress
