@@ -19,7 +19,7 @@ from jidocode.services.prd import service as prd_service
 from jidocode.services.prd.config import PrdConfig
 from jidocode.services.prd.loop import MAX_EVENT_TEXT, LoopManager, LoopSettings
 from jidocode.services.prd.providers.base import Provider
-from jidocode.services.prd.store import LoopStore
+from jidocode.services.prd.store import LoopRecord, LoopStore, loop_key
 from jidocode.services.registry import serve_many
 from jidocode.shared.bus import Bus
 from jidocode.shared.clients import EngineClient
@@ -148,13 +148,21 @@ async def test_two_stories_pass_a_failed_check_is_retried_and_the_log_matches_th
     assert [line["data"]["seq"] for line in lines] == list(range(1, len(lines) + 1))
     assert await stream_events(system.bus, system.project_id, "two") == lines
 
-    async def record_counts_the_last_event() -> None:
-        # the record is saved before and after the final state event: a later `prd run` follows
-        # from its seq and must not see this loop's "completed" again
-        while (view := await system.prds.get("two")).loop is None or view.loop.seq != len(lines):
-            await asyncio.sleep(0.02)
+    # the record is saved before and after the final state event: a later `prd run` follows from
+    # its seq and must not see this loop's "completed" again (waited for on the record's KV key)
+    store = await LoopStore.open(system.bus)
+    watcher = await store.kv.watch(loop_key(system.project_id, "two"))
+    try:
 
-    await asyncio.wait_for(record_counts_the_last_event(), WAIT)
+        async def record_counts_the_last_event() -> None:
+            async for entry in watcher:
+                if entry is not None and entry.value:
+                    if LoopRecord.model_validate_json(entry.value).info.seq == len(lines):
+                        return
+
+        await asyncio.wait_for(record_counts_the_last_event(), WAIT)
+    finally:
+        await watcher.stop()
     progress = (system.root / ".daedalus" / "prds" / "two" / "progress.md").read_text()
     assert (
         "US-001 First: passed on attempt 1" in progress and "US-002 Second: passed on attempt 2" in progress
