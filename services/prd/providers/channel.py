@@ -9,13 +9,14 @@ reading the events (nothing is kept then, and the producer never waits).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections import deque
 from collections.abc import AsyncIterator, Iterable
 from typing import Final
 
-from .base import ProviderEvent
+from .base import IterationResult, ProviderEvent
 
-__all__ = ["BUFFER", "EventChannel"]
+__all__ = ["BUFFER", "ChannelRun", "EventChannel"]
 
 #: Events buffered for a slow reader before a bounded producer waits.
 BUFFER: Final = 256
@@ -65,3 +66,37 @@ class EventChannel:
                 ev = self._buffer.popleft()
                 self._changed.notify_all()
             yield ev
+
+
+class ChannelRun:
+    """The consumer half every :class:`~.base.IterationRun` shares: the events come from
+    ``_channel``, the result from the producer task ``_task`` (which sets ``_result``), and a
+    cancel cancels that task once and waits for its clean-up."""
+
+    def __init__(self) -> None:
+        self._channel = EventChannel()
+        self._task: asyncio.Task[None] | None = None
+        self._result: IterationResult | None = None
+        self._cancelled = False
+
+    def events(self) -> AsyncIterator[ProviderEvent]:
+        return self._channel.events()
+
+    async def result(self) -> IterationResult:
+        if not self._channel.reading:
+            await self._channel.discard()
+        assert self._task is not None
+        await asyncio.shield(self._task)
+        assert self._result is not None
+        return self._result
+
+    async def cancel(self) -> None:
+        assert self._task is not None
+        if self._task.done():
+            return
+        if not self._cancelled:
+            # once: a second cancel would interrupt the producer's own clean-up
+            self._cancelled = True
+            self._task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await asyncio.shield(self._task)

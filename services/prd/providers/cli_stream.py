@@ -29,7 +29,7 @@ import os
 import re
 import shutil
 import signal
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
@@ -42,13 +42,11 @@ from jidocode.shared.policy.loader import load_policy
 from .base import (
     FailureKind,
     IterationRequest,
-    IterationResult,
     ProviderCapabilities,
     ProviderContext,
     ProviderError,
-    ProviderEvent,
 )
-from .channel import EventChannel
+from .channel import ChannelRun
 from .sequence import Normalize, Sequencer, parse_line, safe_normalize
 
 __all__ = [
@@ -209,8 +207,8 @@ class CliProvider:
         return run
 
 
-class CliRun:
-    """One running CLI (an :class:`~.base.IterationRun`)."""
+class CliRun(ChannelRun):
+    """One running CLI (an :class:`~.base.IterationRun`; events, result and cancel from :class:`ChannelRun`)."""
 
     def __init__(
         self,
@@ -223,6 +221,7 @@ class CliRun:
         normalize: Normalize,
         metadata: dict[str, str],
     ) -> None:
+        super().__init__()
         self._key = key
         self._proc = proc
         self._launch = launch
@@ -233,14 +232,10 @@ class CliRun:
         self._namespace: sandbox.Namespace | None = None
         if launch.info_fd is not None:
             self._namespace = sandbox.Namespace(asyncio.get_running_loop(), launch.info_fd, proc.pid)
-        self._channel = EventChannel()
         self._stderr = bytearray()
         self._lines = 0
         self._oversized = 0
         self._limit_hit = False
-        self._result: IterationResult | None = None
-        self._task: asyncio.Task[None] | None = None
-        self._cancelled = False
         self._stopping: asyncio.Future[None] | None = None
 
     @property
@@ -250,30 +245,6 @@ class CliRun:
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._pump(), name=f"prd-provider-{self._key}")
-
-    # -- the consumer side -------------------------------------------------------------
-
-    def events(self) -> AsyncIterator[ProviderEvent]:
-        return self._channel.events()
-
-    async def result(self) -> IterationResult:
-        if not self._channel.reading:
-            await self._channel.discard()
-        assert self._task is not None
-        await asyncio.shield(self._task)
-        assert self._result is not None
-        return self._result
-
-    async def cancel(self) -> None:
-        assert self._task is not None
-        if self._task.done():
-            return
-        if not self._cancelled:
-            # once: a second cancel would interrupt the pump's own clean-up
-            self._cancelled = True
-            self._task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await asyncio.shield(self._task)
 
     # -- the producer side ---------------------------------------------------------------
 

@@ -25,7 +25,6 @@ import asyncio
 import contextlib
 import json
 import logging
-from collections.abc import AsyncIterator
 from typing import Any, Final
 
 from nats.aio.subscription import Subscription
@@ -52,14 +51,13 @@ from jidocode.shared.events.conversation import (
 from .base import (
     FailureKind,
     IterationRequest,
-    IterationResult,
     ProviderCapabilities,
     ProviderContext,
     ProviderError,
     ProviderEvent,
     full_prompt,
 )
-from .channel import EventChannel
+from .channel import ChannelRun
 from .sequence import Sequencer, clip, clip_input
 from .turn import Outcome, Turn
 
@@ -206,8 +204,9 @@ class JidocodeProvider:
         return run
 
 
-class ConversationRun:
-    """One conversation's turn, followed (an :class:`~.base.IterationRun`)."""
+class ConversationRun(ChannelRun):
+    """One conversation's turn, followed (an :class:`~.base.IterationRun`; events, result and cancel
+    from :class:`ChannelRun`)."""
 
     def __init__(
         self,
@@ -218,6 +217,7 @@ class ConversationRun:
         settings: dict[str, Any],
         timeout_s: float,
     ) -> None:
+        super().__init__()
         self._bus = bus
         self.project_id = project_id
         self.conversation_id = new_id().lower()
@@ -228,17 +228,12 @@ class ConversationRun:
         self._message_id = new_id()
         self._tracker = Turn(message_id=self._message_id)
         self._seq = Sequencer("jidocode", {"project_id": project_id, "conversation_id": self.conversation_id})
-        # unbounded: a bus subscription must not wait (the server would count it a slow consumer)
-        self._channel = EventChannel()
         self._outcome: asyncio.Future[Outcome] = asyncio.get_running_loop().create_future()
         self._sub: Subscription | None = None
         self._usage: dict[str, int] = {}
         self._denied: list[str] = []
         self._pending = 0
         self._tasks: set[asyncio.Task[None]] = set()
-        self._task: asyncio.Task[None] | None = None
-        self._result: IterationResult | None = None
-        self._cancelled = False
 
     async def start(self) -> None:
         """Follow the output, start the conversation, send the prompt; then watch for the end."""
@@ -265,29 +260,6 @@ class ConversationRun:
             await self._unfollow()
             raise
         self._task = asyncio.create_task(self._watch(), name=f"prd-jidocode-{self.conversation_id}")
-
-    # -- the consumer side ---------------------------------------------------------------
-
-    def events(self) -> AsyncIterator[ProviderEvent]:
-        return self._channel.events()
-
-    async def result(self) -> IterationResult:
-        if not self._channel.reading:
-            await self._channel.discard()
-        assert self._task is not None
-        await asyncio.shield(self._task)
-        assert self._result is not None
-        return self._result
-
-    async def cancel(self) -> None:
-        assert self._task is not None
-        if self._task.done():
-            return
-        if not self._cancelled:
-            self._cancelled = True
-            self._task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await asyncio.shield(self._task)
 
     # -- following the conversation ---------------------------------------------------------
 
