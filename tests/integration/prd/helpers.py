@@ -96,12 +96,15 @@ class Events:
         )
 
 
-async def stream_events(bus: Bus, project_id: str, prd: str) -> list[dict[str, Any]]:
-    """Every event of ``prd`` stored on JIDO_PRD, in stream order."""
-    info = await bus.js.stream_info(
-        subjects.STREAM_PRD, subjects_filter=subjects.prd_event_filter(project_id, prd)
-    )
-    count = sum((info.state.subjects or {}).values())
+async def stream_events(
+    bus: Bus, project_id: str, prd: str, count: int | None = None
+) -> list[dict[str, Any]]:
+    """The first ``count`` events of ``prd`` on JIDO_PRD (every one stored when None), in stream order."""
+    if count is None:
+        info = await bus.js.stream_info(
+            subjects.STREAM_PRD, subjects_filter=subjects.prd_event_filter(project_id, prd)
+        )
+        count = sum((info.state.subjects or {}).values())
     sub = await bus.js.subscribe(
         subjects.prd_event_filter(project_id, prd),
         stream=subjects.STREAM_PRD,

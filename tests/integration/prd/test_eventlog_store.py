@@ -17,7 +17,6 @@ from pathlib import Path
 
 import pytest
 import pytest_asyncio
-from nats.js.api import ConsumerConfig, DeliverPolicy
 
 from jidocode.services.prd.eventlog import EventLog, ensure_stream, last_seq
 from jidocode.services.prd.store import LoopRecord, LoopStore, RunOptions, StaleRecord
@@ -28,6 +27,8 @@ from jidocode.shared.envelope import Envelope
 from jidocode.shared.errors import Conflict
 from jidocode.shared.events.prd import LoopInfo, PrdAssistantText, PrdLoopStateChanged
 from jidocode.shared.natsserver import NatsServer
+
+from .helpers import stream_events
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -46,24 +47,6 @@ async def bus(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Bus]:
             await b.close()
     finally:
         server.stop()
-
-
-async def _stream_events(bus: Bus, project_id: str, prd: str, count: int) -> list[dict[str, object]]:
-    """The first ``count`` events of one PRD on JIDO_PRD, in stream order."""
-    sub = await bus.js.subscribe(
-        subjects.prd_event_filter(project_id, prd),
-        stream=subjects.STREAM_PRD,
-        ordered_consumer=True,
-        config=ConsumerConfig(deliver_policy=DeliverPolicy.ALL),
-    )
-    out: list[dict[str, object]] = []
-    try:
-        while len(out) < count:
-            msg = await sub.next_msg(timeout=WAIT)
-            out.append(json.loads(msg.data))
-    finally:
-        await sub.unsubscribe()
-    return out
 
 
 async def _stream_count(bus: Bus, project_id: str, prd: str) -> int:
@@ -85,7 +68,7 @@ async def test_events_are_numbered_written_and_published_in_order(bus: Bus, tmp_
     await log.close()
     lines = _lines(path)
     assert [line["data"]["seq"] for line in lines] == list(range(1, 21))  # type: ignore[index]
-    published = await _stream_events(bus, "p1", "order", 20)
+    published = await stream_events(bus, "p1", "order", 20)
     assert published == lines  # the same envelopes, the same order
     assert published[3]["id"] == "p1.order.4"
 
@@ -142,7 +125,7 @@ async def test_a_slow_writer_makes_emit_wait_and_nothing_is_dropped(bus: Bus, tm
         await emit
     await log.close()
     assert [line["data"]["text"] for line in _lines(path)] == [str(n) for n in range(40)]  # type: ignore[index]
-    assert len(await _stream_events(bus, "p1", "slow", 40)) == 40
+    assert len(await stream_events(bus, "p1", "slow", 40)) == 40
 
 
 def _record(
