@@ -134,7 +134,9 @@ class PrdFollower:
         """Take up to ``buffer`` stored events; False when none came within ``poll_s``."""
         assert self._sub is not None, "start() first"
         try:
-            self._taken.extend(await self._sub.fetch(batch=self.buffer, timeout=self.poll_s))
+            # nats-py may answer a fetch with no message at all (a status reply rather than a
+            # timeout): that is "none came", not one to take
+            taken = await self._sub.fetch(batch=self.buffer, timeout=self.poll_s)
         except (TimeoutError, nats.errors.TimeoutError):
             return False
         except nats.js.errors.NotFoundError:  # the server lost the consumer: a new one, same place
@@ -145,7 +147,8 @@ class PrdFollower:
             raise ServiceUnavailable(
                 "lost the connection to NATS while following the PRD: is JidoCode still running?"
             ) from None
-        return True
+        self._taken.extend(taken)
+        return bool(taken)
 
     async def next(self) -> PrdEvent | None:
         """The next new event, or ``None`` when none came within ``poll_s`` seconds."""
