@@ -94,8 +94,10 @@ async def _consumers(bus: Bus) -> list[str]:
 
 
 async def test_idle_conversations_cost_nothing_and_a_restart_loads_none(bus: Bus, config: Config) -> None:
-    # (a lease TTL long enough that a busy machine never lets a renewal come late)
-    settings = RuntimeSettings(lease_ttl_s=5.0, idle_timeout_s=1.0, list_tools_patience_s=0.0)
+    # (a lease TTL long enough that a busy machine never lets a renewal come late, and an idle
+    # timeout longer than a loaded machine takes between a conversation's start and its message:
+    # at 1 s, with both cores busy, 5 of 500 were let go in between and loaded again)
+    settings = RuntimeSettings(lease_ttl_s=5.0, idle_timeout_s=3.0, list_tools_patience_s=0.0)
     llm = EchoLlm()
     answers = Answers()
     await answers.start(bus)
