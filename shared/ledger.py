@@ -21,6 +21,7 @@ from nats.js.kv import KeyValue
 from jidocode.shared import subjects
 from jidocode.shared.bus import Bus
 from jidocode.shared.events.llm import UsageTotals
+from jidocode.shared.kv_keys import kv_values
 
 __all__ = ["BUCKET_LEDGER", "LedgerReader", "combine", "ledger_key", "subagent_key"]
 
@@ -86,34 +87,14 @@ class LedgerReader:
         """The sum over every conversation of the project."""
         kv = await self._bucket()
         prefix = subjects.validate_token(project_id, "project id")
-        watcher = await kv.watch(f"{prefix}.*", meta_only=False, ignore_deletes=True)
-        parts: list[UsageTotals] = []
-        try:
-            async for entry in watcher:
-                if entry is None:
-                    break
-                if entry.value:
-                    parts.append(UsageTotals.model_validate(json.loads(entry.value)))
-        finally:
-            await watcher.stop()  # type: ignore[no-untyped-call]
-        return combine(project_id, parts)
+        values = await kv_values(kv, f"{prefix}.", one_token=True)
+        return combine(project_id, [UsageTotals.model_validate(json.loads(v)) for v in values.values()])
 
     async def subagents(self, project_id: str, conversation_id: str) -> list[UsageTotals]:
         """The totals of each finished sub-agent of a conversation (each with its own sub-agents)."""
         kv = await self._bucket()
-        watcher = await kv.watch(
-            f"{ledger_key(project_id, conversation_id)}.sub.*", meta_only=False, ignore_deletes=True
-        )
-        parts: list[UsageTotals] = []
-        try:
-            async for entry in watcher:
-                if entry is None:
-                    break
-                if entry.value:
-                    parts.append(UsageTotals.model_validate(json.loads(entry.value)))
-        finally:
-            await watcher.stop()  # type: ignore[no-untyped-call]
-        return parts
+        values = await kv_values(kv, f"{ledger_key(project_id, conversation_id)}.sub.", one_token=True)
+        return [UsageTotals.model_validate(json.loads(v)) for v in values.values()]
 
     async def with_subagents(self, project_id: str, conversation_id: str) -> UsageTotals:
         """A conversation's own totals plus those of its finished sub-agents (at any depth)."""

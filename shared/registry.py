@@ -29,6 +29,7 @@ from jidocode.shared import subjects
 from jidocode.shared.bus import Bus
 from jidocode.shared.errors import Conflict, InvalidInput, NotFound
 from jidocode.shared.events.engine import ProjectInfo
+from jidocode.shared.kv_keys import kv_keys
 
 __all__ = ["ROOT_PREFIX", "ProjectDirectory", "WatchedDirectory", "root_key"]
 
@@ -102,12 +103,8 @@ class ProjectDirectory:
 
     async def list(self) -> list[ProjectInfo]:
         """Every registered project (running or stopped), oldest first."""
-        try:
-            keys = await self.kv.keys()
-        except nats.js.errors.NoKeysError:
-            return []
         out: list[ProjectInfo] = []
-        for key in keys:
+        for key in await kv_keys(self.kv):
             if key.startswith(ROOT_PREFIX):
                 continue
             info = await self.lookup(key)

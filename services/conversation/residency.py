@@ -37,6 +37,7 @@ from nats.js.kv import KeyValue
 
 from jidocode.shared import subjects
 from jidocode.shared.bus import Bus
+from jidocode.shared.kv_keys import kv_keys
 
 __all__ = ["LOADED_PREFIX", "WAKE_CONSUMER", "LoadedSet", "subscribe_wakeups"]
 
@@ -78,16 +79,7 @@ class LoadedSet:
 
     async def keys(self) -> set[str]:
         """Every conversation key in the set (read in time proportional to its size)."""
-        watcher = await self.records.watch(f"{LOADED_PREFIX}>", ignore_deletes=True, meta_only=True)
-        found: set[str] = set()
-        try:
-            async for entry in watcher:
-                if entry is None:
-                    break
-                found.add(entry.key[len(LOADED_PREFIX) :])
-        finally:
-            await watcher.stop()  # type: ignore[no-untyped-call]
-        return found
+        return {key[len(LOADED_PREFIX) :] for key in await kv_keys(self.records, LOADED_PREFIX)}
 
 
 async def subscribe_wakeups(bus: Bus, cb: Callable[[Msg], Awaitable[None]]) -> Subscription:

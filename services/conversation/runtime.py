@@ -82,6 +82,7 @@ from jidocode.shared.events.conversation import (
     Subscribe,
 )
 from jidocode.shared.events.engine import ProjectStopped
+from jidocode.shared.kv_keys import kv_keys
 
 from .actor import ConversationActor
 from .codec import input_payload
@@ -394,15 +395,9 @@ class Runtime:
         if cmd.conversation_id is not None:
             keys.append(record_key(project_id, cmd.conversation_id))
         else:
-            # the server filters by the project's keys (nats-py's keys(filters=) reads every key)
-            watcher = await self.records.watch(f"{prefix}*", ignore_deletes=True, meta_only=True)
-            try:
-                async for entry in watcher:
-                    if entry is None:  # the current keys are in
-                        break
-                    keys.append(entry.key)
-            finally:
-                await watcher.stop()  # type: ignore[no-untyped-call]
+            # the server filters by the project's keys, from the stream's index (a watch's
+            # replay can end early under load: jidocode.shared.kv_keys)
+            keys += await kv_keys(self.records, prefix, one_token=True)
         gate = asyncio.Semaphore(32)
 
         async def read(key: str) -> ConversationRecord | None:

@@ -27,6 +27,7 @@ from jidocode.shared import subjects
 from jidocode.shared.bus import Bus
 from jidocode.shared.errors import Conflict
 from jidocode.shared.events.prd import LoopInfo, RunPrd
+from jidocode.shared.kv_keys import kv_keys
 
 from .states import TERMINAL
 
@@ -171,14 +172,8 @@ class LoopStore:
     async def records(self, project_id: str) -> list[Stored]:
         """Every loop record of one project."""
         subjects.validate_token(project_id, "project id")
-        try:
-            keys = await self.kv.keys()
-        except nats.js.errors.NoKeysError:
-            return []
         out: list[Stored] = []
-        for key in keys:
-            if not key.startswith(f"{project_id}."):
-                continue
+        for key in await kv_keys(self.kv, f"{project_id}."):
             stored = await self._get(key)
             if stored is not None:
                 out.append(stored)
@@ -187,12 +182,8 @@ class LoopStore:
     async def expired(self, lease_s: float, *, now: float | None = None) -> list[Stored]:
         """Records of ``running`` loops whose owner's heartbeat is older than ``lease_s``."""
         now = now or time.time()
-        try:
-            keys = await self.kv.keys()
-        except nats.js.errors.NoKeysError:
-            return []
         out: list[Stored] = []
-        for key in keys:
+        for key in await kv_keys(self.kv):
             stored = await self._get(key)
             if stored is None:
                 continue
