@@ -246,6 +246,9 @@ async def test_two_replicas_one_owner_and_failover(
     owners = await bus.kv(
         subjects.BUCKET_OWNERS, ttl=RuntimeSettings(lease_ttl_s=float(LEASE_TTL)).lease_ttl_s
     )
+    # the project service's part: without it each load waits out list_tools_patience_s (20 s)
+    # before it goes on without tools, which left a loaded machine short of the waits below
+    await answer_list_tools(bus, [])
     out = await follow(bus, "fo")
     await conversations(bus).start("fo", settings=scripted_llm_settings)
     scripted_llm.script(Reply.answer("first"), Reply.answer("second"))
