@@ -25,13 +25,14 @@ import json
 import os
 import re
 import stat
-from collections.abc import Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final
 
 from jidocode.shared.errors import Conflict, InvalidInput, NotFound, PayloadTooLarge
+from jidocode.shared.nofollow import dir_fd
 
 from .model import NAME_PATTERN, Prd, error_path, parse_prd_data
 
@@ -71,7 +72,6 @@ PROGRESS_READ_BYTES: Final = 64 * 1024
 GITIGNORE_LINES: Final = ("worktrees/", "prds/*/agent.log*", "prds/*/events.jsonl", "*.tmp")
 
 _NAME_RE = re.compile(NAME_PATTERN)
-_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _CUT = "\n…(cut: entry over {limit} bytes)\n"
 
 
@@ -129,40 +129,25 @@ def _symlink_error(path: Path) -> InvalidInput:
     )
 
 
-@contextlib.contextmanager
-def _dir_fd(root: Path, parts: tuple[str, ...], *, create: bool = False) -> Iterator[int]:
+def _missing(root: Path) -> Callable[[str], NotFound]:
+    def error(path: str) -> NotFound:
+        if path == str(root):
+            return NotFound(f"project directory {root} does not exist", details={"file": path})
+        return NotFound(f"{path} does not exist", details={"file": path})
+
+    return error
+
+
+def _dir_fd(
+    root: Path, parts: tuple[str, ...], *, create: bool = False
+) -> contextlib.AbstractContextManager[int]:
     """A descriptor of ``root/parts…`` reached without following a link below ``root``.
 
     ``create`` makes missing directories (mode 0755); otherwise a missing one is ``NotFound``.
     """
-    try:
-        fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    except (FileNotFoundError, NotADirectoryError):
-        raise NotFound(f"project directory {root} does not exist", details={"file": str(root)}) from None
-    try:
-        here = root
-        for part in parts:
-            here = here / part
-            try:
-                nxt = os.open(part, _DIR_FLAGS, dir_fd=fd)
-            except FileNotFoundError:
-                if not create:
-                    raise NotFound(f"{here} does not exist", details={"file": str(here)}) from None
-                with contextlib.suppress(FileExistsError):
-                    os.mkdir(part, 0o755, dir_fd=fd)
-                try:
-                    nxt = os.open(part, _DIR_FLAGS, dir_fd=fd)
-                except OSError as exc:
-                    raise _symlink_error(here) from exc
-            except OSError as exc:
-                if exc.errno in (errno.ELOOP, errno.ENOTDIR):
-                    raise _symlink_error(here) from exc
-                raise
-            os.close(fd)
-            fd = nxt
-        yield fd
-    finally:
-        os.close(fd)
+    return dir_fd(
+        root, parts, create=create, missing=_missing(root), linked=lambda path: _symlink_error(Path(path))
+    )
 
 
 def _split(path: Path) -> tuple[Path, tuple[str, ...], str]:

@@ -1,5 +1,7 @@
 """File access that a symlink swapped in after the policy check cannot redirect.
 
+The directory walk itself is :mod:`jidocode.shared.nofollow` (the PRD files use it too).
+
 The policy resolves a path with ``realpath`` and checks it; between that
 check and the open, another process (a ``bash`` call running in parallel, say)
 could replace a directory on the way by a symlink to ``/etc``. So files are
@@ -18,17 +20,15 @@ import errno
 import os
 import secrets
 import stat
-from collections.abc import Iterator
 from typing import Final
 
 from jidocode.shared.errors import InvalidInput, NotFound, PayloadTooLarge, PermissionDenied
+from jidocode.shared.nofollow import dir_fd
 
 __all__ = ["MAX_READ_BYTES", "open_dir", "read_bytes", "write_bytes"]
 
 #: read_file never loads more than this from one file.
 MAX_READ_BYTES: Final = 16 * 1024 * 1024
-
-_DIR_FLAGS: Final = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
 def _parts(base: str, path: str) -> list[str]:
@@ -48,32 +48,15 @@ def _swapped(path: str) -> PermissionDenied:
     )
 
 
-@contextlib.contextmanager
-def open_dir(base: str, path: str, *, create: bool = False) -> Iterator[int]:
+def open_dir(base: str, path: str, *, create: bool = False) -> contextlib.AbstractContextManager[int]:
     """A file descriptor of directory ``path`` (below ``base``), no symlink followed."""
-    fd = os.open(base, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    try:
-        for part in _parts(base, path):
-            try:
-                nfd = os.open(part, _DIR_FLAGS, dir_fd=fd)
-            except FileNotFoundError:
-                if not create:
-                    raise NotFound(f"{path}: no such directory") from None
-                with contextlib.suppress(FileExistsError):
-                    os.mkdir(part, 0o755, dir_fd=fd)
-                try:
-                    nfd = os.open(part, _DIR_FLAGS, dir_fd=fd)
-                except OSError as exc:
-                    raise _swapped(path) from exc
-            except OSError as exc:
-                if exc.errno in (errno.ELOOP, errno.ENOTDIR):
-                    raise _swapped(path) from exc
-                raise
-            os.close(fd)
-            fd = nfd
-        yield fd
-    finally:
-        os.close(fd)
+
+    def missing(_reached: str) -> NotFound:
+        return NotFound(f"{path}: no such directory")
+
+    return dir_fd(
+        base, _parts(base, path), create=create, missing=missing, linked=lambda _reached: _swapped(path)
+    )
 
 
 def read_bytes(base: str, path: str, *, limit: int = MAX_READ_BYTES) -> bytes:
