@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any, Final, TypeVar
 
 from jidocode.shared.bus import Bus
+from jidocode.shared.envelope import new_id
 from jidocode.shared.errors import Conflict, InvalidInput, JidoError, NotFound
 from jidocode.shared.events.prd import (
     LoopInfo,
@@ -65,6 +66,7 @@ from .git import GitRepo
 from .model import Prd, UserStory
 from .prompt import build_prompt
 from .providers.base import (
+    Abandons,
     IterationRequest,
     IterationResult,
     IterationRun,
@@ -94,6 +96,8 @@ MAX_EVENT_TEXT: Final = 32_000
 MAX_FAILURE_TEXT: Final = 16_000
 #: States in which a loop holds its PRD (another ``run`` is refused).
 _HELD: Final = frozenset({"ready", "running", "paused"})
+#: Seconds a takeover waits for the last owner's iteration to be abandoned before it goes on.
+ABANDON_S: Final = 15.0
 
 
 @dataclass(frozen=True)
@@ -193,7 +197,9 @@ class _Loop:
 
     # -- persistence -------------------------------------------------------------------------------
 
-    async def save(self, *, failed_checks: str | None = None, **update: Any) -> LoopInfo:
+    async def save(
+        self, *, failed_checks: str | None = None, iteration_id: str | None = None, **update: Any
+    ) -> LoopInfo:
         """Write the record with ``update`` applied to its info (CAS); ``_Lost`` when it is not
         ours any more. A changed record that is still ours (a pause/stop asked through it by
         another replica) is taken in and written again."""
@@ -206,6 +212,8 @@ class _Loop:
                     changes["request_reason"] = ""
                 if failed_checks is not None:
                     changes["failed_checks"] = failed_checks
+                if iteration_id is not None:
+                    changes["iteration_id"] = iteration_id
                 record = self.stored.record.model_copy(update=changes)
                 try:
                     self.stored = await self.manager.store.put(self.stored, record)
@@ -311,7 +319,9 @@ class _Loop:
         attempt = self.info.attempt if self.info.story_id == story.id and self.info.attempt else 1
         policy = self.config.retry
         while True:
-            await self.save(story_id=story.id, attempt=attempt)
+            # the iteration's name is stored before it starts (one write with the attempt's), so
+            # whoever takes the loop over can stop it (LoopManager.recover)
+            await self.save(story_id=story.id, attempt=attempt, iteration_id=new_id().lower())
             outcome = await self.attempt(prd, story, attempt)
             if outcome.ok:
                 return
@@ -391,6 +401,7 @@ class _Loop:
                 "story_id": story.id,
                 "attempt": str(attempt),
                 "project_id": self.project_id,
+                "iteration_id": self.stored.record.iteration_id,
             },
         )
         transcript: list[str] = []
@@ -765,6 +776,16 @@ class LoopManager:
             await events.emit(PrdLoopStateChanged, from_state=info.state, to_state=target, reason=reason)
         finally:
             await events.close()
+        if info.state == "running":  # its owner died mid-attempt: stop what it left running
+            try:
+                config = self.config_of(root)
+                provider = self.resolve_provider(
+                    current.record.options.provider or config.provider, project_id, config
+                )
+            except JidoError as exc:
+                log.warning("iteration of %s/%s not abandoned: %s", project_id, info.prd, exc.message)
+            else:
+                await self._abandon(provider, current.record, root)
         return stored.record.info
 
     async def _record(self, project_id: str, name: str) -> Stored:
@@ -889,9 +910,27 @@ class LoopManager:
             if taken is None:
                 continue  # another replica won
             log.info("resuming PRD loop %s/%s (was %s)", info.project_id, info.prd, info.owner or "released")
+            await self._abandon(provider, taken.record, root)
             await self._start(info.project_id, root, taken, config, provider, "running")
             resumed.append(f"{info.project_id}.{info.prd}")
         return resumed
+
+    async def _abandon(self, provider: Provider, record: LoopRecord, root: Path) -> None:
+        """Stop the iteration the last owner left running, before the attempt runs again here
+        (best effort: bounded, and logged when it fails; a dead owner's iteration that cannot be
+        reached runs to its end, as before)."""
+        if not record.iteration_id or not isinstance(provider, Abandons):
+            return
+        info = record.info
+        try:
+            async with asyncio.timeout(ABANDON_S):
+                await provider.abandon(record.iteration_id, info.work_dir or str(root))
+        except (JidoError, TimeoutError, OSError) as exc:
+            log.warning(
+                "iteration %s of %s/%s not abandoned: %s", record.iteration_id, info.project_id, info.prd, exc
+            )
+        else:
+            log.info("abandoned iteration %s of %s/%s", record.iteration_id, info.project_id, info.prd)
 
     def start_recovery(self) -> None:
         """Scan at once, then every ``lease_s / 2``."""

@@ -82,6 +82,10 @@ class LoopRecord(BaseModel):
     #: The failing checks' output the next attempt's prompt carries (kept here so a replica
     #: resuming the loop after a crash asks with it too; capped by the loop).
     failed_checks: str = ""
+    #: The name of the attempt's provider iteration (``IterationRequest.metadata["iteration_id"]``),
+    #: written before it starts: a replica taking the loop over abandons it first
+    #: (``providers.base.Abandons``) so two iterations never work the same tree.
+    iteration_id: str = ""
 
     def expired(self, now: float, lease_s: float) -> bool:
         return self.heartbeat_at + lease_s < now

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from jidocode.shared.bus import Bus
 
 __all__ = [
+    "Abandons",
     "FailureKind",
     "IterationRequest",
     "IterationResult",
@@ -136,6 +137,23 @@ class Provider(Protocol):
     def capabilities(self) -> ProviderCapabilities: ...
 
     async def run_iteration(self, request: IterationRequest) -> IterationRun: ...
+
+
+@runtime_checkable
+class Abandons(Protocol):
+    """A provider that can stop an iteration a dead owner left running (an addition to the seed's
+    contract; the loop calls it when it takes a loop over, before it runs the attempt again).
+
+    The loop names each iteration (``request.metadata["iteration_id"]``, a lowercase token) and
+    keeps the name in its record before :meth:`Provider.run_iteration`, so the replica that takes
+    the loop over knows what to stop. A provider whose iterations die with their owner (a CLI
+    process in the owner's sandbox) needs none of this.
+    """
+
+    async def abandon(self, iteration_id: str, work_dir: str) -> None:
+        """Stop iteration ``iteration_id`` (run in ``work_dir``) if it still runs; best effort,
+        idempotent, and quiet when there is nothing to stop."""
+        ...
 
 
 @dataclass(frozen=True)

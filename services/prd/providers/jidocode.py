@@ -34,7 +34,7 @@ from jidocode.shared import subjects
 from jidocode.shared.bus import Bus
 from jidocode.shared.clients import ConversationsClient, EngineClient
 from jidocode.shared.envelope import Envelope, new_id
-from jidocode.shared.errors import InvalidInput, JidoError
+from jidocode.shared.errors import InvalidInput, JidoError, NotFound
 from jidocode.shared.events.conversation import (
     ApprovalRequested,
     ApprovalResponse,
@@ -203,6 +203,30 @@ class JidocodeProvider:
         await run.start()
         return run
 
+    async def abandon(self, iteration_id: str, work_dir: str) -> None:
+        """Stop the conversation of an iteration a dead owner left running (``Abandons``): the
+        stop cancels its model call and tool calls; one that is gone or stopped needs nothing."""
+        try:
+            subjects.validate_token(iteration_id, "iteration id")
+        except ValueError as exc:
+            raise InvalidInput(str(exc), details={"iteration_id": iteration_id}) from None
+        info = await EngineClient(self._bus, timeout=_REQUEST_S).start_project(work_dir)
+        client = ConversationsClient(self._bus, info.project_id, timeout=_REQUEST_S)
+        try:
+            await client.stop(iteration_id, reason="PRD loop taken over by another replica")
+        except NotFound:
+            return
+
+
+def _conversation_id(request: IterationRequest) -> str:
+    """The iteration's name as the loop gave it (so a replica taking the loop over can stop this
+    conversation: :meth:`JidocodeProvider.abandon`), else a fresh one."""
+    named = request.metadata.get("iteration_id", "")
+    try:
+        return subjects.validate_token(named, "iteration id") if named else new_id().lower()
+    except ValueError:
+        return new_id().lower()
+
 
 class ConversationRun(ChannelRun):
     """One conversation's turn, followed (an :class:`~.base.IterationRun`; events, result and cancel
@@ -220,7 +244,7 @@ class ConversationRun(ChannelRun):
         super().__init__()
         self._bus = bus
         self.project_id = project_id
-        self.conversation_id = new_id().lower()
+        self.conversation_id = _conversation_id(request)
         self._request = request
         self._settings = settings
         self._timeout_s = timeout_s

@@ -18,7 +18,12 @@ import pytest_asyncio
 from jidocode.services.prd import service as prd_service
 from jidocode.services.prd.config import PrdConfig
 from jidocode.services.prd.loop import MAX_EVENT_TEXT, LoopManager, LoopSettings
-from jidocode.services.prd.providers.base import Provider
+from jidocode.services.prd.providers.base import (
+    IterationRequest,
+    IterationRun,
+    Provider,
+    ProviderCapabilities,
+)
 from jidocode.services.prd.store import LoopRecord, LoopStore, loop_key
 from jidocode.services.registry import serve_many
 from jidocode.shared.bus import Bus
@@ -26,7 +31,7 @@ from jidocode.shared.clients import EngineClient
 from jidocode.shared.clients._prd import PrdClient
 from jidocode.shared.config import Config
 from jidocode.shared.errors import Conflict, InvalidInput, NotFound
-from jidocode.shared.events.prd import StoryDraft
+from jidocode.shared.events.prd import LoopInfo, StoryDraft
 from jidocode.shared.natsserver import NatsServer
 from jidocode.shared.trust import trust_project
 from tests.helpers import wait_for_services
@@ -366,3 +371,62 @@ async def test_a_branch_named_by_the_prd_is_checked_out_in_the_work_dir(system: 
     assert git(system.root, "rev-parse", "--abbrev-ref", "HEAD") == "feature/branchy"
     assert git(system.root, "log", "-1", "--format=%s") == "US-001: On its branch"
     assert git(system.root, "log", "--format=%s", "main..feature/branchy") == "US-001: On its branch"
+
+
+class _Abandoning:
+    """The test's provider plus ``abandon`` (``providers.base.Abandons``), which it records."""
+
+    def __init__(self, inner: InstantProvider) -> None:
+        self.inner = inner
+        self.abandoned: list[tuple[str, str]] = []
+
+    def name(self) -> str:
+        return self.inner.name()
+
+    def capabilities(self) -> ProviderCapabilities:
+        return self.inner.capabilities()
+
+    async def run_iteration(self, request: IterationRequest) -> IterationRun:
+        return await self.inner.run_iteration(request)
+
+    async def abandon(self, iteration_id: str, work_dir: str) -> None:
+        self.abandoned.append((iteration_id, work_dir))
+
+
+async def test_a_stop_of_a_loop_whose_owner_died_abandons_its_iteration(system: System) -> None:
+    """The replica asked applies the stop to the record itself, and stops what the dead owner's
+    iteration may still be doing (decision 0294); a paused loop has nothing left running."""
+    await system.create("orphan", "Orphan")
+    provider = _Abandoning(system.provider)
+
+    async def root_of(project_id: str) -> Path:
+        return system.root
+
+    other = LoopManager(
+        system.bus,
+        store := await LoopStore.open(system.bus),
+        root_of=root_of,
+        resolve_provider=lambda key, project_id, cfg: provider,
+        settings=LoopSettings(heartbeat_s=0.5, lease_s=3.0),
+        owner="prd/another-replica",
+    )
+    # a project no engine knows: the system's own prd service cannot resume this loop, so only
+    # the stop below acts on it
+    dead = "01deadownerproject000000000"
+    iteration = "01iterationleftrunning0000"
+    for prd, state in (("orphan", "paused"), ("orphan", "running")):
+        info = LoopInfo(
+            project_id=dead,
+            prd=prd,
+            state=state,
+            owner="prd/dead",
+            work_dir=str(system.root),
+            story_id="US-001",
+        )
+        current = await store.get(dead, prd)
+        record = LoopRecord(info=info, heartbeat_at=1.0, iteration_id=iteration)
+        await (store.claim(record) if current is None else store.put(current, record))
+        stopped = await other.stop(dead, prd, reason="its owner is gone")
+        assert stopped.state == "stopped" and stopped.owner == ""
+        expected = [(iteration, str(system.root))] if state == "running" else []
+        assert provider.abandoned == expected, state

@@ -22,12 +22,17 @@ import pytest
 import pytest_asyncio
 
 from jidocode.cli.dev.scripted_llm import Reply, ScriptedLlm, call
+from jidocode.services.prd.config import ProviderSettings
+from jidocode.services.prd.providers.base import Abandons, ProviderContext
+from jidocode.services.prd.providers.jidocode import JidocodeProvider
 from jidocode.services.prd.store import LoopStore
 from jidocode.services.registry import SERVICES, serve_many
 from jidocode.shared.bus import Bus
-from jidocode.shared.clients import EngineClient
+from jidocode.shared.clients import ConversationsClient, EngineClient
 from jidocode.shared.clients._prd import PrdClient
 from jidocode.shared.config import Config
+from jidocode.shared.envelope import new_id
+from jidocode.shared.errors import InvalidInput
 from jidocode.shared.events.prd import StoryDraft
 from jidocode.shared.natsserver import NatsServer
 from jidocode.shared.trust import trust_project
@@ -156,10 +161,22 @@ async def test_a_killed_prd_service_is_resumed_on_the_same_story(system: tuple[S
     stored = await (await LoopStore.open(s.bus)).get(s.project_id, "crash")
     assert stored is not None and stored.record.info.state == "running"
     assert stored.record.info.owner.endswith("prd-a") and stored.record.info.story_id == "US-002"
+    # the dead owner's iteration is a conversation of this system, still waiting on its model
+    dead = stored.record.iteration_id
+    conversations = ConversationsClient(s.bus, s.project_id, timeout=30)
+    [left] = (await conversations.list(conversation_id=dead)).conversations
+    assert left.status == "active"
     killed_at = len(s.events.of("crash"))
 
     with s.prd_process("prd-b"):
         await s.events.wait_state("crash", "completed")
+
+    # the new owner stopped it before it ran the attempt again (it would have answered in 30 s
+    # and stayed active: nobody else stops it), and its own iteration is another conversation
+    [abandoned] = (await conversations.list(conversation_id=dead)).conversations
+    assert abandoned.status == "stopped"
+    stored = await (await LoopStore.open(s.bus)).get(s.project_id, "crash")
+    assert stored is not None and stored.record.iteration_id not in ("", dead)
 
     assert router.calls[key] == 2  # the same story and attempt, asked again by the new owner
     assert git(s.root, "log", "--format=%s", "-2").splitlines() == ["US-002: Second", "US-001: First"]
@@ -197,3 +214,14 @@ async def test_a_cleanly_stopped_prd_service_hands_its_loop_over_at_once(
         await s.events.wait_state("calm", "completed")
     assert router.calls[key] == 2
     assert git(s.root, "log", "-1", "--format=%s") == "US-001: Calm"
+
+
+async def test_abandoning_is_quiet_for_what_is_gone_and_refuses_a_bad_name(
+    system: tuple[System, Router],
+) -> None:
+    s, _ = system
+    provider = JidocodeProvider(ProviderSettings(), ProviderContext(bus=s.bus, project_id=s.project_id))
+    assert isinstance(provider, Abandons)
+    await provider.abandon(new_id().lower(), str(s.root))  # never started: nothing to stop
+    with pytest.raises(InvalidInput, match="iteration id"):
+        await provider.abandon("a.b>", str(s.root))

@@ -119,3 +119,14 @@ def test_resolving_imports_only_the_provider_resolved() -> None:
     before, after = out.stdout.splitlines()
     assert before == "['base', 'registry']"
     assert "gemini" in after and "codex" not in after and "claude" not in after and "jidocode" not in after
+
+
+def test_the_jidocode_conversation_is_named_by_the_loops_iteration_id() -> None:
+    from jidocode.services.prd.providers.jidocode import _conversation_id
+
+    def req(**metadata: str) -> IterationRequest:
+        return IterationRequest(work_dir="/w", prompt="p", metadata=metadata)
+
+    assert _conversation_id(req(iteration_id="01abc")) == "01abc"
+    fresh = {_conversation_id(req()), _conversation_id(req(iteration_id="a.b>"))}
+    assert len(fresh) == 2 and all(len(c) == 26 and c == c.lower() for c in fresh)
