@@ -124,7 +124,7 @@ async def running_service(
     ``task`` tool) are off unless ``settings`` sets ``subagents``: these tests count the tools
     the model is offered (``test_subagents.py`` runs them on the whole system)."""
     await register_project(config)
-    settings = settings or RuntimeSettings(lease_ttl_s=1.5, list_tools_patience_s=0.0)
+    settings = settings or RuntimeSettings(lease_ttl_s=5.0, list_tools_patience_s=0.0)
     if "subagents" not in settings.model_fields_set:
         settings = settings.model_copy(update={"subagents": SubagentSettings(enabled=False)})
     stop = asyncio.Event()

@@ -25,7 +25,7 @@ from ._support import ScriptLlm, ToolsDouble, conversations, follow, running_ser
 
 FLOOD = 60
 SETTINGS = RuntimeSettings(
-    lease_ttl_s=1.5, list_tools_patience_s=0.0, limits=Limits(max_queue=4, max_drain_steps=1)
+    lease_ttl_s=5.0, list_tools_patience_s=0.0, limits=Limits(max_queue=4, max_drain_steps=1)
 )
 
 

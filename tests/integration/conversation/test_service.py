@@ -93,7 +93,7 @@ async def test_bad_input_gets_clear_errors_and_the_conversation_keeps_running(
     bus: Bus, config: Config
 ) -> None:
     llm = ScriptLlm(answer("still here"))
-    settings = RuntimeSettings(lease_ttl_s=1.5, max_message_bytes=1000, list_tools_patience_s=0.0)
+    settings = RuntimeSettings(lease_ttl_s=5.0, max_message_bytes=1000, list_tools_patience_s=0.0)
     async with running_service(config, llm, ToolsDouble(), settings):
         out = await follow(bus, "c2")
         await _start(bus, "c2")
@@ -229,7 +229,7 @@ async def test_turn_limit_from_settings(bus: Bus, config: Config) -> None:
 
 async def test_no_tool_list_is_a_diagnostic_not_a_failure(bus: Bus, config: Config) -> None:
     llm = ScriptLlm(answer("fine without tools"))
-    settings = RuntimeSettings(lease_ttl_s=1.5, list_tools_timeout_s=0.5, list_tools_patience_s=1.0)
+    settings = RuntimeSettings(lease_ttl_s=5.0, list_tools_timeout_s=0.5, list_tools_patience_s=1.0)
     async with running_service(config, llm, ToolsDouble(), settings):
         out = await follow(bus, "c5")
         await _start(bus, "c5")
@@ -246,7 +246,7 @@ async def test_a_tool_list_from_before_serves_while_the_project_service_is_away(
     # A restart of the project service (or NATS) must not leave the model without its tools:
     # the list it gave last is used (it changes only on reloads).
     llm = ScriptLlm(answer("one"), answer("two"))
-    settings = RuntimeSettings(lease_ttl_s=1.5, list_tools_timeout_s=0.5, tool_specs_ttl_s=0.0)
+    settings = RuntimeSettings(lease_ttl_s=5.0, list_tools_timeout_s=0.5, tool_specs_ttl_s=0.0)
     listing = await answer_list_tools(bus, [ToolSpec(name="read_file")])
     async with running_service(config, llm, ToolsDouble(), settings):
         out = await follow(bus, "c5b")
