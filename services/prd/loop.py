@@ -756,14 +756,7 @@ class LoopManager:
     ) -> LoopInfo:
         """A transition of a loop no replica runs (a paused one; one whose owner died)."""
         info = current.record.info
-        events = await EventLog.open(
-            self.bus,
-            project_id,
-            info.prd,
-            files.PrdPaths(root, info.prd).events_jsonl,
-            record_seq=info.seq,
-            queue_size=self.settings.queue_size,
-        )
+        events = await self._events(project_id, root, info)
         try:
             new = info.model_copy(
                 update={"state": target, "owner": "", "error": reason, "seq": events.seq + 1}
@@ -778,15 +771,29 @@ class LoopManager:
             await events.close()
         if info.state == "running":  # its owner died mid-attempt: stop what it left running
             try:
-                config = self.config_of(root)
-                provider = self.resolve_provider(
-                    current.record.options.provider or config.provider, project_id, config
-                )
+                _, provider = self._provider_of(project_id, root, current.record)
             except JidoError as exc:
                 log.warning("iteration of %s/%s not abandoned: %s", project_id, info.prd, exc.message)
             else:
                 await self._abandon(provider, current.record, root)
         return stored.record.info
+
+    async def _events(self, project_id: str, root: Path, info: LoopInfo) -> EventLog:
+        """The PRD's event log, numbering on from the record's ``seq``."""
+        return await EventLog.open(
+            self.bus,
+            project_id,
+            info.prd,
+            files.PrdPaths(root, info.prd).events_jsonl,
+            record_seq=info.seq,
+            queue_size=self.settings.queue_size,
+        )
+
+    def _provider_of(self, project_id: str, root: Path, record: LoopRecord) -> tuple[PrdConfig, Provider]:
+        """The configuration and the provider a stored loop runs with (its run option, else the
+        configured one)."""
+        config = self.config_of(root)
+        return config, self.resolve_provider(record.options.provider or config.provider, project_id, config)
 
     async def _record(self, project_id: str, name: str) -> Stored:
         current = await self.store.get(project_id, name)
@@ -853,14 +860,7 @@ class LoopManager:
         from_state: LoopState,
     ) -> _Loop:
         info = stored.record.info
-        events = await EventLog.open(
-            self.bus,
-            project_id,
-            info.prd,
-            files.PrdPaths(root, info.prd).events_jsonl,
-            record_seq=info.seq,
-            queue_size=self.settings.queue_size,
-        )
+        events = await self._events(project_id, root, info)
         loop = _Loop(
             manager=self,
             project_id=project_id,
@@ -899,10 +899,7 @@ class LoopManager:
                 continue
             try:
                 root = await self.root_of(info.project_id)
-                config = self.config_of(root)
-                provider = self.resolve_provider(
-                    stale.record.options.provider or config.provider, info.project_id, config
-                )
+                config, provider = self._provider_of(info.project_id, root, stale.record)
             except JidoError as exc:
                 log.warning("cannot resume %s/%s: %s", info.project_id, info.prd, exc.message)
                 continue
