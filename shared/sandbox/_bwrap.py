@@ -54,6 +54,7 @@ def bwrap_argv(
     bwrap: str = "bwrap",
     disable_userns: bool = True,
     info_fd: int | None = None,
+    chdir: str | None = None,
 ) -> list[str]:
     """``bwrap …  -- argv``: new user, mount, pid, ipc, uts, cgroup and (unless ``network``) net namespaces.
 
@@ -86,7 +87,7 @@ def bwrap_argv(
     if network:
         # a resolv.conf that points into /run (systemd-resolved) keeps working
         out += ["--ro-bind-try", "/run/systemd/resolve", "/run/systemd/resolve"]
-    out += ["--chdir", root, "--clearenv"]
+    out += ["--chdir", chdir or root, "--clearenv"]
     for key, value in env.items():
         out += ["--setenv", key, value]
     out += ["--", *argv]

@@ -219,11 +219,13 @@ def _plan(
     jido_home: str | None,
     additional_directories: Sequence[str],
     source_env: Mapping[str, str],
+    cwd: str | None = None,
 ) -> Launch:
+    workdir = cwd or root
     if choice.mode == "off":
         own_home = source_env.get("HOME") or os.path.expanduser("~")
         env = sandbox_env(source_env, home=own_home, tmpdir=source_env.get("TMPDIR") or tempfile.gettempdir())
-        return Launch(choice=choice, argv=list(argv), env=env, cwd=root, root=root)
+        return Launch(choice=choice, argv=list(argv), env=env, cwd=workdir, root=root)
     home = _home(source_env)
     hidden = hidden_paths(
         home=home, jido_home=jido_home, data_home=_data_home(), secrets=_secrets(source_env)
@@ -245,13 +247,14 @@ def _plan(
                 bwrap=caps.bwrap or "bwrap",
                 disable_userns=caps.bwrap_disable_userns,
                 info_fd=info_w,
+                chdir=workdir,
             )
             # bubblewrap's own environment is scrubbed too (--clearenv sets the command's)
             return Launch(
                 choice=choice,
                 argv=full,
                 env=env,
-                cwd=root,
+                cwd=workdir,
                 pass_fds=(*fds, info_w),
                 root=root,
                 guarded=True,
@@ -277,7 +280,7 @@ def _plan(
         visible=additional_directories,
     )
     full = [sys.executable, "-I", "-S", LAUNCHER, *spec_argv(spec), "--", *argv]
-    return Launch(choice=choice, argv=full, env=env, cwd=root, root=root, guarded=True, scratch=scratch)
+    return Launch(choice=choice, argv=full, env=env, cwd=workdir, root=root, guarded=True, scratch=scratch)
 
 
 async def prepare(
@@ -289,8 +292,12 @@ async def prepare(
     additional_directories: Sequence[str] = (),
     source_env: Mapping[str, str] | None = None,
     caps: Capabilities | None = None,
+    cwd: str | None = None,
 ) -> Launch:
     """The launch of ``argv`` in the project ``root`` under the sandbox its settings and this machine give.
+
+    ``cwd``: where the command starts (default ``root``); it must lie under ``root`` (a worktree
+    of the project), since only ``root`` is writable and visible as the project.
 
     Raises :class:`PermissionDenied` (``details.sandbox``: ``unavailable`` or
     ``protected_too_large``) when the call may not run. The caller starts
@@ -298,6 +305,8 @@ async def prepare(
     ``launch.pass_fds``) and always awaits ``launch.close()`` afterwards.
     """
     env = dict(os.environ if source_env is None else source_env)
+    if cwd is not None and not within(os.path.normpath(cwd), os.path.normpath(root)):
+        raise PermissionDenied(f"the sandbox's working directory {cwd} is not under the project root {root}")
     if caps is None:
         caps = await asyncio.to_thread(detect)
     settings = await asyncio.to_thread(effective_settings, root, jido_home=jido_home, data_dir=data_dir)
@@ -328,6 +337,7 @@ async def prepare(
             jido_home=jido_home,
             additional_directories=additional_directories,
             source_env=env,
+            cwd=cwd,
         )
     )
     try:
