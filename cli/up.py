@@ -1,7 +1,8 @@
 """`jidocode up`: embedded NATS (when no ``NATS_URL``) and every service, supervised.
 
 This is seed 000's supervision tree as processes: each service is a child
-process restarted with bounded exponential backoff when it dies (and the
+process (an isolated ``python -I -m jidocode.services.<name>`` in ``/``, never in
+the directory ``up`` was started from, which may be a project: decision 0302) restarted with bounded exponential backoff when it dies (and the
 restart is logged); each output line is prefixed with the service's name;
 Ctrl-C (or SIGTERM) asks every service to drain, waits, kills what is left,
 then stops NATS. Children also watch this process and stop if it disappears,
@@ -51,7 +52,6 @@ import fcntl
 import json
 import os
 import signal
-import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -81,13 +81,28 @@ from jidocode.shared.config import (
     same_server,
 )
 from jidocode.shared.natsserver import NatsServer, ensure_credentials, free_port, stop_orphan, write_private
+from jidocode.shared.runner import HOST_CWD, python_module_argv
 
-__all__ = ["DEFAULT_PORT", "SLOW_AFTER", "Backoff", "claim_data_home", "port_free", "service_env", "up"]
+__all__ = [
+    "DEFAULT_PORT",
+    "SLOW_AFTER",
+    "Backoff",
+    "Child",
+    "absolute_paths",
+    "claim_data_home",
+    "port_free",
+    "service_env",
+    "spawn_service",
+    "up",
+]
 
 #: The embedded server's port when ``--port`` is not given (and it is free).
 DEFAULT_PORT = 4222
 #: Seconds after which ``up`` names the services that still do not answer ``$SRV.PING``.
 SLOW_AFTER = (10.0, 30.0, 60.0)
+
+#: Variables naming a path: made absolute for the children, which run in ``/``.
+_PATH_VARS = ("JIDO_CODE_HOME", "JIDO_DATA_HOME", "XDG_DATA_HOME", "NATS_CREDS")
 
 #: Variables naming a NATS identity: a child gets its own, never the supervisor's.
 _IDENTITY_VARS = ("NATS_USER", "NATS_PASSWORD", "NATS_CREDS", "NATS_TOKEN", "NATS_NKEY", "NATS_INBOX_PREFIX")
@@ -170,22 +185,38 @@ def _known_passwords(nats_url: str) -> dict[str, str] | None:
     return {user: creds.password for user, creds in found.items() if creds is not None}
 
 
+def absolute_paths(env: dict[str, str], cwd: str) -> dict[str, str]:
+    """``env`` with its path variables (:data:`_PATH_VARS`) made absolute against ``cwd`` (pure):
+    a service runs in :data:`HOST_CWD`, not in the directory ``up`` was started from."""
+    out = dict(env)
+    for name in _PATH_VARS:
+        value = out.get(name)
+        if value and not os.path.isabs(os.path.expanduser(value)):
+            out[name] = os.path.normpath(os.path.join(cwd, value))
+    return out
+
+
+async def spawn_service(child: Child, env: dict[str, str]) -> asyncio.subprocess.Process:
+    """Start ``child``'s service process: isolated Python (``-I``) in :data:`HOST_CWD`, so no
+    project ``up`` was started from can shadow the package (docs/decisions/0302)."""
+    return await asyncio.create_subprocess_exec(
+        *python_module_argv(f"jidocode.services.{child.name}"),
+        cwd=HOST_CWD,
+        env={
+            **absolute_paths(env, os.getcwd()),
+            "JIDO_INSTANCE": f"{child.label}-{os.getpid()}",
+            "JIDO_LOG_FORMAT": env.get("JIDO_LOG_FORMAT", "text"),
+        },
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+        start_new_session=True,  # Ctrl-C reaches the supervisor only; it stops children in order
+    )
+
+
 async def _supervise(child: Child, env: dict[str, str], stopping: asyncio.Event) -> None:
     while not stopping.is_set():
         started = time.monotonic()
-        child.process = await asyncio.create_subprocess_exec(
-            sys.executable,
-            "-m",
-            f"jidocode.services.{child.name}",
-            env={
-                **env,
-                "JIDO_INSTANCE": f"{child.label}-{os.getpid()}",
-                "JIDO_LOG_FORMAT": env.get("JIDO_LOG_FORMAT", "text"),
-            },
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.STDOUT,
-            start_new_session=True,  # Ctrl-C reaches the supervisor only; it stops children in order
-        )
+        child.process = await spawn_service(child, env)
         assert child.process.stdout is not None
         pump = asyncio.create_task(_pump(child, child.process.stdout))
         code = await child.process.wait()

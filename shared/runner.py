@@ -14,6 +14,14 @@ pydantic's module state.
 The event loop is uvloop where it is installed (``JIDO_EVENT_LOOP=asyncio``
 chooses the standard loop): ``bench/bus.py`` measures a request/reply about a
 quarter faster on it.
+
+Every Python the runtime starts on the host (the services under ``jidocode up``,
+the MCP stdio launcher) is started by :func:`python_module_argv` in
+:data:`HOST_CWD`: isolated (``-I``: no current or script directory on
+``sys.path``, no ``PYTHON*`` variable, no user site) and outside any project, so
+a ``jidocode/__init__.py`` in a project can never run with a service's secrets
+(docs/decisions/0302). The installed package is still found: site-packages (and
+an editable install's finder there) stay on the path.
 """
 
 from __future__ import annotations
@@ -25,14 +33,29 @@ import os
 import signal
 import sys
 from collections.abc import Callable, Coroutine
-from typing import Any
+from typing import Any, Final
 
 from jidocode.shared.config import Config
 from jidocode.shared.errors import JidoError
 from jidocode.shared.log_limits import install_repeat_limiter
 from jidocode.shared.telemetry import make_formatter
 
-__all__ = ["Serve", "configure_logging", "run_service", "tune_gc"]
+__all__ = ["HOST_CWD", "Serve", "configure_logging", "python_module_argv", "run_service", "tune_gc"]
+
+#: The working directory of every Python the runtime starts on the host: no project's.
+HOST_CWD: Final = "/"
+
+
+def python_module_argv(module: str, *args: str) -> list[str]:
+    """The command line running ``module`` with this interpreter, isolated (``-I``) (pure).
+
+    ``-I`` keeps the current directory, the script's directory, ``PYTHON*`` variables and the
+    user site out of the child's imports; start it with ``cwd=HOST_CWD``.
+    """
+    if not module or module.startswith("-"):
+        raise ValueError(f"not a module name: {module!r}")
+    return [sys.executable, "-I", "-m", module, *args]
+
 
 #: A service's entry point: ``async def serve(config, stop)`` (its ``service.py``).
 Serve = Callable[[Config, asyncio.Event], Coroutine[Any, Any, None]]

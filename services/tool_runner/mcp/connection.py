@@ -14,6 +14,10 @@ that); calls are made from the callers' tasks, each bounded by its own timeout, 
 server fails the calls to it (``timeout``) and never holds up another tool. A stdio server runs
 through :mod:`.sandboxed` (the OS sandbox); an HTTP server is reached with the SDK's
 streamable HTTP transport and the configured headers.
+
+The launcher is a host process with the runner's environment: it starts as an isolated Python
+(``-I``) in ``/``, never in the project, so nothing of the project is imported before the
+sandbox is entered (docs/decisions/0302).
 """
 
 from __future__ import annotations
@@ -23,7 +27,6 @@ import contextlib
 import enum
 import logging
 import os
-import sys
 import tempfile
 import time
 from collections.abc import AsyncIterator, Callable
@@ -39,10 +42,14 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.exceptions import MCPError
 
 from jidocode.shared.errors import InvalidInput, JidoError, RequestTimeout
+from jidocode.shared.runner import HOST_CWD, python_module_argv
 
 from .backoff import Backoff
 from .config import HttpServer, StdioServer
 from .sandboxed import LaunchSpec
+
+#: The launcher of a stdio server (:mod:`.sandboxed`), run as an isolated Python in ``/``.
+LAUNCHER_MODULE: Final = "jidocode.services.tool_runner.mcp.sandboxed"
 
 __all__ = ["MAX_TOOLS", "McpServerError", "ServerConnection", "State"]
 
@@ -279,11 +286,12 @@ class ServerConnection:
         )
         self._close_errlog()
         self._errlog = tempfile.TemporaryFile(mode="w+", encoding="utf-8", errors="replace")
+        argv = python_module_argv(LAUNCHER_MODULE, spec.model_dump_json())
         params = StdioServerParameters(
-            command=sys.executable,
-            args=["-m", "jidocode.services.tool_runner.mcp.sandboxed", spec.model_dump_json()],
+            command=argv[0],
+            args=argv[1:],
             env=dict(os.environ),  # the runner's own; the sandbox scrubs the server's
-            cwd=spec.root,
+            cwd=HOST_CWD,  # never the project: the launcher runs on the host (decision 0302)
         )
         return stdio_client(params, errlog=self._errlog)
 
