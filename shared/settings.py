@@ -20,11 +20,17 @@ never turns the sandbox off or gives tools network access, and the key named
 by ``llm.api_key_env`` is only sent to an ``llm.api_base`` set in the same
 layer (user: the global file and the environment; project: its files).
 
-Nothing here raises on bad input: a file that cannot be read or decoded, or a
-key whose value is invalid, becomes a :class:`Diagnostic` naming the file, the
-key and the problem, and that key falls back to the value of the lower layer
-(or the default). Unknown top-level keys (``$schema`` …) are ignored; unknown
-keys inside a known section are ignored with a warning.
+Loading never raises on bad input: a file that cannot be read or decoded, or a
+key whose value is invalid, becomes a :class:`Diagnostic` naming the file, its
+line and column, the key and the problem (unknown top-level keys such as
+``$schema`` are ignored; unknown keys inside a known section are a warning).
+Such an error fails closed: it is listed in :attr:`LoadedSettings.broken`, and
+whoever acts on the settings (the tool runner's policy, the sandbox's mode, a
+conversation's model) calls :func:`require_usable`, which refuses with every
+error's ``file:line:column`` until the file is fixed. A file is never used in
+part, since what was dropped could be the ``deny`` rule that mattered
+(docs/decisions/0304-settings-fail-closed.md). ``settings`` itself still holds
+what the valid keys merge to, for ``doctor`` and the diagnostics.
 
 ``signal_bus`` and a hook's ``bus`` load as seed 001 writes them, but NATS is
 the one bus (``jido_code_bus``) and runs no middleware: another bus name, any
@@ -44,6 +50,8 @@ from typing import Annotated, Any, Final, Literal
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator
 
+from jidocode.shared.errors import InvalidInput, JidoError
+from jidocode.shared.json_where import byte_position, duplicate_key, key_path, key_positions, text_position
 from jidocode.shared.subjects import type_tokens
 from jidocode.shared.trust import trust_state
 
@@ -65,8 +73,10 @@ __all__ = [
     "global_home",
     "hook_bus_problem",
     "load_settings",
+    "locate",
     "merge_layers",
     "parse_settings_bytes",
+    "require_usable",
     "restrict_project_layer",
     "settings_files",
     "signal_bus_diagnostics",
@@ -189,7 +199,7 @@ class Settings(BaseModel):
 
 
 class Diagnostic(BaseModel):
-    """A problem found in one file: which file, which key (if any), what is wrong."""
+    """A problem found in one file: which file, where in it, which key (if any), what is wrong."""
 
     model_config = ConfigDict(frozen=True)
 
@@ -197,6 +207,19 @@ class Diagnostic(BaseModel):
     key: str | None = None
     problem: str
     severity: Literal["error", "warning"] = "error"
+    #: Where in the file (1-based, as an editor shows it): the syntax error, or the key named.
+    line: int | None = None
+    column: int | None = None
+
+    @property
+    def where(self) -> str:
+        """``file:line:column`` (or ``file`` when the position is not known)."""
+        if self.line is None:
+            return self.file
+        return f"{self.file}:{self.line}:{self.column or 1}"
+
+    def __str__(self) -> str:
+        return f"{self.where}: " + (f"{self.key}: " if self.key else "") + self.problem
 
 
 class LoadedSettings(BaseModel):
@@ -209,6 +232,10 @@ class LoadedSettings(BaseModel):
     files: list[str] = Field(default_factory=list)
     #: Whether the project layer counted in full (``None``: no project, the global layer only).
     trusted: bool | None = None
+    #: The errors in the settings files themselves (a file that cannot be read or decoded, a
+    #: key whose value is invalid): while there is one, the settings are unusable and whoever
+    #: needs them refuses (:func:`require_usable`), rather than run on what is left.
+    broken: list[Diagnostic] = Field(default_factory=list)
 
 
 # --- merge -----------------------------------------------------------------
@@ -462,20 +489,42 @@ def parse_settings_bytes(raw: bytes, file: str) -> tuple[dict[str, Any] | None, 
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
-        return None, [*diags, Diagnostic(file=file, problem=f"not valid UTF-8 at byte {exc.start}")]
+        line, column = byte_position(raw, exc.start)
+        problem = f"not valid UTF-8 at byte {exc.start}"
+        return None, [*diags, Diagnostic(file=file, problem=problem, line=line, column=column)]
     if not text.strip():
         return {}, diags
     try:
         value = json.loads(text, object_pairs_hook=_no_duplicates)
     except _DuplicateKeyError as exc:
-        return None, [*diags, Diagnostic(file=file, problem=str(exc))]
+        return None, [*diags, _duplicate(text, file, str(exc))]
     except json.JSONDecodeError as exc:
-        return None, [*diags, Diagnostic(file=file, problem=f"invalid JSON: {exc.msg} (line {exc.lineno})")]
+        problem = f"invalid JSON: {_json_problem(text, exc)}"
+        return None, [*diags, Diagnostic(file=file, problem=problem, line=exc.lineno, column=exc.colno)]
     except RecursionError:
         return None, [*diags, Diagnostic(file=file, problem="JSON nested too deeply")]
     if not isinstance(value, dict):
-        return None, [*diags, Diagnostic(file=file, problem="top level must be a JSON object")]
+        line, column = text_position(text, len(text) - len(text.lstrip()))
+        problem = "top level must be a JSON object"
+        return None, [*diags, Diagnostic(file=file, problem=problem, line=line, column=column)]
     return value, diags
+
+
+def _json_problem(text: str, exc: json.JSONDecodeError) -> str:
+    """``json``'s message, naming the usual slip: a trailing comma before ``}`` or ``]``."""
+    closing = text[exc.pos : exc.pos + 1]
+    if closing in ("}", "]") and text[: exc.pos].rstrip().endswith(","):
+        return f"trailing comma before {closing!r} ({exc.msg})"
+    return exc.msg
+
+
+def _duplicate(text: str, file: str, problem: str) -> Diagnostic:
+    """The duplicate-key error, at the key's second occurrence."""
+    found = duplicate_key(text)
+    if found is None:
+        return Diagnostic(file=file, problem=problem)
+    path, (line, column) = found
+    return Diagnostic(file=file, key=".".join(path), problem=problem, line=line, column=column)
 
 
 def global_home(jido_home: Path | None = None) -> Path:
@@ -833,6 +882,7 @@ def load_settings(
     layers: list[tuple[str, Mapping[str, Any]]] = []
     project: list[tuple[str, Mapping[str, Any]]] = []
     files: list[str] = []
+    texts: dict[str, bytes] = {}
     home = global_home(jido_home)
     paths = settings_files(root, jido_home=home, data_dir=data_dir)
     if root is not None and trusted is None:
@@ -856,6 +906,7 @@ def load_settings(
             diags.append(Diagnostic(file=file, problem=f"cannot read: {exc.strerror or exc}"))
             continue
         files.append(file)
+        texts[file] = raw
         value, file_diags = parse_settings_bytes(raw, file)
         diags.extend(file_diags)
         if value is not None:
@@ -878,6 +929,63 @@ def load_settings(
                         severity="warning",
                     )
                 )
+    diags = locate(diags, texts)
+    own = {str(path) for path in paths}
     return LoadedSettings(
-        settings=settings, diagnostics=diags, files=files, trusted=None if root is None else bool(trusted)
+        settings=settings,
+        diagnostics=diags,
+        files=files,
+        trusted=None if root is None else bool(trusted),
+        broken=[d for d in diags if d.severity == "error" and d.file in own],
+    )
+
+
+def locate(diags: list[Diagnostic], texts: Mapping[str, bytes]) -> list[Diagnostic]:
+    """Give each diagnostic naming a key of one of ``texts`` (file -> its bytes) that key's line and column."""
+    positions: dict[str, dict[tuple[str, ...], tuple[int, int]]] = {}
+    out: list[Diagnostic] = []
+    for diag in diags:
+        raw = texts.get(diag.file)
+        if diag.line is not None or diag.key is None or raw is None:
+            out.append(diag)
+            continue
+        if diag.file not in positions:
+            text = raw.decode("utf-8", errors="replace").removeprefix("\ufeff")
+            positions[diag.file] = key_positions(text)
+        found = _nearest(positions[diag.file], key_path(diag.key))
+        out.append(diag if found is None else diag.model_copy(update={"line": found[0], "column": found[1]}))
+    return out
+
+
+def _nearest(
+    positions: Mapping[tuple[str, ...], tuple[int, int]], path: tuple[str, ...]
+) -> tuple[int, int] | None:
+    """The position of ``path``, else of its nearest enclosing key that is in the file."""
+    for end in range(len(path), 0, -1):
+        if path[:end] in positions:
+            return positions[path[:end]]
+    return None
+
+
+def require_usable(
+    loaded: LoadedSettings, *, refused: str, error: type[JidoError] = InvalidInput
+) -> Settings:
+    """``loaded.settings``, or ``error`` (:class:`InvalidInput`) naming every error of the settings files.
+
+    A settings file with an error is never used in part (its ``deny`` rules would
+    vanish with it): ``refused`` says what is refused until it is fixed, e.g.
+    ``"every tool call of this project"``. Nothing is cached here, so the first
+    call after the fix works.
+    """
+    if not loaded.broken:
+        return loaded.settings
+    listed = "; ".join(str(d) for d in loaded.broken)
+    raise error(
+        f"{refused} is refused until its settings are fixed: {listed} "
+        "(a settings file with an error is not used in part, so none of its rules would hold)",
+        details={
+            "reason": "settings_invalid",
+            "files": sorted({d.file for d in loaded.broken}),
+            "problems": [d.model_dump() for d in loaded.broken],
+        },
     )

@@ -39,7 +39,7 @@ from jidocode.shared.events.conversation import (
 from jidocode.shared.events.engine import ProjectInfo
 from jidocode.shared.registry import WatchedDirectory
 from jidocode.shared.service import ServiceHost, scoped_project_id
-from jidocode.shared.settings import load_settings
+from jidocode.shared.settings import load_settings, require_usable
 from jidocode.shared.telemetry import metrics
 from jidocode.shared.telemetry.export import ensure_trace_stream
 
@@ -70,15 +70,13 @@ def project_llm_settings(
     may only name an ``api_key_env`` the user's settings list in
     ``llm.client_key_envs`` (``PermissionDenied`` otherwise): the service's
     environment holds its NATS password and provider keys, which a client must
-    not be able to send to an endpoint of its choosing.
+    not be able to send to an endpoint of its choosing. While a settings file has an
+    error, ``InvalidInput`` naming it (never the defaults in its place).
     """
     loaded = load_settings(Path(info.root_path), jido_home=jido_home, data_dir=info.data_dir)
-    allowed_keys = loaded.settings.llm.client_key_envs
-    base = {
-        k: v
-        for k, v in loaded.settings.llm.model_dump(mode="json").items()
-        if v is not None and k != "client_key_envs"
-    }
+    llm = require_usable(loaded, refused="a conversation in this project").llm  # decision 0304
+    allowed_keys = llm.client_key_envs
+    base = {k: v for k, v in llm.model_dump(mode="json").items() if v is not None and k != "client_key_envs"}
     over = dict(overrides or {})
     named = over.get("api_key_env")
     if named is not None and (named not in allowed_keys or str(named).startswith(_NEVER_SENT)):

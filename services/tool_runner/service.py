@@ -42,6 +42,7 @@ from jidocode.shared.bus import Bus
 from jidocode.shared.config import Config
 from jidocode.shared.endpoints import endpoint
 from jidocode.shared.envelope import Envelope
+from jidocode.shared.errors import PermissionDenied
 from jidocode.shared.events.engine import ProjectStopped
 from jidocode.shared.events.mcp import ListMcpServers, McpServerInfo, McpServerList
 from jidocode.shared.events.tools import (
@@ -211,7 +212,11 @@ def _say_sandbox(config: Config) -> None:
     project can only ask for a stronger one), and how to get a stronger one when it is not
     bubblewrap: a fallback to Landlock, or no sandbox at all, is never silent."""
     home = str(config.jido_home)
-    choice = sandbox.choose(sandbox.effective_settings(home, jido_home=home), sandbox.detect())
+    try:
+        choice = sandbox.choose(sandbox.effective_settings(home, jido_home=home), sandbox.detect())
+    except PermissionDenied as exc:  # a settings file with an error: every call is refused, saying so
+        log.error("OS sandbox for tool processes: %s", exc.message)
+        return
     if choice.mode == "bubblewrap":
         log.info("OS sandbox for tool processes: %s", choice.reason)
         return

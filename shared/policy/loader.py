@@ -5,9 +5,13 @@ The project layer counts in full only when the user trusts the root
 keeps only what restricts. The cache's stamp covers the trust store, so
 ``jidocode projects trust``/``untrust`` takes effect on the next call.
 
-A permission rule that does not parse, or a ``permissions`` key that the
-settings loader had to drop, is a startup error (:class:`InvalidInput` naming
-the file and the rule), never a rule that silently matches nothing.
+Settings fail closed: while a settings file has an error (it does not parse,
+or a key's value is invalid, ``"deny": "Bash"`` as much as a trailing comma),
+no policy is built and every call of the project is refused with
+:class:`InvalidInput` naming ``file:line:column`` (:func:`require_usable`);
+the policy is never built from what was left. Nothing broken is cached, so the
+first call after the fix works. A permission rule that does not parse is the
+same kind of error, never a rule that silently matches nothing.
 """
 
 from __future__ import annotations
@@ -15,13 +19,26 @@ from __future__ import annotations
 from pathlib import Path
 
 from jidocode.shared.errors import InvalidInput
-from jidocode.shared.settings import LoadedSettings, ToolSettings, global_home, load_settings, settings_files
+from jidocode.shared.settings import (
+    Diagnostic,
+    LoadedSettings,
+    ToolSettings,
+    global_home,
+    load_settings,
+    locate,
+    parse_settings_bytes,
+    require_usable,
+    settings_files,
+)
 from jidocode.shared.trust import trust_store_path
 
 from .decision import Policy
-from .rules import InvalidRule
+from .rules import InvalidRule, parse_rule
 
-__all__ = ["PolicyCache", "load_policy", "policy_from_settings"]
+__all__ = ["REFUSED", "PolicyCache", "load_policy", "policy_from_settings"]
+
+#: What a settings error refuses (the start of its message).
+REFUSED = "every tool call of this project"
 
 
 def policy_from_settings(
@@ -32,19 +49,8 @@ def policy_from_settings(
     jido_home: str | None = None,
     home: str | None = None,
 ) -> Policy:
-    """Build the :class:`Policy` of ``root``; raise :class:`InvalidInput` on bad permissions."""
-    bad = [
-        d
-        for d in loaded.diagnostics
-        if d.severity == "error" and d.key is not None and d.key.split(".")[0] == "permissions"
-    ]
-    if bad:
-        listed = "; ".join(f"{d.file}: {d.key}: {d.problem}" for d in bad)
-        raise InvalidInput(
-            f"invalid permissions in settings.json: {listed}",
-            details={"problems": [d.model_dump() for d in bad]},
-        )
-    perms = loaded.settings.permissions
+    """Build the :class:`Policy` of ``root``; :class:`InvalidInput` while a settings file has an error."""
+    perms = require_usable(loaded, refused=REFUSED).permissions
     try:
         return Policy.build(
             root,
@@ -58,10 +64,39 @@ def policy_from_settings(
             home=home,
         )
     except InvalidRule as exc:
+        diags = _rule_diagnostics(loaded.files) or [
+            Diagnostic(file=", ".join(loaded.files) or "<defaults>", key="permissions", problem=exc.problem)
+        ]
         raise InvalidInput(
-            f"invalid permissions in settings.json ({', '.join(loaded.files) or 'defaults'}): {exc.problem}",
-            details={"files": loaded.files},
+            f"{REFUSED} is refused until its settings are fixed: {'; '.join(map(str, diags))}",
+            details={
+                "reason": "settings_invalid",
+                "files": loaded.files,
+                "problems": [d.model_dump() for d in diags],
+            },
         ) from None
+
+
+def _rule_diagnostics(files: list[str]) -> list[Diagnostic]:
+    """Each rule of ``files`` that does not parse, at its place in its file."""
+    out: list[Diagnostic] = []
+    for file in files:
+        try:
+            raw = Path(file).read_bytes()
+        except OSError:
+            continue
+        value, _ = parse_settings_bytes(raw, file)
+        perms = value.get("permissions") if value else None
+        found: list[Diagnostic] = []
+        for key in ("allow", "deny", "ask"):
+            rules = perms.get(key) if isinstance(perms, dict) else None
+            for index, rule in enumerate(rules if isinstance(rules, list) else []):
+                try:
+                    parse_rule(rule)
+                except InvalidRule as exc:
+                    found.append(Diagnostic(file=file, key=f"permissions.{key}[{index}]", problem=str(exc)))
+        out.extend(locate(found, {file: raw}))
+    return out
 
 
 def load_policy(
@@ -94,7 +129,8 @@ class PolicyCache:
         return tuple(out)
 
     def get(self, project_id: str, root: str, data_dir: str) -> tuple[Policy, ToolSettings]:
-        """The policy and tool limits of a project (raises :class:`InvalidInput` on bad permissions)."""
+        """The policy and tool limits of a project (:class:`InvalidInput` while its settings have an
+        error; an error is not cached, so each call reads the files again until they are fixed)."""
         stamp = self._stamp(root, data_dir)
         hit = self._cache.get(project_id)
         if hit is not None and hit[0] == stamp:

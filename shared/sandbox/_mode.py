@@ -15,7 +15,8 @@ from typing import Final, Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from jidocode.shared.settings import SandboxSettings, load_settings, settings_files
+from jidocode.shared.errors import PermissionDenied
+from jidocode.shared.settings import SandboxSettings, load_settings, require_usable, settings_files
 
 from ._detect import Capabilities
 
@@ -25,6 +26,8 @@ INSTALL_HINT: Final = (
     "install bubblewrap (Debian/Ubuntu: apt-get install bubblewrap; Fedora: dnf install bubblewrap) "
     "and allow unprivileged user namespaces; in a container see docs/deploy.md"
 )
+#: What a settings file with an error refuses (the start of the error's message).
+_REFUSED: Final = "every sandboxed process of this project"
 _LANDLOCK_HINT: Final = "use a Linux kernel >= 5.13 with landlock in its LSM list (lsm=...,landlock)"
 
 #: How strong each ``sandbox.mode`` is: a project layer may only move up.
@@ -120,8 +123,11 @@ def effective_settings(root: str, *, jido_home: str | None, data_dir: str = ".ji
         hit = _cache.get(key)
     if hit is not None and hit[0] == stamp:
         return hit[1]
-    glob = load_settings(None, jido_home=home).settings.sandbox
-    merged = load_settings(Path(root), jido_home=home, data_dir=data_dir).settings.sandbox
+    # a settings file with an error refuses, never falls back to a weaker mode (decision 0304)
+    glob_loaded = load_settings(None, jido_home=home)
+    glob = require_usable(glob_loaded, refused=_REFUSED, error=PermissionDenied).sandbox
+    loaded = load_settings(Path(root), jido_home=home, data_dir=data_dir)
+    merged = require_usable(loaded, refused=_REFUSED, error=PermissionDenied).sandbox
     # the project layer may ask for a stricter sandbox, never a weaker one, and never none
     stricter = merged.mode != "off" and _STRENGTH[merged.mode] >= _STRENGTH[glob.mode]
     result = SandboxSettings(
