@@ -38,6 +38,10 @@ from .mcp import mcp  # noqa: E402  (issue 15: one project as an MCP server on s
 
 app.command()(mcp)
 
+from . import mcp_servers  # noqa: E402  (issue 24: a project's HTTP MCP servers await approval)
+
+app.add_typer(mcp_servers.app, name="mcp-servers")
+
 from . import prd  # noqa: E402  (issue 18: the PRD loop's CLI and TUI)
 
 app.add_typer(prd.app, name="prd")

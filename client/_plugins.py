@@ -49,7 +49,7 @@ class Plugin(BaseModel):
     #: Its tools the policy shows (for an MCP server not started yet: none).
     tools: list[str] = Field(default_factory=list)
     #: ``ready`` for built-ins and assets; an MCP server's state (``idle``, ``starting``,
-    #: ``ready``, ``crashed``, ``closed``, ``untrusted``).
+    #: ``ready``, ``crashed``, ``closed``, ``untrusted``, ``awaiting_approval``).
     state: str = "ready"
     #: An MCP server's layer (``global`` or ``project``).
     layer: str = ""

@@ -25,7 +25,8 @@ class McpServerInfo(BaseModel):
     layer: str
     #: ``stdio`` or ``http`` (empty for a server not started because the project is untrusted).
     transport: str = ""
-    #: ``idle`` (not used yet), ``starting``, ``ready``, ``crashed``, ``closed`` or ``untrusted``.
+    #: ``idle`` (not used yet), ``starting``, ``ready``, ``crashed``, ``closed``, ``untrusted`` or
+    #: ``awaiting_approval`` (a project's HTTP server whose URL the user has not approved).
     state: str
     #: Its tools in the catalogue's names (``mcp__<server>__<tool>``), once it started.
     tools: list[str] = Field(default_factory=list)

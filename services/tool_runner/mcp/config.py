@@ -10,7 +10,9 @@
 Two layers: the global one (``<global home>/.mcp.json``, ``~/.jido_code`` by default) and the
 project root's ``.mcp.json``; a project server of the same name replaces the global one. The
 project layer counts only when the user trusts the project (``shared/trust.py``); untrusted,
-its servers are reported, never started.
+its servers are reported, never started. An HTTP server of the project layer is a URL the
+runner itself would request: it is started only once the user approved that URL
+(:func:`withhold_unapproved`, ``approvals.py``).
 
 A bad file, or a bad server entry, is a :class:`ConfigProblem` naming the file and the field;
 it never hides the other servers: each entry is validated on its own.
@@ -20,7 +22,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Annotated, Any, Final, Literal
 
@@ -37,6 +39,7 @@ __all__ = [
     "StdioServer",
     "load_config",
     "parse_config",
+    "withhold_unapproved",
 ]
 
 #: A ``.mcp.json`` larger than this is not read.
@@ -122,6 +125,9 @@ class McpConfig(BaseModel):
     problems: list[ConfigProblem] = Field(default_factory=list)
     #: Servers of an untrusted project's ``.mcp.json``: listed, not started.
     untrusted: list[str] = Field(default_factory=list)
+    #: HTTP servers of the project layer the user has not approved at their URL: listed (with
+    #: the URL), not started (:func:`withhold_unapproved`).
+    awaiting_approval: dict[str, str] = Field(default_factory=dict)
 
 
 def _explain(exc: ValidationError) -> str:
@@ -209,3 +215,22 @@ def load_config(root: Path | None, *, global_home: Path, trusted: bool) -> McpCo
             servers[server] = cfg
             layer[server] = name
     return McpConfig(servers=servers, layer=layer, problems=problems, untrusted=untrusted)
+
+
+def withhold_unapproved(config: McpConfig, approved: Callable[[str, str], bool]) -> McpConfig:
+    """``config`` without the project layer's HTTP servers whose URL ``approved(name, url)`` denies;
+    those move to :attr:`McpConfig.awaiting_approval` (pure but for ``approved``)."""
+    waiting = {
+        name: cfg.url
+        for name, cfg in config.servers.items()
+        if isinstance(cfg, HttpServer) and config.layer.get(name) == "project" and not approved(name, cfg.url)
+    }
+    if not waiting:
+        return config
+    return config.model_copy(
+        update={
+            "servers": {n: c for n, c in config.servers.items() if n not in waiting},
+            "layer": {n: layer for n, layer in config.layer.items() if n not in waiting},
+            "awaiting_approval": waiting,
+        }
+    )

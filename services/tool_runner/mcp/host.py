@@ -2,8 +2,10 @@
 
 :class:`McpHost` is the tool runner's ``MCPClientManager`` (seed 003). Per project it reads
 ``.mcp.json`` (:mod:`.config`; the project layer only when the user trusts the project) and
-keeps one :class:`.connection.ServerConnection` per server, created on first use. It re-reads
-the configuration when a ``.mcp.json`` or the trust store changes (a changed or removed server's
+keeps one :class:`.connection.ServerConnection` per server, created on first use. An HTTP
+server of the project layer is left out until the user approved its URL (:mod:`.approvals`;
+listed as ``awaiting_approval``, never requested). It re-reads the configuration when a
+``.mcp.json``, the trust store or the approval store changes (a changed or removed server's
 connection is closed), and closes a project's connections when the project stops. Each replica
 of the tool runner has its own host, hence its own connections.
 """
@@ -25,7 +27,8 @@ from jidocode.shared.policy import Policy
 from jidocode.shared.settings import global_home
 from jidocode.shared.trust import is_trusted, trust_store_path
 
-from .config import HttpServer, McpConfig, load_config
+from .approvals import approval_store_path, awaiting_message, is_approved
+from .config import HttpServer, McpConfig, load_config, withhold_unapproved
 from .connection import McpServerError, ServerConnection, State
 from .mapping import fit, mcp_name, split_name, tool_result, tool_spec
 from .rules import mcp_exposed
@@ -116,7 +119,14 @@ class McpHost:
             _stat(self.home / ".mcp.json"),
             _stat(Path(root) / ".mcp.json"),
             _stat(trust_store_path(self.home)),
+            _stat(approval_store_path(self.home)),
         )
+
+    def _load(self, root: str) -> McpConfig:
+        """The project's servers, without the project's HTTP servers the user has not approved."""
+        trusted = is_trusted(root, home=self.home)
+        config = load_config(Path(root), global_home=self.home, trusted=trusted)
+        return withhold_unapproved(config, lambda name, url: is_approved(root, name, url, home=self.home))
 
     async def _servers(self, project_id: str, policy: Policy) -> _ProjectServers:
         root = policy.sandbox.root
@@ -128,8 +138,7 @@ class McpHost:
             current = self._projects.get(project_id)
             if current is not None and current.signature == sig:
                 return current
-            trusted = await asyncio.to_thread(is_trusted, root, home=self.home)
-            config = await asyncio.to_thread(load_config, Path(root), global_home=self.home, trusted=trusted)
+            config = await asyncio.to_thread(self._load, root)
             for problem in config.problems:
                 log.warning("MCP configuration of %s: %s", project_id, problem)
             fresh = _ProjectServers(signature=sig, config=config)
@@ -218,6 +227,17 @@ class McpHost:
                     error=conn.last_error if conn else "",
                 )
             )
+        for name, url in sorted(servers.config.awaiting_approval.items()):
+            out.append(
+                ServerStatus(
+                    name=name,
+                    layer="project",
+                    transport="http",
+                    state="awaiting_approval",
+                    tools=[],
+                    error=awaiting_message(policy.sandbox.root, name, url),
+                )
+            )
         for name in servers.config.untrusted:
             out.append(
                 ServerStatus(
@@ -243,15 +263,7 @@ class McpHost:
         server, tool = parts
         servers = await self._servers(project_id, policy)
         if server not in servers.config.servers:
-            why = (
-                "its project is not trusted, so the servers of its .mcp.json are not started"
-                if server in servers.config.untrusted
-                else f"configured servers: {', '.join(sorted(servers.config.servers)) or 'none'}"
-            )
-            raise NotFound(
-                f"tool {name!r}: no MCP server {server!r} ({why})",
-                details={"tool": name, "server": server, "reason": "no_such_server"},
-            )
+            raise self._absent(servers.config, policy, name, server)
         conn = self._connection(servers, server, policy)
         await conn.ensure(min(timeout_s, self.start_timeout_s))
         for t in conn.tools:
@@ -282,9 +294,28 @@ class McpHost:
         server, tool = parts
         servers = await self._servers(project_id, policy)
         if server not in servers.config.servers:
-            raise NotFound(f"no MCP server {server!r}", details={"tool": name, "server": server})
+            raise self._absent(servers.config, policy, name, server)
         conn = self._connection(servers, server, policy)
         return fit(tool_result(server, tool, await conn.call(tool, args, timeout_s)), max_bytes)
+
+    @staticmethod
+    def _absent(config: McpConfig, policy: Policy, name: str, server: str) -> NotFound:
+        """Why tool ``name`` has no running server: awaiting approval, untrusted or not configured."""
+        url = config.awaiting_approval.get(server)
+        if url is not None:
+            return NotFound(
+                f"tool {name!r}: {awaiting_message(policy.sandbox.root, server, url)}",
+                details={"tool": name, "server": server, "reason": "awaiting_approval", "url": url},
+            )
+        why = (
+            "its project is not trusted, so the servers of its .mcp.json are not started"
+            if server in config.untrusted
+            else f"configured servers: {', '.join(sorted(config.servers)) or 'none'}"
+        )
+        return NotFound(
+            f"tool {name!r}: no MCP server {server!r} ({why})",
+            details={"tool": name, "server": server, "reason": "no_such_server"},
+        )
 
     # --- lifecycle ---------------------------------------------------------------------------
 

@@ -25,6 +25,7 @@ from jidocode.client import JidoClient
 from jidocode.services.conversation.llm import make_llm_port
 from jidocode.services.conversation.service import serve as serve_conversation
 from jidocode.services.registry import serve_many
+from jidocode.services.tool_runner.mcp.approvals import approve_server
 from jidocode.services.tool_runner.service import ToolRunner
 from jidocode.shared.bus import Bus
 from jidocode.shared.clients import EngineClient, ProjectClient, ToolsClient
@@ -406,6 +407,8 @@ async def test_a_streamable_http_server_with_headers(system: McpSystem) -> None:
             json.dumps({"permissions": {"allow": ["mcp__web", "mcp__down"]}})
         )
         trust_project(root, home=system.home)
+        approve_server(root, "web", url, home=system.home)  # a project's URLs need the user's approval
+        approve_server(root, "down", "http://127.0.0.1:9/mcp", home=system.home)
         pid = await system.start(root)
         await _listening(port)
         echo = await run_tool(system.bus, pid, "mcp__web__echo", {"text": "over http"}, request_id="w1")

@@ -1,0 +1,159 @@
+"""`jidocode mcp-servers list|approve|revoke <dir>`: the MCP servers a project names, offline.
+
+An HTTP server of a project's ``.mcp.json`` is a URL the tool runner would request from the
+host, so it starts only once the user approved it here, for that project, that server name and
+that exact URL (``services/tool_runner/mcp/approvals.py``, decision 0302). The approval is stored
+in the user's global home (``mcp_approvals.json``, 0600), never in the project; the tool runner
+notices it on its next use of the project, no restart needed. A changed URL awaits a new
+approval. Servers of the user's own global ``.mcp.json`` need none.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+from pydantic import BaseModel, ConfigDict
+
+from jidocode.services.tool_runner.mcp.approvals import (
+    Approval,
+    approve_server,
+    is_approved,
+    revoke_server,
+)
+from jidocode.services.tool_runner.mcp.config import HttpServer, StdioServer, load_config
+from jidocode.shared.errors import InvalidInput, NotFound
+from jidocode.shared.settings import global_home
+from jidocode.shared.trust import trust_state
+
+from .common import console, err_console, print_json, run
+
+__all__ = ["ServerRow", "app", "server_rows"]
+
+app = typer.Typer(
+    help="The MCP servers of a project: list them; approve or revoke its HTTP servers.",
+    no_args_is_help=True,
+)
+
+JSON = typer.Option(False, "--json", help="print JSON")
+
+
+class ServerRow(BaseModel):
+    """One server a project would use, and whether the tool runner starts it."""
+
+    model_config = ConfigDict(frozen=True)
+
+    name: str
+    layer: str
+    transport: str
+    #: The URL of an HTTP server, the command line of a stdio one.
+    target: str
+    #: ``runs`` (in the sandbox, for a stdio server), ``approved``, ``awaiting_approval`` or
+    #: ``untrusted`` (the project's ``.mcp.json`` counts only once the project is trusted).
+    state: str
+
+
+def _target(cfg: StdioServer | HttpServer) -> str:
+    return cfg.url if isinstance(cfg, HttpServer) else " ".join([cfg.command, *cfg.args])
+
+
+def server_rows(root: Path, *, home: Path) -> list[ServerRow]:
+    """Every server of ``root``'s two layers as the tool runner would see it (reads files only)."""
+    real = trust_state(root, home=home).root
+    trusted = trust_state(root, home=home).trusted
+    config = load_config(Path(real), global_home=home, trusted=True)
+    rows = []
+    for name, cfg in sorted(config.servers.items()):
+        layer = config.layer.get(name, "")
+        transport = "http" if isinstance(cfg, HttpServer) else "stdio"
+        if layer == "project" and not trusted:
+            state = "untrusted"
+        elif layer == "project" and isinstance(cfg, HttpServer):
+            state = "approved" if is_approved(real, name, cfg.url, home=home) else "awaiting_approval"
+        else:
+            state = "runs"
+        rows.append(ServerRow(name=name, layer=layer, transport=transport, target=_target(cfg), state=state))
+    return rows
+
+
+def _project_http_server(root: Path, server: str, *, home: Path) -> HttpServer:
+    """The HTTP server ``server`` of the project's own ``.mcp.json``; :class:`NotFound` naming why not."""
+    config = load_config(root, global_home=home, trusted=True)
+    cfg = config.servers.get(server)
+    if cfg is None or config.layer.get(server) != "project":
+        named = sorted(n for n, layer in config.layer.items() if layer == "project")
+        raise NotFound(
+            f"{root}/.mcp.json names no server {server!r} (it names: {', '.join(named) or 'none'})",
+            details={"root": str(root), "server": server},
+        )
+    if not isinstance(cfg, HttpServer):
+        raise InvalidInput(
+            f"{server!r} of {root}/.mcp.json is a stdio server: it runs in the sandbox and needs no approval",
+            details={"root": str(root), "server": server},
+        )
+    return cfg
+
+
+@app.command("list")
+def list_servers(
+    project_dir: str = typer.Argument(..., help="the project's directory"),
+    json_out: bool = JSON,
+) -> None:
+    """List the MCP servers the project would use, and which await your approval."""
+    home = global_home()
+
+    async def main() -> list[ServerRow]:
+        return server_rows(Path(project_dir), home=home)
+
+    rows = run(main)
+    if json_out:
+        print_json(rows)
+        return
+    for row in rows:
+        console.print(f"{row.name}  {row.layer}  {row.transport}  {row.state}  {row.target}", highlight=False)
+    if not rows:
+        console.print(f"no MCP servers for {project_dir}", highlight=False)
+
+
+@app.command()
+def approve(
+    project_dir: str = typer.Argument(..., help="the project's directory"),
+    server: str = typer.Argument(..., help="the name of an HTTP server of its .mcp.json"),
+    json_out: bool = JSON,
+) -> None:
+    """Approve an HTTP server of the project's .mcp.json at the URL it names now."""
+    home = global_home()
+
+    async def main() -> Approval:
+        root = Path(trust_state(project_dir, home=home).root)
+        cfg = _project_http_server(root, server, home=home)
+        return approve_server(root, server, cfg.url, home=home)
+
+    approval = run(main)
+    if json_out:
+        print_json(approval)
+        return
+    console.print(f"approved {approval.server} of {approval.root}: {approval.url}", highlight=False)
+    if not trust_state(approval.root, home=home).trusted:
+        err_console.print(
+            f"[yellow]the project is not trusted: its .mcp.json counts once you run "
+            f"`jidocode projects trust {approval.root}`[/]",
+            highlight=False,
+        )
+
+
+@app.command()
+def revoke(
+    project_dir: str = typer.Argument(..., help="the project's directory"),
+    server: str = typer.Argument(..., help="the server's name"),
+) -> None:
+    """Forget the approval of a project's HTTP server (its connection closes on next use)."""
+    home = global_home()
+
+    async def main() -> bool:
+        return revoke_server(project_dir, server, home=home)
+
+    if run(main):
+        console.print(f"revoked {server} of {project_dir}", highlight=False)
+    else:
+        console.print(f"{server} of {project_dir} was not approved", highlight=False)
