@@ -11,14 +11,16 @@ Checks, each printed with what to do when it is a problem:
 * **model**: the model and API base of the global settings and this shell's environment,
   and whether the API key's variable is set (never its value);
 * **settings**: what the settings files (global, and the project's: ``-p`` or the current
-  folder) say is wrong or has no effect, one line per problem with its file and key
-  (e.g. a ``signal_bus`` middleware: NATS runs none);
+  folder) say is wrong or has no effect, one line per problem with its ``file:line:column``
+  and key (e.g. a ``signal_bus`` middleware: NATS runs none);
 * **sandbox**: which OS sandbox tool commands run in here, with a test command.
 
 Exit code 1 when something needed is missing or broken (Python, the NATS binary, the
-data home, a running system whose services do not answer, the sandbox); no running
-system, no configured model and settings problems are warnings: ``up`` starts one,
-``chat --model`` picks one, and a bad key falls back to the layer below.
+data home, a running system whose services do not answer, the sandbox, a settings file
+with an error: it does not parse, or a key's value is invalid, and then the project
+refuses every tool call until it is fixed, decision 0304); no running system, no
+configured model and settings warnings (a key with no effect) are warnings: ``up``
+starts one and ``chat --model`` picks one.
 """
 
 from __future__ import annotations
@@ -41,7 +43,7 @@ from jidocode.services.registry import SERVICES
 from jidocode.shared import sandbox, subjects
 from jidocode.shared.bus import connect_nats, gather
 from jidocode.shared.config import Config, credentials_dir, default_data_home, running_file, running_system
-from jidocode.shared.errors import JidoError
+from jidocode.shared.errors import JidoError, PermissionDenied
 from jidocode.shared.natsserver import find_nats_server
 from jidocode.shared.settings import global_home, load_settings
 
@@ -275,27 +277,39 @@ MAX_SETTINGS_LINES = 20
 
 
 def check_settings(project: str | None = None, jido_home: Path | None = None) -> Check:
-    """The diagnostics of the settings layers of ``project`` (or the global layer alone)."""
+    """The diagnostics of the settings layers of ``project`` (or the global layer alone).
+
+    ``fail`` while a settings file has an error (the project refuses every tool call
+    until it is fixed), ``warn`` for what only has no effect; each line names
+    ``file:line:column`` and the key.
+    """
     root = Path(os.path.realpath(project)) if project else None
     loaded = load_settings(root, jido_home=jido_home)
     read = ", ".join(loaded.files) or "no settings file"
     if not loaded.diagnostics:
         return _check("settings", "ok", f"{read}: no problems")
+    # errors first: they are what refuses the calls
+    shown = sorted(loaded.diagnostics, key=lambda d: d.severity != "error")
     lines = [
-        f"{d.severity} {d.file}" + (f" [{d.key}]" if d.key else "") + f": {d.problem}"
-        for d in loaded.diagnostics[:MAX_SETTINGS_LINES]
+        f"{d.severity} {d.where}" + (f" [{d.key}]" if d.key else "") + f": {d.problem}"
+        for d in shown[:MAX_SETTINGS_LINES]
     ]
     more = len(loaded.diagnostics) - len(lines)
     if more:
         lines.append(f"… and {more} more (`jidocode assets diagnostics <dir>`)")
+    summary = f"{len(loaded.diagnostics)} problem(s) in {read}"
+    fix = "fix or remove the keys named (each has no effect)"
+    if loaded.broken:
+        files = ", ".join(sorted({d.file for d in loaded.broken}))
+        summary = (
+            f"{len(loaded.broken)} error(s) in {files}: every tool call "
+            f"{'of this project' if root is not None else 'of every project'} is refused until fixed; {summary}"
+        )
+        fix = "fix the errors named (file:line:column); the next call after the fix works, no restart"
     return {
-        **_check(
-            "settings",
-            "warn",
-            f"{len(loaded.diagnostics)} problem(s) in {read}",
-            "fix or remove the keys named (each falls back to the layer below, or has no effect)",
-        ),
+        **_check("settings", "fail" if loaded.broken else "warn", summary, fix),
         "diagnostics": [d.model_dump() for d in loaded.diagnostics],
+        "errors": [d.model_dump() for d in loaded.broken],
         "lines": lines,
     }
 
@@ -331,7 +345,10 @@ def sandbox_report(project: str | None = None, *, check: bool = True) -> dict[st
     caps = sandbox.detect()
     home = str(global_home())
     root = os.path.realpath(project or os.getcwd())
-    settings = sandbox.effective_settings(root, jido_home=home)
+    try:
+        settings = sandbox.effective_settings(root, jido_home=home)
+    except PermissionDenied as exc:  # a settings file with an error: no mode is chosen from it
+        return _refused_report(exc, caps, home)
     choice = sandbox.choose(settings, caps)
     report: dict[str, Any] = {
         "sandbox": choice.mode,
@@ -357,6 +374,24 @@ def sandbox_report(project: str | None = None, *, check: bool = True) -> dict[st
     return report
 
 
+def _refused_report(exc: PermissionDenied, caps: sandbox.Capabilities, home: str) -> dict[str, Any]:
+    """The sandbox report while a settings file has an error: no sandbox runs anything."""
+    return {
+        "sandbox": "unavailable",
+        "sandboxed": False,
+        "reason": exc.message,
+        "hint": "fix the settings file named (see settings: above)",
+        "network": False,
+        "settings": {"mode": None, "network": None, "global": str(Path(home) / "settings.json")},
+        "bubblewrap": {
+            "path": caps.bwrap,
+            "problem": caps.bwrap_problem,
+            "disable_userns": caps.bwrap_disable_userns,
+        },
+        "landlock": {"abi": caps.landlock_abi, "problem": caps.landlock_problem},
+    }
+
+
 def _print_check(c: Check) -> None:
     colour = {"ok": "green", "warn": "yellow", "fail": "red"}[c["status"]]
     console.print(
@@ -378,9 +413,12 @@ def _print_sandbox(report: dict[str, Any]) -> None:
     bw, ll = report["bubblewrap"], report["landlock"]
     console.print(f"  bubblewrap: {bw['path'] or 'no'}" + (f" ({bw['problem']})" if bw["problem"] else ""))
     console.print("  landlock:   " + (f"ABI {ll['abi']}" if ll["abi"] else f"no ({ll['problem']})"))
+    mode = report["settings"]["mode"]
     console.print(
-        f"  settings:   mode {report['settings']['mode']}, network "
-        f"{'allowed' if report['network'] else 'off'} ({report['settings']['global']})"
+        f"  settings:   mode {mode}, network {'allowed' if report['network'] else 'off'}"
+        if mode is not None
+        else "  settings:   not usable (an error in a settings file)",
+        f"({report['settings']['global']})",
     )
     if "check" in report:
         state = "[green]ok[/]" if report["check"]["ok"] else f"[red]failed[/]: {report['check']['output']}"
@@ -398,12 +436,13 @@ def doctor(
 ) -> None:
     """Check Python, the NATS binary, the data home, a running system, the model and the sandbox."""
     checks = [check_python(), check_nats(), check_data_home(), check_system(), check_model()]
-    # Settings problems are never fatal (a bad key falls back): printed after the checks, and under
-    # their own key in --json (the sandbox report already has a "settings" key: its own).
+    # Settings: printed after the checks, and under their own key in --json (the sandbox report
+    # already has a "settings" key: its own). A settings error is fatal (every call is refused).
     settings_check = check_settings(project or os.getcwd())
     report = sandbox_report(project, check=not no_check)
     sandbox_ok = report["sandbox"] != "unavailable" and report.get("check", {"ok": True})["ok"]
-    failed = [c["name"] for c in checks if c["status"] == "fail"] + ([] if sandbox_ok else ["sandbox"])
+    failed = [c["name"] for c in (*checks, settings_check) if c["status"] == "fail"]
+    failed += [] if sandbox_ok else ["sandbox"]
     if json_out:
         print_json({**report, "checks": checks, "settings_check": settings_check, "ok": not failed})
     else:

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from jidocode.cli.doctor import check_settings
 from jidocode.shared.errors import InvalidInput, PermissionDenied
 from jidocode.shared.policy.loader import PolicyCache, load_policy
 from jidocode.shared.sandbox import effective_settings
@@ -140,3 +141,17 @@ def test_the_sandbox_mode_is_refused_not_weakened(layout: tuple[Path, Path]) -> 
         effective_settings(str(root), jido_home=str(home))
     (home / "settings.json").write_text('{"sandbox": {"mode": "bubblewrap"}}')
     assert effective_settings(str(root), jido_home=str(home)).mode == "bubblewrap"
+
+
+def test_doctor_fails_the_settings_check_with_the_errors_first(layout: tuple[Path, Path]) -> None:
+    root, home = layout
+    _write(home / "settings.json", json.dumps({"signal_bus": {"name": "other"}}))  # a warning
+    bad = _write(root / ".jido" / "settings.json", TRAILING_COMMA)
+    found = check_settings(str(root), jido_home=home)
+    assert found["status"] == "fail" and "every tool call of this project is refused" in found["detail"]
+    assert found["lines"][0] == f"error {bad}:4:3: invalid JSON: trailing comma before '}}' " + (
+        "(Expecting property name enclosed in double quotes)"
+    )
+    assert found["lines"][1].startswith(f"warning {home / 'settings.json'}:1:17 [signal_bus.name]")
+    assert [(e["line"], e["column"]) for e in found["errors"]] == [(4, 3)]
+    assert check_settings(None, jido_home=home)["status"] == "warn"  # the global file alone is fine
