@@ -1,7 +1,9 @@
 """The gateway's ASGI application: auth, health, login, the JSON API, SSE, console and A2A.
 
-:func:`create_app` assembles it over a :class:`~.context.GatewayContext`; every
-route but ``GET /healthz`` and ``GET /login`` needs the token (:mod:`.auth`).
+:func:`create_app` assembles it over a :class:`~.context.GatewayContext` and the port the
+gateway listens on; every route but ``GET /healthz`` and ``GET /login`` needs the token
+(:mod:`.auth`), a state change with only the cookie must be a same-origin JSON request, and
+MCP over HTTP a ``Host`` and ``Origin`` of this gateway (:mod:`.origin`).
 """
 
 from __future__ import annotations
@@ -18,10 +20,11 @@ from jidocode.services.mcp_gateway import McpProjects
 from . import a2a, api, console, streams
 from .auth import COOKIE
 from .context import GatewayContext
-from .middleware import BodyLimit, RequireToken, error_body
+from .middleware import BodyLimit, RequireToken, SameOrigin, error_body
 from .openapi import openapi_document
+from .origin import OwnOrigin
 
-__all__ = ["create_app"]
+__all__ = ["create_app", "own_origin"]
 
 
 async def healthz(request: Request) -> Response:
@@ -58,8 +61,17 @@ async def openapi(request: Request) -> Response:
     return JSONResponse(request.app.state.openapi)
 
 
-def create_app(ctx: GatewayContext) -> Starlette:
-    """The gateway's app over ``ctx`` (its state carries ``ctx`` for every handler)."""
+def own_origin(ctx: GatewayContext, port: int) -> OwnOrigin:
+    """The ``Host``/``Origin`` values of the gateway of ``ctx`` listening on ``port``."""
+    return OwnOrigin.of(ctx.settings.host, port, ctx.settings.public_urls)
+
+
+def create_app(ctx: GatewayContext, *, port: int) -> Starlette:
+    """The gateway's app over ``ctx``, listening on ``port`` (the real one, never 0).
+
+    Its state carries ``ctx`` for every handler.
+    """
+    own = own_origin(ctx, port)
     routes: list[BaseRoute] = [
         Route("/healthz", healthz, methods=["GET"]),
         Route("/login", login, methods=["GET"]),
@@ -69,12 +81,14 @@ def create_app(ctx: GatewayContext) -> Starlette:
     ]
     routes.extend(console.routes(ctx))
     routes.extend(a2a.routes(ctx))
-    # Each project's MCP server over streamable HTTP (docs/mcp.md), behind the same token;
-    # GatewayServer opens and closes it (uvicorn runs without a lifespan here).
-    mcp = McpProjects(ctx.bus)
+    # Each project's MCP server over streamable HTTP (docs/mcp.md), behind the same token and
+    # SameOrigin's Host/Origin check; the SDK's DNS-rebinding check is on with the same values
+    # as a second wall. GatewayServer opens and closes it (uvicorn runs without a lifespan here).
+    mcp = McpProjects(ctx.bus, allowed_hosts=list(own.hosts), allowed_origins=list(own.origins))
     routes.append(Route("/projects/{project_id}/mcp", mcp, methods=["GET", "POST", "DELETE"]))
     middleware = [
         Middleware(RequireToken, checker=ctx.auth),
+        Middleware(SameOrigin, own=own, checker=ctx.auth),
         Middleware(BodyLimit, limit=ctx.settings.max_body_bytes),
     ]
     if ctx.settings.cors_origins:
@@ -90,5 +104,6 @@ def create_app(ctx: GatewayContext) -> Starlette:
     app = Starlette(routes=routes, middleware=middleware)
     app.state.ctx = ctx
     app.state.mcp = mcp
+    app.state.own_origin = own
     app.state.openapi = openapi_document()
     return app

@@ -60,16 +60,25 @@ class TokenChecker:
             return False
         return hmac.compare_digest(candidate.encode(), self._token)
 
-    def presented(self, conn: HTTPConnection) -> str | None:
-        """The token the request shows: the bearer header first, else the cookie."""
-        header = conn.headers.get("authorization", "")
-        scheme, _, value = header.partition(" ")
+    @staticmethod
+    def bearer(conn: HTTPConnection) -> str | None:
+        """The token of the request's ``Authorization: Bearer`` header, if it has one."""
+        scheme, _, value = conn.headers.get("authorization", "").partition(" ")
         if scheme.lower() == "bearer" and value.strip():
             return value.strip()
-        return conn.cookies.get(COOKIE)
+        return None
+
+    def presented(self, conn: HTTPConnection) -> str | None:
+        """The token the request shows: the bearer header first, else the cookie."""
+        return self.bearer(conn) or conn.cookies.get(COOKIE)
 
     def allows(self, conn: HTTPConnection) -> bool:
         return self.matches(self.presented(conn))
+
+    def allows_by_header(self, conn: HTTPConnection) -> bool:
+        """Whether the request shows the token in its bearer header (which no other origin's page
+        can set without the token), not only in the cookie (which a browser sends for any page)."""
+        return self.matches(self.bearer(conn))
 
     def __repr__(self) -> str:
         return "TokenChecker(<hidden>)"

@@ -8,10 +8,13 @@ error type                                  status
 ``missing_data_envelope`` (and a body that
 is not JSON, a bad id in the path)
 ``unauthorized``                            401
-``permission_denied``                       403
+``permission_denied`` (and a cross-origin   403
+state change, :mod:`.origin`)
 ``not_found``                               404
 ``conflict``                                409
 ``payload_too_large``                       413
+``unsupported_media_type`` (a cookie-only   415
+state change whose body is not JSON)
 ``validation_error`` (a body or query that  422
 does not fit its schema)
 ``service_unavailable``, ``timeout``        503
@@ -41,6 +44,7 @@ STATUS_BY_TYPE: dict[str, int] = {
     "not_found": 404,
     "conflict": 409,
     "payload_too_large": 413,
+    "unsupported_media_type": 415,
     "validation_error": 422,
     "service_unavailable": 503,
     "timeout": 503,

@@ -1,6 +1,6 @@
-"""The gateway's ASGI middleware: the token check and the request body limit.
+"""The gateway's ASGI middleware: the token check, the same-origin check and the body limit.
 
-Both are plain ASGI (not ``BaseHTTPMiddleware``) so streamed responses (SSE)
+All are plain ASGI (not ``BaseHTTPMiddleware``) so streamed responses (SSE)
 pass through untouched.
 """
 
@@ -13,11 +13,15 @@ from starlette.requests import HTTPConnection
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from .auth import TokenChecker
+from .origin import OwnOrigin, Refusal, is_mcp_path, mcp_refusal, state_change_refusal
 
-__all__ = ["PUBLIC_PATHS", "BodyLimit", "RequireToken", "error_body"]
+__all__ = ["PUBLIC_PATHS", "BodyLimit", "RequireToken", "SameOrigin", "error_body"]
 
 #: Paths that need no token: the health check and the login that checks one.
 PUBLIC_PATHS = frozenset({"/healthz", "/login"})
+
+#: The request headers :class:`SameOrigin` judges by.
+_CHECKED_HEADERS = ("host", "origin", "referer", "content-type")
 
 
 def error_body(error_type: str, message: str, details: dict[str, Any] | None = None) -> bytes:
@@ -52,6 +56,44 @@ class RequireToken:
             return
         body = error_body("unauthorized", "a valid token is required (Authorization: Bearer, or log in)")
         await _send_json(send, 401, body, [(b"www-authenticate", b"Bearer")])
+
+
+class SameOrigin:
+    """Refuse a state change the cookie alone authenticates unless it is a same-origin JSON
+    request, and an MCP request whose ``Host`` or ``Origin`` is not this gateway's
+    (:mod:`.origin`: 403, or 415 for a body that is not JSON).
+
+    It runs after :class:`RequireToken`, so a request that reaches it showed a valid token;
+    only a bearer header that carries it waives the origin check (a request let in by its
+    cookie, with an empty ``Authorization`` or one of another scheme, is judged as the cookie's).
+    """
+
+    def __init__(self, app: ASGIApp, own: OwnOrigin, checker: TokenChecker) -> None:
+        self.app = app
+        self.own = own
+        self.checker = checker
+
+    def refusal(self, scope: Scope) -> Refusal | None:
+        conn = HTTPConnection(scope)
+        headers = {name: conn.headers[name] for name in _CHECKED_HEADERS if name in conn.headers}
+        if is_mcp_path(scope["path"]):
+            refused = mcp_refusal(self.own, headers)
+            if refused is not None:
+                return refused
+        bearer = self.checker.allows_by_header(conn)
+        return state_change_refusal(self.own, scope["method"], headers, bearer=bearer)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["path"] in PUBLIC_PATHS:
+            await self.app(scope, receive, send)
+            return
+        refused = self.refusal(scope)
+        if refused is None:
+            await self.app(scope, receive, send)
+            return
+        await _send_json(
+            send, refused.status, error_body(refused.error_type, refused.message, refused.details)
+        )
 
 
 class BodyLimit:

@@ -11,8 +11,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import socket
 
 import uvicorn
+from starlette.applications import Starlette
 
 from jidocode.shared.bus import Bus
 from jidocode.shared.config import Config
@@ -22,33 +24,61 @@ from .auth import TokenChecker, load_or_create_token
 from .context import GatewayContext
 from .settings import GatewaySettings
 
-__all__ = ["GatewayServer", "serve"]
+__all__ = ["GatewayServer", "listen", "serve"]
 
 log = logging.getLogger("jidocode.gateway")
 
 
+def listen(host: str, port: int) -> socket.socket:
+    """A socket listening on ``host``:``port`` (``0``: a free port), or ``OSError`` naming both.
+
+    The gateway binds before it builds its app: the app's same-origin and MCP ``Host`` checks
+    need the real port (:func:`.app.create_app`).
+    """
+    try:
+        infos = socket.getaddrinfo(host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+        family = infos[0][0]
+        return socket.create_server((host, port), family=family, backlog=2048)
+    except OSError as exc:
+        raise OSError(
+            exc.errno, f"the gateway cannot listen on {host}:{port}: {exc.strerror or exc}"
+        ) from exc
+
+
 class GatewayServer:
-    """uvicorn serving the app over a connected bus; :attr:`port` is known once started."""
+    """uvicorn serving the app over a connected bus; the app is built once the port is bound."""
 
     def __init__(self, ctx: GatewayContext) -> None:
         self.ctx = ctx
-        self.app = create_app(ctx)
+        self._socket: socket.socket | None = None
+        self._port: int | None = None
+        self._app: Starlette | None = None
+        self._server: uvicorn.Server | None = None
+        self._task: asyncio.Task[None] | None = None
+
+    @property
+    def app(self) -> Starlette:
+        """The ASGI app (it exists once :meth:`start` bound the port)."""
+        if self._app is None:
+            raise RuntimeError("the gateway's app is built when it starts (GatewayServer.start)")
+        return self._app
+
+    async def start(self) -> None:
+        settings = self.ctx.settings
+        self._socket = listen(settings.host, settings.port)
+        self._port = int(self._socket.getsockname()[1])
+        self._app = create_app(self.ctx, port=self._port)
         self._server = uvicorn.Server(
             uvicorn.Config(
-                self.app,
-                host=ctx.settings.host,
-                port=ctx.settings.port,
+                self._app,
                 log_level="warning",
                 lifespan="off",
                 access_log=False,
                 timeout_graceful_shutdown=2,
             )
         )
-        self._task: asyncio.Task[None] | None = None
-
-    async def start(self) -> None:
         await self.app.state.mcp.__aenter__()  # the per-project MCP servers' session managers
-        self._task = asyncio.create_task(self._server.serve(), name="gateway-http")
+        self._task = asyncio.create_task(self._server.serve(sockets=[self._socket]), name="gateway-http")
         while not self._server.started:
             if self._task.done():
                 self._task.result()  # raises why it could not start (e.g. the port is taken)
@@ -57,10 +87,7 @@ class GatewayServer:
 
     @property
     def port(self) -> int:
-        for server in self._server.servers:
-            for sock in server.sockets:
-                return int(sock.getsockname()[1])
-        return self.ctx.settings.port
+        return self.ctx.settings.port if self._port is None else self._port
 
     @property
     def base_url(self) -> str:
@@ -69,11 +96,15 @@ class GatewayServer:
         return f"http://{host}:{self.port}"
 
     async def stop(self) -> None:
-        self._server.should_exit = True
+        if self._server is not None:
+            self._server.should_exit = True
         if self._task is not None:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
-        await self.app.state.mcp.close()
+        if self._app is not None:
+            await self._app.state.mcp.close()
+        if self._socket is not None:
+            self._socket.close()
 
 
 def make_context(bus: Bus, config: Config, settings: GatewaySettings) -> GatewayContext:

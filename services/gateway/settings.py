@@ -9,6 +9,10 @@ variable                       meaning
                                kept in ``<data home>/gateway/token`` (0600)
 ``JIDO_GATEWAY_CORS_ORIGINS``  comma-separated origins allowed by CORS (default: none,
                                CORS off)
+``JIDO_GATEWAY_PUBLIC_URL``    comma-separated URLs the gateway is reached at besides
+                               its address (``https://jido.example.com`` behind a
+                               proxy): the console's cookie and MCP over HTTP are
+                               accepted from them too (decision 0305)
 ``JIDO_GATEWAY_MAX_BODY``      the largest request body in bytes (default: the bus's
                                payload limit)
 ``JIDO_GATEWAY_SSE_QUEUE``     events a bus-stream viewer may fall behind before its
@@ -29,6 +33,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from jidocode.shared.config import default_data_home
 from jidocode.shared.envelope import MAX_PAYLOAD_BYTES
 
+from .origin import parse_public_url
+
 __all__ = ["DEFAULT_HOST", "DEFAULT_PORT", "MIN_TOKEN_LENGTH", "GatewaySettings"]
 
 DEFAULT_HOST = "127.0.0.1"
@@ -47,6 +53,8 @@ class GatewaySettings(BaseModel):
     token: str | None = Field(default=None, min_length=MIN_TOKEN_LENGTH, repr=False)
     data_home: Path = Field(default_factory=default_data_home)
     cors_origins: tuple[str, ...] = ()
+    #: URLs (``scheme://host[:port]``) the gateway is reached at besides its own address.
+    public_urls: tuple[str, ...] = ()
     max_body_bytes: int = Field(default=MAX_PAYLOAD_BYTES, ge=1024)
     #: Events a bus-stream (``/api/events``) viewer may fall behind before it is cut off.
     sse_queue: int = Field(default=1000, ge=1, le=100_000)
@@ -62,6 +70,13 @@ class GatewaySettings(BaseModel):
             raise ValueError("JIDO_GATEWAY_TOKEN must be printable ASCII without spaces")
         return value
 
+    @field_validator("public_urls")
+    @classmethod
+    def _public_urls(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for url in value:
+            parse_public_url(url)  # raises naming the URL
+        return value
+
     @classmethod
     def from_env(cls, **overrides: object) -> GatewaySettings:
         env = os.environ
@@ -75,6 +90,10 @@ class GatewaySettings(BaseModel):
         if env.get("JIDO_GATEWAY_CORS_ORIGINS"):
             values["cors_origins"] = tuple(
                 o.strip() for o in env["JIDO_GATEWAY_CORS_ORIGINS"].split(",") if o.strip()
+            )
+        if env.get("JIDO_GATEWAY_PUBLIC_URL"):
+            values["public_urls"] = tuple(
+                u.strip() for u in env["JIDO_GATEWAY_PUBLIC_URL"].split(",") if u.strip()
             )
         if env.get("JIDO_GATEWAY_MAX_BODY"):
             values["max_body_bytes"] = env["JIDO_GATEWAY_MAX_BODY"]

@@ -49,7 +49,10 @@ SECURITY_HEADERS: Final = {
         "base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
     ),
     "X-Content-Type-Options": "nosniff",
-    "Referrer-Policy": "no-referrer",
+    # same-origin, not no-referrer: under no-referrer the Fetch standard has a browser send
+    # ``Origin: null`` on the console's own POSTs, which the gateway's same-origin check
+    # refuses (decision 0305); same-origin still sends nothing to another origin
+    "Referrer-Policy": "same-origin",
     "Cache-Control": "no-store",
 }
 

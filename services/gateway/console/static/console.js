@@ -20,9 +20,14 @@ const Jido = (() => {
     return node;
   }
 
-  /** Call the JSON API; an error answer becomes an Error whose message is the API's. */
+  /**
+   * Call the JSON API; an error answer becomes an Error whose message is the API's. A state
+   * change always sends a JSON body (`{}` when there is none): the gateway serves a
+   * cookie-authenticated POST only as a same-origin application/json request.
+   */
   async function api(method, path, body) {
     const init = { method, credentials: "same-origin", headers: { Accept: "application/json" } };
+    if (body === undefined && method !== "GET" && method !== "HEAD") body = {};
     if (body !== undefined) {
       init.headers["Content-Type"] = "application/json";
       init.body = JSON.stringify(body);
