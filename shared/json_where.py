@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import re
-from json.decoder import scanstring
 from typing import Final
 
 __all__ = ["Position", "byte_position", "duplicate_key", "key_path", "key_positions", "text_position"]
@@ -82,7 +81,8 @@ class _Walk:
         seen: set[str] = set()
         while True:
             at = self._skip(i)
-            key, i = scanstring(self.text, at + 1)
+            value, i = _DECODER.raw_decode(self.text, at)
+            key = str(value)
             here = (*path, key)
             if key in seen:
                 self.duplicates.append((here, at))
