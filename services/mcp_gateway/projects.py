@@ -2,7 +2,7 @@
 
 ::
 
-    projects = McpProjects(bus)
+    projects = McpProjects(bus, allowed_hosts=["127.0.0.1:8765"], allowed_origins=["http://127.0.0.1:8765"])
     routes = [Route("/projects/{project_id}/mcp", projects, methods=["GET", "POST", "DELETE"])]
     async with projects:          # around serving: runs each server's session manager
         await uvicorn_server.serve()
@@ -11,12 +11,16 @@ A project's server is built (:func:`~.server.build_server`) on the first request
 it, once the project service knows the project, and kept until :meth:`McpProjects.close`:
 each runs the SDK's streamable-HTTP session manager in a task of its own. An id that is not
 a project is 404, one more project than ``max_projects`` is 503; both with a JSON body
-``{"error": {"type", "message"}}``. Authentication is the host's (the gateway's bearer token).
+``{"error": {"type", "message"}}``. Authentication is the host's (the gateway's bearer token);
+the ``Host`` and ``Origin`` a request may show are always checked (the SDK's DNS-rebinding
+protection, on with ``allowed_hosts``/``allowed_origins``: the gateway passes its own, and
+checks them itself first to answer 403 in its error format, decision 0305).
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from types import TracebackType
 from typing import Any, Final
 
@@ -86,18 +90,22 @@ class McpProjects:
         *,
         call_timeout_s: float = DEFAULT_CALL_TIMEOUT_S,
         max_projects: int = MAX_PROJECTS,
-        allowed_hosts: list[str] | None = None,
-        allowed_origins: list[str] | None = None,
+        allowed_hosts: Sequence[str],
+        allowed_origins: Sequence[str] = (),
     ) -> None:
+        """``allowed_hosts``: the ``Host`` values that name the host (``127.0.0.1:*`` for any
+        port); ``allowed_origins``: the ``Origin`` values accepted when a request has one."""
         if max_projects < 1:
             raise ValueError(f"max_projects must be at least 1, got {max_projects}")
+        if not allowed_hosts:
+            raise ValueError("allowed_hosts must name at least one Host value (DNS-rebinding protection)")
         self.bus = bus
         self.call_timeout_s = call_timeout_s
         self.max_projects = max_projects
         self.security = TransportSecuritySettings(
-            enable_dns_rebinding_protection=allowed_hosts is not None,
-            allowed_hosts=list(allowed_hosts or []),
-            allowed_origins=list(allowed_origins or []),
+            enable_dns_rebinding_protection=True,
+            allowed_hosts=list(allowed_hosts),
+            allowed_origins=list(allowed_origins),
         )
         self._served: dict[str, _Served] = {}
         self._lock = asyncio.Lock()

@@ -39,8 +39,10 @@ def asgi_app(
     """The streamable-HTTP ASGI app of ``server`` (one per server: the SDK keeps one session manager).
 
     ``allowed_hosts``/``allowed_origins`` turn on the SDK's DNS-rebinding protection (the
-    ``Host``/``Origin`` values accepted, ``*`` for any port: ``["127.0.0.1:*"]``); without them
-    the gateway's own checks and bearer tokens are what protect it.
+    ``Host``/``Origin`` values accepted, ``*`` for any port: ``["127.0.0.1:*"]``; a bad
+    ``Origin`` is 403, a bad ``Host`` 421). Without them nothing checks either: a host that
+    serves this app must check them itself, as the gateway does for every project's server
+    (:class:`~.projects.McpProjects`, decision 0305).
     """
     if not path.startswith("/"):
         raise ValueError(f"path must start with '/', got {path!r}")
