@@ -65,20 +65,27 @@ def _parameters(path: str, query: tuple[str, ...], headers: tuple[str, ...] = ()
     return params
 
 
-def _errors() -> dict[str, Any]:
+#: What only a state change (a POST) can be refused with: the same-origin rule (decision 0305).
+_STATE_CHANGE_ERRORS: tuple[tuple[int, str], ...] = (
+    (403, "cookie without the bearer header, from another origin (or none named)"),
+    (415, "cookie without the bearer header, and a body that is not application/json"),
+)
+
+
+def _errors(method: str = "GET") -> dict[str, Any]:
     body = {"application/json": {"schema": {"$ref": _REF.format(model="Error")}}}
-    return {
-        str(code): {"description": text, "content": body}
-        for code, text in (
-            (400, "bad input"),
-            (401, "no valid token"),
-            (404, "unknown project, conversation or event"),
-            (409, "conflicts with the current state"),
-            (413, "request body too large"),
-            (422, "body does not fit its schema"),
-            (503, "the service did not answer"),
-        )
-    }
+    codes = [
+        (400, "bad input"),
+        (401, "no valid token"),
+        (404, "unknown project, conversation or event"),
+        (409, "conflicts with the current state"),
+        (413, "request body too large"),
+        (422, "body does not fit its schema"),
+        (503, "the service did not answer"),
+    ]
+    if method != "GET":
+        codes.extend(_STATE_CHANGE_ERRORS)
+    return {str(code): {"description": text, "content": body} for code, text in sorted(codes)}
 
 
 def openapi_document(title: str = "JidoCode gateway", version: str = "1") -> dict[str, Any]:
@@ -102,7 +109,7 @@ def openapi_document(title: str = "JidoCode gateway", version: str = "1") -> dic
                     if spec.response
                     else {},
                 },
-                **_errors(),
+                **_errors(spec.method),
             },
         }
         if spec.body is not None:

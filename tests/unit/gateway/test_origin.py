@@ -191,3 +191,11 @@ def test_which_paths_are_mcp(path: str, mcp: bool) -> None:
 def test_console_pages_let_the_browser_say_their_origin() -> None:
     # no-referrer would make a browser send "Origin: null" on the console's own POSTs
     assert SECURITY_HEADERS["Referrer-Policy"] == "same-origin"
+
+
+def test_the_openapi_document_names_the_refusals_of_a_state_change() -> None:
+    from jidocode.services.gateway.openapi import openapi_document
+
+    paths = openapi_document()["paths"]
+    assert {"403", "415"} <= set(paths["/api/projects"]["post"]["responses"])
+    assert not {"403", "415"} & set(paths["/api/projects"]["get"]["responses"])
