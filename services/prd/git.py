@@ -1,11 +1,16 @@
 """The git service (seed 004): cleanliness, commits of passed stories, the optional branch and worktree.
 
-Every git command is an argv (never a shell line) started with asyncio's subprocess, with the
-sandbox's pinned configuration (:data:`jidocode.shared.sandbox.GIT_PINS` on git's command-line
-layer, which wins over the repository's own ``.git/config``): repository hooks, fsmonitor, pager,
-editor, askpass and credential helpers never run, and nothing prompts (``GIT_TERMINAL_PROMPT=0``,
-stdin ``/dev/null``). Model text only ever reaches git as one argv item after validation (a
-branch name) or on stdin (a commit message, ``git commit -F -``).
+A repository is hostile input (decision 0300): every git command runs **inside the OS sandbox**
+of the project root (:mod:`.gitrun`): only the root is writable, no network, no service secret
+in the environment, no system or global configuration, and every key that runs a program
+pinned off on git's command layer (which wins over ``.git/config`` and what it includes):
+hooks, fsmonitor, pager, editors, askpass, credential helpers, ssh, gpg, and each filter, diff
+and merge driver the repository defines. Submodules and nested repositories are never entered;
+a nested repository or a gitlink the loop did not create is refused before ``git add``. Model
+text only ever reaches git as one argv item after validation (a branch name) or on stdin (a
+commit message, ``git commit -F -``). A checkout that would change a protected path
+(:func:`jidocode.shared.sandbox.protected_rels`) is refused before it runs, and a worktree is
+never created through a symlink.
 
 Error tree::
 
@@ -14,26 +19,31 @@ Error tree::
     ├── InvalidInput      a bad branch name, message or path, refused before git runs
     ├── NotFound          no such branch / worktree
     ├── Conflict          a dirty tree, a branch in use by another worktree
-    ├── PermissionDenied  a destructive action without the ``allow_destructive_git`` capability
-    └── RequestTimeout    git did not answer in time (it was killed)
+    ├── PermissionDenied  a destructive action without the ``allow_destructive_git`` capability; no
+    │                     sandbox can run git here; a nested repository; a checkout changing a
+    │                     protected path; a worktree path through a symlink
+    └── RequestTimeout    git did not answer in time (it was stopped)
 
 Paths are as git reports them: relative to the repository's top-level. ``ignore`` / ``exclude``
-prefixes are relative to ``work_dir`` (the project root, usually the top-level), passed to git as
-literal exclude pathspecs, and every command is limited to ``work_dir``'s subtree.
+prefixes are relative to ``work_dir`` (the project root, or a worktree under it), passed to git as
+literal exclude pathspecs, and every command is limited to ``work_dir``'s subtree. The repository
+must be the root's own (``<root>/.git``): git looks no higher than the root.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
 import re
-import signal
+import stat
 import unicodedata
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import PurePosixPath
 from typing import Final
 
+from jidocode.shared import sandbox
+from jidocode.shared.config import default_jido_home
 from jidocode.shared.errors import (
     Conflict,
     InvalidInput,
@@ -42,7 +52,8 @@ from jidocode.shared.errors import (
     PermissionDenied,
     RequestTimeout,
 )
-from jidocode.shared.sandbox import GIT_PINS
+
+from .gitrun import LOOP_PINS, GitRun, driver_pins, git_argv, protected_changes, run_git
 
 __all__ = [
     "CAPABILITY",
@@ -51,7 +62,10 @@ __all__ = [
     "GitError",
     "GitRepo",
     "commit_message",
+    "gitlinks",
+    "global_identity",
     "parse_porcelain",
+    "untracked_repos",
     "validate_branch_name",
 ]
 
@@ -59,26 +73,26 @@ __all__ = [
 CAPABILITY: Final = "allow_destructive_git"
 #: Author and committer when neither ``JIDO_GIT_AUTHOR_NAME/EMAIL`` nor git's ``user.*`` is set.
 DEFAULT_AUTHOR: Final = ("JidoCode PRD loop", "prd@jidocode.invalid")
-#: Pins of our own on top of the sandbox's: a repository's ``gpg.program`` is a program too, and
-#: an unattended loop cannot answer a pinentry prompt.
-EXTRA_PINS: Final[tuple[tuple[str, str], ...]] = (("commit.gpgSign", "false"), ("tag.gpgSign", "false"))
 SUBJECT_MAX: Final = 72
 MESSAGE_MAX: Final = 64 * 1024
 BRANCH_MAX: Final = 200
 STDERR_CAP: Final = 2000
 TIMEOUT_S: Final = 120.0
-#: Git variables of the caller's environment kept (who commits); every other ``GIT_*`` is dropped
-#: (``GIT_DIR``, ``GIT_INDEX_FILE``, ``GIT_CONFIG_*``, ``GIT_EXEC_PATH`` … would redirect git).
-_KEPT_GIT_VARS: Final = frozenset(
-    {
-        "GIT_AUTHOR_NAME",
-        "GIT_AUTHOR_EMAIL",
-        "GIT_AUTHOR_DATE",
-        "GIT_COMMITTER_NAME",
-        "GIT_COMMITTER_EMAIL",
-        "GIT_COMMITTER_DATE",
-    }
+#: Git variables of the service's environment that still count (who commits, and when); every other
+#: ``GIT_*`` stays out (the sandbox's allowlist drops them: ``GIT_DIR``, ``GIT_CONFIG_*`` … would
+#: redirect git).
+_KEPT_GIT_VARS: Final = (
+    "GIT_AUTHOR_NAME",
+    "GIT_AUTHOR_EMAIL",
+    "GIT_AUTHOR_DATE",
+    "GIT_COMMITTER_NAME",
+    "GIT_COMMITTER_EMAIL",
+    "GIT_COMMITTER_DATE",
 )
+#: Mode of a gitlink (a nested repository's commit) in the index and in trees.
+_GITLINK: Final = b"160000"
+#: How long reading the user's global identity on the host may take.
+_IDENTITY_TIMEOUT_S: Final = 10.0
 _CONTROL: Final = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 _SPACES: Final = re.compile(r"\s+")
 _BRANCH_CHARS: Final = re.compile(r"[A-Za-z0-9._/+-]+")
@@ -97,13 +111,6 @@ class Commit:
     sha: str
     message: str
     files: list[str] = field(default_factory=list)
-
-
-@dataclass(frozen=True)
-class _Run:
-    code: int
-    out: bytes
-    err: str
 
 
 # --- pure helpers ---------------------------------------------------------------------------------
@@ -184,43 +191,84 @@ def _exclude_specs(prefixes: tuple[str, ...]) -> list[str]:
     return specs
 
 
+def untracked_repos(porcelain: bytes) -> list[str]:
+    """The untracked nested repositories of ``git status --porcelain=v1 -z --untracked-files=all``.
+
+    With every untracked file listed one by one, a directory is listed only when git would not
+    enter it: it holds a repository of its own (``?? sub/``).
+    """
+    found = []
+    for entry in porcelain.split(b"\0"):
+        if entry.startswith(b"?? ") and entry.endswith(b"/"):
+            found.append(_shown(entry[3:-1]))
+    return sorted(found)
+
+
+def gitlinks(listing: bytes) -> set[str]:
+    """The gitlinks (mode 160000) of ``git ls-files --stage -z`` or ``git ls-tree -r -z`` output."""
+    found = set()
+    for entry in listing.split(b"\0"):
+        meta, tab, path = entry.partition(b"\t")
+        if tab and meta.split(b" ", 1)[0] == _GITLINK:
+            found.add(_shown(path))
+    return found
+
+
+def _shown_list(paths: list[str], limit: int = 20) -> str:
+    return ", ".join(paths[:limit]) + (f" and {len(paths) - limit} more" if len(paths) > limit else "")
+
+
 # --- the repository -------------------------------------------------------------------------------
 
 
 class GitRepo:
-    """A git working tree at ``work_dir`` (the project root or a worktree of it)."""
+    """A git working tree at ``work_dir`` (the project ``root``, or a worktree under it).
+
+    Every command runs in the OS sandbox of ``root`` (chosen by the settings of ``root`` under
+    ``jido_home`` and ``data_dir``, like a bash call's); ``env`` is the service's environment
+    the sandbox scrubs (default ``os.environ``).
+    """
 
     def __init__(
         self,
         work_dir: str,
         *,
+        root: str | None = None,
         allow_destructive: bool = False,
         timeout_s: float = TIMEOUT_S,
         env: Mapping[str, str] | None = None,
+        jido_home: str | None = None,
+        data_dir: str = ".jido",
     ) -> None:
-        if not isinstance(work_dir, str) or not work_dir or "\0" in work_dir:
-            raise InvalidInput(f"work_dir {work_dir!r} is not a path")
+        for what, path in (("work_dir", work_dir), ("root", work_dir if root is None else root)):
+            if not isinstance(path, str) or not path or "\0" in path:
+                raise InvalidInput(f"{what} {path!r} is not a path")
         if not 0 < timeout_s <= 3600:
             raise InvalidInput(f"git timeout_s must be in (0, 3600] s, not {timeout_s!r}")
         self.work_dir = os.path.abspath(work_dir)
+        self.root = os.path.abspath(root or work_dir)
+        if not _within(self.work_dir, self.root):
+            raise InvalidInput(f"work_dir {self.work_dir} is not under the project root {self.root}")
         self.allow_destructive = allow_destructive
         self.timeout_s = timeout_s
         self._source_env = dict(os.environ if env is None else env)
+        self.jido_home = jido_home or str(default_jido_home())
+        self.data_dir = data_dir
+        self._pins: tuple[tuple[str, str], ...] | None = None
+
+    def at(self, work_dir: str) -> GitRepo:
+        """The same repository's worktree at ``work_dir`` (under the same root and sandbox)."""
+        return GitRepo(
+            work_dir,
+            root=self.root,
+            allow_destructive=self.allow_destructive,
+            timeout_s=self.timeout_s,
+            env=self._source_env,
+            jido_home=self.jido_home,
+            data_dir=self.data_dir,
+        )
 
     # -- running git --
-
-    def _env(self) -> dict[str, str]:
-        env = {k: v for k, v in self._source_env.items() if not k.startswith("GIT_") or k in _KEPT_GIT_VARS}
-        env.update(
-            GIT_TERMINAL_PROMPT="0",
-            GIT_OPTIONAL_LOCKS="0",
-            GIT_PAGER="cat",
-            PAGER="cat",
-            LC_ALL="C",
-            GIT_ASKPASS="",
-            SSH_ASKPASS="",
-        )
-        return env
 
     async def _git(
         self,
@@ -229,54 +277,68 @@ class GitRepo:
         check: bool = True,
         cwd: str | None = None,
         env: Mapping[str, str] | None = None,
-    ) -> _Run:
-        """``git -c <pins> <args>`` in ``cwd`` (the work dir); :class:`GitError` when it fails and
-        ``check``; :class:`RequestTimeout` (git killed) after ``timeout_s``."""
-        argv = ["git"]
-        for key, value in (*GIT_PINS, *EXTRA_PINS):
-            argv += ["-c", f"{key}={value}"]
-        argv += args
+    ) -> GitRun:
+        """``git <args>`` in the sandbox, in ``cwd`` (the work dir), pinned (:meth:`_pinned`);
+        :class:`GitError` when it fails and ``check``; :class:`RequestTimeout` (stopped) after
+        ``timeout_s``; :class:`PermissionDenied` when no sandbox can run it."""
+        return await self._run(args, await self._pinned(), stdin=stdin, check=check, cwd=cwd, env=env)
+
+    async def _run(
+        self,
+        args: tuple[str, ...],
+        pins: tuple[tuple[str, str], ...],
+        *,
+        stdin: bytes | None = None,
+        check: bool = True,
+        cwd: str | None = None,
+        env: Mapping[str, str] | None = None,
+    ) -> GitRun:
         named = [a if len(a) <= 80 else a[:77] + "…" for a in args[:2]]
         command = " ".join(named)
+        # git looks for the repository no higher than the root: only the root is writable
+        fixed = {"GIT_CEILING_DIRECTORIES": os.path.dirname(self.root), **(env or {})}
         try:
-            proc = await asyncio.create_subprocess_exec(
-                *argv,
+            run = await run_git(
+                git_argv(args, pins=pins, env=fixed),
+                root=self.root,
                 cwd=cwd or self.work_dir,
-                env={**self._env(), **(env or {})},
-                stdin=asyncio.subprocess.PIPE if stdin is not None else asyncio.subprocess.DEVNULL,
-                stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.PIPE,
-                start_new_session=True,  # its own group: a timeout or cancel kills what git started too
+                stdin=stdin,
+                timeout_s=self.timeout_s,
+                source_env=self._source_env,
+                jido_home=self.jido_home,
+                data_dir=self.data_dir,
             )
-        except OSError as exc:  # no git on PATH, or the work dir is gone
-            raise GitError(f"git {command} could not start: {exc}", details={"command": named}) from None
-        try:
-            out, err = await asyncio.wait_for(proc.communicate(stdin), self.timeout_s)
-        except TimeoutError:
+        except RequestTimeout:
             raise RequestTimeout(
-                f"git {command} did not finish within {self.timeout_s:g} s (killed)",
+                f"git {command} did not finish within {self.timeout_s:g} s (stopped)",
                 details={"command": named},
             ) from None
-        finally:
-            if proc.returncode is None:
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.killpg(proc.pid, signal.SIGKILL)
-                await proc.wait()
-        text = err.decode("utf-8", "replace").strip()
-        if len(text) > STDERR_CAP:
-            text = text[:STDERR_CAP] + " […]"
-        code = proc.returncode if proc.returncode is not None else -1
-        if check and code != 0:
+        except OSError as exc:  # no sandbox program, or the work dir is gone
+            raise GitError(f"git {command} could not start: {exc}", details={"command": named}) from None
+        text = run.err if len(run.err) <= STDERR_CAP else run.err[:STDERR_CAP] + " […]"
+        if check and run.code != 0:
             raise GitError(
-                f"git {command} failed (exit {code}): {text or '(no message)'}",
-                details={"command": named, "exit_code": code, "stderr": text},
+                f"git {command} failed (exit {run.code}): {text or '(no message)'}",
+                details={"command": named, "exit_code": run.code, "stderr": text},
             )
-        return _Run(code, out, text)
+        return GitRun(run.code, run.out, text)
+
+    async def _pinned(self) -> tuple[tuple[str, str], ...]:
+        """The pins of every command: the sandbox's, the loop's, and one per driver the
+        repository's configuration (includes followed) defines, listed once per instance."""
+        if self._pins is None:
+            base = (*sandbox.GIT_PINS, *LOOP_PINS)
+            listing = await self._run(("config", "--list", "--name-only", "-z"), base, check=False)
+            if listing.code != 0:
+                return base  # not a repository (yet): nothing of its own to pin
+            self._pins = (*base, *driver_pins(listing.out))
+        return self._pins
 
     # -- queries --
 
     async def is_repo(self) -> bool:
-        """Whether ``work_dir`` is inside a git working tree (``False`` for a missing directory)."""
+        """Whether ``work_dir`` is inside a git working tree of the root's own repository
+        (``False`` for a missing directory)."""
         if not os.path.isdir(self.work_dir):
             return False
         run = await self._git("rev-parse", "--is-inside-work-tree", check=False)
@@ -295,22 +357,29 @@ class GitRepo:
 
     async def _require_repo(self) -> None:
         if not await self.is_repo():
-            raise NotFound(f"{self.work_dir} is not a git working tree", details={"work_dir": self.work_dir})
+            raise NotFound(
+                f"{self.work_dir} is not a git working tree (of a repository in {self.root})",
+                details={"work_dir": self.work_dir},
+            )
 
-    async def dirty_files(self, *, ignore: tuple[str, ...] = (".daedalus/",)) -> list[str]:
-        """Uncommitted changes (tracked and untracked), outside ``ignore``."""
-        specs = _exclude_specs(ignore)
+    async def _status(self, specs: list[str]) -> bytes:
+        """``git status --porcelain=v1 -z`` of every untracked file, submodules not entered."""
         run = await self._git(
             "status",
             "--porcelain=v1",
             "-z",
             "--untracked-files=all",
-            "--ignore-submodules=none",
+            "--ignore-submodules=all",
             "--",
             ".",
             *specs,
         )
-        return parse_porcelain(run.out)
+        return run.out
+
+    async def dirty_files(self, *, ignore: tuple[str, ...] = (".daedalus/",)) -> list[str]:
+        """Uncommitted changes (tracked and untracked), outside ``ignore``; a nested repository
+        is one entry ending in ``/``, never entered."""
+        return parse_porcelain(await self._status(_exclude_specs(ignore)))
 
     async def ensure_clean(self, *, allow_dirty: bool = False) -> None:
         """``Conflict`` naming the changed files unless the tree is clean or ``allow_dirty``."""
@@ -319,9 +388,8 @@ class GitRepo:
             return
         files = await self.dirty_files()
         if files:
-            shown = ", ".join(files[:20]) + (f" and {len(files) - 20} more" if len(files) > 20 else "")
             raise Conflict(
-                f"the working tree {self.work_dir} has uncommitted changes: {shown} "
+                f"the working tree {self.work_dir} has uncommitted changes: {_shown_list(files)} "
                 "(commit or stash them, or allow a dirty tree)",
                 details={"files": files[:20], "count": len(files)},
             )
@@ -338,37 +406,72 @@ class GitRepo:
             )
         return run.out.decode("utf-8", "replace").strip()
 
-    async def _check_branch(self, branch: str) -> str:
+    async def check_branch(self, branch: str) -> str:
+        """``branch`` when it is a valid branch name (:func:`validate_branch_name`, then
+        ``git check-ref-format --branch``), else ``InvalidInput``."""
         validate_branch_name(branch)
         run = await self._git("check-ref-format", "--branch", branch, check=False)
         if run.code != 0:
             raise InvalidInput(f"{branch!r} is not a valid branch name", details={"branch": branch})
         return branch
 
-    async def _branch_exists(self, branch: str) -> bool:
+    async def branch_exists(self, branch: str) -> bool:
+        """Whether ``refs/heads/<branch>`` exists (``branch`` checked first)."""
+        await self.check_branch(branch)
         run = await self._git("rev-parse", "--verify", "--quiet", f"refs/heads/{branch}", check=False)
         return run.code == 0
 
     async def _has_head(self) -> bool:
         return (await self._git("rev-parse", "--verify", "--quiet", "HEAD", check=False)).code == 0
 
+    async def protected_changes(self, branch: str) -> list[str]:
+        """The protected paths (:func:`jidocode.shared.sandbox.protected_rels`) whose content
+        differs between HEAD and ``branch``: what checking ``branch`` out would change."""
+        target = f"refs/heads/{branch}"
+        if await self._has_head():
+            run = await self._git(
+                "diff", "--name-only", "-z", "--no-renames", "--no-ext-diff", "HEAD", target
+            )
+        else:
+            run = await self._git("ls-tree", "-r", "-z", "--name-only", "--full-tree", target)
+        changed = [_shown(p) for p in run.out.split(b"\0") if p]
+        return protected_changes(changed, sandbox.protected_rels(self.data_dir))
+
+    async def _refuse_protected(self, branch: str) -> None:
+        changed = await self.protected_changes(branch)
+        if changed:
+            raise PermissionDenied(
+                f"checking out branch {branch!r} would change protected paths: {_shown_list(changed)} "
+                "(files that decide what runs and what is allowed are changed by people, not by a "
+                "branch the loop checks out)",
+                details={"branch": branch, "paths": changed[:20], "count": len(changed)},
+            )
+
     # -- changes --
 
-    async def checkout_branch(self, branch: str, *, create: bool = True) -> None:
+    async def checkout_branch(self, branch: str, *, create: bool = True) -> bool:
         """Switch to ``branch``; created from HEAD when missing and ``create`` (else ``NotFound``).
-        ``Conflict`` when another worktree has it checked out."""
-        await self._check_branch(branch)
+        Whether it was created. ``Conflict`` when another worktree has it checked out;
+        ``PermissionDenied`` when the switch would change a protected path."""
+        await self.check_branch(branch)
         if await self.current_branch() == branch:
-            return
-        if await self._branch_exists(branch):
-            args: tuple[str, ...] = ("switch", "--no-guess", branch)
+            return False
+        created = True
+        if await self.branch_exists(branch):
+            await self._refuse_protected(branch)
+            args: tuple[str, ...] = ("switch", "--no-guess", "--no-recurse-submodules", branch)
+            created = False
         elif not create:
             raise NotFound(f"no branch {branch!r} in {self.work_dir}", details={"branch": branch})
         elif not await self._has_head():
             # an unborn branch (no commit yet): rename it (the first commit lands on ``branch``)
             args = ("symbolic-ref", "HEAD", f"refs/heads/{branch}")
         else:
-            args = ("switch", "--create", branch)
+            args = ("switch", "--no-recurse-submodules", "--create", branch)
+        await self._in_use_is_conflict(branch, args)
+        return created
+
+    async def _in_use_is_conflict(self, branch: str, args: tuple[str, ...]) -> None:
         try:
             await self._git(*args)
         except GitError as exc:
@@ -382,7 +485,9 @@ class GitRepo:
         """Stage every change outside ``exclude`` and commit it (``None``: nothing to commit).
 
         The message goes to ``git commit -F -`` on stdin, verbatim (``--cleanup=verbatim``); hooks
-        never run (``core.hooksPath`` pinned, and ``--no-verify``)."""
+        never run (``core.hooksPath`` pinned, and ``--no-verify``). A nested repository (an
+        untracked directory holding one, or a gitlink in the index that is not in HEAD: the loop
+        never creates one) is ``PermissionDenied`` naming it, before anything is staged."""
         if not isinstance(message, str) or not message.strip():
             raise InvalidInput("commit message is empty")
         if "\0" in message:
@@ -392,6 +497,7 @@ class GitRepo:
             raise InvalidInput(f"commit message is {len(data)} bytes (at most {MESSAGE_MAX})")
         specs = _exclude_specs(exclude)
         await self._require_repo()
+        await self._refuse_nested(specs)
         await self._git("add", "--all", "--", ".", *specs)
         # an excluded path staged earlier (by hand) stays out of the loop's commit
         staged_excluded = await self._staged(*(s.replace(":(exclude,literal)", ":(literal)") for s in specs))
@@ -409,6 +515,7 @@ class GitRepo:
         await self._git(
             "commit",
             "--no-verify",
+            "--no-gpg-sign",
             "--cleanup=verbatim",
             "--quiet",
             "-F",
@@ -421,63 +528,92 @@ class GitRepo:
         files = sorted(_shown(p) for p in tree.out.split(b"\0") if p)
         return Commit(sha=sha, message=data.decode("utf-8"), files=files)
 
+    async def _refuse_nested(self, specs: list[str]) -> None:
+        """``PermissionDenied`` naming the nested repositories ``git add --all`` would take in:
+        untracked directories holding a repository, and gitlinks of the index not in HEAD."""
+        nested = set(untracked_repos(await self._status(specs)))
+        staged = gitlinks((await self._git("ls-files", "--stage", "-z", "--", ".", *specs)).out)
+        if staged and await self._has_head():
+            staged -= gitlinks((await self._git("ls-tree", "-r", "-z", "--full-tree", "HEAD")).out)
+        found = sorted(nested | staged)
+        if found:
+            raise PermissionDenied(
+                f"nested git repositories in {self.work_dir}: {_shown_list(found)}; the PRD loop "
+                "never commits a repository inside the project (remove it, or add it yourself as a "
+                "submodule)",
+                details={"paths": found[:20], "count": len(found)},
+            )
+
     async def _staged(self, *pathspecs: str) -> list[str]:
         """Paths staged (index against HEAD, or against nothing before the first commit)."""
         run = await self._git("diff", "--cached", "--name-only", "-z", "--no-renames", "--", *pathspecs)
         return sorted(os.fsdecode(p) for p in run.out.split(b"\0") if p)
 
     async def _author(self) -> dict[str, str]:
-        """Who commits: ``JIDO_GIT_AUTHOR_NAME/EMAIL``, else git's own (``GIT_AUTHOR_*`` of the
-        environment, ``user.*`` of its configuration), else :data:`DEFAULT_AUTHOR`."""
-        env: dict[str, str] = {}
+        """Who commits (set inside the sandbox): ``JIDO_GIT_AUTHOR_NAME/EMAIL``; else git's own
+        (``GIT_AUTHOR_*``/``GIT_COMMITTER_*`` of the service's environment, ``user.*`` of the
+        repository); else the user's global ``user.*`` read on the host; else
+        :data:`DEFAULT_AUTHOR`."""
+        env = {k: self._source_env[k] for k in _KEPT_GIT_VARS if self._source_env.get(k)}
         for part, default in zip(("NAME", "EMAIL"), DEFAULT_AUTHOR, strict=True):
             value = self._source_env.get(f"JIDO_GIT_AUTHOR_{part}", "").strip()
             if not value:
-                if self._source_env.get(f"GIT_AUTHOR_{part}") and self._source_env.get(
-                    f"GIT_COMMITTER_{part}"
-                ):
+                if env.get(f"GIT_AUTHOR_{part}") and env.get(f"GIT_COMMITTER_{part}"):
                     continue
                 got = await self._git("config", "--get", f"user.{part.lower()}", check=False)
                 if got.code == 0 and got.out.strip():
                     continue
-                value = default
+                value = await global_identity(part.lower(), self._source_env) or default
             env[f"GIT_AUTHOR_{part}"] = env[f"GIT_COMMITTER_{part}"] = _one_line(value)
         return env
 
     # -- worktrees --
 
-    def _path(self, path: str) -> str:
+    def worktree_path(self, path: str) -> str:
+        """``path`` (relative to ``work_dir``) as an absolute path under the root, after a walk
+        that finds no symlink and nothing but directories on the way (``PermissionDenied``)."""
         if not isinstance(path, str) or not path or "\0" in path:
             raise InvalidInput(f"worktree path {path!r} is not a path")
-        return os.path.normpath(os.path.join(self.work_dir, path))  # absolute: never read as an option
+        where = os.path.normpath(os.path.join(self.work_dir, path))  # absolute: never read as an option
+        if where == self.root or not _within(where, self.root):
+            raise InvalidInput(
+                f"worktree path {where} is not inside the project root {self.root}", details={"path": where}
+            )
+        linked = _first_link(self.root, os.path.relpath(where, self.root))
+        if linked is not None:
+            raise PermissionDenied(
+                f"worktree path {where} is refused: {linked} is a symlink or not a directory "
+                "(a worktree is never written through a link)",
+                details={"path": where, "linked": linked},
+            )
+        return where
 
-    async def add_worktree(self, path: str, branch: str) -> None:
-        """``git worktree add`` at ``path`` on ``branch`` (created from HEAD when missing).
+    async def add_worktree(self, path: str, branch: str) -> bool:
+        """``git worktree add`` at ``path`` on ``branch`` (created from HEAD when missing); whether
+        the branch was created.
 
-        ``path`` (relative to ``work_dir``) must not exist or be an empty directory; ``Conflict``
-        when ``branch`` is checked out elsewhere or there is no commit to start from."""
-        where = self._path(path)
-        await self._check_branch(branch)
+        ``path`` (relative to ``work_dir``) must lie under the root, reached through real
+        directories only, and not exist or be an empty directory; ``Conflict`` when ``branch``
+        is checked out elsewhere or there is no commit to start from; ``PermissionDenied`` when
+        an existing ``branch`` differs from HEAD in a protected path."""
+        where = self.worktree_path(path)
+        await self.check_branch(branch)
         await self._require_repo()
-        if os.path.exists(where) and (not os.path.isdir(where) or os.listdir(where)):
+        if os.path.lexists(where) and (not os.path.isdir(where) or os.listdir(where)):
             raise Conflict(f"worktree path {where} exists and is not empty", details={"path": where})
         if not await self._has_head():
             raise Conflict(
                 f"{self.work_dir} has no commit yet: a worktree needs one to start from",
                 details={"path": where},
             )
-        if await self._branch_exists(branch):
-            args: tuple[str, ...] = ("worktree", "add", "--quiet", where, branch)
+        created = not await self.branch_exists(branch)
+        if created:
+            args: tuple[str, ...] = ("worktree", "add", "--quiet", "-b", branch, where, "HEAD")
         else:
-            args = ("worktree", "add", "--quiet", "-b", branch, where, "HEAD")
-        try:
-            await self._git(*args)
-        except GitError as exc:
-            if any(s in str(exc.details.get("stderr", "")) for s in _IN_USE):
-                raise Conflict(
-                    f"branch {branch!r} is checked out in another worktree", details={"branch": branch}
-                ) from None
-            raise
+            await self._refuse_protected(branch)
+            args = ("worktree", "add", "--quiet", where, branch)
+        await self._in_use_is_conflict(branch, args)
+        return created
 
     async def _worktrees(self) -> list[str]:
         run = await self._git("worktree", "list", "--porcelain", "-z")
@@ -489,11 +625,15 @@ class GitRepo:
 
     async def remove_worktree(self, path: str, *, force: bool = False) -> None:
         """Refused with changes in it unless ``force`` and ``allow_destructive`` (``PermissionDenied``)."""
-        where = self._path(path)
+        try:
+            where = self.worktree_path(path)
+        except InvalidInput:  # the root itself, or outside it: none of the loop's worktrees
+            where = os.path.normpath(os.path.join(self.work_dir, path))
+            raise NotFound(f"{where} is not a worktree of {self.work_dir}", details={"path": where}) from None
         real = os.path.realpath(where)
         if real not in await self._worktrees() or real == os.path.realpath(self.work_dir):
             raise NotFound(f"{where} is not a worktree of {self.work_dir}", details={"path": where})
-        dirty = await GitRepo(where, timeout_s=self.timeout_s, env=self._source_env).dirty_files(ignore=())
+        dirty = await self.at(where).dirty_files(ignore=())
         if dirty and not (force and self.allow_destructive):
             why = "the force was not asked for" if self.allow_destructive else f"{CAPABILITY} is not granted"
             raise PermissionDenied(
@@ -503,3 +643,69 @@ class GitRepo:
                 details={"capability": CAPABILITY, "path": where, "files": dirty[:20]},
             )
         await self._git("worktree", "remove", *(("--force",) if dirty else ()), where)
+
+
+# --- outside the class ------------------------------------------------------------------------------
+
+
+def _within(path: str, base: str) -> bool:
+    p, b = PurePosixPath(path).parts, PurePosixPath(base).parts
+    return p[: len(b)] == b
+
+
+def _first_link(root: str, rel: str) -> str | None:
+    """The first component of ``root/rel`` (below ``root``) that is a symlink or not a directory,
+    walking with directory descriptors (``O_NOFOLLOW``); ``None`` when every existing one is a
+    real directory (a missing one ends the walk: git creates it, inside the sandbox)."""
+    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    here = root
+    try:
+        for name in PurePosixPath(rel).parts:
+            here = os.path.join(here, name)
+            try:
+                st = os.stat(name, dir_fd=fd, follow_symlinks=False)
+            except FileNotFoundError:
+                return None
+            if not stat.S_ISDIR(st.st_mode):
+                return here
+            try:
+                nxt = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd)
+            except OSError:  # swapped for a link since the stat
+                return here
+            os.close(fd)
+            fd = nxt
+    finally:
+        os.close(fd)
+    return None
+
+
+async def global_identity(key: str, source_env: Mapping[str, str]) -> str:
+    """The user's own global ``user.<key>`` (``""`` when unset), read on the host: git with no
+    repository (working directory ``/``, no system layer), reading only the global files."""
+    env = {k: v for k, v in source_env.items() if k in ("PATH", "HOME", "XDG_CONFIG_HOME")}
+    env.update(GIT_CONFIG_NOSYSTEM="1", GIT_CEILING_DIRECTORIES="/", LC_ALL="C")
+    try:
+        proc = await asyncio.create_subprocess_exec(
+            "git",
+            "config",
+            "--global",
+            "--includes",
+            "--get",
+            f"user.{key}",
+            cwd="/",
+            env=env,
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.DEVNULL,
+        )
+    except OSError:
+        return ""
+    try:
+        out, _ = await asyncio.wait_for(proc.communicate(), _IDENTITY_TIMEOUT_S)
+    except TimeoutError:
+        return ""
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+    return out.decode("utf-8", "replace").strip() if proc.returncode == 0 else ""

@@ -40,7 +40,7 @@ from typing import Any, Final, TypeVar
 
 from jidocode.shared.bus import Bus
 from jidocode.shared.envelope import new_id
-from jidocode.shared.errors import Conflict, InvalidInput, JidoError, NotFound
+from jidocode.shared.errors import Conflict, InvalidInput, JidoError, NotFound, PermissionDenied
 from jidocode.shared.events.prd import (
     LoopInfo,
     LoopState,
@@ -544,7 +544,9 @@ class _Loop:
         note = ""
         if self.config.commit:
             message = f"{story.id}: {story.title}\n\nPRD {self.name}, attempt {attempt} (jidocode prd loop)"
-            git = GitRepo(str(self.work_dir), allow_destructive=self.config.allow_destructive_git)
+            git = GitRepo(
+                str(self.work_dir), root=str(self.root), allow_destructive=self.config.allow_destructive_git
+            )
             try:
                 commit = await git.commit_all(message)
             except JidoError as exc:
@@ -658,7 +660,7 @@ class LoopManager:
         # one preparation and claim at a time per repository on this replica: `git worktree add`
         # races itself, and the work-dir check must see the claim of the run before it
         async with self._git_locks.setdefault(str(root), asyncio.Lock()):
-            work_dir, branch = await self._prepare(project_id, root, prd, options, config)
+            work_dir, branch, created = await self._prepare(project_id, root, prd, options, config, current)
             info = LoopInfo(
                 project_id=project_id,
                 prd=cmd.name,
@@ -670,7 +672,8 @@ class LoopManager:
                 owner=self.owner,
                 seq=current.record.info.seq if current else 0,
             )
-            stored = await self.store.claim(LoopRecord(info=info, options=options, heartbeat_at=time.time()))
+            record = LoopRecord(info=info, options=options, heartbeat_at=time.time(), created_branch=created)
+            stored = await self.store.claim(record)
         loop = await self._start(project_id, root, stored, config, provider, "ready")
         return loop.info
 
@@ -811,31 +814,55 @@ class LoopManager:
     # -- preparation -----------------------------------------------------------------------------------
 
     async def _prepare(
-        self, project_id: str, root: Path, prd: Prd, options: RunOptions, config: PrdConfig
-    ) -> tuple[Path, str]:
-        """The work dir and branch of a new loop: git checks, the worktree, the branch."""
+        self,
+        project_id: str,
+        root: Path,
+        prd: Prd,
+        options: RunOptions,
+        config: PrdConfig,
+        previous: Stored | None,
+    ) -> tuple[Path, str, str]:
+        """The work dir and branch of a new loop, and the branch the loop created (``""``: none):
+        git checks, the worktree, the branch. Git runs in the sandbox (``GitRepo``)."""
         git = GitRepo(str(root), allow_destructive=config.allow_destructive_git)
         if not await git.is_repo():
             raise InvalidInput(
-                f"{root} is not a git repository: the PRD loop commits each passed story",
+                f"{root} is not a git repository: the PRD loop commits each passed story (it needs "
+                "the project's own repository, .git in the project root)",
                 details={"root": str(root)},
             )
         branch = options.branch or prd.branch_name
+        ours = previous.record.created_branch if previous is not None else ""
         if options.worktree:
             work_dir = files.PrdPaths(root, prd.name).worktree
             branch = branch or f"prd/{prd.name}"
+            git.worktree_path(str(work_dir))  # no link on the way (checked again by add_worktree)
             if not work_dir.exists():
-                await git.add_worktree(str(work_dir), branch)
-            else:
-                await GitRepo(str(work_dir)).ensure_clean(allow_dirty=options.allow_dirty)
-        else:
-            work_dir = root
-            await self._exclusive(project_id, prd.name, root)
-            await git.ensure_clean(allow_dirty=options.allow_dirty)
-            if branch and await git.current_branch() != branch:
-                await git.checkout_branch(branch)
-            branch = branch or await git.current_branch()
-        return work_dir, branch
+                await self._trusted_branch(git, branch, options, ours)
+                created = await git.add_worktree(str(work_dir), branch)
+                return work_dir, branch, branch if created or branch == ours else ""
+            await git.at(str(work_dir)).ensure_clean(allow_dirty=options.allow_dirty)
+            return work_dir, branch, ours
+        await self._exclusive(project_id, prd.name, root)
+        await git.ensure_clean(allow_dirty=options.allow_dirty)
+        if branch and await git.current_branch() != branch:
+            await self._trusted_branch(git, branch, options, ours)
+            if await git.checkout_branch(branch):
+                ours = branch
+        return root, branch or await git.current_branch(), ours
+
+    @staticmethod
+    async def _trusted_branch(git: GitRepo, branch: str, options: RunOptions, ours: str) -> None:
+        """``PermissionDenied`` for an existing branch the user did not name on the command line
+        and an earlier loop of this PRD did not create: ``branchName`` comes from ``prd.json``,
+        which the agent can edit, so it may name a branch the agent built."""
+        if branch == options.branch or branch == ours or not await git.branch_exists(branch):
+            return
+        raise PermissionDenied(
+            f"branch {branch!r} exists and was not created by this PRD's loop: the loop checks out "
+            "only a branch it creates or one you name (run with --branch to use it)",
+            details={"branch": branch},
+        )
 
     async def _exclusive(self, project_id: str, name: str, work_dir: Path) -> None:
         """``Conflict`` when another PRD's loop holds ``work_dir`` (parallel PRDs need worktrees)."""

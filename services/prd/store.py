@@ -86,6 +86,10 @@ class LoopRecord(BaseModel):
     #: written before it starts: a replica taking the loop over abandons it first
     #: (``providers.base.Abandons``) so two iterations never work the same tree.
     iteration_id: str = ""
+    #: The branch a loop of this PRD created (``git switch --create`` or a new worktree's branch):
+    #: a later loop may check it out again although ``prd.json``, which the agent can edit, names
+    #: it; any other existing branch must be named on the command line (decision 0300).
+    created_branch: str = ""
 
     def expired(self, now: float, lease_s: float) -> bool:
         return self.heartbeat_at + lease_s < now

@@ -19,6 +19,12 @@ ENV_ALLOWLIST: Final[frozenset[str]] = frozenset(
 #: Repository configuration keys that run programs, pinned on git's command-line layer (which wins
 #: over the repository's own ``.git/config``). ``diff.external`` keeps ``git diff`` working: it is
 #: pinned to a plain ``diff -u`` of the two versions (an empty value would make ``git diff`` fail).
+#: The gpg programs become ``false`` (signing and verifying fail, nothing runs);
+#: ``core.alternateRefsCommand`` is run by the shell with any value: ``true`` lists no ref. Not
+#: pinned: ``uploadpack.packObjectsHook`` (git reads it only from the system and global layers
+#: and the command line, so a pin would be the one way to turn it on). Driver-named keys
+#: (``filter.<x>.clean`` …) depend on the repository's names: the PRD loop's git pins them per
+#: repository (``services/prd/gitrun.py``); a model's own git runs only in the sandbox.
 GIT_PINS: Final[tuple[tuple[str, str], ...]] = (
     ("safe.bareRepository", "explicit"),
     ("core.fsmonitor", "false"),
@@ -31,6 +37,12 @@ GIT_PINS: Final[tuple[tuple[str, str], ...]] = (
     ("credential.helper", ""),
     ("protocol.ext.allow", "never"),
     ("diff.external", 'f() { diff -u --label "a/$1" --label "b/$1" -- "$2" "$5"; test $? -le 1; }; f'),
+    ("core.alternateRefsCommand", "true"),
+    ("gpg.program", "false"),
+    ("gpg.openpgp.program", "false"),
+    ("gpg.x509.program", "false"),
+    ("gpg.ssh.program", "false"),
+    ("gpg.ssh.defaultKeyCommand", "false"),
 )
 
 _FIXED: Final[dict[str, str]] = {

@@ -261,7 +261,7 @@ async def test_repository_hooks_never_run(repo: Path, env: dict[str, str], tmp_p
     (repo / "a").write_text("a")
     assert await git.commit_all("m") is not None
     await git.checkout_branch("feature")
-    await git.add_worktree(str(tmp_path / "wt"), "other")
+    await git.add_worktree(".daedalus/worktrees/wt", "other")  # worktrees live under the root
     assert not canary.exists()
 
 
@@ -323,8 +323,9 @@ async def test_worktree_add_and_remove(repo: Path, env: dict[str, str], tmp_path
     wt = repo / ".daedalus" / "worktrees" / "auth"
     await git.add_worktree(".daedalus/worktrees/auth", "prd/auth")
     assert (wt / "README").read_text() == "hello\n"
-    assert await GitRepo(str(wt), env=env).current_branch() == "prd/auth"
-    assert await GitRepo(str(wt), env=env).common_dir() == await git.common_dir() == str(repo / ".git")
+    # a worktree's git runs in the sandbox of the project root, where its git dir is
+    assert await git.at(str(wt)).current_branch() == "prd/auth"
+    assert await git.at(str(wt)).common_dir() == await git.common_dir() == str(repo / ".git")
     assert await git.dirty_files() == []  # the worktree lives under .daedalus/
     with pytest.raises(Conflict, match="another worktree"):
         await git.checkout_branch("prd/auth")
@@ -380,18 +381,18 @@ async def test_a_git_command_past_its_timeout_is_killed_with_its_children(
     assert not processes_with(marker)
 
 
-async def test_a_project_in_a_subdirectory_sees_and_commits_only_its_own(
+async def test_a_project_in_a_subdirectory_of_a_repository_is_not_one(
     repo: Path, env: dict[str, str]
 ) -> None:
+    # git runs in the project's sandbox, where only the project root is writable: the
+    # repository must be the project's own, git never looks above the root (decision 0300)
     (repo / "proj" / ".daedalus").mkdir(parents=True)
-    (repo / "proj" / ".daedalus" / "state").write_text("s")
     (repo / "proj" / "x.py").write_text("x")
-    (repo / "elsewhere.txt").write_text("not ours")
     git = GitRepo(str(repo / "proj"), env=env)
-    assert await git.dirty_files() == ["proj/x.py"]  # as git names them: from the top-level
-    commit = await git.commit_all("m")
-    assert commit is not None and commit.files == ["proj/x.py"]
-    assert await GitRepo(str(repo), env=env).dirty_files() == ["elsewhere.txt", "proj/.daedalus/state"]
+    assert not await git.is_repo()
+    with pytest.raises(NotFound, match="not a git working tree"):
+        await git.commit_all("m")
+    assert host_git(repo, "rev-list", "--count", "HEAD", env=env).strip() == "1"
 
 
 async def test_names_that_are_not_utf8_and_lone_surrogates(repo: Path, env: dict[str, str]) -> None:

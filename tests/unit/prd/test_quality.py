@@ -281,9 +281,9 @@ async def test_a_check_in_a_worktree_leaves_it_a_worktree(repo: Path) -> None:
     await git.add_worktree(str(wt), "prd/x")
     report = await run_checks(str(wt), ["echo story > story.txt; echo 'gitdir: evil' > .git"])
     assert report.ok and "put back: .git" in report.checks[0].output
-    commit = await GitRepo(str(wt)).commit_all("story")
+    commit = await git.at(str(wt)).commit_all("story")  # git runs in the sandbox of the root
     assert commit is not None and commit.files == ["story.txt"]
-    assert await GitRepo(str(wt)).current_branch() == "prd/x"
+    assert await git.at(str(wt)).current_branch() == "prd/x"
     assert await git.current_branch() == "main"
     assert await git.dirty_files() == []
     # git itself works in a check in the worktree once it is shown the repository (read-only)
