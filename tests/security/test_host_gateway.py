@@ -100,7 +100,7 @@ async def _conversation(gw: Gateway, pid: str) -> str:
 
 def _answer_to(correlation_id: str) -> Any:
     def done(message: SseMessage) -> bool:
-        return message.event == ANSWER and message.json().get("correlationid") == correlation_id
+        return bool(message.event == ANSWER and message.json().get("correlationid") == correlation_id)
 
     return done
 

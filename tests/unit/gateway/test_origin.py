@@ -199,3 +199,26 @@ def test_the_openapi_document_names_the_refusals_of_a_state_change() -> None:
     paths = openapi_document()["paths"]
     assert {"403", "415"} <= set(paths["/api/projects"]["post"]["responses"])
     assert not {"403", "415"} & set(paths["/api/projects"]["get"]["responses"])
+
+
+@pytest.mark.parametrize(
+    ("headers", "by_header"),
+    [
+        ({"authorization": "Bearer " + "t" * 30}, True),
+        ({"authorization": "bearer " + "t" * 30, "cookie": "jidocode_token=" + "t" * 30}, True),
+        ({"cookie": "jidocode_token=" + "t" * 30}, False),
+        ({"authorization": "Bearer", "cookie": "jidocode_token=" + "t" * 30}, False),
+        ({"authorization": "Basic " + "t" * 30, "cookie": "jidocode_token=" + "t" * 30}, False),
+        ({"authorization": "Bearer " + "x" * 30}, False),
+    ],
+)
+def test_only_a_bearer_header_with_the_token_waives_the_origin_check(
+    headers: dict[str, str], by_header: bool
+) -> None:
+    from starlette.requests import HTTPConnection
+
+    from jidocode.services.gateway.auth import TokenChecker
+
+    raw = [(k.encode(), v.encode()) for k, v in headers.items()]
+    conn = HTTPConnection({"type": "http", "headers": raw, "path": "/", "query_string": b""})
+    assert TokenChecker("t" * 30).allows_by_header(conn) is by_header
