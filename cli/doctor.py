@@ -301,9 +301,11 @@ def check_settings(project: str | None = None, jido_home: Path | None = None) ->
     fix = "fix or remove the keys named (each has no effect)"
     if loaded.broken:
         files = ", ".join(sorted({d.file for d in loaded.broken}))
+        warnings = len(loaded.diagnostics) - len(loaded.broken)
         summary = (
             f"{len(loaded.broken)} error(s) in {files}: every tool call "
-            f"{'of this project' if root is not None else 'of every project'} is refused until fixed; {summary}"
+            f"{'of this project' if root is not None else 'of every project'} is refused until fixed"
+            + (f"; {warnings} other problem(s)" if warnings else "")
         )
         fix = "fix the errors named (file:line:column); the next call after the fix works, no restart"
     return {
