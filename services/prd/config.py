@@ -231,7 +231,12 @@ def _settings_layer(path: Path) -> dict[str, Any] | None:
         return None
     value, diags = parse_settings_bytes(raw, str(path))
     if value is None:
-        problem = "; ".join(d.problem for d in diags if d.severity != "warning") or "unusable"
+        problem = "; ".join(
+            d.problem + (f" (line {d.line}, column {d.column})" if d.line is not None else "")
+            for d in diags
+            if d.severity != "warning"
+        )
+        problem = problem or "unusable"
         raise InvalidInput(f"{path}: {problem}", details={"file": str(path)})
     prd = value.get("prd")
     if prd is None:
