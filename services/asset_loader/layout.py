@@ -16,6 +16,7 @@ from typing import Final, Literal
 from pydantic import BaseModel, ConfigDict
 
 from jidocode.shared.errors import InvalidInput
+from jidocode.shared.nofollow import open_dir
 from jidocode.shared.settings import global_home
 
 __all__ = ["ASSET_DIRS", "LAYOUT_DIRS", "Layer", "Layout", "ensure_layout", "layers", "paths"]
@@ -82,10 +83,15 @@ def paths(root: Path, data_dir: str = ".jido") -> Layout:
 
 
 def ensure_layout(root: Path, data_dir: str = ".jido") -> Layout:
-    """Create ``<root>/<data_dir>/{skills,commands,workflows,skill_graph,state}`` (idempotent)."""
+    """Create ``<root>/<data_dir>/{skills,commands,workflows,skill_graph,state}`` (idempotent).
+
+    No link below ``root`` is followed (a repository's ``.jido`` could be a link to any folder of
+    the user): such a component is ``UnsafePath`` naming it, and nothing is made through it.
+    """
     layout = paths(root, data_dir)
     for name in LAYOUT_DIRS:
-        getattr(layout, name).mkdir(parents=True, exist_ok=True)
+        with open_dir(root, (*PurePosixPath(data_dir).parts, name), create=True):
+            pass
     return layout
 
 

@@ -14,6 +14,13 @@ fills and :meth:`emit` waits for room, which slows the loop down; nothing is eve
 ``seq`` survives restarts: :meth:`EventLog.open` reads the last complete line of
 ``events.jsonl`` (a torn last line, from a crash in the middle of a write, is cut off) and
 takes the larger of that and the loop record's ``seq``.
+
+``events.jsonl`` lies in the project, where a model or a repository may have put anything: it is
+opened through :class:`jidocode.shared.nofollow.AppendFile` (docs/decisions/0301). No link is
+followed on the way or at the file, a FIFO or a file with a second name (a hard link) is refused,
+and an existing file whose first line is not an event of this PRD is refused rather than appended
+to or cut: the torn-line repair only ever cuts the loop's own log. A file swapped in between two
+writes stops the writer (:class:`~jidocode.shared.nofollow.UnsafePath`, reason ``replaced``).
 """
 
 from __future__ import annotations
@@ -22,7 +29,6 @@ import asyncio
 import contextlib
 import json
 import logging
-import os
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, Final, TypeVar
@@ -32,7 +38,11 @@ from nats.js.api import DiscardPolicy
 from jidocode.shared import subjects
 from jidocode.shared.bus import Bus
 from jidocode.shared.envelope import Envelope, encode
+from jidocode.shared.errors import NotFound
 from jidocode.shared.events.prd import PrdEvent
+from jidocode.shared.nofollow import AppendFile, open_dir
+
+from .files import locate
 
 __all__ = [
     "DEFAULT_QUEUE_SIZE",
@@ -41,6 +51,7 @@ __all__ = [
     "EventLog",
     "Publisher",
     "ensure_stream",
+    "is_event_log",
     "last_seq",
     "msg_id",
 ]
@@ -56,6 +67,9 @@ STREAM_MAX_AGE_S: Final = 7 * 24 * 3600.0
 STREAM_MAX_BYTES: Final = 1 << 30
 #: Bytes read from the end of ``events.jsonl`` to find its last line (one event is far smaller).
 _TAIL_BYTES: Final = 1 << 20
+
+#: How every line of ``events.jsonl`` starts (a CloudEvent in structured mode, ``Envelope.to_dict``).
+_LINE_START: Final = b'{"specversion":'
 
 #: ``(subject, envelope, message id)``: how the writer puts an event on the bus.
 Publisher = Callable[[str, Envelope, str], Awaitable[None]]
@@ -77,26 +91,46 @@ def msg_id(project_id: str, prd: str, seq: int) -> str:
     return f"{project_id}.{prd}.{seq}"
 
 
-def last_seq(path: Path) -> tuple[int, dict[str, Any] | None]:
-    """The ``seq`` of the last complete line of ``path`` and that line (0 and ``None`` when none).
-
-    A torn last line (no newline: the process died while writing it) is cut off the file, so the
-    next append starts a line of its own.
-    """
+def is_event_log(head: bytes, prd: str | None = None) -> bool:
+    """Whether ``head`` (a file's first bytes) starts as the event log of ``prd`` (of any PRD when
+    ``None``): a first line that is a loop event of that PRD, or, when the first line is torn (the
+    process died writing it), the start of one."""
+    first, newline, _ = head.partition(b"\n")
+    if not newline:
+        return first.startswith(_LINE_START) or _LINE_START.startswith(first)
     try:
-        size = path.stat().st_size
-    except FileNotFoundError:
-        return 0, None
-    with path.open("rb+") as f:
-        start = max(0, size - _TAIL_BYTES)
-        f.seek(start)
-        tail = f.read()
-        if tail and not tail.endswith(b"\n"):
-            cut = tail.rfind(b"\n")
-            keep = start + cut + 1 if cut >= 0 else start
-            log.warning("%s: cutting a torn last line (%d bytes)", path, size - keep)
-            f.truncate(keep)
-            tail = tail[: cut + 1] if cut >= 0 else b""
+        doc = json.loads(first)
+    except ValueError:
+        return False
+    if not isinstance(doc, dict) or not str(doc.get("type", "")).startswith("prd."):
+        return False
+    data = doc.get("data")
+    return isinstance(data, dict) and isinstance(data.get("prd"), str) and (prd is None or data["prd"] == prd)
+
+
+def _open_log(path: Path, prd: str | None, *, create: bool) -> AppendFile:
+    """``path`` opened for appending without following a link, refused unless it is ``prd``'s log
+    (or new, or empty); ``create`` also makes the directories on the way."""
+    root, dirs, name = locate(path)
+    with open_dir(root, dirs, create=create) as dfd:
+        return AppendFile.open(
+            dfd, name, shown=path, create=create, recognise=lambda head: is_event_log(head, prd)
+        )
+
+
+def _last_line(file: AppendFile) -> tuple[int, dict[str, Any] | None]:
+    """The ``seq`` of the last complete line of ``file`` and that line, after cutting a torn last
+    line (no newline: the process died while writing it) so the next append starts a line of its
+    own. Only the loop's own log gets here (:func:`_open_log`)."""
+    size = file.size
+    start = max(0, size - _TAIL_BYTES)
+    tail = file.read_at(start, size - start)
+    if tail and not tail.endswith(b"\n"):
+        cut = tail.rfind(b"\n")
+        keep = start + cut + 1 if cut >= 0 else start
+        log.warning("%s: cutting a torn last line (%d bytes)", file.shown, size - keep)
+        file.cut(keep)
+        tail = tail[: cut + 1] if cut >= 0 else b""
     for line in reversed(tail.splitlines()):
         try:
             doc = json.loads(line)
@@ -105,6 +139,20 @@ def last_seq(path: Path) -> tuple[int, dict[str, Any] | None]:
             continue
         return seq, doc
     return 0, None
+
+
+def last_seq(path: Path, prd: str | None = None) -> tuple[int, dict[str, Any] | None]:
+    """The ``seq`` of the last complete line of ``path`` and that line (0 and ``None`` when none).
+
+    A torn last line is cut off the file. ``path`` is reached without following a link; a file
+    that is not the event log of ``prd`` (of any PRD when ``None``) is refused (``UnsafePath``).
+    """
+    try:
+        file = _open_log(path, prd, create=False)
+    except NotFound:
+        return 0, None
+    with file:
+        return _last_line(file)
 
 
 class EventLog:
@@ -136,6 +184,8 @@ class EventLog:
         self._failure: BaseException | None = None
         #: The seq of the last event written and published.
         self.written = seq
+        #: The open log file (:meth:`open` opens it; else the writer does when it starts).
+        self._file: AppendFile | None = None
 
     @classmethod
     async def open(
@@ -154,11 +204,16 @@ class EventLog:
         The last line is published again: if the previous writer died between the file and the
         bus, the stream gets it now (and drops it as a duplicate otherwise).
         """
-        path.parent.mkdir(parents=True, exist_ok=True)
-        file_seq, last = await asyncio.to_thread(last_seq, path)
+        file = await asyncio.to_thread(_open_log, path, prd, create=True)
+        try:
+            file_seq, last = await asyncio.to_thread(_last_line, file)
+        except BaseException:
+            file.close()
+            raise
         log_ = cls(
             bus, project_id, prd, path, seq=max(file_seq, record_seq), queue_size=queue_size, publish=publish
         )
+        log_._file = file
         if last is not None:
             env = Envelope(
                 id=str(last["id"]),
@@ -216,6 +271,9 @@ class EventLog:
     async def close(self) -> None:
         """Write what is queued, then stop the writer."""
         if self._task is None:
+            if self._file is not None:  # opened, never started
+                self._file.close()
+                self._file = None
             return
         if not self._task.done():
             await self._queue.put(None)
@@ -235,14 +293,16 @@ class EventLog:
         return self._queue.qsize()
 
     async def _run(self) -> None:
-        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        file, self._file = self._file, None
         try:
+            if file is None:
+                file = await asyncio.to_thread(_open_log, self.path, self.prd, create=True)
             while True:
                 env = await self._queue.get()
                 try:
                     if env is None:
                         return
-                    await self._write(fd, env)
+                    await self._write(file, env)
                 finally:
                     self._queue.task_done()
         except asyncio.CancelledError:
@@ -252,7 +312,8 @@ class EventLog:
             self._failure = exc
             self._drain()
         finally:
-            os.close(fd)
+            if file is not None:
+                file.close()
 
     def _drain(self) -> None:
         """After a failure: release whoever waits on the queue (their emit raises next time)."""
@@ -260,9 +321,9 @@ class EventLog:
             self._queue.get_nowait()
             self._queue.task_done()
 
-    async def _write(self, fd: int, env: Envelope) -> None:
+    async def _write(self, file: AppendFile, env: Envelope) -> None:
         payload, _ = encode(env)
-        os.write(fd, payload + b"\n")  # one write of one line: O_APPEND keeps lines whole
+        file.write(payload + b"\n")  # one write of one line: O_APPEND keeps lines whole
         await self._publish(subjects.prd_event(self.project_id, self.prd, env.type), env, env.id)
         self.written = int(env.data["seq"])
 

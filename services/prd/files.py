@@ -14,13 +14,15 @@ Everything under ``.daedalus`` comes from the project, so it is untrusted input:
 ``.daedalus``, ``prds``, ``<name>`` or a file in it could point the loop's writes (or reads) at any
 file of the user. Every path is therefore opened component by component from the root with
 ``O_NOFOLLOW`` (``openat``), and a symlink anywhere below the root is refused with
-``InvalidInput`` naming it (docs/decisions/0273-prd-files-no-symlinks-and-gitignore.md).
+``InvalidInput`` naming it (docs/decisions/0273-prd-files-no-symlinks-and-gitignore.md). The files
+themselves are written through :mod:`jidocode.shared.nofollow` (docs/decisions/0301): replaced by
+rename, appended only to a regular file with no other name (a hard link could be a file outside the
+project), never through a link, never cut.
 """
 
 from __future__ import annotations
 
 import contextlib
-import errno
 import json
 import os
 import re
@@ -32,7 +34,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from jidocode.shared.errors import Conflict, InvalidInput, NotFound, PayloadTooLarge
-from jidocode.shared.nofollow import dir_fd
+from jidocode.shared.nofollow import append_bytes, create_bytes, dir_fd, open_read, replace_bytes
 
 from .model import NAME_PATTERN, Prd, error_path, parse_prd_data
 
@@ -51,6 +53,7 @@ __all__ = [
     "error_path",
     "list_prds",
     "load_prd",
+    "locate",
     "parse_prd",
     "read_progress",
     "render_prd_md",
@@ -150,7 +153,7 @@ def _dir_fd(
     )
 
 
-def _split(path: Path) -> tuple[Path, tuple[str, ...], str]:
+def locate(path: Path) -> tuple[Path, tuple[str, ...], str]:
     """``(root, dirs below it, file name)`` for a path of the seed's layout, else the parent as root.
 
     ``<root>/.daedalus/prds/<name>/<file>`` is checked link-free from ``<root>``; any other path
@@ -162,21 +165,8 @@ def _split(path: Path) -> tuple[Path, tuple[str, ...], str]:
     return path.parent, (), path.name
 
 
-def _open_file(dfd: int, name: str, flags: int, shown: Path, mode: int = 0o644) -> int:
-    try:
-        return os.open(name, flags | os.O_NOFOLLOW | os.O_CLOEXEC, mode, dir_fd=dfd)
-    except FileNotFoundError:
-        raise NotFound(f"{shown} does not exist", details={"file": str(shown)}) from None
-    except OSError as exc:
-        if exc.errno == errno.ELOOP:
-            raise _symlink_error(shown) from exc
-        raise
-
-
 def _read_capped(fd: int, limit: int, shown: Path) -> bytes:
     info = os.fstat(fd)
-    if not stat.S_ISREG(info.st_mode):
-        raise InvalidInput(f"{shown} is not a regular file", details={"file": str(shown)})
     if info.st_size > limit:
         raise PayloadTooLarge(
             f"{shown} is {info.st_size} bytes, more than the {limit} bytes a PRD may have",
@@ -249,40 +239,14 @@ def load_prd(path: Path, *, max_bytes: int = MAX_PRD_BYTES) -> Prd:
     Missing: ``NotFound``; larger than ``max_bytes``: ``PayloadTooLarge``.
     """
     path = Path(path)
-    root, dirs, name = _split(path)
+    root, dirs, name = locate(path)
     with _dir_fd(root, dirs) as dfd:
-        # O_NONBLOCK: a FIFO planted as prd.json must not hang the open (it is refused below)
-        fd = _open_file(dfd, name, os.O_RDONLY | os.O_NONBLOCK, path)
+        fd = open_read(dfd, name, shown=path)  # a FIFO planted as prd.json is refused, not waited on
         try:
             raw = _read_capped(fd, max_bytes, path)
         finally:
             os.close(fd)
     return parse_prd(raw, path)
-
-
-def _write_atomic(dfd: int, name: str, data: bytes, shown: Path) -> None:
-    """``name`` in ``dfd`` replaced by ``data`` at once: a temporary file beside it, fsync, rename,
-    fsync of the directory. On any failure the temporary file is removed and the old file stays."""
-    with contextlib.suppress(FileNotFoundError):
-        # rename never follows a link, but a planted one means someone meddled: say so
-        if stat.S_ISLNK(os.stat(name, dir_fd=dfd, follow_symlinks=False).st_mode):
-            raise _symlink_error(shown)
-    tmp = f".{name}.{os.getpid()}.{os.urandom(4).hex()}.tmp"
-    fd = _open_file(dfd, tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, shown.with_name(tmp))
-    try:
-        try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view) :]
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, name, src_dir_fd=dfd, dst_dir_fd=dfd)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp, dir_fd=dfd)
-        raise
-    os.fsync(dfd)
 
 
 def _prd_bytes(prd: Prd, shown: Path) -> bytes:
@@ -299,9 +263,9 @@ def save_prd(path: Path, prd: Prd) -> None:
     """Atomically: a temporary file beside it, fsync, rename (readers see the old or the new file)."""
     path = Path(path)
     data = _prd_bytes(prd, path)
-    root, dirs, name = _split(path)
+    root, dirs, name = locate(path)
     with _dir_fd(root, dirs) as dfd:
-        _write_atomic(dfd, name, data, path)
+        replace_bytes(dfd, name, data, shown=path)
 
 
 def render_prd_md(prd: Prd) -> str:
@@ -349,9 +313,9 @@ def create_prd(paths: PrdPaths, prd: Prd) -> None:
             raise Conflict(
                 f"PRD {paths.name!r} already exists ({paths.prd_json})", details={"prd": paths.name}
             )
-        _write_atomic(dfd, "prd.md", render_prd_md(prd).encode("utf-8"), paths.prd_md)
-        _write_atomic(dfd, "progress.md", b"", paths.progress_md)
-        _write_atomic(dfd, "prd.json", data, paths.prd_json)
+        replace_bytes(dfd, "prd.md", render_prd_md(prd).encode("utf-8"), shown=paths.prd_md)
+        replace_bytes(dfd, "progress.md", b"", shown=paths.progress_md)
+        replace_bytes(dfd, "prd.json", data, shown=paths.prd_json)
 
 
 def _stamp(now: datetime | None) -> str:
@@ -367,25 +331,10 @@ def _capped_entry(text: str, limit: int) -> bytes:
 
 def _append(paths: PrdPaths, name: str, entry: bytes, max_bytes: int) -> None:
     """Append ``entry`` to ``name``, first rotating the file to ``name.1`` when it would pass
-    ``max_bytes`` (one old generation is kept)."""
+    ``max_bytes`` (one old generation is kept). A link, a non-regular file or a file with another
+    name (a hard link) at ``name`` is refused (``InvalidInput``), never written through."""
     with _dir_fd(paths.root, (".daedalus", "prds", paths.name)) as dfd:
-        with contextlib.suppress(FileNotFoundError):
-            info = os.stat(name, dir_fd=dfd, follow_symlinks=False)
-            if stat.S_ISLNK(info.st_mode):
-                raise _symlink_error(paths.dir / name)
-            if not stat.S_ISREG(info.st_mode):
-                raise InvalidInput(
-                    f"{paths.dir / name} is not a regular file", details={"file": str(paths.dir / name)}
-                )
-            if info.st_size > 0 and info.st_size + len(entry) > max_bytes:
-                os.replace(name, f"{name}.1", src_dir_fd=dfd, dst_dir_fd=dfd)
-        fd = _open_file(dfd, name, os.O_WRONLY | os.O_APPEND | os.O_CREAT, paths.dir / name)
-        try:
-            view = memoryview(entry)
-            while view:
-                view = view[os.write(fd, view) :]
-        finally:
-            os.close(fd)
+        append_bytes(dfd, name, entry, shown=paths.dir / name, rotate_at=max_bytes)
 
 
 def append_progress(
@@ -422,14 +371,9 @@ def read_progress(paths: PrdPaths, *, max_bytes: int = PROGRESS_READ_BYTES) -> s
     without following a link: it goes into the provider's prompt, so it must be this PRD's file."""
     try:
         with _dir_fd(paths.root, (".daedalus", "prds", paths.name)) as dfd:
-            fd = _open_file(dfd, "progress.md", os.O_RDONLY | os.O_NONBLOCK, paths.progress_md)
+            fd = open_read(dfd, "progress.md", shown=paths.progress_md)
             try:
-                info = os.fstat(fd)
-                if not stat.S_ISREG(info.st_mode):
-                    raise InvalidInput(
-                        f"{paths.progress_md} is not a regular file", details={"file": str(paths.progress_md)}
-                    )
-                size = info.st_size
+                size = os.fstat(fd).st_size
                 start = max(0, size - max_bytes)
                 raw = os.pread(fd, max_bytes, start)
             finally:
@@ -450,14 +394,6 @@ def ensure_gitignored(root: Path) -> bool:
     and ``progress.md`` stay visible to git so the user may commit the plan (the git service still
     leaves ``.daedalus/`` out of story commits). An existing file is the user's and is kept.
     """
+    text = "# written by jidocode prd: runtime state of the PRD loop\n" + "\n".join(GITIGNORE_LINES) + "\n"
     with _dir_fd(Path(root), (".daedalus",), create=True) as dfd:
-        try:
-            os.stat(".gitignore", dir_fd=dfd, follow_symlinks=False)
-            return False
-        except FileNotFoundError:
-            pass
-        text = (
-            "# written by jidocode prd: runtime state of the PRD loop\n" + "\n".join(GITIGNORE_LINES) + "\n"
-        )
-        _write_atomic(dfd, ".gitignore", text.encode(), Path(root) / ".daedalus" / ".gitignore")
-        return True
+        return create_bytes(dfd, ".gitignore", text.encode(), shown=Path(root) / ".daedalus" / ".gitignore")
