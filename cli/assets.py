@@ -47,8 +47,9 @@ def _print_diagnostics(diagnostics: list[dict[str, Any]]) -> None:
     for d in diagnostics:
         colour = "red" if d.get("severity") == "error" else "yellow"
         key = f" [{d['key']}]" if d.get("key") else ""
+        where = f"{d['file']}:{d['line']}:{d.get('column') or 1}" if d.get("line") else d["file"]
         err_console.print(
-            f"[{colour}]{d.get('severity', 'error')}[/] {d['file']}{key}: {d['problem']}", highlight=False
+            f"[{colour}]{d.get('severity', 'error')}[/] {where}{key}: {d['problem']}", highlight=False
         )
 
 
