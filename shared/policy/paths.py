@@ -9,6 +9,11 @@ Contract:
   root **by path components**, so ``/proj-evil`` is not inside ``/proj``.
 - A path outside the root is refused unless it lies under one of the
   ``additional_directories`` of the settings.
+- A hidden path (JidoCode's data home, the JidoCode home, credential files:
+  :func:`jidocode.shared.sandbox.runtime_hidden`, the list the OS sandbox
+  hides from commands too) is refused whatever the additional directories
+  cover, for reading as for writing; only the project root itself is never
+  hidden.
 - Sensitive files (``.env``, ``*.pem``, ``id_rsa*`` …) are refused by default.
 - Protected files (the runtime's settings, ``.mcp.json``, ``.git`` internals)
   are never created or modified by a tool; reading them is allowed.
@@ -30,6 +35,7 @@ from typing import Final, Literal
 from pydantic import BaseModel, ConfigDict
 
 from jidocode.shared.sandbox import PROTECTED as SANDBOX_PROTECTED
+from jidocode.shared.sandbox import hidden_at, runtime_hidden
 
 __all__ = [
     "PROTECTED_DIR_NAMES",
@@ -114,7 +120,7 @@ class PathCheck(BaseModel):
 
     ok: bool
     path: str
-    #: ``outside_root``, ``sensitive``, ``protected``, ``invalid``; ``None`` when ok.
+    #: ``outside_root``, ``hidden``, ``sensitive``, ``protected``, ``invalid``; ``None`` when ok.
     reason: str | None = None
     message: str = ""
     #: The directory the path was found under (the root or an additional directory).
@@ -132,6 +138,8 @@ class PathSandbox(BaseModel):
     data_dir: str = ".jido"
     #: The global layer (``~/.jido_code``): protected as a whole.
     jido_home: str | None = None
+    #: Paths no tool may read or write, whatever the additional directories say (realpaths).
+    hidden: tuple[str, ...] = ()
 
     @classmethod
     def create(
@@ -142,8 +150,13 @@ class PathSandbox(BaseModel):
         data_dir: str = ".jido",
         jido_home: str | None = None,
         home: str | None = None,
+        hidden: tuple[str, ...] | None = None,
     ) -> PathSandbox:
-        """Resolve the root and the additional directories once, at project start."""
+        """Resolve the root and the additional directories once, at project start.
+
+        ``hidden`` defaults to the runtime's one list (the data home, the JidoCode
+        home ``jido_home`` or this process's, the credential files of its environment).
+        """
         if not os.path.isabs(root):
             raise ValueError(f"project root must be absolute, got {root!r}")
         home_dir = home or os.path.expanduser("~")
@@ -158,6 +171,7 @@ class PathSandbox(BaseModel):
             additional_directories=tuple(extra),
             data_dir=data_dir,
             jido_home=os.path.realpath(jido_home) if jido_home else None,
+            hidden=runtime_hidden(jido_home=jido_home) if hidden is None else hidden,
         )
 
     # -- classification (pure) ---------------------------------------------
@@ -231,6 +245,16 @@ class PathSandbox(BaseModel):
                 reason="outside_root",
                 message=f"{user_path!r} resolves to {resolved}, outside the project root {self.root}",
             )
+        hidden = self.hidden_under(resolved) or self.hidden_under(lexical)
+        if hidden is not None:
+            return PathCheck(
+                ok=False,
+                path=resolved,
+                reason="hidden",
+                message=f"{user_path!r} is in {hidden}, which no tool may see (JidoCode's own data or "
+                "credentials), whatever additional_directories allow",
+                base=base,
+            )
         if not allow_sensitive and (self.is_sensitive(resolved) or self.is_sensitive(lexical)):
             return PathCheck(
                 ok=False,
@@ -248,6 +272,10 @@ class PathSandbox(BaseModel):
                 base=base,
             )
         return PathCheck(ok=True, path=resolved, base=base)
+
+    def hidden_under(self, path: str) -> str | None:
+        """The hidden path ``path`` (absolute, normalised) lies under, or ``None``."""
+        return hidden_at(path, self.hidden, self.root)
 
     def base_of(self, resolved: str) -> str | None:
         """The root or additional directory ``resolved`` lies under, or ``None``."""

@@ -38,7 +38,7 @@ from ._launch import LAUNCHER, Launch, prepare
 from ._launcher import abi as landlock_abi
 from ._mode import INSTALL_HINT, Choice, choose, effective_settings
 from ._namespace import Namespace, child_pid
-from ._paths import PROTECTED, hidden_paths, protected_rels, read_cover
+from ._paths import PROTECTED, hidden_at, hidden_paths, protected_rels, read_cover, runtime_hidden
 from ._run import TRUNCATION_MARK, OnChunk, cap_text, run_command
 
 __all__ = [
@@ -64,6 +64,7 @@ __all__ = [
     "choose",
     "detect",
     "effective_settings",
+    "hidden_at",
     "hidden_paths",
     "landlock_abi",
     "prepare",
@@ -71,5 +72,6 @@ __all__ = [
     "read_cover",
     "repair",
     "run_command",
+    "runtime_hidden",
     "sandbox_env",
 ]

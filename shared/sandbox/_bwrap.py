@@ -11,7 +11,7 @@ __all__ = ["Mount", "bwrap_argv"]
 
 #: Order of mounts at the same depth: what hides comes first, then what the command writes,
 #: then what it may only read (a read-only bind over a writable parent must come after it).
-_RANK: Final[dict[str, int]] = {"tmpfs": 0, "dir": 0, "hide-file": 1, "rw": 2, "ro": 3}
+_RANK: Final[dict[str, int]] = {"tmpfs": 0, "dir": 0, "symlink": 0, "hide-file": 1, "rw": 2, "ro": 3}
 
 
 @dataclass(frozen=True, slots=True)
@@ -19,16 +19,20 @@ class Mount:
     """One mount of the sandbox at ``dest``.
 
     ``tmpfs``: an empty directory; ``dir``: a directory created in a tmpfs;
+    ``symlink``: a symbolic link to ``target`` (``/bin -> usr/bin``);
     ``hide-file``: ``/dev/null`` over a file; ``rw`` / ``ro``: a bind of
     ``dest`` itself, or of the open directory ``fd`` when given (the source is
     then pinned: a symlink swapped in after the check cannot redirect it).
     """
 
-    kind: Literal["tmpfs", "dir", "hide-file", "rw", "ro"]
+    kind: Literal["tmpfs", "dir", "symlink", "hide-file", "rw", "ro"]
     dest: str
     fd: int | None = None
+    target: str = ""
 
     def args(self) -> list[str]:
+        if self.kind == "symlink":
+            return ["--symlink", self.target, self.dest]
         if self.kind in ("tmpfs", "dir"):
             return [f"--{self.kind}", self.dest]
         if self.kind == "hide-file":
@@ -58,9 +62,12 @@ def bwrap_argv(
 ) -> list[str]:
     """``bwrap …  -- argv``: new user, mount, pid, ipc, uts, cgroup and (unless ``network``) net namespaces.
 
-    The root filesystem is bound read-only; ``/dev``, ``/proc``, ``/tmp`` and
-    ``/run`` are the sandbox's own; ``root`` is bound read-write; ``mounts``
-    (home, hidden paths, pinned and protected paths) follow, ancestors first.
+    The root filesystem is an empty tmpfs, made read-only once everything is
+    mounted: the command sees only what ``mounts`` bind (the system's
+    toolchain, the additional directories; never another project);
+    ``/dev``, ``/proc``, ``/tmp`` and ``/run`` are the sandbox's own; ``root``
+    is bound read-write; ``mounts`` (system directories, home, hidden paths,
+    pinned and protected paths) follow, ancestors first.
     Capabilities are dropped (bubblewrap run by root would keep them inside its
     user namespace, enough to unmount a protected path) and, where bubblewrap
     supports it, no further user namespace can be created inside. The command
@@ -80,13 +87,15 @@ def bwrap_argv(
     if disable_userns:
         out.append("--disable-userns")
     out += ["--cap-drop", "ALL", "--die-with-parent", "--new-session"]
-    out += ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
+    out += ["--dev", "/dev", "--proc", "/proc"]
     layers = [Mount("tmpfs", "/tmp"), Mount("tmpfs", "/run"), Mount("rw", root), *mounts]
     for mount in sorted(layers, key=_order):
         out += mount.args()
     if network:
         # a resolv.conf that points into /run (systemd-resolved) keeps working
         out += ["--ro-bind-try", "/run/systemd/resolve", "/run/systemd/resolve"]
+    # the empty root itself: nothing may be created beside the mounts
+    out += ["--remount-ro", "/"]
     out += ["--chdir", chdir or root, "--clearenv"]
     for key, value in env.items():
         out += ["--setenv", key, value]

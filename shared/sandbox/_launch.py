@@ -14,7 +14,6 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any, Final
 
-from jidocode.shared.config import default_data_home
 from jidocode.shared.errors import PermissionDenied
 
 from ._bwrap import Mount, bwrap_argv
@@ -23,7 +22,15 @@ from ._env import sandbox_env
 from ._guard import GUARD, TooLarge
 from ._launcher import spec_argv
 from ._mode import Choice, choose, effective_settings
-from ._paths import PROC_READABLE, hidden_paths, protected_rels, read_cover, within
+from ._paths import (
+    PROC_READABLE,
+    hidden_at,
+    protected_rels,
+    read_cover,
+    runtime_hidden,
+    system_readable,
+    within,
+)
 
 __all__ = ["LAUNCHER", "Launch", "prepare"]
 
@@ -31,6 +38,8 @@ __all__ = ["LAUNCHER", "Launch", "prepare"]
 LAUNCHER: Final = str(Path(__file__).with_name("_launcher.py"))
 #: Device files a Landlock-sandboxed command may write.
 _DEV_RW: Final = ("/dev/null", "/dev/zero", "/dev/full", "/dev/tty")
+#: Device files a Landlock-sandboxed command may read.
+_DEV_READ: Final = ("/dev/urandom", "/dev/random")
 _PATH_FLAGS: Final = os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
@@ -88,23 +97,6 @@ def _home(env: Mapping[str, str]) -> str | None:
     return os.path.realpath(home) if home and os.path.isabs(home) else None
 
 
-def _secrets(env: Mapping[str, str]) -> list[str]:
-    """Files holding credentials the runner was given by path."""
-    out = []
-    for name in ("NATS_CREDS", "NATS_NKEY", "GOOGLE_APPLICATION_CREDENTIALS", "AWS_SHARED_CREDENTIALS_FILE"):
-        value = env.get(name)
-        if value and os.path.isabs(value):
-            out.append(os.path.realpath(value))
-    return out
-
-
-def _data_home() -> str | None:
-    try:
-        return os.path.realpath(default_data_home())
-    except (OSError, RuntimeError):
-        return None
-
-
 def _open_chain(root: str, rel: str) -> tuple[list[tuple[str, int]], int | None]:
     """O_PATH descriptors of the real directories from ``root`` to ``rel``'s parent, and of ``rel`` itself.
 
@@ -144,11 +136,42 @@ def _open_chain(root: str, rel: str) -> tuple[list[tuple[str, int]], int | None]
     return fds, None
 
 
+def _visible_extras(root: str, hidden: Sequence[str], extra_ro: Sequence[str]) -> list[str]:
+    """The additional directories the command reads: existing, outside the root, not in a hidden path."""
+    return [
+        d for d in extra_ro if os.path.isdir(d) and not within(d, root) and hidden_at(d, hidden, root) is None
+    ]
+
+
+def _system_mounts(system: Sequence[str]) -> list[Mount]:
+    """Read-only binds of the system directories; ``/bin -> usr/bin`` stays a symlink inside."""
+    real_dirs = [p for p in system if not os.path.islink(p)]
+    out: list[Mount] = []
+    for path in system:
+        if os.path.islink(path) and any(within(os.path.realpath(path), d) for d in real_dirs):
+            out.append(Mount("symlink", path, target=os.readlink(path)))
+        elif os.path.isdir(path):
+            out.append(Mount("ro", path))  # a link elsewhere: its target's content, bound here
+    return out
+
+
 def _bwrap_mounts(
-    root: str, rels: Sequence[str], home: str | None, hidden: Sequence[str], extra_ro: Sequence[str]
+    root: str,
+    rels: Sequence[str],
+    home: str | None,
+    hidden: Sequence[str],
+    extra_ro: Sequence[str],
+    system: Sequence[str] = (),
 ) -> tuple[list[Mount], list[int], str]:
-    """The mounts of a bubblewrap call (and the descriptors they pin), and the sandbox's HOME."""
-    mounts: list[Mount] = []
+    """The mounts of a bubblewrap call (and the descriptors they pin), and the sandbox's HOME.
+
+    Only ``system``, ``root`` and the additional directories ``extra_ro`` are
+    bound; a ``hidden`` path under any of them is covered again (an empty
+    tmpfs, or ``/dev/null`` over a file).
+    """
+    extras = _visible_extras(root, hidden, extra_ro)
+    # an additional directory that holds a system one ("/") binds it already
+    mounts = _system_mounts([p for p in system if not any(within(p, d) for d in extras)])
     fds: list[int] = []
     pinned: set[str] = set()
     try:
@@ -176,16 +199,15 @@ def _bwrap_mounts(
         else:
             sandbox_home = "/tmp/home"
             mounts.append(Mount("dir", sandbox_home))
+        shown = (root, *extras, *(m.dest for m in mounts if m.kind == "ro" and m.fd is None))
         for path in hidden:
-            if home and within(path, home):
-                continue
+            if not any(within(path, v) for v in shown):
+                continue  # not bound: nothing to cover
             if os.path.isdir(path):
                 mounts.append(Mount("tmpfs", path))
             elif os.path.exists(path):
                 mounts.append(Mount("hide-file", path))
-        for d in extra_ro:
-            if os.path.isdir(d) and not within(d, root):
-                mounts.append(Mount("ro", d))
+        mounts += [Mount("ro", d) for d in extras]
     except BaseException:
         for fd in fds:
             os.close(fd)
@@ -194,11 +216,28 @@ def _bwrap_mounts(
 
 
 def _landlock_spec(
-    root: str, hidden: Sequence[str], scratch: str, extra_ro: Sequence[str], caps: Capabilities, network: bool
+    root: str,
+    hidden: Sequence[str],
+    scratch: str,
+    extra_ro: Sequence[str],
+    caps: Capabilities,
+    network: bool,
+    home: str | None = None,
 ) -> dict[str, Any]:
-    read = read_cover(hidden)
-    read += [p for p in PROC_READABLE if os.path.exists(p)]
-    read += [d for d in extra_ro if os.path.isdir(d)]
+    """The Landlock rules: read the system directories and the additional ones (minus the hidden paths).
+
+    Landlock cannot take a subtree out of a grant, so each readable tree is
+    replaced by the siblings of the hidden paths under it (:func:`read_cover`).
+    As under bubblewrap (whose empty home covers it), an additional directory
+    above the ``home`` (``/``) does not open the home; one in it does.
+    """
+    read = [path for top in system_readable() for path in read_cover(hidden, top=top)]
+    for top in _visible_extras(root, hidden, extra_ro):
+        above_home = home is not None and within(home, top) and home != top
+        read += read_cover([*hidden, home] if above_home and home else hidden, top=top)
+    read += [p for p in (*PROC_READABLE, *_DEV_READ) if os.path.exists(p)]
+    if network and os.path.isdir("/run/systemd/resolve"):
+        read.append("/run/systemd/resolve")  # a resolv.conf that points into /run keeps working
     return {
         "abi": caps.landlock_abi,
         "read": read,
@@ -227,17 +266,16 @@ def _plan(
         env = sandbox_env(source_env, home=own_home, tmpdir=source_env.get("TMPDIR") or tempfile.gettempdir())
         return Launch(choice=choice, argv=list(argv), env=env, cwd=workdir, root=root)
     home = _home(source_env)
-    hidden = hidden_paths(
-        home=home, jido_home=jido_home, data_home=_data_home(), secrets=_secrets(source_env)
-    )
+    hidden = runtime_hidden(source_env, jido_home=jido_home)
+    system = system_readable()
+    # PATH keeps only entries the command can see: the system, the root, the additional directories
+    visible = (*system, root, *additional_directories)
     rels = protected_rels(data_dir)
     if choice.mode == "bubblewrap":
-        mounts, fds, sandbox_home = _bwrap_mounts(root, rels, home, hidden, additional_directories)
+        mounts, fds, sandbox_home = _bwrap_mounts(root, rels, home, hidden, additional_directories, system)
         info_r, info_w = os.pipe()
         try:
-            env = sandbox_env(
-                source_env, home=sandbox_home, tmpdir="/tmp", hidden=hidden, visible=additional_directories
-            )
+            env = sandbox_env(source_env, home=sandbox_home, tmpdir="/tmp", hidden=("/",), visible=visible)
             full = bwrap_argv(
                 argv,
                 root=root,
@@ -268,7 +306,7 @@ def _plan(
     try:
         os.mkdir(os.path.join(scratch, "home"), 0o700)
         os.mkdir(os.path.join(scratch, "tmp"), 0o700)
-        spec = _landlock_spec(root, hidden, scratch, additional_directories, caps, choice.network)
+        spec = _landlock_spec(root, hidden, scratch, additional_directories, caps, choice.network, home)
     except BaseException:
         shutil.rmtree(scratch, ignore_errors=True)
         raise
@@ -276,8 +314,8 @@ def _plan(
         source_env,
         home=os.path.join(scratch, "home"),
         tmpdir=os.path.join(scratch, "tmp"),
-        hidden=hidden,
-        visible=additional_directories,
+        hidden=("/",),
+        visible=visible,
     )
     full = [sys.executable, "-I", "-S", LAUNCHER, *spec_argv(spec), "--", *argv]
     return Launch(choice=choice, argv=full, env=env, cwd=workdir, root=root, guarded=True, scratch=scratch)

@@ -1,19 +1,45 @@
-"""Which paths the sandbox protects, hides and lets the command read (pure, except :func:`read_cover`).
+"""Which paths the sandbox protects, hides and lets the command read (pure, except where noted).
 
 Protected paths are files that run later in the user's own tools, or decide
 how git and JidoCode behave: a command may read them, never create or change
 them. They are named relative to the project root.
+
+Hidden paths (:func:`runtime_hidden`) are what no tool of any project may see,
+whatever its settings add: JidoCode's data home (service credentials, the
+gateway token, the NATS server's configuration with every service's password),
+the JidoCode home (the global settings layer and the trust store) and the
+credential files the runner was given by path. The OS sandbox and the file
+tools (:class:`jidocode.shared.policy.PathSandbox`) use this one list.
+
+What a sandboxed command reads is an allowlist, not "everything but the hidden
+paths": its project root, the system's toolchain (:data:`SYSTEM_READABLE`, those
+that exist) and the additional directories of the settings. Another project's
+root is none of these, so one project's commands cannot read another's files.
 """
 
 from __future__ import annotations
 
 import os
 import stat
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import PurePosixPath
 from typing import Final
 
-__all__ = ["PROC_READABLE", "PROTECTED", "hidden_paths", "protected_rels", "read_cover", "within"]
+from jidocode.shared.config import default_data_home, default_jido_home
+
+__all__ = [
+    "PROC_READABLE",
+    "PROTECTED",
+    "SECRET_FILE_VARS",
+    "SYSTEM_READABLE",
+    "hidden_at",
+    "hidden_paths",
+    "protected_rels",
+    "read_cover",
+    "runtime_hidden",
+    "system_readable",
+    "within",
+]
 
 #: Protected paths under the project root (the data dir is added by :func:`protected_rels`).
 PROTECTED: Final[tuple[str, ...]] = (
@@ -47,6 +73,34 @@ PROC_READABLE: Final[tuple[str, ...]] = (
 )
 
 
+#: The system's directories a sandboxed command reads (read-only; those that exist): programs,
+#: libraries, the dynamic loader, ``/etc`` (users, locale, certificates, resolver), toolchains
+#: installed under ``/opt``, ``/nix/store`` or ``/snap``, and ``/sys``. Never the home
+#: directories, ``/tmp``, ``/var``, ``/srv``, ``/mnt`` or ``/media``, where projects live.
+SYSTEM_READABLE: Final[tuple[str, ...]] = (
+    "/usr",
+    "/bin",
+    "/sbin",
+    "/lib",
+    "/lib32",
+    "/lib64",
+    "/libx32",
+    "/etc",
+    "/opt",
+    "/nix/store",
+    "/snap",
+    "/sys",
+)
+
+#: Variables naming credential files the runner was given by path (hidden wherever they are).
+SECRET_FILE_VARS: Final[tuple[str, ...]] = (
+    "NATS_CREDS",
+    "NATS_NKEY",
+    "GOOGLE_APPLICATION_CREDENTIALS",
+    "AWS_SHARED_CREDENTIALS_FILE",
+)
+
+
 def within(path: str, base: str) -> bool:
     """Whether ``path`` is ``base`` or under it (by components; both absolute and normalised)."""
     p, b = PurePosixPath(path).parts, PurePosixPath(base).parts
@@ -76,6 +130,42 @@ def hidden_paths(
             if norm != "/":
                 out.add(norm)
     return tuple(sorted(out))
+
+
+def runtime_hidden(env: Mapping[str, str] | None = None, *, jido_home: str | None = None) -> tuple[str, ...]:
+    """The one list of paths no tool may see (realpaths, sorted): the data home, the JidoCode home, secrets.
+
+    ``jido_home`` defaults to the JidoCode home of this process (``$JIDO_CODE_HOME`` or
+    ``~/.jido_code``), the data home is this process's (``$JIDO_DATA_HOME`` …); the
+    credential files are the absolute paths in :data:`SECRET_FILE_VARS` of ``env``
+    (default: this process's environment). Reads the environment and resolves links.
+    """
+    source = os.environ if env is None else env
+    secrets = [source[name] for name in SECRET_FILE_VARS if os.path.isabs(source.get(name) or "")]
+    try:
+        data_home: str | None = str(default_data_home())
+        own_home: str | None = jido_home or str(default_jido_home())
+    except RuntimeError:  # no home directory to derive them from
+        data_home, own_home = None, jido_home
+    found = hidden_paths(home=None, jido_home=own_home, data_home=data_home, secrets=secrets)
+    return tuple(sorted({os.path.realpath(p) for p in found} - {"/"}))
+
+
+def hidden_at(path: str, hidden: Iterable[str], root: str) -> str | None:
+    """The hidden path ``path`` lies under, or ``None``; the project ``root`` itself is never hidden.
+
+    A root inside a hidden path (a worktree kept under the data home) stays
+    visible, with everything below it; the rest of that hidden path does not.
+    """
+    for h in hidden:
+        if within(path, h) and not (within(root, h) and within(path, root)):
+            return h
+    return None
+
+
+def system_readable(extra: Iterable[str] = ()) -> list[str]:
+    """:data:`SYSTEM_READABLE` and ``extra``, those that exist (reads the disk)."""
+    return [p for p in (*SYSTEM_READABLE, *extra) if os.path.lexists(p)]
 
 
 def read_cover(hidden: Iterable[str], top: str = "/") -> list[str]:

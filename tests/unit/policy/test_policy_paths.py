@@ -124,7 +124,12 @@ def test_global_home_protected(root: Path, tmp_path: Path) -> None:
     home = tmp_path / "jh"
     home.mkdir()
     box = PathSandbox.create(str(root), additional_directories=[str(home)], jido_home=str(home))
-    assert box.check(str(home / "skills" / "x.md"), "write").reason == "protected"
+    # hidden (decision 0303): neither read nor written, whatever additional_directories say
+    assert box.check(str(home / "skills" / "x.md"), "write").reason == "hidden"
+    assert box.check(str(home / "skills" / "x.md"), "read").reason == "hidden"
+    # and protected still, should a caller give no hidden list
+    bare = PathSandbox.create(str(root), additional_directories=[str(home)], jido_home=str(home), hidden=())
+    assert bare.check(str(home / "skills" / "x.md"), "write").reason == "protected"
 
 
 @pytest.mark.parametrize("bad", ["a\x00b", "a\u202eb", "a\u200bb", "x\ny", ""])
