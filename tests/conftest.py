@@ -79,14 +79,17 @@ def nats_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 
 @pytest.fixture
-def jido_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+def jido_home(
+    tmp_path: Path, tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> Path:
     """An empty global layer, so the user's ~/.jido_code never leaks into a test.
 
     It trusts the test's ``tmp_path``, so the project settings a test writes under it
     apply as they do once the user ran ``jidocode projects trust`` (trust tests untrust it).
+    It lies beside ``tmp_path``, not in it: a project root may not contain the JidoCode
+    home (decision 0303), and tests open ``tmp_path`` itself as a project.
     """
-    home = tmp_path / "jido_home"
-    home.mkdir()
+    home = tmp_path_factory.mktemp("jido_home")
     monkeypatch.setenv("JIDO_CODE_HOME", str(home))
     trust_project(tmp_path, home=home)
     return home

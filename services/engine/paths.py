@@ -13,8 +13,12 @@ an allowed root:
 
 Whatever is configured, these are never a project root: the filesystem root,
 a bare home directory (``~`` itself, or any directory holding a user's home
-directory), ``/proc``, ``/sys``, ``/dev``, ``/etc``, ``/boot``, ``/run`` (and
-anything under them), and JidoCode's own global layer and data home.
+directory: a project *inside* the home, like ``~/code/app``, is fine),
+``/proc``, ``/sys``, ``/dev``, ``/etc``, ``/boot``, ``/run`` (and anything
+under them), and a directory that is, lies inside or contains JidoCode's own
+global layer (the JidoCode home) or data home: the project's tools write its
+root, and those hold the global settings, the service credentials and every
+service's password (decision 0303).
 """
 
 from __future__ import annotations
@@ -104,22 +108,34 @@ def check_allowed(real: str, allowed: AllowedRoots) -> None:
             raise PermissionDenied(
                 f"{real!r} is a system directory ({system}): never a project root", details=details
             )
-    if real in _homes():
+    if real in _homes() or _under(_real(Path.home()), real):
         raise PermissionDenied(
-            f"{real!r} is a home directory (or the folder of home directories): open a project inside it",
+            f"{real!r} is or contains a home directory ({_real(Path.home())}): open a project inside it",
             details=details,
         )
-    for own in (_real(default_jido_home()), _real(default_data_home())):
-        if _under(real, own):
-            raise PermissionDenied(
-                f"{real!r} is JidoCode's own data ({own}): never a project root", details=details
-            )
+    _check_own_data(real, details)
     if not any(_under(real, root) and (allowed.exact or real != root) for root in allowed.roots):
         raise PermissionDenied(
             f"{real!r} is not under an allowed project root ({', '.join(allowed.roots) or 'none'}); "
             f"allow more with {ENV_VAR} or projects.allowed_roots in the global settings.json",
             details=details,
         )
+
+
+def _check_own_data(real: str, details: dict[str, object]) -> None:
+    """``PermissionDenied`` when ``real`` is, lies inside or contains the JidoCode home or the data home."""
+    for what, own in (
+        ("the JidoCode home (global settings)", _real(default_jido_home())),
+        ("JidoCode's data home (service credentials)", _real(default_data_home())),
+    ):
+        if _under(real, own):
+            raise PermissionDenied(f"{real!r} is inside {what} {own}: never a project root", details=details)
+        if _under(own, real):
+            raise PermissionDenied(
+                f"{real!r} contains {what} {own}: never a project root (its tools would write there); "
+                "open a project that does not hold it",
+                details=details,
+            )
 
 
 def validate_root(root_path: str, allowed: AllowedRoots | None = None) -> str:
