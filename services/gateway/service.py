@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import socket
 
 import uvicorn
@@ -37,12 +38,13 @@ def listen(host: str, port: int) -> socket.socket:
     """
     try:
         infos = socket.getaddrinfo(host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
-        family = infos[0][0]
+        families = [info[0] for info in infos]
+        # a name such as localhost: IPv4 first (the URL `jidocode up` prints is 127.0.0.1)
+        family = socket.AF_INET if socket.AF_INET in families else families[0]
         return socket.create_server((host, port), family=family, backlog=2048)
     except OSError as exc:
-        raise OSError(
-            exc.errno, f"the gateway cannot listen on {host}:{port}: {exc.strerror or exc}"
-        ) from exc
+        why = os.strerror(exc.errno) if exc.errno and exc.errno > 0 else (exc.strerror or str(exc))
+        raise OSError(exc.errno, f"the gateway cannot listen on {host}:{port}: {why}") from exc
 
 
 class GatewayServer:

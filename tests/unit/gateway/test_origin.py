@@ -222,3 +222,14 @@ def test_only_a_bearer_header_with_the_token_waives_the_origin_check(
     raw = [(k.encode(), v.encode()) for k, v in headers.items()]
     conn = HTTPConnection({"type": "http", "headers": raw, "path": "/", "query_string": b""})
     assert TokenChecker("t" * 30).allows_by_header(conn) is by_header
+
+
+def test_the_gateway_binds_first_so_its_origin_has_the_real_port() -> None:
+    from jidocode.services.gateway.service import listen
+
+    with listen("localhost", 0) as first:
+        host, port = first.getsockname()[:2]
+        assert host == "127.0.0.1" and port > 0  # a name binds IPv4 first: the URL `up` prints
+        assert f"127.0.0.1:{port}" in OwnOrigin.of("localhost", port).hosts
+        with pytest.raises(OSError, match=f"the gateway cannot listen on 127.0.0.1:{port}: "):
+            listen("127.0.0.1", port)
