@@ -28,7 +28,7 @@ import os
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path, PurePosixPath
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from jidocode.shared.config import default_data_home, default_jido_home
 from jidocode.shared.errors import InvalidInput, NotFound, PermissionDenied
@@ -122,7 +122,7 @@ def check_allowed(real: str, allowed: AllowedRoots) -> None:
         )
 
 
-def _check_own_data(real: str, details: dict[str, object]) -> None:
+def _check_own_data(real: str, details: dict[str, Any]) -> None:
     """``PermissionDenied`` when ``real`` is, lies inside or contains the JidoCode home or the data home."""
     for what, own in (
         ("the JidoCode home (global settings)", _real(default_jido_home())),
