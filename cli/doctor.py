@@ -13,6 +13,8 @@ Checks, each printed with what to do when it is a problem:
 * **settings**: what the settings files (global, and the project's: ``-p`` or the current
   folder) say is wrong or has no effect, one line per problem with its ``file:line:column``
   and key (e.g. a ``signal_bus`` middleware: NATS runs none);
+* **mcp**: the project's HTTP MCP servers that await your approval, with their URLs (a
+  warning: they are not started until ``jidocode mcp-servers approve``, decision 0302);
 * **sandbox**: which OS sandbox tool commands run in here, with a test command.
 
 Exit code 1 when something needed is missing or broken (Python, the NATS binary, the
@@ -48,6 +50,7 @@ from jidocode.shared.natsserver import find_nats_server
 from jidocode.shared.settings import global_home, load_settings
 
 from .common import console, print_json
+from .mcp_servers import check_mcp
 
 __all__ = [
     "Check",
@@ -441,14 +444,23 @@ def doctor(
     # Settings: printed after the checks, and under their own key in --json (the sandbox report
     # already has a "settings" key: its own). A settings error is fatal (every call is refused).
     settings_check = check_settings(project or os.getcwd())
+    mcp_check = check_mcp(project or os.getcwd())  # a warning at most: what awaits approval
     report = sandbox_report(project, check=not no_check)
     sandbox_ok = report["sandbox"] != "unavailable" and report.get("check", {"ok": True})["ok"]
     failed = [c["name"] for c in (*checks, settings_check) if c["status"] == "fail"]
     failed += [] if sandbox_ok else ["sandbox"]
     if json_out:
-        print_json({**report, "checks": checks, "settings_check": settings_check, "ok": not failed})
+        print_json(
+            {
+                **report,
+                "checks": checks,
+                "settings_check": settings_check,
+                "mcp_check": mcp_check,
+                "ok": not failed,
+            }
+        )
     else:
-        for c in (*checks, settings_check):
+        for c in (*checks, settings_check, mcp_check):
             _print_check(c)
         _print_sandbox(report)
         if failed:

@@ -11,6 +11,7 @@ approval. Servers of the user's own global ``.mcp.json`` need none.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import typer
 from pydantic import BaseModel, ConfigDict
@@ -28,7 +29,7 @@ from jidocode.shared.trust import trust_state
 
 from .common import console, err_console, print_json, run
 
-__all__ = ["ServerRow", "app", "server_rows"]
+__all__ = ["ServerRow", "app", "check_mcp", "server_rows"]
 
 app = typer.Typer(
     help="The MCP servers of a project: list them; approve or revoke its HTTP servers.",
@@ -74,6 +75,29 @@ def server_rows(root: Path, *, home: Path) -> list[ServerRow]:
             state = "runs"
         rows.append(ServerRow(name=name, layer=layer, transport=transport, target=_target(cfg), state=state))
     return rows
+
+
+def check_mcp(project: str, *, home: Path | None = None) -> dict[str, Any]:
+    """``jidocode doctor``'s ``mcp`` line: ``warn`` naming each HTTP server of the project that
+    awaits the user's approval (with its URL), else ``ok``; never a failure."""
+    home = home or global_home()
+    rows = server_rows(Path(project), home=home)
+    waiting = [row for row in rows if row.state == "awaiting_approval"]
+    if not waiting:
+        return {
+            "name": "mcp",
+            "status": "ok",
+            "detail": f"{len(rows)} server(s), none awaits approval",
+            "fix": None,
+        }
+    real = trust_state(project, home=home).root
+    return {
+        "name": "mcp",
+        "status": "warn",
+        "detail": f"{len(waiting)} HTTP server(s) of the project await your approval (not started)",
+        "fix": f"check each URL, then `jidocode mcp-servers approve {real} <server>`",
+        "lines": [f"{row.name}: {row.target}" for row in waiting],
+    }
 
 
 def _project_http_server(root: Path, server: str, *, home: Path) -> HttpServer:

@@ -306,3 +306,27 @@ async def test_a_project_stdio_server_cannot_reach_the_hosts_network(
         assert result.ok, result
         assert str(result.data["text"]).startswith("refused"), result.data
         assert listener.connections == 0, "a project's MCP server reached the host's network"
+
+
+async def test_doctor_names_a_project_http_server_awaiting_approval(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``jidocode doctor -p <dir>`` warns with the URL (never fails the run for it)."""
+    from typer.testing import CliRunner
+
+    from jidocode.cli.main import app
+
+    home = tmp_path / "jido_home"
+    monkeypatch.delenv("NATS_URL", raising=False)
+    monkeypatch.setenv("JIDO_CODE_HOME", str(home))
+    monkeypatch.setenv("JIDO_DATA_HOME", str(tmp_path / "data"))
+    root = tmp_path / "proj"
+    write_mcp_json(root, {"docs": {"type": "http", "url": "http://127.0.0.1:9/planted"}})
+    trust_project(root, home=home)
+    result = CliRunner().invoke(app, ["doctor", "--json", "--no-check", "--project", str(root)])
+    check = json.loads(result.output)["mcp_check"]
+    assert check["status"] == "warn" and check["lines"] == ["docs: http://127.0.0.1:9/planted"], check
+    assert "jidocode mcp-servers approve" in check["fix"]
+    result = CliRunner().invoke(app, ["doctor", "--no-check", "--project", str(root)])
+    assert "mcp:       warn" in result.output and "http://127.0.0.1:9/planted" in result.output, result.output
+    assert "mcp" not in result.output.partition("needed and missing:")[2]
