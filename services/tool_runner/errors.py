@@ -35,9 +35,9 @@ class QuotaExceeded(JidoError):
     error_type = "quota_exceeded"
     default_retryable = True
 
-    def __init__(self, scope: str, limit: int) -> None:
+    def __init__(self, scope: str, limit: int, *, message: str | None = None) -> None:
         super().__init__(
-            f"too many tool calls running for this {scope} (limit {limit}); retry later",
+            message or f"too many tool calls running for this {scope} (limit {limit}); retry later",
             details={"scope": scope, "limit": limit},
         )
 

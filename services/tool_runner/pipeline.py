@@ -10,7 +10,9 @@
 3. **ask** a human when the policy says ``ask`` (:mod:`.approvals`), holding no
    request slot while it waits;
 4. take the project's and the conversation's **quota** slots, counted across the
-   replicas (:mod:`.quotas`, :mod:`.quota_leases`);
+   replicas (:mod:`.quotas`, :mod:`.quota_leases`), holding no request slot while
+   it waits (:class:`.quotas.WaitingRoom`, bounded per project), then a request
+   slot again to run;
 5. **execute**: a built-in in-process under the limits (:mod:`.executor`), an
    asset tool on the asset loader — in a task a cancel kills (:mod:`.running`);
 6. **report**: ``tool.started`` once the call holds its slots, ``tool.completed``
@@ -21,6 +23,10 @@ after it is refused (``timeout``), and the approval wait, the run and a
 forwarded asset tool are bounded by it. A step of a workflow or skill (request
 id ``<root>/wf/…`` or ``<root>/skill/…``) is refused once its root call has
 ended (cancelled, or answered), so a workflow stops when its caller stops.
+
+**No wait of one project holds a slot another needs**: the service host's
+request slots (its total concurrency) are held to run, never to wait for a
+human, a quota slot or a project's MCP server to start (decisions 0143, 0306).
 
 **Only the owner cancels**: a cancel stops a call only when it names the
 call's conversation (:meth:`Pipeline.cancel`).
@@ -33,7 +39,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Callable, Coroutine
+from collections.abc import AsyncIterator, Callable, Coroutine
 from contextlib import AbstractAsyncContextManager
 from functools import partial
 from typing import Any
@@ -54,7 +60,7 @@ from .mcp.host import McpHost
 from .mcp.mapping import split_name
 from .mcp.rules import mcp_decision, mcp_exposed
 from .projects import Project, Projects
-from .quotas import Quotas, slots_for
+from .quotas import Quotas, WaitingRoom, slots_for
 from .report import finished, started
 from .running import RunningCalls
 from .telemetry import call_span, note
@@ -80,6 +86,7 @@ class Pipeline:
         quota_wait_s: float,
         release: Callable[[], AbstractAsyncContextManager[None]] = _no_release,
         max_pending_approvals: int | None = None,
+        max_queued_calls: int | None = None,
         quotas: Quotas | None = None,
         mcp: McpHost | None = None,
     ) -> None:
@@ -88,6 +95,9 @@ class Pipeline:
         self.ledger = ledger
         self.quota_wait_s = quota_wait_s
         self.gate = ApprovalGate(bus, release=release, max_pending=max_pending_approvals)
+        #: Where calls wait for a quota slot or an MCP server without a request slot (``None``:
+        #: ``JIDO_MAX_QUEUED_CALLS`` per project).
+        self.waiting = WaitingRoom(release=release, limit=max_queued_calls)
         #: Per replica unless given cluster-wide leases (the service gives them: :mod:`.quota_leases`).
         self.quotas = Quotas() if quotas is None else quotas
         self.running = RunningCalls()
@@ -147,7 +157,7 @@ class Pipeline:
         )
         if asked and claim is not None:
             await self.ledger.touch(claim)  # the wait may have been long: the claim lives on
-        async with self.quotas.hold(slots_for(call, project.tools), self.quota_wait_s, owner=call.key):
+        async with self._quota(call, project):
             limits = project.limits
             limits = limits.model_copy(
                 update={"timeout_s": _bounded(call, limits.timeout_s, "before it could run")}
@@ -156,6 +166,16 @@ class Pipeline:
             note(sandbox=str(box.mode) if box is not None else None)
             await self.bus.emit(started(call, box), **call.ext)
             return await self.running.execute(call.key, self._tool(call, project, args, decision, limits))
+
+    @contextlib.asynccontextmanager
+    async def _quota(self, call: Call, project: Project) -> AsyncIterator[None]:
+        """Hold the call's quota slots, waited for in the waiting room: the wait holds no request
+        slot; the slot is taken back (quota first, then a shared slot) before the call runs."""
+        async with contextlib.AsyncExitStack() as held:
+            async with self.waiting.wait(call.project_id, "a quota slot"):
+                slots = slots_for(call, project.tools)
+                await held.enter_async_context(self.quotas.hold(slots, self.quota_wait_s, owner=call.key))
+            yield
 
     async def _check_root(self, call: Call) -> None:
         """A workflow's or skill's step runs only while the call it belongs to has not ended."""
@@ -191,7 +211,8 @@ class Pipeline:
                 details={"tool": call.name, "reason": "not_in_catalogue"},
             )
         timeout = _bounded(call, project.limits.timeout_s, "before its MCP server started")
-        await self.mcp.spec(call.project_id, project.policy, call.name, timeout)
+        async with self.waiting.wait(call.project_id, "its MCP server to start"):  # may take long
+            await self.mcp.spec(call.project_id, project.policy, call.name, timeout)
         return refuse_denied(mcp_decision(project.policy, call.name))
 
     def _tool(

@@ -13,16 +13,29 @@ Two tiers, taken in this order and freed in the reverse one:
    does: :mod:`.quota_leases`): a lease per running call in a KV bucket every
    replica shares, so the limit holds across replicas.
 
-:func:`slots_for` (which quotas a call takes) is pure.
+**Waiting costs no request slot** (:class:`WaitingRoom`, decision 0306). The
+pipeline waits for the quotas (and for a project's MCP server to start) inside
+the room, which gives the request's slot of the service host back for the wait
+(``ServiceHost.released``) and takes one again once the wait is over: a call
+holds one of the replica's shared slots only to run (and for the short steps
+before its wait), never while it queues behind its own project's quota, so 300
+calls queued in one project leave the slots to the other projects. What bounds
+the queue instead is :data:`MAX_QUEUED_PER_PROJECT` waiting calls per project
+and replica (``JIDO_MAX_QUEUED_CALLS``); past it a call is refused at once with
+``quota_exceeded`` (retryable) naming the bound.
+
+:func:`slots_for` (which quotas a call takes) and :func:`queue_limit` are pure.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Sequence
+import os
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
-from typing import Protocol, TypeVar
+from typing import Final, Protocol, TypeVar
 
 from jidocode.shared.errors import JidoError
 from jidocode.shared.settings import ToolSettings
@@ -30,7 +43,17 @@ from jidocode.shared.settings import ToolSettings
 from .call import Call, CallKey
 from .errors import QuotaExceeded
 
-__all__ = ["HeldLease", "Leases", "Quotas", "Slot", "cancel_and_wait", "slots_for"]
+__all__ = [
+    "MAX_QUEUED_PER_PROJECT",
+    "HeldLease",
+    "Leases",
+    "Quotas",
+    "Slot",
+    "WaitingRoom",
+    "cancel_and_wait",
+    "queue_limit",
+    "slots_for",
+]
 
 T = TypeVar("T")
 
@@ -213,3 +236,86 @@ class Quotas:
             if not w.done():
                 w.set_result(None)
                 return
+
+
+#: Calls of one project that may wait at once, holding no request slot, per replica
+#: (``JIDO_MAX_QUEUED_CALLS``).
+MAX_QUEUED_PER_PROJECT: Final = 512
+#: The bounds of ``JIDO_MAX_QUEUED_CALLS``.
+QUEUE_LIMIT_RANGE: Final = (1, 100_000)
+
+
+def queue_limit(environ: Mapping[str, str] | None = None) -> int:
+    """``JIDO_MAX_QUEUED_CALLS`` (1 … 100000), else :data:`MAX_QUEUED_PER_PROJECT`; ``ValueError``
+    naming the variable when it is not a whole number in range."""
+    raw = (os.environ if environ is None else environ).get("JIDO_MAX_QUEUED_CALLS")
+    if not raw:
+        return MAX_QUEUED_PER_PROJECT
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ValueError(f"JIDO_MAX_QUEUED_CALLS={raw!r} is not a whole number of calls") from None
+    low, high = QUEUE_LIMIT_RANGE
+    if not low <= value <= high:
+        raise ValueError(f"JIDO_MAX_QUEUED_CALLS={raw} is outside {low} … {high}")
+    return value
+
+
+def _no_release() -> AbstractAsyncContextManager[None]:
+    return contextlib.nullcontext()
+
+
+class WaitingRoom:
+    """Where a call waits holding no request slot of the replica; bounded per project.
+
+    ``release`` gives the request's slot back for the block (``ServiceHost.released``: outside a
+    request of the host it does nothing); ``limit`` bounds the calls of one project inside.
+    """
+
+    def __init__(
+        self,
+        *,
+        release: Callable[[], AbstractAsyncContextManager[None]] = _no_release,
+        limit: int | None = None,
+    ) -> None:
+        self.release = release
+        self.limit = queue_limit() if limit is None else limit
+        low, high = QUEUE_LIMIT_RANGE
+        if not low <= self.limit <= high:
+            raise ValueError(f"the queue limit must be {low} … {high} calls per project, not {self.limit}")
+        self._per_project: dict[str, int] = {}
+
+    def waiting(self, project_id: str) -> int:
+        """Calls of ``project_id`` in the room now."""
+        return self._per_project.get(project_id, 0)
+
+    @property
+    def total(self) -> int:
+        """Calls of every project in the room now."""
+        return sum(self._per_project.values())
+
+    @contextlib.asynccontextmanager
+    async def wait(self, project_id: str, what: str) -> AsyncIterator[None]:
+        """Run the block (a wait for ``what``) holding no request slot; a slot is taken again
+        (waiting like a new request) when it ends. A project with :attr:`limit` calls inside
+        already gets :class:`QuotaExceeded` at once."""
+        count = self.waiting(project_id)
+        if count >= self.limit:
+            raise QuotaExceeded(
+                "project (calls waiting)",
+                self.limit,
+                message=(
+                    f"this call would wait for {what}, but {count} calls of its project wait already: "
+                    f"the limit per replica (JIDO_MAX_QUEUED_CALLS={self.limit}); retry later"
+                ),
+            )
+        self._per_project[project_id] = count + 1
+        try:
+            async with self.release():
+                yield
+        finally:
+            left = self.waiting(project_id) - 1
+            if left > 0:
+                self._per_project[project_id] = left
+            else:
+                self._per_project.pop(project_id, None)

@@ -13,10 +13,12 @@ every replica listens (no queue group) and the one handling the call stops it.
 A cancel names its conversation and stops only that conversation's call: a
 cancel by anybody else neither stops a running call nor keeps one from starting.
 
-Waiting for an approval gives the request's slot of the service host back
-(``ServiceHost.released``), so a flood of asked calls cannot block the other
-projects' calls; the waits are bounded per project instead
-(``JIDO_MAX_PENDING_APPROVALS``).
+Waiting for an approval, for a quota slot or for a project's MCP server to start
+gives the request's slot of the service host back (``ServiceHost.released``), so
+a flood of asked or queued calls of one project cannot block the other projects'
+calls: the ``max_concurrent`` slots bound the calls that run, not those that
+wait. The waits are bounded per project instead (``JIDO_MAX_PENDING_APPROVALS``,
+``JIDO_MAX_QUEUED_CALLS``; decisions 0143, 0306).
 
 This module is the adapter: it decodes requests, hands them to the pipeline
 and answers; the parts (:mod:`.idempotency`, :mod:`.approvals`, :mod:`.quotas`,
@@ -83,6 +85,7 @@ class ToolRunner:
         quota_wait_s: float = DEFAULT_QUOTA_WAIT_S,
         max_concurrent: int = 256,
         max_pending_approvals: int | None = None,
+        max_queued_calls: int | None = None,
         quota_lease_s: int | None = None,
     ) -> None:
         self.bus = bus
@@ -92,6 +95,8 @@ class ToolRunner:
         self.quota_lease_s = None if quota_lease_s is None else check_lease(quota_lease_s, "quota_lease_s")
         self.max_concurrent = max_concurrent
         self.max_pending_approvals = max_pending_approvals
+        #: Calls of one project that may wait for a quota slot at once (``None``: ``JIDO_MAX_QUEUED_CALLS``).
+        self.max_queued_calls = max_queued_calls
         self.pipeline: Pipeline | None = None
         self.host: ServiceHost | None = None
         self._subs: list[Subscription] = []
@@ -111,6 +116,7 @@ class ToolRunner:
             quota_wait_s=self.quota_wait_s,
             release=host.released,
             max_pending_approvals=self.max_pending_approvals,
+            max_queued_calls=self.max_queued_calls,
             quotas=Quotas(await QuotaLeases.open(self.bus, lease_s=self.quota_lease_s)),
             mcp=McpHost(jido_home=self.config.jido_home),
         )
