@@ -355,6 +355,12 @@ class GitRepo:
         run = await self._git("rev-parse", "--path-format=absolute", "--git-common-dir")
         return os.path.normpath(run.out.decode("utf-8", "surrogateescape").strip())
 
+    async def toplevel(self) -> str:
+        """The top-level directory of the working tree ``work_dir`` is in (absolute, as git
+        resolves it)."""
+        run = await self._git("rev-parse", "--show-toplevel")
+        return os.path.normpath(run.out.decode("utf-8", "surrogateescape").strip())
+
     async def _require_repo(self) -> None:
         if not await self.is_repo():
             raise NotFound(
@@ -532,7 +538,9 @@ class GitRepo:
         """``PermissionDenied`` naming the nested repositories ``git add --all`` would take in:
         untracked directories holding a repository, and gitlinks of the index not in HEAD."""
         nested = set(untracked_repos(await self._status(specs)))
-        staged = gitlinks((await self._git("ls-files", "--stage", "-z", "--", ".", *specs)).out)
+        staged = gitlinks(
+            (await self._git("ls-files", "--stage", "--full-name", "-z", "--", ".", *specs)).out
+        )
         if staged and await self._has_head():
             staged -= gitlinks((await self._git("ls-tree", "-r", "-z", "--full-tree", "HEAD")).out)
         found = sorted(nested | staged)

@@ -841,7 +841,9 @@ class LoopManager:
                 await self._trusted_branch(git, branch, options, ours)
                 created = await git.add_worktree(str(work_dir), branch)
                 return work_dir, branch, branch if created or branch == ours else ""
-            await git.at(str(work_dir)).ensure_clean(allow_dirty=options.allow_dirty)
+            tree = git.at(str(work_dir))
+            await self._own_worktree(tree, root)
+            await tree.ensure_clean(allow_dirty=options.allow_dirty)
             return work_dir, branch, ours
         await self._exclusive(project_id, prd.name, root)
         await git.ensure_clean(allow_dirty=options.allow_dirty)
@@ -850,6 +852,23 @@ class LoopManager:
             if await git.checkout_branch(branch):
                 ours = branch
         return root, branch or await git.current_branch(), ours
+
+    @staticmethod
+    async def _own_worktree(tree: GitRepo, root: Path) -> None:
+        """``InvalidInput`` unless ``tree`` (an existing ``.daedalus/worktrees/<name>``) is a
+        worktree of the root's own repository: a plain directory there would have the loop
+        commit to the root's branch, and a ``.git`` file pointing elsewhere to another repository."""
+        try:
+            ok = os.path.realpath(await tree.toplevel()) == os.path.realpath(tree.work_dir) and (
+                os.path.realpath(await tree.common_dir()) == os.path.realpath(root / ".git")
+            )
+        except JidoError:
+            ok = False
+        if not ok:
+            raise InvalidInput(
+                f"{tree.work_dir} exists but is not a git worktree of {root} (remove it to start over)",
+                details={"work_dir": tree.work_dir},
+            )
 
     @staticmethod
     async def _trusted_branch(git: GitRepo, branch: str, options: RunOptions, ours: str) -> None:

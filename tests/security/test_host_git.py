@@ -491,3 +491,26 @@ def _works(mode: str) -> bool:
     except pytest.skip.Exception:
         return False
     return True
+
+
+@pytest.mark.parametrize("kind", ["plain", "gitfile"])
+@pytest.mark.parametrize("mode", MODES)
+async def test_a_directory_planted_as_the_worktree_is_refused(system: System, mode: str, kind: str) -> None:
+    """A model-made ``.daedalus/worktrees/<name>`` that is no worktree of the project: a plain
+    directory (git would find the root's repository and commit there) or one whose ``.git`` file
+    points to another repository."""
+    system.mode(mode)
+    project = await system.project(f"planted-{mode}-{kind}")
+    await project.create("q", "Story")
+    work = project.root / ".daedalus" / "worktrees" / "q"
+    work.mkdir(parents=True)
+    if kind == "gitfile":
+        other = project.outside / "other"
+        other.mkdir()
+        git(other, "init", "-q", "-b", "main")
+        (work / ".git").write_text(f"gitdir: {other / '.git'}\n")
+    head = git(project.root, "rev-parse", "HEAD")
+    with pytest.raises(JidoError, match="not a git worktree of"):
+        await project.prds.run("q", worktree=True)
+    assert git(project.root, "rev-parse", "HEAD") == head
+    assert git(project.root, "branch", "--show-current") == "main"
