@@ -178,6 +178,49 @@ async def test_a_cross_origin_post_with_the_cookie_cannot_approve_a_tool_call(ga
     assert target.read_text() == before
 
 
+async def _conversation_ids(gw: Gateway, pid: str) -> set[str]:
+    async with gw.client() as http:
+        listed = await http.get(f"/api/projects/{pid}/conversations")
+    assert listed.status_code == 200, listed.text
+    return {c["conversation_id"] for c in listed.json()["conversations"]}
+
+
+async def test_a_cross_origin_post_with_the_cookie_cannot_start_a_conversation(gateway: Gateway) -> None:
+    pid = await _project(gateway, "conversations")
+    async with _browser(gateway) as page:
+        response = await page.post(
+            f"/api/projects/{pid}/conversations", **_as_text({"conversation_id": "planted"}, SAME_SITE_PAGE)
+        )
+        _refused(response, 403, "permission_denied", SAME_SITE_PAGE)
+    served = await _conversation(gateway, pid)
+    assert await _conversation_ids(gateway, pid) == {served}
+
+
+def _a2a_send(task_id: str, text: str) -> dict[str, Any]:
+    message = {
+        "messageId": f"m-{task_id}",
+        "contextId": task_id,
+        "role": "ROLE_USER",
+        "parts": [{"text": text}],
+    }
+    return {"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": message}}
+
+
+async def test_a_cross_origin_a2a_message_with_the_cookie_runs_no_task(gateway: Gateway) -> None:
+    gateway.llm.script(Reply.answer("Served over A2A."))
+    pid = await _project(gateway, "a2a")
+    rpc = f"/projects/{pid}/a2a/jsonrpc"
+    headers = {"A2A-Version": "1.0"}
+    async with _browser(gateway) as page:
+        body = _as_text(_a2a_send("planted-task", "planted"), EVIL)
+        response = await page.post(rpc, content=body["content"], headers={**body["headers"], **headers})
+        _refused(response, 403, "permission_denied", EVIL)
+    async with gateway.client() as http:  # the same request with the bearer header is a task
+        served = await http.post(rpc, json=_a2a_send("served-task", "hello"), headers=headers)
+        assert served.status_code == 200 and "error" not in served.json(), served.text
+    assert await _conversation_ids(gateway, pid) == {"served-task"}
+
+
 async def test_a_form_post_with_the_cookie_is_refused_and_sends_no_message(gateway: Gateway) -> None:
     gateway.llm.script(Reply.answer("Only the JSON one arrived."))
     pid = await _project(gateway, "forms")
