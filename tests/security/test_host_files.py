@@ -10,8 +10,9 @@ to it.
 
 One system for the module: engine, asset loader and the prd service on a real nats-server, real
 git, one project per test. The provider is the test's: it does what the attack needs in the project
-and finishes the iteration at once. The sandbox plays no part here (these writes are the services'
-own, on the host), so nothing is parametrised over it.
+and finishes the iteration at once. These writes are the services' own, on the host, so only the
+test where the model makes its links with the bash tool, in the real sandbox, is parametrised over
+bubblewrap and Landlock.
 """
 
 from __future__ import annotations
@@ -46,9 +47,11 @@ from jidocode.shared.config import Config
 from jidocode.shared.errors import InvalidInput
 from jidocode.shared.events.prd import StoryDraft
 from jidocode.shared.natsserver import NatsServer
+from jidocode.shared.policy import Policy
 from jidocode.shared.trust import trust_project
 from tests.helpers import wait_for_services
 from tests.integration.prd.helpers import WAIT, Events, git, git_repo
+from tests.security.sandbox_support import MODES, output, sh, skip_unless, write_global
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -283,6 +286,29 @@ async def test_an_event_log_swapped_for_a_link_between_two_writes(system: System
     assert refused is not None and "events.jsonl is a symbolic link" in refused.message
     lines = (prd_dir / "events.jsonl.old").read_bytes().splitlines()
     assert lines and all(json.loads(line)["data"]["prd"] == "x" for line in lines)
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_links_a_model_makes_in_its_sandbox_are_not_followed_by_the_loop(
+    system: System, mode: str, tmp_path: Path
+) -> None:
+    skip_unless(mode)
+    project = await system.project(f"sandboxed-{mode}")
+    canary = system.canary(f"sandboxed-{mode}")
+    prd_dir = await project.create("x")
+    jido_home = tmp_path / "jido_home"
+    write_global(jido_home, {"mode": mode})
+    policy = Policy.build(str(project.root), jido_home=str(jido_home), home=str(tmp_path))
+    # the model's bash call, in the sandbox: .daedalus is not protected, and a link may point anywhere
+    made = await sh(
+        policy,
+        f"cd .daedalus/prds/x && ln -s {canary} events.jsonl && ln -s {canary} agent.log && echo linked",
+    )
+    assert output(made).strip().endswith("linked")
+    assert (prd_dir / "events.jsonl").is_symlink()
+    refused = await system.run_refused(project, "x")
+    _untouched(canary)
+    assert refused is not None and "events.jsonl is a symbolic link" in refused.message
 
 
 # --- progress.md, agent.log, prd.json ------------------------------------------------------------
