@@ -12,8 +12,9 @@ started process can touch*, whatever the command line says:
   ``/tmp`` and ``/run``, its own ``/proc`` and ``/dev``; no capabilities;
 - :mod:`._launcher`: Landlock through ctypes, and the launcher that runs a
   command under it as a child subreaper (where bubblewrap cannot run);
-- :mod:`._guard`: protected paths captured before a call and repaired after
-  it (what bubblewrap cannot bind, and everything under Landlock);
+- :mod:`._guard`: protected paths captured before a call, watched while it
+  runs (:mod:`._watch`: a change is put back at once and stops the call) and
+  repaired after it (what bubblewrap cannot bind, and everything under Landlock);
 - :mod:`._env`: the scrubbed environment and git's pinned configuration;
 - :mod:`._paths`: the protected, hidden and readable paths;
 - :mod:`._namespace`: the pid namespace of a bubblewrap call, ended by killing
@@ -24,8 +25,10 @@ started process can touch*, whatever the command line says:
 
 Refusals are :class:`~jidocode.shared.errors.PermissionDenied` with
 ``details.sandbox`` = ``unavailable`` (no sandbox works and the user did not
-turn it off) or ``protected_too_large`` (Landlock cannot keep a protected
-path that large). See docs/security.md ("OS sandbox") and docs/deploy.md.
+turn it off), ``protected_too_large`` (Landlock cannot keep a protected
+path that large) or ``protected_unwatched`` (no inotify instance left); a call
+that changed a protected path fails with ``protected_changed`` (the bash tool).
+See docs/security.md ("OS sandbox") and docs/deploy.md.
 """
 
 from __future__ import annotations

@@ -1,24 +1,37 @@
-"""Protected paths kept by a snapshot before a call and a repair after it.
+"""Protected paths kept by a snapshot, a watch while calls run, and a repair.
 
 Bubblewrap binds the protected paths that exist read-only, but cannot bind a
 path that does not exist yet without creating it in the user's tree; Landlock
-cannot take any subtree out of the writable project root. Both gaps are closed
-here: before the call the protected paths are captured (missing, a symlink, a
-file with its bytes, a directory with its tree); after it, whatever differs is
-removed and the captured state put back. The repair walks from the root with
-``O_NOFOLLOW`` directory descriptors, and removes a symlink or file that took
-the place of a directory on the way, so it never writes through a link.
+cannot take any subtree out of the writable project root (rights add up down
+the tree: what lets a command create a top-level file lets it write
+``.git/config``). Both gaps are closed here: before the call the protected
+paths are captured (missing, a symlink, a file with its bytes, a directory with
+its tree); while it runs they are watched (:mod:`._watch`), and whatever
+differs is removed and the captured state put back *at once*, the calls in
+flight stopped and failed (:class:`Ticket`); after it the same repair runs
+again. The repair walks from the root with ``O_NOFOLLOW`` directory
+descriptors, and removes a symlink or file that took the place of a directory
+on the way, so it never writes through a link.
+
+The git directory itself is held by an ``O_PATH`` descriptor
+(:func:`put_git_back`): a ``.git`` moved anywhere is moved back, one removed is
+replaced by an empty repository with the original ``HEAD`` and config (its
+objects are lost), and a removed ``HEAD``, ``objects`` or ``refs`` is put back,
+so git never takes the project for no repository and looks above the root.
 
 Calls of one project that overlap share one snapshot (:class:`Guard`): the
 first takes it, each repairs when it ends, the last drops it. A call that
 starts while another has changed a protected path therefore still restores
-the state from before the first one.
+the state from before the first one; a change is charged to every call in
+flight (which one made it cannot be told).
 
-Limits (see docs/security.md): between the change and the end of the call a
-protected path created or changed by the command exists on disk (a tool of the
-user's that reads it in that window sees it); a change the user makes to a
-protected path *during* a call is undone too; two tool-runner processes
-sharing a project directory do not share snapshots.
+Limits (see docs/decisions/0307-landlock-keeps-git.md): between a change and
+its repair a protected path is on disk for the watch's latency (milliseconds);
+the contents of ``.git`` other than the protected paths (objects, refs, the
+index) are not kept: a command can delete them, as git itself can; a change the
+user makes to a protected path during a call is undone too (and stops the
+call); two tool-runner processes sharing a project directory do not share
+snapshots.
 """
 
 from __future__ import annotations
@@ -28,9 +41,12 @@ import os
 import shutil
 import stat
 import threading
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 from typing import Final
+
+from ._watch import Targets, Watch, targets
 
 __all__ = [
     "GUARD",
@@ -41,8 +57,10 @@ __all__ = [
     "Missing",
     "Node",
     "Present",
+    "Ticket",
     "TooLarge",
     "capture",
+    "put_git_back",
     "repair",
 ]
 
@@ -356,28 +374,233 @@ def repair(root: str, before: dict[str, Node]) -> list[str]:
 
 
 @dataclass
+class _GitDir:
+    """The project's git directory as it was when the snapshot was taken.
+
+    ``fd`` is an ``O_PATH`` descriptor of the directory itself: it follows the directory across
+    a rename (``mv .git .git_moved``), so the original is found and brought back wherever the
+    command put it inside the filesystem; ``head`` is its ``HEAD`` (put back if removed).
+    """
+
+    fd: int
+    ident: tuple[int, int]
+    head: bytes | None
+
+
+def _hold_git(root_fd: int) -> _GitDir | None:
+    """The root's ``.git`` directory (``None`` when it is missing, a file or a link)."""
+    try:
+        fd = os.open(".git", os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=root_fd)
+    except OSError:
+        return None
+    st = os.fstat(fd)
+    return _GitDir(fd, (st.st_dev, st.st_ino), _small_file("HEAD", fd))
+
+
+def _small_file(name: str, dirfd: int, limit: int = 4096) -> bytes | None:
+    try:
+        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK, dir_fd=dirfd)
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        data = f.read(limit + 1)
+    return data if len(data) <= limit else None
+
+
+def _open_parent(path: str) -> tuple[int, str] | None:
+    """A descriptor of the real directory holding absolute ``path`` (no link followed), and its last name."""
+    parts = PurePosixPath(path).parts
+    if len(parts) < 2 or parts[0] != "/":
+        return None
+    fd = os.open("/", _DIR_FLAGS)
+    for name in parts[1:-1]:
+        try:
+            nxt = os.open(name, _DIR_FLAGS, dir_fd=fd)
+        except OSError:
+            os.close(fd)
+            return None
+        os.close(fd)
+        fd = nxt
+    return fd, parts[-1]
+
+
+def _find_moved(git: _GitDir) -> tuple[int, str] | None:
+    """Where the original git directory is now (parent descriptor, name), or ``None`` if it was removed."""
+    where = os.readlink(f"/proc/self/fd/{git.fd}")
+    if where.endswith(" (deleted)"):
+        return None
+    found = _open_parent(where)
+    if found is None:
+        return None
+    parent, name = found
+    st = _lstat(name, parent)
+    if st is None or (st.st_dev, st.st_ino) != git.ident:
+        os.close(parent)
+        return None
+    return found
+
+
+def _make_empty_repository(root_fd: int, head: bytes | None) -> None:
+    """``.git`` as ``git init`` makes it (its config and hooks are then put back by :func:`repair`)."""
+    os.mkdir(".git", 0o755, dir_fd=root_fd)
+    fd = os.open(".git", _DIR_FLAGS, dir_fd=root_fd)
+    try:
+        for d in ("objects", "refs", "refs/heads", "refs/tags"):
+            os.mkdir(d, 0o755, dir_fd=fd)
+        _create("HEAD", fd, File(head or b"ref: refs/heads/main\n", 0o644))
+    finally:
+        os.close(fd)
+
+
+def _put_skeleton_back(git: _GitDir) -> list[str]:
+    """Put back what makes the git directory a repository (``HEAD``, ``objects``, ``refs``) if removed.
+
+    Without them git takes the project for no repository and looks for one above the root.
+    """
+    fixed = []
+    for name in ("objects", "refs"):
+        if _lstat(name, git.fd) is None:
+            os.mkdir(name, 0o755, dir_fd=git.fd)
+            fixed.append(f".git/{name}")
+    if git.head is not None and _lstat("HEAD", git.fd) is None:
+        _create("HEAD", git.fd, File(git.head, 0o644))
+        fixed.append(".git/HEAD")
+    return fixed
+
+
+def put_git_back(root: str, git: _GitDir) -> list[str]:
+    """Undo a move, replacement or removal of the root's git directory; what had to be undone.
+
+    Moved (anywhere the command could write, even inside a new ``.git``): the original is
+    renamed to a free name in the root, whatever stands at ``.git`` is removed, and the original
+    renamed back. Removed: its objects are lost, and an empty repository with the original
+    ``HEAD`` takes its place, so git never goes looking for a repository above the root. A
+    ``HEAD`` removed from the original is written back. ``git`` then holds the directory there.
+    """
+    root_fd = os.open(root, _DIR_FLAGS)
+    try:
+        st = _lstat(".git", root_fd)
+        if st is not None and (st.st_dev, st.st_ino) == git.ident:
+            return _put_skeleton_back(git)
+        moved = _find_moved(git)
+        if moved is None:
+            _remove(".git", root_fd)
+            _make_empty_repository(root_fd, git.head)
+        else:
+            parent, name = moved
+            aside = f".git-restoring-{os.urandom(6).hex()}"
+            try:
+                os.rename(name, aside, src_dir_fd=parent, dst_dir_fd=root_fd)
+            finally:
+                os.close(parent)
+            _remove(".git", root_fd)
+            os.rename(aside, ".git", src_dir_fd=root_fd, dst_dir_fd=root_fd)
+        held = _hold_git(root_fd)
+        if held is not None:
+            os.close(git.fd)
+            git.fd, git.ident = held.fd, held.ident
+        return [".git"]
+    finally:
+        os.close(root_fd)
+
+
+class Ticket:
+    """One call's part in its root's snapshot: what was repaired while it ran, and how to stop it.
+
+    The guard may stop the call from its watch thread (:meth:`halt`) as soon as a protected
+    path changes; :meth:`attach` gives it the way to (the call's process, once started).
+    """
+
+    def __init__(self, root: str) -> None:
+        self.root = root
+        self.repaired: set[str] = set()
+        self._stop: Callable[[], None] | None = None
+        self._halted = False
+        self._lock = threading.Lock()
+
+    def attach(self, stop: Callable[[], None]) -> None:
+        """Stop the call with ``stop`` when a protected path changes (at once if one already has)."""
+        with self._lock:
+            self._stop = stop
+            if self._halted:
+                stop()
+
+    def detach(self) -> None:
+        """The call's processes are gone: nothing to stop any more (no ``stop`` runs after this)."""
+        with self._lock:
+            self._stop = None
+
+    def halt(self) -> None:
+        """Stop the call (now if attached, else when it is)."""
+        # under the lock: ``stop`` never runs after :meth:`detach` (its pidfd is closed then)
+        with self._lock:
+            self._halted = True
+            if self._stop is not None:
+                self._stop()
+
+
+@dataclass
 class _Held:
+    root: str
     before: dict[str, Node]
     full: bool
-    users: int = 0
+    git: _GitDir | None = None
+    calls: list[Ticket] = field(default_factory=list)
+    watch: Watch | None = None
+
+    def find(self) -> Targets:
+        """What the watch looks at: the protected paths, and the inside of the protected directories."""
+        trees = [rel for rel, node in self.before.items() if isinstance(node, Dir)]
+        return targets(self.root, self.before, trees)
+
+    def drop(self) -> Watch | None:
+        """Release the git directory's descriptor; the watch, for the caller to close outside the lock."""
+        if self.git is not None:
+            os.close(self.git.fd)
+            self.git = None
+        watch, self.watch = self.watch, None
+        return watch
 
 
 class Guard:
     """The snapshots of the projects with sandboxed calls in flight, one per root while calls overlap.
 
-    The work runs in a worker thread under a thread lock: capturing and
-    repairing are file I/O, and the event loop never waits on them.
+    While a root has calls in flight its protected paths are watched (:mod:`._watch`): a change
+    is repaired at once, recorded on every call in flight, and stops them (:class:`Ticket`).
+    The work runs in worker threads under a thread lock: capturing and repairing are file I/O,
+    and the event loop never waits on them.
     """
 
     def __init__(self) -> None:
         self._held: dict[str, _Held] = {}
         self._lock = threading.Lock()
 
-    def _enter(self, root: str, rels: tuple[str, ...], full: bool) -> None:
+    def _take(self, root: str, rels: tuple[str, ...], full: bool) -> _Held:
+        root_fd = os.open(root, _DIR_FLAGS)
+        try:
+            git = _hold_git(root_fd)
+        finally:
+            os.close(root_fd)
+        held = _Held(root, {}, full, git)
+        try:
+            held.before = capture(root, rels, full=full)
+            try:
+                held.watch = Watch(root, held.find, lambda: self._changed(held))
+            except OSError:
+                if full:
+                    raise  # under Landlock the watch is the wall while the call runs
+        except BaseException:
+            held.drop()
+            raise
+        return held
+
+    def _enter(self, root: str, rels: tuple[str, ...], full: bool) -> Ticket:
         with self._lock:
             held = self._held.get(root)
             if held is None:
-                held = self._held[root] = _Held(capture(root, rels, full=full), full)
+                held = self._held[root] = self._take(root, rels, full)
             elif full and not held.full:
                 # bubblewrap calls hold the snapshot (kinds only; they cannot change what exists):
                 # Landlock needs the contents, which are still the ones from before them
@@ -387,27 +610,78 @@ class Guard:
             missing = tuple(r for r in rels if r not in held.before)
             if missing:
                 held.before.update(capture(root, missing, full=full))
-            held.users += 1
+            if held.watch is not None:
+                held.watch.arm()
+            ticket = Ticket(root)
+            held.calls.append(ticket)
+            return ticket
 
-    def _leave(self, root: str) -> list[str]:
+    @staticmethod
+    def _check(held: _Held) -> list[str]:
+        fixed = put_git_back(held.root, held.git) if held.git is not None else []
+        return sorted({*fixed, *repair(held.root, held.before)})
+
+    def _changed(self, held: _Held) -> None:
+        """A watched path changed (in the watch thread): repair, and stop every call in flight if it had to.
+
+        A repair that fails stops them too (the one after each call then tries again).
+        """
         with self._lock:
-            held = self._held.get(root)
-            if held is None:
-                return []
+            if self._held.get(held.root) is not held or held.watch is None:
+                return
             try:
-                return repair(root, held.before)
-            finally:
-                held.users -= 1
-                if held.users <= 0:
-                    del self._held[root]
+                held.watch.arm()
+                fixed = self._check(held)
+            except OSError:
+                fixed = []
+                calls = list(held.calls)
+            else:
+                calls = list(held.calls) if fixed else []
+            for call in calls:
+                call.repaired.update(fixed)
+        for call in calls:
+            call.halt()
 
-    async def enter(self, root: str, rels: tuple[str, ...], *, full: bool) -> None:
+    def _leave(self, root: str, ticket: Ticket | None) -> list[str]:
+        watch: Watch | None = None
+        others: list[Ticket] = []
+        try:
+            with self._lock:
+                held = self._held.get(root)
+                if held is None:
+                    return []
+                if ticket is None or ticket not in held.calls:
+                    ticket = held.calls[0] if held.calls else Ticket(root)
+                try:
+                    fixed = self._check(held)
+                    if fixed:
+                        others = [c for c in held.calls if c is not ticket]
+                        for call in (ticket, *others):
+                            call.repaired.update(fixed)
+                finally:
+                    if ticket in held.calls:
+                        held.calls.remove(ticket)
+                    if not held.calls:
+                        del self._held[root]
+                        watch = held.drop()
+        finally:
+            # outside the lock: the watch thread may be waiting for it, and is joined here
+            if watch is not None:
+                watch.close()
+        for call in others:
+            call.halt()  # a change found after this call was made by a call still running
+        return sorted(ticket.repaired)
+
+    async def enter(self, root: str, rels: tuple[str, ...], *, full: bool) -> Ticket:
         """Join (or take) the root's snapshot. ``full``: contents are needed (raises :class:`TooLarge`)."""
-        await asyncio.to_thread(self._enter, root, rels, full)
+        return await asyncio.to_thread(self._enter, root, rels, full)
 
-    async def leave(self, root: str) -> list[str]:
-        """Repair the root's protected paths (the ones repaired); the last call out drops the snapshot."""
-        return await asyncio.to_thread(self._leave, root)
+    async def leave(self, root: str, ticket: Ticket | None = None) -> list[str]:
+        """Repair the root's protected paths; the ones repaired during and after ``ticket``'s call.
+
+        The last call out drops the snapshot. Without ``ticket``, the longest-running call leaves.
+        """
+        return await asyncio.to_thread(self._leave, root, ticket)
 
 
 #: The guard of this process (the filesystem is shared by every call of the process).

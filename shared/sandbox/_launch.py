@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import os
 import shutil
+import signal
 import stat
 import sys
 import tempfile
@@ -19,7 +20,7 @@ from jidocode.shared.errors import PermissionDenied
 from ._bwrap import Mount, bwrap_argv
 from ._detect import Capabilities, detect
 from ._env import sandbox_env
-from ._guard import GUARD, TooLarge
+from ._guard import GUARD, Ticket, TooLarge
 from ._launcher import spec_argv
 from ._mode import Choice, choose, effective_settings
 from ._paths import (
@@ -56,10 +57,13 @@ class Launch:
     root: str = ""
     guarded: bool = False
     scratch: str | None = None
-    #: Protected paths the repair after the call had to put back.
+    #: Protected paths the guard had to put back, while the call ran or after it.
     repaired: list[str] = field(default_factory=list)
     #: Under bubblewrap: the read end of its ``--info-fd`` (see :class:`Namespace`).
     info_fd: int | None = None
+    #: This call's part in the guard's snapshot of the root (set by :func:`prepare`).
+    ticket: Ticket | None = None
+    _pidfd: int | None = field(default=None, repr=False)
 
     @property
     def mode(self) -> str:
@@ -70,25 +74,53 @@ class Launch:
         """Stop with SIGTERM first: the Landlock launcher then kills what the command left behind."""
         return self.choice.mode == "landlock"
 
-    async def close(self) -> list[str]:
-        """Repair the protected paths, close the descriptors, remove the scratch dir; the repaired paths."""
-        for fd in self.pass_fds:
-            try:
-                os.close(fd)
-            except OSError:
-                pass
-        self.pass_fds = ()
-        if self.info_fd is not None:
-            info_fd, self.info_fd = self.info_fd, None
+    def attach(self, proc: asyncio.subprocess.Process) -> None:
+        """Let the guard stop the started ``proc`` as soon as a protected path changes while it runs.
+
+        Through a pidfd (a recycled pid is never signalled): the Landlock launcher gets SIGTERM
+        and kills everything under it; bubblewrap gets SIGKILL, and its sandbox dies with it.
+        """
+        if self.ticket is None:
+            return
+        try:
+            pidfd = os.pidfd_open(proc.pid)
+        except OSError:
+            return  # already gone
+        sig = signal.SIGTERM if self.mode == "landlock" else signal.SIGKILL
+        self._pidfd = pidfd
+
+        def stop() -> None:
             with contextlib.suppress(OSError):
-                os.close(info_fd)
-        if self.scratch is not None:
-            scratch, self.scratch = self.scratch, None
-            await asyncio.to_thread(shutil.rmtree, scratch, True)
-        if self.guarded:
-            self.guarded = False
-            # shielded: a cancelled call still puts the protected paths back
-            self.repaired = await asyncio.shield(GUARD.leave(self.root))
+                signal.pidfd_send_signal(pidfd, sig)
+
+        self.ticket.attach(stop)
+
+    async def close(self) -> list[str]:
+        """Repair the protected paths, close the descriptors, remove the scratch dir; the repaired paths.
+
+        The guard goes first: a ``.git`` the command moved into its scratch dir is brought back
+        before that dir is removed.
+        """
+        try:
+            if self.guarded:
+                self.guarded = False
+                if self.ticket is not None:
+                    self.ticket.detach()
+                # shielded: a cancelled call still puts the protected paths back
+                self.repaired = await asyncio.shield(GUARD.leave(self.root, self.ticket))
+        finally:
+            pidfd, self._pidfd = self._pidfd, None
+            for fd in (*self.pass_fds, *(() if pidfd is None else (pidfd,))):
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+            self.pass_fds = ()
+            if self.info_fd is not None:
+                info_fd, self.info_fd = self.info_fd, None
+                with contextlib.suppress(OSError):
+                    os.close(info_fd)
+            if self.scratch is not None:
+                scratch, self.scratch = self.scratch, None
+                await asyncio.to_thread(shutil.rmtree, scratch, True)
         return self.repaired
 
 
@@ -337,10 +369,12 @@ async def prepare(
     ``cwd``: where the command starts (default ``root``); it must lie under ``root`` (a worktree
     of the project), since only ``root`` is writable and visible as the project.
 
-    Raises :class:`PermissionDenied` (``details.sandbox``: ``unavailable`` or
-    ``protected_too_large``) when the call may not run. The caller starts
-    ``launch.argv`` with ``launch.env`` in ``launch.cwd`` (inheriting
-    ``launch.pass_fds``) and always awaits ``launch.close()`` afterwards.
+    Raises :class:`PermissionDenied` (``details.sandbox``: ``unavailable``,
+    ``protected_too_large`` or ``protected_unwatched``) when the call may not run. The caller
+    starts ``launch.argv`` with ``launch.env`` in ``launch.cwd`` (inheriting
+    ``launch.pass_fds``), hands the process to ``launch.attach`` (the guard then stops it as
+    soon as it changes a protected path) and always awaits ``launch.close()`` afterwards: a
+    non-empty list it returns means the call changed protected paths and must fail.
     """
     env = dict(os.environ if source_env is None else source_env)
     if cwd is not None and not within(os.path.normpath(cwd), os.path.normpath(root)):
@@ -355,15 +389,7 @@ async def prepare(
             details={"sandbox": "unavailable", "hint": choice.hint},
         )
     guarded = choice.mode != "off"
-    if guarded:
-        try:
-            await GUARD.enter(root, protected_rels(data_dir), full=choice.mode == "landlock")
-        except TooLarge as exc:
-            raise PermissionDenied(
-                f"bash is refused under Landlock: the protected path {exc.args[0]!r} is too large to be "
-                f"kept by a snapshot; {choice.hint}",
-                details={"sandbox": "protected_too_large", "path": str(exc.args[0])},
-            ) from None
+    ticket = await _enter_guard(root, data_dir, choice) if guarded else None
     plan = asyncio.ensure_future(
         asyncio.to_thread(
             _plan,
@@ -379,14 +405,34 @@ async def prepare(
         )
     )
     try:
-        return await asyncio.shield(plan)
+        launch = await asyncio.shield(plan)
     except BaseException:
         # cancelled (maybe while the plan is made in its thread): nobody starts the launch, its
         # descriptors are closed once the plan is done
         plan.add_done_callback(_abandon)
         if guarded:
-            await asyncio.shield(GUARD.leave(root))
+            await asyncio.shield(GUARD.leave(root, ticket))
         raise
+    launch.ticket = ticket
+    return launch
+
+
+async def _enter_guard(root: str, data_dir: str, choice: Choice) -> Ticket:
+    """Join the guard's snapshot and watch of ``root`` (the refusals of :func:`prepare`)."""
+    try:
+        return await GUARD.enter(root, protected_rels(data_dir), full=choice.mode == "landlock")
+    except TooLarge as exc:
+        raise PermissionDenied(
+            f"bash is refused under Landlock: the protected path {exc.args[0]!r} is too large to be "
+            f"kept by a snapshot; {choice.hint}",
+            details={"sandbox": "protected_too_large", "path": str(exc.args[0])},
+        ) from None
+    except OSError as exc:
+        raise PermissionDenied(
+            f"bash is refused under Landlock: the protected paths of {root} cannot be watched while "
+            f"the call runs ({exc}); {choice.hint}",
+            details={"sandbox": "protected_unwatched", "error": str(exc)},
+        ) from None
 
 
 def _abandon(plan: asyncio.Future[Launch]) -> None:

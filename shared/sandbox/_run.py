@@ -161,6 +161,7 @@ async def run_command(
     graceful: bool = False,
     info_fd: int | None = None,
     on_chunk: OnChunk | None = None,
+    on_spawn: Callable[[asyncio.subprocess.Process], None] | None = None,
 ) -> dict[str, Any]:
     """Run ``argv``; on timeout or cancellation stop it (:func:`_stop`) and everything it started.
 
@@ -168,6 +169,8 @@ async def run_command(
     killing the namespace's first process, even when the stop comes during bubblewrap's set-up).
     ``on_chunk``: called with every chunk read, uncapped, as it comes (progress of a long
     command); it must not block nor raise (it runs in the event loop's reader callback).
+    ``on_spawn``: called with the process as soon as it started (``Launch.attach``: the guard
+    may then stop it the moment it changes a protected path).
     """
     started = time.monotonic()
     loop = asyncio.get_running_loop()
@@ -198,6 +201,8 @@ async def run_command(
                     )
                 )
                 proc, cancelled = await _to_the_end(spawn)
+                if on_spawn is not None:
+                    on_spawn(proc)
             finally:
                 os.close(wfd)
         except BaseException:

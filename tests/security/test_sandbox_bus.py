@@ -197,12 +197,12 @@ async def test_each_sandbox_through_the_bus(
     outside = tmp_path / "outside-canary"
     _attack(
         root,
-        f"echo P > {outside}; echo evil > .git/hooks/pre-commit; echo e > .envrc; "
-        f"setsid sleep {marker} & echo ok > inside.txt; echo done\n",
+        f"setsid sleep {marker} & echo ok > inside.txt; echo P > {outside}; "
+        "echo evil > .git/hooks/pre-commit; echo e > .envrc; echo done\n",
     )
     result = await _run(bus, pid, "bash", ATTACK, f"{mode}-1")
-    assert result.ok, result
-    assert "done" in str(result.data["output"])
+    # a protected path changed: put back at once, the command stopped, the call failed
+    assert result.error is not None and result.error.details.get("protected_restored"), result
     assert (await started.wait(f"{mode}-1")).sandbox == mode
     assert not outside.exists()
     assert not (root / ".git" / "hooks" / "pre-commit").exists()

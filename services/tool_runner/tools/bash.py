@@ -12,8 +12,9 @@
   included: under bubblewrap the call's pid namespace ends, under Landlock the
   launcher (a child subreaper) kills what is left; without a sandbox the
   process group is killed (a ``setsid`` child escapes it);
-- protected paths the command changed are put back after it
-  (``protected_restored`` in the result).
+- a protected path the command changes is put back at once, the command is stopped and
+  the call fails (``permission_denied``; ``details.protected_restored`` names the paths,
+  ``details.output`` is the command's output, untouched).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from jidocode.shared import sandbox
+from jidocode.shared.errors import PermissionDenied
 from jidocode.shared.policy import Policy
 from jidocode.shared.sandbox import run_command
 from jidocode.shared.tools import specs
@@ -82,14 +84,22 @@ async def _bash(args: BashInput, ctx: ToolContext) -> dict[str, Any]:
             pass_fds=launch.pass_fds,
             graceful=launch.graceful_stop,
             info_fd=launch.info_fd,
+            on_spawn=launch.attach,
         )
     finally:
         repaired = await launch.close()
     result["sandbox"] = launch.mode
     if repaired:
-        result["protected_restored"] = repaired
-        result["output"] += (
-            f"\n[sandbox: protected paths changed by the command were put back: {', '.join(repaired)}]"
+        # the call fails; the output stays the command's own (a script's JSON stays JSON)
+        raise PermissionDenied(
+            f"bash: the command changed protected paths ({', '.join(repaired)}); they were put back "
+            "and the command was stopped",
+            details={
+                **result,
+                "sandbox": "protected_changed",
+                "mode": launch.mode,
+                "protected_restored": repaired,
+            },
         )
     return result
 
