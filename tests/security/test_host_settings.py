@@ -25,6 +25,7 @@ from typing import Any
 
 import pytest
 
+from jidocode.services.prd.quality import run_checks
 from jidocode.shared.clients import ConversationsClient, ProjectClient
 from jidocode.shared.errors import JidoError
 from jidocode.shared.events.tools import ToolResult
@@ -234,3 +235,20 @@ def test_doctor_reports_the_error_with_file_line_column(tmp_path: Path, jido_hom
     text = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=120, check=False)
     assert text.returncode == 1
     assert f"{project.settings}:4:3" in text.stdout and "settings" in text.stdout.partition("needed and")[2]
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_a_prd_check_does_not_run_in_a_sandbox_chosen_from_broken_settings(
+    tmp_path: Path, jido_home: Path, mode: str
+) -> None:
+    """The sandbox's mode comes from the settings: a slip refuses, never falls back to ``auto``."""
+    skip_unless(mode)
+    broken = jido_home / "settings.json"
+    broken.write_text(f'{{"sandbox": {{"mode": "{mode}"}},\n}}\n')
+    project = _project(tmp_path, "checks")
+    report = await run_checks(str(project.root), [CANARY_COMMAND], jido_home=str(jido_home), timeout_s=120)
+    assert not project.canary.exists(), "the check ran"
+    [check] = report.checks
+    assert not check.ok and check.exit_code is None
+    assert "every sandboxed process of this project is refused until its settings are fixed" in check.output
+    assert f"{broken}:2:1: invalid JSON: trailing comma" in check.output
