@@ -17,6 +17,7 @@ import typer
 import yaml
 
 from jidocode.shared import nats_permissions as perms
+from jidocode.shared.nofollow import UnsafePath, open_dir, replace_bytes
 
 __all__ = [
     "GATEWAY_TOKEN_VAR",
@@ -109,10 +110,15 @@ def k8s_secret(
 
 
 def _write(path: Path, text: str, *, secret: bool = False) -> None:
+    """``path`` replaced at once, mode 0600 from the start when ``secret``; a link at ``path`` is
+    refused, never written through (the folder may be a project: decision 0301)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text)
-    if secret:
-        path.chmod(0o600)
+    try:
+        with open_dir(path.parent, ()) as dfd:
+            replace_bytes(dfd, path.name, text.encode(), shown=path, mode=0o600 if secret else 0o644)
+    except UnsafePath as exc:
+        typer.echo(f"error: {exc.message}", err=True)
+        raise typer.Exit(2) from None
     typer.echo(f"wrote {path}")
 
 

@@ -49,6 +49,7 @@ from jidocode.shared.events.conversation import (
     LlmCompleted,
     LlmFailed,
 )
+from jidocode.shared.nofollow import open_dir, replace_bytes
 
 from .dev.scripted_llm import Reply, ScriptedLlm, ScriptedToolCall
 
@@ -254,7 +255,10 @@ def write_recording(path: Path, recording: Recording) -> None:
         json.dumps({"kind": "projection", "name": name, "value": value}, ensure_ascii=False, sort_keys=True)
         for name, value in recording.projections.items()
     ]
-    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    # replaced at once, never through a link: the default target is in the working directory,
+    # often a project where a model could have planted one (decision 0301)
+    with open_dir(path.parent, ()) as dfd:
+        replace_bytes(dfd, path.name, ("\n".join(lines) + "\n").encode("utf-8"), shown=path)
 
 
 def read_recording(path: Path) -> Recording:

