@@ -1,8 +1,9 @@
 """The pipeline of one tool call: claim → authorize → ask → quota → execute → report.
 
 1. **claim** the call's idempotency key (:mod:`.idempotency`): a redelivered
-   request gets the first one's result, the side effect never runs twice; a
-   request id reused for another call is a ``conflict``;
+   request gets the first one's result (waited for holding no request slot),
+   the side effect never runs twice; a request id reused for another call is a
+   ``conflict``;
 2. **authorize**: the tool must be in the project's catalogue under its current
    policy — a built-in the policy does not deny outright, or an asset tool the
    asset loader lists (:mod:`.forward`) — then the policy decides on the checked
@@ -26,7 +27,8 @@ ended (cancelled, or answered), so a workflow stops when its caller stops.
 
 **No wait of one project holds a slot another needs**: the service host's
 request slots (its total concurrency) are held to run, never to wait for a
-human, a quota slot or a project's MCP server to start (decisions 0143, 0306).
+human, a quota slot, a project's MCP server to start or the first attempt of a
+request sent again (decisions 0143, 0306).
 
 **Only the owner cancels**: a cancel stops a call only when it names the
 call's conversation (:meth:`Pipeline.cancel`).
@@ -112,7 +114,9 @@ class Pipeline:
         if not needs_claim(call.name):  # read-only: a redelivered read simply reads again
             return await self._attempt(call, None)
         claim = Claim.of(call.project_id, call.request_id, call.name, call.args, call.conversation_id)
-        earlier = await self.ledger.claim(claim, partial(self._claim_lifetime, call.project_id))
+        # a request sent again waits there for the first attempt's result, as long as that runs
+        async with self.waiting.wait(call.project_id, "the result of its first attempt"):
+            earlier = await self.ledger.claim(claim, partial(self._claim_lifetime, call.project_id))
         if earlier is not None:
             return earlier
         return await self.ledger.settle(claim, self._attempt(call, claim))

@@ -14,8 +14,8 @@ Two tiers, taken in this order and freed in the reverse one:
    replica shares, so the limit holds across replicas.
 
 **Waiting costs no request slot** (:class:`WaitingRoom`, decision 0306). The
-pipeline waits for the quotas (and for a project's MCP server to start) inside
-the room, which gives the request's slot of the service host back for the wait
+pipeline waits for the quotas (and for a project's MCP server to start, and a
+request sent again for its first attempt's result) inside the room, which gives the request's slot of the service host back for the wait
 (``ServiceHost.released``) and takes one again once the wait is over: a call
 holds one of the replica's shared slots only to run (and for the short steps
 before its wait), never while it queues behind its own project's quota, so 300

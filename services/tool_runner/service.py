@@ -13,12 +13,13 @@ every replica listens (no queue group) and the one handling the call stops it.
 A cancel names its conversation and stops only that conversation's call: a
 cancel by anybody else neither stops a running call nor keeps one from starting.
 
-Waiting for an approval, for a quota slot or for a project's MCP server to start
-gives the request's slot of the service host back (``ServiceHost.released``), so
-a flood of asked or queued calls of one project cannot block the other projects'
-calls: the ``max_concurrent`` slots bound the calls that run, not those that
-wait. The waits are bounded per project instead (``JIDO_MAX_PENDING_APPROVALS``,
-``JIDO_MAX_QUEUED_CALLS``; decisions 0143, 0306).
+Waiting for an approval, for a quota slot, for a project's MCP server to start or
+for the first attempt of a request sent again gives the request's slot of the
+service host back (``ServiceHost.released``), so a flood of asked or queued calls
+of one project cannot block the other projects' calls: the ``max_concurrent``
+slots bound the calls that run, not those that wait. The waits are bounded per
+project instead (``JIDO_MAX_PENDING_APPROVALS``, ``JIDO_MAX_QUEUED_CALLS``;
+decisions 0143, 0306).
 
 This module is the adapter: it decodes requests, hands them to the pipeline
 and answers; the parts (:mod:`.idempotency`, :mod:`.approvals`, :mod:`.quotas`,

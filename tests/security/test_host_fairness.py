@@ -280,6 +280,43 @@ async def test_a_call_takes_its_quota_then_a_request_slot_and_the_slots_bound_wh
     assert spy.most_in_all == 2 and spy.most[a] == 1 and max(spy.slots_held) <= 2
 
 
+async def test_requests_sent_again_wait_for_the_first_attempt_holding_no_request_slot(
+    bus: Bus, start_runner: Start, signals: Signals, tmp_path: Path
+) -> None:
+    """A caller that hears nothing sends the same call again (same request id: the conversation
+    does, after 15 s); the copy waits for the first attempt's result. Two request slots: one runs
+    the call, the copies hold none, so another project's read_file is served meanwhile."""
+    runner = await start_runner(max_concurrent=2)
+    assert runner.pipeline is not None
+    pipeline = runner.pipeline
+    a = await start_project(
+        bus, tmp_path / "a", {"permissions": {"allow": ["Bash(flock:*)"]}, "tools": {"timeout_s": 900}}
+    )
+    b = await start_project(bus, _project_b(tmp_path), {"permissions": {"allow": ["Read"]}})
+    gate = Gate(tmp_path / "a", "long")
+
+    def attempt() -> asyncio.Task[ToolResult]:
+        return asyncio.create_task(
+            run_tool(bus, a, "bash", {"command": gate.command}, request_id="long", timeout=900)
+        )
+
+    try:
+        first = attempt()
+        await signals.wait(_of("long", "tool.started"), 60)
+        before = bus.nc.stats["out_msgs"]
+        again = [attempt() for _ in range(3)]
+        await _sent_all(bus, before, len(again))  # in front of B's call
+        read = await run_tool(bus, b, "read_file", {"path": "notes.txt"}, request_id="b-read", timeout=60)
+        assert read.ok, read
+        assert not first.done() and not [t for t in again if t.done()]
+        await _until(lambda: pipeline.waiting.waiting(a) == 3)  # each waits for the first's result
+    finally:
+        gate.open()
+    results = await asyncio.wait_for(asyncio.gather(first, *again), 60)
+    assert all(r.ok for r in results) and all(r == results[0] for r in results), results
+    assert len([e for e in signals.seen if _of("long", "tool.started")(e)]) == 1  # it ran once
+
+
 async def test_a_full_queue_refuses_the_overflow_and_only_for_its_project(
     bus: Bus, start_runner: Start, signals: Signals, tmp_path: Path
 ) -> None:
