@@ -18,12 +18,11 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
-import secrets
 import stat
 from typing import Final
 
 from jidocode.shared.errors import InvalidInput, NotFound, PayloadTooLarge, PermissionDenied
-from jidocode.shared.nofollow import dir_fd
+from jidocode.shared.nofollow import UnsafePath, dir_fd, replace_bytes
 
 __all__ = ["MAX_READ_BYTES", "open_dir", "read_bytes", "write_bytes"]
 
@@ -99,39 +98,18 @@ def read_bytes(base: str, path: str, *, limit: int = MAX_READ_BYTES) -> bytes:
 
 
 def write_bytes(base: str, path: str, data: bytes, *, create_parents: bool = True) -> bool:
-    """Replace (or create) ``path`` atomically; return whether it was created."""
+    """Replace (or create) ``path`` atomically, keeping its permission bits; return whether it was
+    created. The write itself is :func:`jidocode.shared.nofollow.replace_bytes` (decision 0301)."""
     parent, name = os.path.split(path)
     with open_dir(base, parent, create=create_parents) as dfd:
         mode = 0o644
-        created = True
-        try:
+        with contextlib.suppress(FileNotFoundError):
             st = os.stat(name, dir_fd=dfd, follow_symlinks=False)
-        except FileNotFoundError:
-            pass
-        else:
-            if stat.S_ISLNK(st.st_mode):
-                raise _swapped(path)
-            if not stat.S_ISREG(st.st_mode):
-                raise InvalidInput(f"{path} exists and is not a regular file")
-            mode = stat.S_IMODE(st.st_mode)
-            created = False
-        tmp = f".{name}.jido-{secrets.token_hex(6)}.tmp"
-        fd = os.open(
-            tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode, dir_fd=dfd
-        )
+            if stat.S_ISREG(st.st_mode):
+                mode = stat.S_IMODE(st.st_mode)
         try:
-            try:
-                view = memoryview(data)
-                while view:
-                    n = os.write(fd, view)
-                    view = view[n:]
-                os.fchmod(fd, mode)
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-            os.replace(tmp, name, src_dir_fd=dfd, dst_dir_fd=dfd)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp, dir_fd=dfd)
-            raise
-        return created
+            return replace_bytes(dfd, name, data, shown=path, mode=mode)
+        except UnsafePath as exc:
+            if exc.reason == "link":
+                raise _swapped(path) from exc
+            raise InvalidInput(f"{path} exists and is not a regular file") from exc
