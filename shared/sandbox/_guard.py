@@ -293,6 +293,18 @@ def _create(name: str, dirfd: int, node: Node) -> None:
             os.close(fd)
 
 
+def _replace(name: str, dirfd: int, node: Node) -> None:
+    """Put ``node`` at ``name``: a file by a rename over it (a reader never finds it missing)."""
+    st = _lstat(name, dirfd)
+    if isinstance(node, File) and (st is None or not stat.S_ISDIR(st.st_mode)):
+        aside = f".{name}.jidocode-{os.urandom(6).hex()}"
+        _create(aside, dirfd, node)
+        os.rename(aside, name, src_dir_fd=dirfd, dst_dir_fd=dirfd)
+        return
+    _remove(name, dirfd)
+    _create(name, dirfd, node)
+
+
 def _same(name: str, dirfd: int, node: Node) -> bool:
     if isinstance(node, Present):
         st = _lstat(name, dirfd)
@@ -363,8 +375,7 @@ def repair(root: str, before: dict[str, Node]) -> list[str]:
                             _remove(name, parent)
                         fixed.append(rel)
                 elif not _same(name, parent, node):
-                    _remove(name, parent)
-                    _create(name, parent, node)
+                    _replace(name, parent, node)
                     fixed.append(rel)
             finally:
                 os.close(parent)
@@ -452,6 +463,10 @@ def _make_empty_repository(root_fd: int, head: bytes | None) -> None:
         _create("HEAD", fd, File(head or b"ref: refs/heads/main\n", 0o644))
     finally:
         os.close(fd)
+
+
+#: What makes the git directory a repository (watched too: a removal is put back at once).
+_GIT_SKELETON: Final = (".git/HEAD", ".git/objects", ".git/refs")
 
 
 def _put_skeleton_back(git: _GitDir) -> list[str]:
@@ -553,7 +568,8 @@ class _Held:
     def find(self) -> Targets:
         """What the watch looks at: the protected paths, and the inside of the protected directories."""
         trees = [rel for rel, node in self.before.items() if isinstance(node, Dir)]
-        return targets(self.root, self.before, trees)
+        rels = [*self.before, *(_GIT_SKELETON if self.git is not None else ())]
+        return targets(self.root, rels, trees)
 
     def drop(self) -> Watch | None:
         """Release the git directory's descriptor; the watch, for the caller to close outside the lock."""

@@ -21,8 +21,12 @@ The launcher (see :func:`main`):
 Landlock (kernel >= 5.13, ``landlock`` in the LSM list) is an allow list:
 rights are granted *beneath* directories (or on single files); everything the
 ruleset handles and no rule grants is refused. It cannot take a subtree out of
-a granted tree, which is why protected paths inside the project root are kept
-by a snapshot and a restore around the call (:mod:`._guard`).
+a granted tree (rights add up down the tree: what lets the command make a
+top-level file lets it write ``.git/config``, and what lets it remove a
+top-level ``build`` lets it rename ``.git``), which is why protected paths
+inside the project root are kept by the guard (:mod:`._guard`): a snapshot, a
+watch that puts a change back at once and stops the call, and a repair after
+it (decision 0307).
 """
 
 from __future__ import annotations

@@ -149,14 +149,17 @@ def _assert_repository(r: Repo) -> None:
 
 async def test_moving_git_away_is_undone_and_fails_the_call(repo: Repo) -> None:
     hooks, cfg = ".git_moved/hooks", ".git_moved/config"
+    started = time.monotonic()
     result = await sh(
         repo.policy,
         _planter(repo.canary)
         + "mv .git .git_moved; "
         + HOOK.format(hooks=hooks)
         + FSMONITOR.format(root=repo.root, cfg=cfg)
-        + "mkdir -p .git/hooks; cp mon.sh .git/hooks/pre-commit; echo done",
+        + f"mkdir -p .git/hooks; cp mon.sh .git/hooks/pre-commit; sleep {LONG_S}; echo done",
+        timeout_s=60,
     )
+    took = time.monotonic() - started
     _assert_repository(repo)
     assert not (repo.root / ".git_moved").exists()
     assert _planted_anywhere(repo.root, repo.canary) == []
@@ -166,6 +169,7 @@ async def test_moving_git_away_is_undone_and_fails_the_call(repo: Repo) -> None:
     assert not repo.canary.exists()
     if repo.mode == "landlock":
         assert _failed_naming(result, ".git"), result
+        assert took < LONG_S - 2, f"the call was not stopped when it moved .git ({took:.1f} s)"
     # (bubblewrap: .git is a mount point the command cannot move; nothing changed, nothing to fail)
 
 
@@ -196,11 +200,15 @@ async def test_removing_git_leaves_a_repository_with_its_config_and_no_plant(rep
     assert [p for p in restored if p == ".git" or p.startswith(".git/")], restored
 
 
-async def test_removed_head_is_put_back(repo: Repo) -> None:
-    result = await sh(repo.policy, "rm -f .git/HEAD; echo done")
+async def test_removed_head_is_put_back_at_once(repo: Repo) -> None:
+    # without HEAD git takes the project for no repository, and the user's git looks above the root
+    started = time.monotonic()
+    result = await sh(repo.policy, f"rm -f .git/HEAD; sleep {LONG_S}", timeout_s=60)
+    took = time.monotonic() - started
     _assert_repository(repo)
     assert git(repo.root, "rev-parse", "HEAD").stdout.strip() == repo.commit
     assert _failed_naming(result, ".git/HEAD"), result
+    assert took < LONG_S - 2, f"the call was not stopped when it removed HEAD ({took:.1f} s)"
 
 
 # --- protected files while the call runs ------------------------------------------------------------
