@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
+import stat
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
@@ -146,11 +148,35 @@ def build_system_prompt(inputs: PromptInputs) -> str:
     return "\n\n".join(parts)
 
 
-def _read_capped(path: Path) -> str | None:
+def _opened_inside(fd: int, path: Path, root: Path) -> bool:
+    """Whether the file open as ``fd`` (opened as ``path``) lies below ``root``, as the kernel
+    resolved it (``/proc/self/fd``: what was opened, not what the path names a moment later)."""
     try:
-        if not path.is_file():
-            return None
-        with path.open("r", encoding="utf-8", errors="replace") as fh:
+        opened = os.readlink(f"/proc/self/fd/{fd}")
+    except OSError:  # no /proc (not Linux): the path as it resolves now
+        opened = os.path.realpath(path)
+    return Path(opened).is_relative_to(os.path.realpath(root))
+
+
+def _read_capped(path: Path, *, inside: Path | None = None) -> str | None:
+    """The start of text file ``path`` (``None``: missing, not a regular file, unreadable).
+
+    With ``inside`` (the project root) a file is read only when what was opened lies in that
+    folder and has no second name: a project's ``CLAUDE.md`` may be a link to its ``AGENTS.md``,
+    but one a model pointed at the data home, ``~/.ssh`` or another project would put into the
+    model's prompt, read here on the host, a file the sandbox hides from it (decision 0301).
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)  # a FIFO does not hang the open
+    except OSError:
+        return None
+    try:
+        with os.fdopen(fd, "r", encoding="utf-8", errors="replace") as fh:
+            info = os.fstat(fd)
+            if not stat.S_ISREG(info.st_mode):
+                return None
+            if inside is not None and (info.st_nlink > 1 or not _opened_inside(fd, path, inside)):
+                return None
             text = fh.read(MAX_FILE_CHARS + 1)
     except OSError:
         return None
@@ -161,14 +187,14 @@ def _read_capped(path: Path) -> str | None:
 
 def read_instructions(root: Path, *, jido_home: Path, data_dir: str = ".jido") -> tuple[Instruction, ...]:
     """Global ``JIDO.md``, the project's ``JIDO.md`` (data dir, ``.jido_code/``, root), ``AGENTS.md``, ``CLAUDE.md``."""
-    candidates: list[tuple[str, Path]] = [("the global JIDO.md", jido_home / "JIDO.md")]
+    candidates: list[tuple[str, Path, Path | None]] = [("the global JIDO.md", jido_home / "JIDO.md", None)]
     seen: set[Path] = set()
     for rel in (Path(data_dir) / "JIDO.md", Path(".jido_code") / "JIDO.md", Path("JIDO.md")):
-        candidates.append((f"the project's {rel.as_posix()}", root / rel))
+        candidates.append((f"the project's {rel.as_posix()}", root / rel, root))
     for name in INSTRUCTION_FILES:
-        candidates.append((f"the project's {name}", root / name))
+        candidates.append((f"the project's {name}", root / name, root))
     out: list[Instruction] = []
-    for source, path in candidates:
+    for source, path, inside in candidates:
         try:
             real = path.resolve()
         except OSError:
@@ -176,7 +202,7 @@ def read_instructions(root: Path, *, jido_home: Path, data_dir: str = ".jido") -
         if real in seen:
             continue
         seen.add(real)
-        text = _read_capped(path)
+        text = _read_capped(path, inside=inside)
         if text is not None and text.strip():
             out.append(Instruction(source=source, text=text))
     return tuple(out)
