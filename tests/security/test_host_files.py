@@ -162,7 +162,7 @@ class System:
 
             return await asyncio.wait_for(ended(), WAIT)
         finally:
-            await watcher.stop()
+            await watcher.stop()  # type: ignore[no-untyped-call]
 
     async def run_refused(self, project: Project, name: str) -> InvalidInput | None:
         """``prd run name``'s refusal; ``None`` when it ran (then once its loop ended, so that what

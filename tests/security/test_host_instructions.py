@@ -18,8 +18,8 @@ import pytest
 
 from jidocode.cli.dev.scripted_llm import Reply, ScriptedLlm
 from jidocode.client import JidoClient
+from jidocode.shared.config import credentials_dir
 from jidocode.shared.envelope import new_id
-from jidocode.shared.natsserver import credentials_dir
 from jidocode.shared.trust import trust_project
 from tests.integration.prd.helpers import git_repo
 from tests.security.bus_system import secure_system

@@ -154,9 +154,9 @@ def test_create_bytes_never_touches_an_existing_entry(root: Path, tmp_path: Path
     assert not (tmp_path / "outside" / "new").exists()
 
 
-def _append(root: Path, name: str, data: bytes, **kw: object) -> None:
+def _append(root: Path, name: str, data: bytes, rotate_at: int | None = None) -> None:
     with open_dir(root, ("d",)) as dfd:
-        append_bytes(dfd, name, data, shown=root / "d" / name, **kw)  # type: ignore[arg-type]
+        append_bytes(dfd, name, data, shown=root / "d" / name, rotate_at=rotate_at)
 
 
 def test_append_refuses_a_link_a_fifo_and_a_hard_link(root: Path, tmp_path: Path) -> None:
@@ -270,7 +270,11 @@ _KINDS = st.sampled_from(["dir", "file", "link_dir", "link_file", "fifo", "hard"
         max_size=8,
     ),
 )
-def test_random_trees_never_let_a_write_out(tmp_path_factory: pytest.TempPathFactory, tree, ops) -> None:  # type: ignore[no-untyped-def]
+def test_random_trees_never_let_a_write_out(
+    tmp_path_factory: pytest.TempPathFactory,
+    tree: list[tuple[list[str], str]],
+    ops: list[tuple[str, list[str], bytes]],
+) -> None:
     base = tmp_path_factory.mktemp("tree")
     outside = base / "outside"
     outside.mkdir()
