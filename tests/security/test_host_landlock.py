@@ -182,6 +182,14 @@ async def test_git_moved_into_the_calls_scratch_comes_back(repo: Repo) -> None:
         assert _failed_naming(result, ".git"), result
 
 
+async def test_git_moved_into_a_subfolder_is_not_left_a_nested_repository(repo: Repo) -> None:
+    result = await sh(repo.policy, "mv .git src/.git && git -C src status >/dev/null; echo done")
+    _assert_repository(repo)
+    assert not (repo.root / "src" / ".git").exists()
+    if repo.mode == "landlock":
+        assert _failed_naming(result, ".git"), result
+
+
 async def test_removing_git_leaves_a_repository_with_its_config_and_no_plant(repo: Repo) -> None:
     result = await sh(
         repo.policy,

@@ -44,9 +44,9 @@ async def test_protected_mounts_cannot_be_unmounted(policy: Policy) -> None:
 async def test_git_cannot_be_moved_away(policy: Policy) -> None:
     root = Path(policy.root)
     r = await sh(policy, "mv .git .git-away; rm -rf .git; ls -d .git .git-away 2>&1; echo done")
-    # rm -rf empties the mount point: what makes it a repository is put back, and the call fails
-    assert r.error is not None and ".git/HEAD" in r.error.details["protected_restored"], r
-    assert "done" in r.error.details["output"]
+    # rm -rf empties the mount point: what makes it a repository is put back, the call is stopped
+    assert r.error is not None, r
+    assert {".git/HEAD", ".git/objects", ".git/refs"} & set(r.error.details["protected_restored"]), r
     assert (root / ".git" / "config").is_file() and not (root / ".git-away").exists()
 
 
