@@ -18,6 +18,7 @@ made after the look raises another report, so none is lost between the two.
 from __future__ import annotations
 
 import ctypes
+import logging
 import os
 import select
 import stat
@@ -28,6 +29,8 @@ from pathlib import PurePosixPath
 from typing import Final
 
 __all__ = ["Targets", "Watch", "targets"]
+
+log = logging.getLogger("jidocode.sandbox")
 
 #: A directory relative to the root ("" is the root) and the names in it to watch (``None``: all).
 Targets = dict[str, frozenset[str] | None]
@@ -105,7 +108,11 @@ def _tree_dirs(root: str, rel: str) -> list[str]:
             d, dfd = todo.pop()
             try:
                 found.append(d)
-                for name in os.listdir(dfd):
+                try:
+                    names = os.listdir(dfd)
+                except OSError:
+                    continue  # unreadable: watched itself, not inside
+                for name in names:
                     if len(found) + len(todo) >= MAX_DIRS:
                         break
                     try:
@@ -158,12 +165,21 @@ class Watch:
             err = ctypes.get_errno()
             raise OSError(err, f"inotify_init1: {os.strerror(err)}")
         self._fd = fd
-        self._stop_r, self._stop_w = os.pipe2(os.O_CLOEXEC)
+        try:
+            self._stop_r, self._stop_w = os.pipe2(os.O_CLOEXEC)
+        except OSError:
+            os.close(fd)
+            raise
         #: watch descriptor -> (directory relative to the root, names that matter or None)
         self._watched: dict[int, tuple[str, frozenset[str] | None]] = {}
         self._lock = threading.Lock()
         self._closed = False
-        self.arm()
+        try:
+            self.arm()
+        except BaseException:
+            for f in (fd, self._stop_r, self._stop_w):
+                os.close(f)
+            raise
         self._thread = threading.Thread(target=self._loop, name=f"jidocode-guard-watch {root}", daemon=True)
         self._thread.start()
 
@@ -180,8 +196,10 @@ class Watch:
                     wd = int(_inotify().inotify_add_watch(self._fd, f"/proc/self/fd/{fd}".encode(), _MASK))
                 finally:
                     os.close(fd)
-                if wd >= 0:
-                    self._watched[wd] = (d, names)
+                if wd < 0:
+                    err = ctypes.get_errno()  # ENOSPC: fs.inotify.max_user_watches is spent
+                    raise OSError(err, f"inotify_add_watch {d or '.'}: {os.strerror(err)}")
+                self._watched[wd] = (d, names)
 
     def close(self) -> None:
         """Stop watching; waits for the thread unless called from it (idempotent)."""
@@ -213,7 +231,10 @@ class Watch:
             except BlockingIOError:
                 continue
             if self._matters(data):
-                self._on_change()
+                try:
+                    self._on_change()
+                except Exception:  # the watch goes on (the repair after the call runs regardless)
+                    log.exception("the guard could not repair %s while a call ran", self.root)
 
     def _matters(self, data: bytes) -> bool:
         """Whether one of the events in ``data`` touches a protected path or a directory on the way."""
