@@ -62,7 +62,7 @@ SURFACES = {
     "log_limits": {"BURST", "MAX_KINDS", "WINDOW_S", "RepeatLimiter", "install_repeat_limiter"},
     "prd_stream": {"RESUME_MARGIN", "start_sequence"},
     "registry": {"ROOT_PREFIX", "ProjectDirectory", "WatchedDirectory", "root_key"},
-    "runner": {"Serve", "configure_logging", "run_service", "tune_gc"},
+    "runner": {"HOST_CWD", "Serve", "configure_logging", "python_module_argv", "run_service", "tune_gc"},
     "service": {"Handler", "ServiceHost", "expect", "scoped_project_id", "to_jsonable"},
     "tools": {
         "BUILTIN_SPECS",
