@@ -906,7 +906,11 @@ class LoopManager:
         from_state: LoopState,
     ) -> _Loop:
         info = stored.record.info
-        events = await self._events(project_id, root, info)
+        try:
+            events = await self._events(project_id, root, info)
+        except JidoError as exc:
+            await self._unstarted(stored, exc)
+            raise
         loop = _Loop(
             manager=self,
             project_id=project_id,
@@ -924,6 +928,18 @@ class LoopManager:
         loop.task = asyncio.create_task(self._drive(loop, from_state), name=f"prd-loop-{info.prd}")
         loop.heartbeat = asyncio.create_task(loop.beat(), name=f"prd-heartbeat-{info.prd}")
         return loop
+
+    async def _unstarted(self, stored: Stored, exc: JidoError) -> None:
+        """A claimed loop that could not start (its event log refused: a link, a foreign file) ends in
+        ``error`` with the reason, so the next ``run`` is not refused as a running loop's until its
+        lease runs out, and recovery does not retry it every scan."""
+        info = stored.record.info
+        new = info.model_copy(update={"state": "error", "owner": "", "error": exc.message})
+        record = stored.record.model_copy(update={"info": new, "request": "", "heartbeat_at": 0.0})
+        try:
+            await self.store.put(stored, record)
+        except StaleRecord:
+            log.warning("loop record of %s/%s changed before its start failed", info.project_id, info.prd)
 
     async def _drive(self, loop: _Loop, from_state: LoopState) -> None:
         try:
@@ -954,7 +970,11 @@ class LoopManager:
                 continue  # another replica won
             log.info("resuming PRD loop %s/%s (was %s)", info.project_id, info.prd, info.owner or "released")
             await self._abandon(provider, taken.record, root)
-            await self._start(info.project_id, root, taken, config, provider, "running")
+            try:
+                await self._start(info.project_id, root, taken, config, provider, "running")
+            except JidoError as exc:
+                log.warning("cannot resume %s/%s: %s", info.project_id, info.prd, exc.message)
+                continue
             resumed.append(f"{info.project_id}.{info.prd}")
         return resumed
 

@@ -241,6 +241,22 @@ async def test_an_event_log_linked_outside_gets_nothing_appended_and_is_never_cu
     assert (prd_dir / "events.jsonl").is_symlink()  # left as it was
 
 
+async def test_a_run_refused_for_its_event_log_leaves_no_running_loop_behind(system: System) -> None:
+    """The refusal ends the claimed loop in ``error`` (not ``running`` until its lease runs out), so
+    the next run after the link is removed starts at once instead of being refused as a conflict."""
+    project = await system.project("evrefused")
+    canary = system.canary("bashrc-refused")
+    prd_dir = await project.create("x")
+    (prd_dir / "events.jsonl").symlink_to(canary)
+    refused = await system.run_refused(project, "x")
+    assert refused is not None
+    record = await system.settled(project, "x")
+    assert record.info.state == "error" and "symbolic link" in record.info.error
+    (prd_dir / "events.jsonl").unlink()
+    assert await system.run_refused(project, "x") is None  # ran: no Conflict with a phantom loop
+    _untouched(canary)
+
+
 async def test_an_event_log_hard_linked_to_a_file_outside_is_refused(system: System) -> None:
     project = await system.project("evhard")
     canary = system.canary("bashrc-hard")
