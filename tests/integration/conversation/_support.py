@@ -23,6 +23,7 @@ from jidocode.shared.errors import JidoError
 from jidocode.shared.events.conversation import AssistantDelta
 from jidocode.shared.events.engine import ProjectInfo
 from jidocode.shared.events.tools import ToolCallMeta, ToolCatalog, ToolResult
+from jidocode.shared.trust import trust_project
 
 P = "proj1"
 
@@ -92,8 +93,14 @@ class ToolsDouble:
 
 async def register_project(config: Config, project_id: str = P, root: Path | None = None) -> Path:
     """Put ``project_id`` in the project registry as the engine would (the conversation
-    service's ``start`` looks the project up there); returns its root."""
-    root = root or config.jido_home.parent / f"root-{project_id}"
+    service's ``start`` looks the project up there); returns its root.
+
+    The default root lies beside the test's JidoCode home (a root may not contain it, decision
+    0303), is the test's own, and is trusted as the test's ``tmp_path`` is."""
+    if root is None:
+        root = config.jido_home.with_name(f"{config.jido_home.name}-root-{project_id}")
+        root.mkdir(parents=True, exist_ok=True)
+        trust_project(root, home=config.jido_home)
     root.mkdir(parents=True, exist_ok=True)
     info = ProjectInfo(project_id=project_id, root_path=str(root), started_at="2026-01-01T00:00:00Z")
     bus = await Bus.connect(config, "engine")
