@@ -282,6 +282,19 @@ async def test_envrc_created_mid_call_is_removed_and_the_call_stopped(repo: Repo
     assert took < LONG_S - 2, f"the call was not stopped when it planted .envrc ({took:.1f} s)"
 
 
+async def test_a_change_stops_every_call_of_the_project_in_flight(repo: Repo) -> None:
+    # which of two overlapping calls changed a path cannot be told: both are stopped and fail
+    started = time.monotonic()
+    other = asyncio.ensure_future(sh(repo.policy, f"touch waiting; sleep {LONG_S}", timeout_s=60))
+    await _until(lambda: (repo.root / "waiting").exists() or other.done())
+    planter = await sh(repo.policy, "echo e > .envrc", timeout_s=60)
+    waited = await other
+    assert _failed_naming(planter, ".envrc"), planter
+    assert _failed_naming(waited, ".envrc"), waited
+    assert time.monotonic() - started < LONG_S - 2
+    assert not (repo.root / ".envrc").exists()
+
+
 # --- the failure keeps the command's own output ------------------------------------------------------
 
 
