@@ -274,6 +274,37 @@ async def test_common_tools_still_work_in_the_sandbox(
         assert output(await sh(policy, "node -e 'console.log(6*7)'")).split() == ["42"]
 
 
+@pytest.mark.parametrize("mode", MODES)
+async def test_an_additional_root_directory_opens_neither_the_home_nor_the_hidden_paths(
+    tmp_path: Path, elsewhere: Path, monkeypatch: pytest.MonkeyPatch, mode: str
+) -> None:
+    """``"/"`` as an additional directory opens the filesystem, read-only, in both sandboxes alike:
+    not the home (bubblewrap's empty home covers it, Landlock leaves it out), never the data home."""
+    skip_unless(mode)
+    home, data_home = tmp_path / "home", tmp_path / "data"
+    (home / "private").mkdir(parents=True)
+    (home / "private" / "note.txt").write_text(f"{CANARY} home\n")
+    (data_home / "credentials").mkdir(parents=True)
+    (data_home / "credentials" / "client.json").write_text(f"{CANARY} data\n")
+    (elsewhere / "elsewhere.txt").write_text("readable elsewhere\n")  # /tmp is the sandbox's own
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("JIDO_DATA_HOME", str(data_home))
+    jido_home = tmp_path.parent / f"{tmp_path.name}-jh"
+    write_global(jido_home, {"mode": mode})
+    root = make_project(tmp_path / "proj")
+    policy = Policy.build(str(root), additional_directories=["/"], jido_home=str(jido_home), home=str(home))
+    text = output(
+        await sh(
+            policy,
+            f"cat {elsewhere}/elsewhere.txt; cat {home}/private/note.txt {data_home}/credentials/client.json; "
+            f"echo x > {elsewhere}/planted; echo done",
+        )
+    )
+    assert "readable elsewhere" in text and "done" in text
+    assert CANARY not in text, text
+    assert not (elsewhere / "planted").exists()
+
+
 # -- roots that may not be projects -------------------------------------------------------------------
 
 
