@@ -492,7 +492,8 @@ def put_git_back(root: str, git: _GitDir) -> list[str]:
     renamed to a free name in the root, whatever stands at ``.git`` is removed, and the original
     renamed back. Removed: its objects are lost, and an empty repository with the original
     ``HEAD`` takes its place, so git never goes looking for a repository above the root. A
-    ``HEAD`` removed from the original is written back. ``git`` then holds the directory there.
+    ``HEAD``, ``objects`` or ``refs`` removed from it is put back. ``git`` then holds the
+    directory at ``.git``.
     """
     root_fd = os.open(root, _DIR_FLAGS)
     try:
@@ -516,7 +517,7 @@ def put_git_back(root: str, git: _GitDir) -> list[str]:
         if held is not None:
             os.close(git.fd)
             git.fd, git.ident = held.fd, held.ident
-        return [".git"]
+        return [".git", *_put_skeleton_back(git)]
     finally:
         os.close(root_fd)
 
