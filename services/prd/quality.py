@@ -8,7 +8,9 @@ home, a private ``/tmp``, no network, a scrubbed environment; its timeout ends e
 started.
 
 Every check runs, in order, whatever the earlier ones gave; the report is ``ok`` when each
-exited 0 in time (an empty list is ``ok``). What a check prints is streamed to ``on_output`` as
+exited 0 in time and changed no protected path (an empty list is ``ok``): a check is project
+content, and one that touches ``.git/config``, a hook or the settings is stopped at once, the
+paths put back, and it fails. What a check prints is streamed to ``on_output`` as
 it comes (up to ``stream_cap`` bytes, so a long check shows progress) and kept capped in its
 :class:`CheckOutcome` (the head and the tail: a test run's summary is at its end). A sandbox
 that refuses the call (none available, a protected path too large) is a failed check whose
@@ -203,6 +205,7 @@ async def _run_one(
     timed_out = False
     mode = ""
     note = ""
+    repaired: list[str] = []
     try:
         try:
             launch = await sandbox.prepare(
@@ -230,6 +233,7 @@ async def _run_one(
                     graceful=launch.graceful_stop,
                     info_fd=launch.info_fd,
                     on_chunk=on_chunk,
+                    on_spawn=launch.attach,  # a protected path changed: put back, the check stopped
                 )
                 exit_code = result["exit_code"]
             except RequestTimeout:
@@ -240,9 +244,10 @@ async def _run_one(
             finally:
                 repaired = await launch.close()
             if repaired:
-                note += (
-                    "\n" if note else ""
-                ) + f"[sandbox: protected paths changed by the check were put back: {', '.join(repaired)}]"
+                note += ("\n" if note else "") + (
+                    f"[sandbox: protected paths changed by the check were put back: {', '.join(repaired)}; "
+                    "the check fails]"
+                )
         if stream is not None:
             if note:
                 stream.feed(("\n" + note + "\n").encode())
@@ -257,7 +262,8 @@ async def _run_one(
     return CheckOutcome(
         command=command,
         exit_code=exit_code,
-        ok=exit_code == 0 and not timed_out,
+        # a check that changed a protected path fails whatever it exited with (decision 0307)
+        ok=exit_code == 0 and not timed_out and not repaired,
         output=output,
         truncated=truncated,
         timed_out=timed_out,

@@ -280,7 +280,8 @@ async def test_a_check_in_a_worktree_leaves_it_a_worktree(repo: Path) -> None:
     wt = work / ".daedalus" / "worktrees" / "x"
     await git.add_worktree(str(wt), "prd/x")
     report = await run_checks(str(wt), ["echo story > story.txt; echo 'gitdir: evil' > .git"])
-    assert report.ok and "put back: .git" in report.checks[0].output
+    # the worktree's .git file was put back, and a check that changed it fails
+    assert not report.ok and "put back: .git" in report.checks[0].output
     commit = await git.at(str(wt)).commit_all("story")  # git runs in the sandbox of the root
     assert commit is not None and commit.files == ["story.txt"]
     assert await git.at(str(wt)).current_branch() == "prd/x"
