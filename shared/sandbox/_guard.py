@@ -305,12 +305,43 @@ def _replace(name: str, dirfd: int, node: Node) -> None:
     _create(name, dirfd, node)
 
 
+def _empty_tree(node: Node) -> bool:
+    """A directory holding only directories holding nothing else: it runs nothing and names no file."""
+    return isinstance(node, Dir) and all(_empty_tree(child) for _, child in node.children)
+
+
+def _without_new_empty_dirs(now: Node, before: Node) -> Node:
+    """``now`` less the empty directory trees that ``before`` did not have (at any depth).
+
+    The runtime makes empty folders in protected paths itself while calls run (the asset loader's
+    ``.jido/{skills,…,state}`` on a project's first load): they are no change worth stopping a
+    call for, and a file put in one later is.
+    """
+    if not isinstance(now, Dir) or not isinstance(before, Dir):
+        return now
+    had = dict(before.children)
+    kept = tuple(
+        (name, _without_new_empty_dirs(child, had[name]) if name in had else child)
+        for name, child in now.children
+        if name in had or not _empty_tree(child)
+    )
+    return Dir(now.mode, kept)
+
+
 def _same(name: str, dirfd: int, node: Node) -> bool:
     if isinstance(node, Present):
         st = _lstat(name, dirfd)
         return st is not None and _kind(st.st_mode) == node.kind
     try:
-        return _node(name, dirfd, _Budget(), name) == node
+        return _without_new_empty_dirs(_node(name, dirfd, _Budget(), name), node) == node
+    except (TooLarge, OSError):
+        return False
+
+
+def _only_empty_dirs(name: str, dirfd: int) -> bool:
+    """Whether ``name`` is an empty directory tree (see :func:`_empty_tree`)."""
+    try:
+        return _empty_tree(_node(name, dirfd, _Budget(), name))
     except (TooLarge, OSError):
         return False
 
@@ -364,7 +395,7 @@ def repair(root: str, before: dict[str, Node]) -> list[str]:
             try:
                 name = parts[-1]
                 if isinstance(node, Missing):
-                    if _lstat(name, parent) is not None:
+                    if _lstat(name, parent) is not None and not _only_empty_dirs(name, parent):
                         _remove(name, parent)
                         fixed.append(rel)
                 elif isinstance(node, Present):

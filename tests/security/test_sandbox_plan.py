@@ -177,6 +177,24 @@ def test_repair_puts_back_content_and_removes_what_appeared(tmp_path: Path) -> N
     assert sandbox.repair(str(root), before) == []  # nothing left to do
 
 
+def test_new_empty_folders_are_no_change_but_a_file_in_one_is(tmp_path: Path) -> None:
+    """The asset loader makes ``.jido/{skills,…,state}`` while calls may run: empty folders in a
+    protected path run nothing, so the guard neither removes them nor stops a call for them."""
+    root = make_project(tmp_path / "proj")
+    rels = (".jido", ".claude", ".git/hooks")
+    before = sandbox.capture(str(root), rels)
+    for folder in (".jido/state", ".jido/skills/a", ".claude/agents", ".git/hooks/sub"):
+        (root / folder).mkdir(parents=True)
+    assert sandbox.repair(str(root), before) == []
+    assert (root / ".jido" / "state").is_dir() and (root / ".claude" / "agents").is_dir()
+    (root / ".jido" / "skills" / "a" / "SKILL.md").write_text("planted")
+    (root / ".claude" / "agents" / "x.md").write_text("planted")
+    (root / ".git" / "hooks" / "sub" / "pre-commit").write_text("planted")
+    assert set(sandbox.repair(str(root), before)) == set(rels)
+    assert not (root / ".jido" / "skills").exists() and not (root / ".claude").exists()
+    assert not (root / ".git" / "hooks" / "sub").exists()
+
+
 def test_repair_removes_a_link_that_replaced_a_directory_on_the_way(tmp_path: Path) -> None:
     root = make_project(tmp_path / "proj")
     elsewhere = tmp_path / "elsewhere"
