@@ -210,9 +210,13 @@ class Watch:
             os.write(self._stop_w, b"x")
         if threading.current_thread() is not self._thread:
             self._thread.join()
-        os.close(self._fd)
         os.close(self._stop_r)
         os.close(self._stop_w)
+        # Closing an inotify instance waits for the kernel's grace period (6-15 ms after a
+        # bubblewrap call's mounts went away): off the call's path, closed once, by its own thread.
+        threading.Thread(
+            target=os.close, args=(self._fd,), name="jidocode-guard-unwatch", daemon=True
+        ).start()
 
     @property
     def closed(self) -> bool:
