@@ -6,7 +6,13 @@ returns the stored result, or waits for it — the side effect never runs
 twice. A record moves ``running`` → ``done`` (with the result); a cancel
 before the call started writes ``cancelled``, so the call never starts. A
 claim older than any call can take belongs to a replica that died: it is
-reported as ``outcome_unknown``, never run again.
+reported as ``outcome_unknown``, never run again — unless it never started: a
+claim is ``started: false`` while its call waits (for an approval, a quota slot)
+and turns ``started: true`` by a compare-and-set just before the call runs
+(:meth:`Ledger.begin`). A request sent again for a claim that never started and
+whose replica is gone takes the claim over (compare-and-set) and runs the call
+once; the dead replica's call can no longer begin (its compare-and-set fails:
+:class:`TakenOver`).
 
 **Whose call it is.** Every record carries the call's conversation and a
 digest of its name, arguments and conversation (:func:`call_digest`). A
@@ -56,12 +62,14 @@ __all__ = [
     "RESULT_TTL_S",
     "Claim",
     "Ledger",
+    "TakenOver",
     "call_digest",
     "claim_lifetime",
     "conflict_result",
     "ledger_key",
     "lost_result",
     "needs_claim",
+    "never_started",
     "result_ttl",
     "running_record",
     "settled",
@@ -155,8 +163,21 @@ def _owner(claim: Claim | None) -> Record:
     return {"digest": claim.digest, "conversation": claim.conversation_id}
 
 
-def running_record(instance: str, name: str, now: float, claim: Claim | None = None) -> Record:
-    return {"state": "running", "instance": instance, "name": name, "at": now, **_owner(claim)}
+def running_record(
+    instance: str, name: str, now: float, claim: Claim | None = None, *, started: bool = True
+) -> Record:
+    record = {"state": "running", "instance": instance, "name": name, "at": now, "started": started}
+    return {**record, **_owner(claim)}
+
+
+def never_started(record: Record) -> bool:
+    """Whether a running claim's call never began (records from before this field: it may have)."""
+    return record.get("state") == "running" and record.get("started") is False
+
+
+class TakenOver(Exception):
+    """The claim of a call that had not started was taken over by another replica (this one was
+    presumed gone): the call must not run here, and its result is not stored from here."""
 
 
 def cancelled_record(now: float, conversation_id: str | None = None) -> Record:
@@ -244,6 +265,10 @@ class Ledger:
         self.clock = clock
         #: How long a record lives; a running claim is rewritten every third of it (see :meth:`settle`).
         self.ttl = ttl
+        #: The revision of this replica's last write of each claim it holds (compare-and-set).
+        self._revisions: dict[str, int] = {}
+        #: The claims whose call has begun here.
+        self._started: set[str] = set()
 
     @classmethod
     async def open(cls, bus: Bus, *, ttl: float | None = None) -> Ledger:
@@ -271,7 +296,7 @@ class Ledger:
         """
         for _ in range(8):  # a racing cancel or claim rewrote the key: look again
             try:
-                await self.kv.create(claim.key, self._running(claim))
+                self._revisions[claim.key] = await self.kv.create(claim.key, self._running(claim))
                 return None
             except nats.js.errors.KeyWrongLastSequenceError:
                 pass
@@ -282,7 +307,9 @@ class Ledger:
             record: Record = json.loads(entry.value or b"{}")
             if record.get("state") == "cancelled" and not owned_by(record, claim.conversation_id):
                 try:  # somebody else's cancel never stops this call
-                    await self.kv.update(claim.key, self._running(claim), last=entry.revision)
+                    self._revisions[claim.key] = await self.kv.update(
+                        claim.key, self._running(claim), last=entry.revision
+                    )
                     return None
                 except nats.js.errors.KeyWrongLastSequenceError:
                     continue
@@ -292,16 +319,53 @@ class Ledger:
             if answer is not None:
                 return answer
             left = time_left(record, self.clock(), await lifetime())
-            if left < 0:
-                return await self._lose(claim, record)
-            return await self._await_result(claim, record, left)
+            if left >= 0:
+                answer = await self._await_result(claim, left)
+                if answer is not None:
+                    return answer
+                continue  # its time is up: look at the record again
+            if never_started(record):  # its replica went before the call began: run it once here
+                try:
+                    self._revisions[claim.key] = await self.kv.update(
+                        claim.key, self._running(claim), last=entry.revision
+                    )
+                except nats.js.errors.KeyWrongLastSequenceError:
+                    continue
+                log.info(
+                    "call %s never started on %s: it runs here", claim.request_id, record.get("instance")
+                )
+                return None
+            return await self._lose(claim, record)
         raise nats.js.errors.KeyWrongLastSequenceError(description=f"the claim of {claim.key} kept changing")
 
-    def _running(self, claim: Claim) -> bytes:
-        return json.dumps(running_record(self.instance, claim.name, self.clock(), claim)).encode()
+    def _running(self, claim: Claim, *, started: bool = False) -> bytes:
+        record = running_record(self.instance, claim.name, self.clock(), claim, started=started)
+        return json.dumps(record).encode()
 
-    async def _await_result(self, claim: Claim, record: Record, left: float) -> ToolResult:
-        """Watch the key until its record is done (its result) or ``left`` seconds pass (lost)."""
+    async def begin(self, claim: Claim) -> None:
+        """Mark the claimed call started, just before it runs (compare-and-set on the claim):
+        :class:`TakenOver` when another replica took the claim over meanwhile."""
+        await self._rewrite(claim, started=True)
+
+    async def _rewrite(self, claim: Claim, *, started: bool) -> None:
+        """Write this replica's running record again, only over its own last write."""
+        revision = self._revisions.get(claim.key)
+        if revision is None:
+            return  # not claimed here (or settled already)
+        try:
+            self._revisions[claim.key] = await self.kv.update(
+                claim.key, self._running(claim, started=started), last=revision
+            )
+        except nats.js.errors.KeyWrongLastSequenceError:
+            self._revisions.pop(claim.key, None)
+            raise TakenOver(claim.key) from None
+        except (nats.errors.Error, nats.js.errors.Error):
+            log.exception("could not rewrite the claim of %s", claim.key)
+        if started:
+            self._started.add(claim.key)
+
+    async def _await_result(self, claim: Claim, left: float) -> ToolResult | None:
+        """Watch the key until its record is done (its result) or ``left`` seconds pass (``None``)."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + left
         watcher = await self.kv.watch(claim.key)
@@ -319,7 +383,7 @@ class Ledger:
         finally:
             with contextlib.suppress(nats.errors.Error):
                 await watcher.stop()  # type: ignore[no-untyped-call]
-        return await self._lose(claim, record)
+        return None
 
     async def _lose(self, claim: Claim, record: Record) -> ToolResult:
         result = lost_result(record)
@@ -329,7 +393,8 @@ class Ledger:
     async def _keep_alive(self, claim: Claim) -> None:
         while True:
             await asyncio.sleep(self.ttl / 3)  # a lease renewal period, not a synchronization
-            await self.touch(claim)
+            with contextlib.suppress(TakenOver):  # the call itself finds out when it begins
+                await self.touch(claim)
 
     async def settle(self, claim: Claim, attempt: Awaitable[ToolResult]) -> ToolResult:
         """Await the claimed call's ``attempt`` and store its result (cancelled or failed if it raises).
@@ -342,17 +407,28 @@ class Ledger:
         keeper = asyncio.create_task(self._keep_alive(claim))
         try:
             result = await attempt
+        except TakenOver:
+            await _stop(keeper)  # the claim is another replica's now: nothing is stored from here
+            self._forget(claim)
+            return lost_result({"instance": self.instance})
         except asyncio.CancelledError:
             await _stop(keeper)  # before the final record: a late renewal must not overwrite it
             await self._store(claim.key, done_record(cancelled_result(), claim))
+            self._forget(claim)
             raise
         except BaseException:
             await _stop(keeper)
             await self._store(claim.key, done_record(_failed_result(), claim))
+            self._forget(claim)
             raise
         await _stop(keeper)
         await self._store(claim.key, done_record(result, claim))
+        self._forget(claim)
         return result
+
+    def _forget(self, claim: Claim) -> None:
+        self._revisions.pop(claim.key, None)
+        self._started.discard(claim.key)
 
     async def forbid(self, key: str, conversation_id: str | None) -> bool:
         """A cancel by ``conversation_id``: a call of that conversation that has not claimed ``key``
@@ -370,8 +446,9 @@ class Ledger:
         return owned_by(json.loads(entry.value or b"{}"), conversation_id)
 
     async def touch(self, claim: Claim) -> None:
-        """Restart the TTL of a running claim (after a long wait, e.g. for an approval)."""
-        await self._store(claim.key, running_record(self.instance, claim.name, self.clock(), claim))
+        """Restart the TTL of a running claim (after a long wait, e.g. for an approval);
+        :class:`TakenOver` when another replica took it over meanwhile."""
+        await self._rewrite(claim, started=claim.key in self._started)
 
     async def ended(self, key: str) -> bool:
         """Whether the call of ``key`` has ended (done or cancelled); unknown keys have not."""

@@ -168,6 +168,8 @@ class Pipeline:
             )
             box = await sandbox_status(call.name, project.policy)
             note(sandbox=str(box.mode) if box is not None else None)
+            if claim is not None:
+                await self.ledger.begin(claim)  # TakenOver: another replica runs it now, not here
             await self.bus.emit(started(call, box), **call.ext)
             return await self.running.execute(call.key, self._tool(call, project, args, decision, limits))
 

@@ -12,6 +12,7 @@ from jidocode.services.tool_runner.idempotency import (
     ledger_key,
     lost_result,
     needs_claim,
+    never_started,
     running_record,
     settled,
     time_left,
@@ -45,9 +46,22 @@ def test_ledger_keys_differ_by_project_and_request() -> None:
 
 def test_running_record_is_not_settled() -> None:
     record = running_record("tool_runner/r0", "bash", 100.0)
-    assert record == {"state": "running", "instance": "tool_runner/r0", "name": "bash", "at": 100.0}
+    assert record == {
+        "state": "running",
+        "instance": "tool_runner/r0",
+        "name": "bash",
+        "at": 100.0,
+        "started": True,
+    }
     assert settled(record) is None
     assert settled({}) is None
+
+
+def test_only_a_claim_marked_not_started_never_started() -> None:
+    assert never_started(running_record("i", "bash", 1.0, started=False))
+    assert not never_started(running_record("i", "bash", 1.0))
+    assert not never_started({"state": "running", "instance": "i", "at": 1.0})  # older records: it may have
+    assert not never_started({"state": "done", "started": False})
 
 
 def test_done_record_gives_its_result_back() -> None:
