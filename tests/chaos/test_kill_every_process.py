@@ -12,7 +12,9 @@ recovery time, printed with the rest of the report) and every turn of the wave i
 minute later: a turn still unanswered then is stuck, and its conversation takes no further turns.
 
 What must hold at the end: every conversation answered every turn; every ``out/<conv>.txt`` holds
-exactly the lines of its answered turns, each once (no tool side effect lost or run twice); every
+exactly the lines of its answered turns, each once (no tool side effect lost or run twice; the one
+exception is a call that had begun on a killed tool runner, whose outcome the model is told is
+unknown: under bubblewrap its sandbox dies with the runner, so its line may be missing); every
 timeline holds each user message exactly once. Every violation is listed, with what the model was
 told about the turn's tool call.
 
@@ -344,8 +346,20 @@ def tool_outcome(timeline: list[dict[str, Any]], conv: str, turn: int) -> str:
     return "no result"
 
 
+def told_maybe(timeline: list[dict[str, Any]], conv: str, turn: int) -> bool:
+    """Whether the turn's call had begun on the tool runner killed in its wave, so the model was told
+    ``outcome_unknown`` (its side effect may or may not have happened): under bubblewrap the call's
+    sandbox dies with the killed runner, so a call that began may not have written its line. Such a
+    line may be missing; it is never written twice. A call that had not begun is run once by the
+    restarted runner (its claim is taken over), so its line must be there."""
+    return (
+        VICTIMS[turn - 1] in TOOL_VICTIMS and tool_outcome(timeline, conv, turn) == "failed: outcome_unknown"
+    )
+
+
 def side_effect_problems(project: Path, load: Load, timelines: dict[str, list[dict[str, Any]]]) -> list[str]:
-    """Each answered turn's line is in its conversation's file exactly once; nothing else is."""
+    """Each answered turn's line is in its conversation's file exactly once (or, where the model was
+    told the outcome is unknown after a tool-runner kill, at most once); nothing else is."""
     problems = []
     for conv in load.conversations:
         path = project / "out" / f"{conv}.txt"
@@ -355,7 +369,7 @@ def side_effect_problems(project: Path, load: Load, timelines: dict[str, list[di
         lost = [
             f"{tag(conv, t)} (tool {tool_outcome(timelines[conv], conv, t)})"
             for t in answered
-            if counts[tag(conv, t)] == 0
+            if counts[tag(conv, t)] == 0 and not told_maybe(timelines[conv], conv, t)
         ]
         doubled = sorted(line for line, n in counts.items() if n > 1)
         foreign = sorted(set(lines) - {tag(conv, t) for t in load.sent[conv]})
