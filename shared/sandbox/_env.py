@@ -53,6 +53,9 @@ _FIXED: Final[dict[str, str]] = {
     "GIT_TERMINAL_PROMPT": "0",
     "GIT_CONFIG_NOSYSTEM": "1",
     "SHELL": "/bin/bash",
+    # Python writes no __pycache__ beside what it imports: a skill's script lives in the protected
+    # data dir, where the folder would be a change the guard puts back and stops the call for
+    "PYTHONDONTWRITEBYTECODE": "1",
 }
 DEFAULT_PATH: Final = "/usr/local/bin:/usr/bin:/bin"
 

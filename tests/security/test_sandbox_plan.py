@@ -139,6 +139,7 @@ def test_env_keeps_no_secret_and_pins_git() -> None:
     assert pins["protocol.ext.allow"] == "never" and pins["credential.helper"] == ""
     assert {"core.pager", "core.sshCommand", "core.editor", "diff.external"} <= set(pins)
     assert env["GIT_CONFIG_NOSYSTEM"] == "1" and env["GIT_TERMINAL_PROMPT"] == "0"
+    assert env["PYTHONDONTWRITEBYTECODE"] == "1"  # no __pycache__ in a protected data dir
 
 
 def test_read_cover_leaves_out_hidden_paths_and_proc(tmp_path: Path) -> None:
