@@ -625,7 +625,7 @@ class Guard:
         self._held: dict[str, _Held] = {}
         self._lock = threading.Lock()
 
-    def _take(self, root: str, rels: tuple[str, ...], full: bool) -> _Held:
+    def _take(self, root: str, rels: tuple[str, ...], full: bool, watch: bool = True) -> _Held:
         root_fd = os.open(root, _DIR_FLAGS)
         try:
             git = _hold_git(root_fd)
@@ -635,7 +635,8 @@ class Guard:
         try:
             held.before = capture(root, rels, full=full)
             try:
-                held.watch = Watch(root, held.find, lambda: self._changed(held))
+                if watch:
+                    held.watch = Watch(root, held.find, lambda: self._changed(held))
             except OSError:
                 if full:
                     raise  # under Landlock the watch is the wall while the call runs
@@ -644,11 +645,11 @@ class Guard:
             raise
         return held
 
-    def _enter(self, root: str, rels: tuple[str, ...], full: bool) -> Ticket:
+    def _enter(self, root: str, rels: tuple[str, ...], full: bool, watch: bool = True) -> Ticket:
         with self._lock:
             held = self._held.get(root)
             if held is None:
-                held = self._held[root] = self._take(root, rels, full)
+                held = self._held[root] = self._take(root, rels, full, watch)
             elif full and not held.full:
                 # bubblewrap calls hold the snapshot (kinds only; they cannot change what exists):
                 # Landlock needs the contents, which are still the ones from before them
@@ -720,9 +721,10 @@ class Guard:
             call.halt()  # a change found after this call was made by a call still running
         return sorted(ticket.repaired)
 
-    async def enter(self, root: str, rels: tuple[str, ...], *, full: bool) -> Ticket:
-        """Join (or take) the root's snapshot. ``full``: contents are needed (raises :class:`TooLarge`)."""
-        return await asyncio.to_thread(self._enter, root, rels, full)
+    async def enter(self, root: str, rels: tuple[str, ...], *, full: bool, watch: bool = True) -> Ticket:
+        """Join (or take) the root's snapshot. ``full``: contents are needed (raises :class:`TooLarge`).
+        ``watch``: repair while the calls run (the first call of the root decides), else only after."""
+        return await asyncio.to_thread(self._enter, root, rels, full, watch)
 
     async def leave(self, root: str, ticket: Ticket | None = None) -> list[str]:
         """Repair the root's protected paths; the ones repaired during and after ``ticket``'s call.

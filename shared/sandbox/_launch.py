@@ -363,8 +363,13 @@ async def prepare(
     source_env: Mapping[str, str] | None = None,
     caps: Capabilities | None = None,
     cwd: str | None = None,
+    watch: bool = True,
 ) -> Launch:
     """The launch of ``argv`` in the project ``root`` under the sandbox its settings and this machine give.
+
+    ``watch=False``: the protected paths are repaired only when the launch closes, not while it
+    runs (a stdio MCP server runs as long as its project: a watch would undo the user's own edits
+    of the settings, ``.git/config`` or ``.vscode`` for all that time).
 
     ``cwd``: where the command starts (default ``root``); it must lie under ``root`` (a worktree
     of the project), since only ``root`` is writable and visible as the project.
@@ -389,7 +394,7 @@ async def prepare(
             details={"sandbox": "unavailable", "hint": choice.hint},
         )
     guarded = choice.mode != "off"
-    ticket = await _enter_guard(root, data_dir, choice) if guarded else None
+    ticket = await _enter_guard(root, data_dir, choice, watch) if guarded else None
     plan = asyncio.ensure_future(
         asyncio.to_thread(
             _plan,
@@ -417,10 +422,10 @@ async def prepare(
     return launch
 
 
-async def _enter_guard(root: str, data_dir: str, choice: Choice) -> Ticket:
+async def _enter_guard(root: str, data_dir: str, choice: Choice, watch: bool = True) -> Ticket:
     """Join the guard's snapshot and watch of ``root`` (the refusals of :func:`prepare`)."""
     try:
-        return await GUARD.enter(root, protected_rels(data_dir), full=choice.mode == "landlock")
+        return await GUARD.enter(root, protected_rels(data_dir), full=choice.mode == "landlock", watch=watch)
     except TooLarge as exc:
         raise PermissionDenied(
             f"bash is refused under Landlock: the protected path {exc.args[0]!r} is too large to be "

@@ -62,6 +62,9 @@ async def _run(spec: LaunchSpec) -> int:
             data_dir=spec.data_dir,
             jido_home=spec.jido_home,
             additional_directories=spec.additional_directories,
+            # it runs as long as its project: the protected paths are put back when it stops, as
+            # before; a watch would undo the user's own edits of them all that time (0307)
+            watch=False,
         )
     except PermissionDenied as exc:
         print(f"jidocode: the MCP server is refused by the sandbox: {exc.message}", file=sys.stderr)
