@@ -41,6 +41,7 @@ from jidocode.shared.errors import InvalidInput
 from jidocode.shared.natsserver import NatsServer
 from jidocode.shared.trust import trust_project
 from tests.helpers import wait_for_services
+from tests.security.sandbox_support import skip_unless
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -517,8 +518,9 @@ async def test_jidocode_refuses_what_it_cannot_do(system: System) -> None:
 async def test_a_cli_hidden_by_the_sandbox_is_a_config_failure_until_its_dir_is_allowed(
     tmp_path: Path, jido_home: Path
 ) -> None:
-    """The fake CLI lies under /tmp, private inside the sandbox: without an additional directory
-    bubblewrap cannot start it (``config``); the user's global ``additional_directories`` fix it."""
+    """The fake CLI lies under /tmp, which neither sandbox shows (bubblewrap's is private, Landlock
+    reads only the toolchain directories): without an additional directory the CLI cannot start
+    (``config``); the user's global ``additional_directories`` fix it."""
     harness = _cli_harness("claude", tmp_path)
     bin_dir = tmp_path / "fakebin-claude"
     settings = {
@@ -541,6 +543,7 @@ async def test_a_cli_hidden_by_the_sandbox_is_a_config_failure_until_its_dir_is_
 async def test_cancel_ends_the_cli_tree_under_either_sandbox(
     tmp_path: Path, jido_home: Path, mode: str
 ) -> None:
+    skip_unless(mode)
     (jido_home / "settings.json").write_text(json.dumps({"sandbox": {"mode": mode}}))
     harness = _cli_harness("claude", tmp_path)
     bin_dir = tmp_path / "fakebin-claude"

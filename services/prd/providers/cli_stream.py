@@ -275,7 +275,9 @@ class CliRun(ChannelRun):
             await asyncio.gather(reader, writer, errors, return_exceptions=True)
         stderr = self._stderr.decode("utf-8", "replace")
         code = self._proc.returncode
-        if stopped is None and code not in (0, None) and "execvp" in stderr:
+        # bubblewrap says "execvp …"; the Landlock launcher "sandbox (landlock): [Errno …]", status 126
+        unstartable = "execvp" in stderr or (code == 126 and "sandbox (landlock): [Errno" in stderr)
+        if stopped is None and code not in (0, None) and unstartable:
             stopped = (
                 "config",
                 f"the {self._key} CLI cannot be started in the sandbox ({stderr.strip()[-500:]}); set "
