@@ -42,6 +42,7 @@ __all__ = [
     "TrustEntry",
     "TrustState",
     "is_trusted",
+    "locked",
     "trust_project",
     "trust_state",
     "trust_store_path",
@@ -142,7 +143,9 @@ def trusted_projects(*, home: Path) -> list[TrustEntry]:
 
 
 @contextlib.contextmanager
-def _locked(store: Path) -> Iterator[None]:
+def locked(store: Path) -> Iterator[None]:
+    """Hold ``store``'s lock (a ``.lock`` file beside it, 0600, in a 0700 folder) for the block:
+    the one way the user's stores in the global home (trust, MCP approvals) are changed."""
     store.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     fd = os.open(store.with_name(store.name + ".lock"), os.O_RDWR | os.O_CREAT, 0o600)
     try:
@@ -187,7 +190,7 @@ def trust_project(root: str | os.PathLike[str], *, home: Path) -> TrustState:
     real = _real(root)
     _refuse(real)
     store = trust_store_path(home)
-    with _locked(store):
+    with locked(store):
         projects, problem = _read(store)
         if problem is not None:
             raise InvalidInput(f"the trust store is unusable, fix or remove it first: {problem}")
@@ -202,7 +205,7 @@ def untrust_project(root: str | os.PathLike[str], *, home: Path) -> TrustState:
     """Remove ``root``'s own entry; the state after (a trusted parent may still cover it)."""
     real = _real(root)
     store = trust_store_path(home)
-    with _locked(store):
+    with locked(store):
         projects, problem = _read(store)
         if problem is not None:
             raise InvalidInput(f"the trust store is unusable, fix or remove it first: {problem}")

@@ -19,7 +19,6 @@ closed). Writes take a lock file and replace the store atomically (mode 0600).
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import os
 from collections.abc import Iterator
@@ -31,6 +30,7 @@ from pydantic import BaseModel, ConfigDict
 
 from jidocode.shared.errors import InvalidInput
 from jidocode.shared.natsserver import write_private
+from jidocode.shared.trust import locked
 
 __all__ = [
     "APPROVALS_FILE",
@@ -138,16 +138,11 @@ def approvals(*, home: Path) -> list[Approval]:
 @contextlib.contextmanager
 def _locked(store: Path) -> Iterator[_Store]:
     """The store's content under its lock file; :class:`InvalidInput` when it is unusable."""
-    store.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    fd = os.open(store.with_name(store.name + ".lock"), os.O_RDWR | os.O_CREAT, 0o600)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
+    with locked(store):
         content, problem = _read(store)
         if problem is not None:
             raise InvalidInput(f"the MCP approval store is unusable, fix or remove it first: {problem}")
         yield content
-    finally:
-        os.close(fd)  # closing releases the lock
 
 
 def _write(store: Path, content: _Store) -> None:
