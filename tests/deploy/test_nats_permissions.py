@@ -24,6 +24,7 @@ from jidocode.shared.config import Config
 from jidocode.shared.endpoints import endpoint
 from jidocode.shared.envelope import Envelope
 from jidocode.shared.events.conversation import ConversationInfo, StartConversation
+from jidocode.shared.kv_keys import kv_keys
 from jidocode.shared.service import ServiceHost, scoped_project_id
 
 from .conftest import SecuredNats
@@ -179,7 +180,7 @@ async def test_kv_owners_write_and_readers_read(secured_nats: SecuredNats) -> No
             async with connect_as(url, reader, pw) as conn:
                 kv = await conn.nc.jetstream().key_value(subjects.BUCKET_PROJECTS)
                 assert (await kv.get(P)).value == b"/srv/projects/p1"
-                assert await kv.keys() == [P]
+                assert await kv_keys(kv) == [P]
                 await conn.assert_no_errors()
 
         # A reader cannot write the registry.
