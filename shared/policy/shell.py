@@ -41,8 +41,6 @@ import unicodedata
 from collections.abc import Callable
 from typing import Any, Final
 
-import bashlex  # type: ignore[import-untyped]
-import bashlex.errors  # type: ignore[import-untyped]
 from pydantic import BaseModel, ConfigDict
 
 from .programs import OPTION_CHECKED, inert, option_flags
@@ -815,6 +813,10 @@ def analyze(command: str, *, _depth: int = 0, _cwd: tuple[str, ...] | None = ROO
     if not command.strip():
         return ShellAnalysis(source=command, unprovable=("empty command",))
     text, quoted_heredocs = _unquote_heredocs(command) if "<<" in command else (command, frozenset[int]())
+    # bashlex builds its parser tables when imported (~0.1 s): only a process that parses pays
+    import bashlex  # type: ignore[import-untyped]
+    import bashlex.errors  # type: ignore[import-untyped]
+
     walker = _Walker(text, _depth, _cwd, quoted_heredocs)
     try:
         trees = bashlex.parse(text)
