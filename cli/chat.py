@@ -341,11 +341,13 @@ async def _turn(client: JidoClient, screen: _Screen, text: str, timeout: float |
 
 
 async def _usage(client: JidoClient) -> None:
+    from jidocode.shared.cost import cost_text
+
     usage = await client.get_context_usage()
     out.print(
         f"context: {usage.tokens_used} of {usage.context_window or '?'} tokens ({usage.percent_used:.1f}%)"
         f" · {usage.calls} calls · {usage.prompt_tokens} prompt + {usage.completion_tokens} completion"
-        f" ({usage.cached_tokens} cached) · ${usage.cost_usd:.4f}"
+        f" ({usage.cached_tokens} cached) · {cost_text(usage.cost_usd, usage.unpriced_calls)}"
         + (f" · {usage.model}" if usage.model else "")
     )
 

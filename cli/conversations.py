@@ -10,14 +10,21 @@ its tool calls) and lets it go (``jidocode chat <dir> --conversation <id>`` or
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
 import typer
-from rich.table import Table
+from rich.text import Text
 
 from jidocode.shared.clients import ConversationsClient
+from jidocode.shared.cost import cost_text
 from jidocode.shared.errors import NotFound
-from jidocode.shared.events.conversation import ConversationDeleted, ConversationInfo, ConversationList
+from jidocode.shared.events.conversation import (
+    ConversationDeleted,
+    ConversationInfo,
+    ConversationList,
+    ConversationSummary,
+)
 
 from .common import cli_bus, console, print_json, resolve_project, run
 from .replay import export_command as _export_command
@@ -43,12 +50,46 @@ def list_(project_dir: str = PROJECT_DIR, json_out: bool = JSON) -> None:
     if json_out:
         print_json(found)
         return
-    table = Table("conversation", "status", "running on", "created", "last activity")
-    for c in found.conversations:
-        table.add_row(c.conversation_id, c.status, c.owner or "-", c.created_at, c.last_activity or "-")
-    console.print(table)
+    if not found.conversations:
+        console.print("no conversation yet")
+    for head, title in conversation_lines(found.conversations, console.width):
+        console.print(head, soft_wrap=True)
+        console.print(title, soft_wrap=True)
     if found.truncated:
         console.print(f"[dim]only the newest {len(found.conversations)} are shown[/]")
+
+
+def short_time(value: str | None) -> str:
+    """An ISO time as ``2026-11-25 20:26`` in UTC (its own text when it is not one, ``-`` for none)."""
+    if not value:
+        return "-"
+    try:
+        moment = datetime.fromisoformat(value)
+    except ValueError:
+        return value
+    if moment.tzinfo is not None:
+        moment = moment.astimezone(UTC)
+    return moment.strftime("%Y-%m-%d %H:%M")
+
+
+def conversation_lines(conversations: list[ConversationSummary], width: int) -> list[tuple[Text, Text]]:
+    """Two lines per conversation: its whole id first (printed unwrapped, so never cut),
+    with its status, last activity and replica; then its title indented, cut to ``width``.
+    The title is a user's text: shown as text, never as markup."""
+    lines: list[tuple[Text, Text]] = []
+    for c in conversations:
+        head = Text.assemble(
+            (c.conversation_id, "bold"),
+            "  ",
+            (c.status, "green" if c.status == "active" else "yellow"),
+            "  ",
+            short_time(c.last_activity or c.created_at),
+            f"  on {c.owner}" if c.owner else "",
+        )
+        title = Text("  " + (c.title or "(no message yet)"), style="" if c.title else "dim")
+        title.truncate(max(width, 8), overflow="ellipsis")
+        lines.append((head, title))
+    return lines
 
 
 @app.command()
@@ -81,6 +122,7 @@ def show(
     diag, usage = shown["diagnostics"], shown["usage"]
     rows = [
         ("conversation", shown["conversation_id"]),
+        ("title", shown.get("title") or "-"),
         ("status", f"{shown['status']} ({diag.get('status', '?')})"),
         ("running on", shown["owner"] or "- (loaded again by its next input)"),
         ("created", shown["created_at"]),
@@ -92,12 +134,12 @@ def show(
             f"{usage.get('total_tokens', 0)} ({usage.get('prompt_tokens', 0)} in, "
             f"{usage.get('completion_tokens', 0)} out)",
         ),
-        ("cost", f"${usage.get('cost_usd', 0.0):.4f}"),
+        ("cost", cost_text(float(usage.get("cost_usd") or 0.0), int(usage.get("unpriced_calls") or 0))),
         ("model", str(usage.get("model") or "-")),
         ("problems", str(len(diag.get("problems", [])))),
     ]
     for key, value in rows:
-        console.print(f"{key + ':':<15}{value}")
+        console.print(f"{key + ':':<15}", Text(value), sep="")
 
 
 @app.command()

@@ -131,7 +131,9 @@ class ContextUsage(BaseModel):
     completion_tokens: int = 0
     cached_tokens: int = 0
     total_tokens: int = 0
+    #: The calls that had a price; with ``unpriced_calls`` the total is unknown (``jidocode.shared.cost``).
     cost_usd: float = 0.0
+    unpriced_calls: int = 0
 
     def __getitem__(self, key: str) -> Any:  # seed 003 reads usage['percent_used']
         return getattr(self, key)
@@ -625,6 +627,7 @@ class JidoClient:
             cached_tokens=totals.cached_tokens,
             total_tokens=totals.total_tokens,
             cost_usd=totals.cost_usd,
+            unpriced_calls=totals.unpriced_calls,
         )
 
     async def get_project_usage(self) -> UsageTotals:

@@ -80,6 +80,7 @@ from jidocode.shared.events.conversation import (
     StartConversation,
     StopConversation,
     Subscribe,
+    UserMessage,
 )
 from jidocode.shared.events.engine import ProjectStopped
 from jidocode.shared.kv_keys import kv_keys
@@ -91,7 +92,7 @@ from .core import Limits, llm_context, normalize, project, replay
 from .deletion import purge_conversation, reusable_at
 from .journal import Journal, LostOwnership, ensure_streams, publish_with_retry
 from .ports import ContextWindows, LlmPort, ToolPort, ToolSpec
-from .record import ConversationRecord, record_key
+from .record import ConversationRecord, record_key, title_of, write_title
 from .residency import LoadedSet, subscribe_wakeups
 from .settings import RuntimeSettings
 from .tools_bridge import list_tool_specs
@@ -334,6 +335,7 @@ class Runtime:
             settings=settings,
             created_at=existing.created_at if existing else now,
             updated_at=now,
+            title=existing.title if existing else "",
         )
         if existing is not None and existing.resume_on_start:
             # The stop cancelled what was running: started again, the conversation carries on
@@ -435,6 +437,7 @@ class Runtime:
                 created_at=record.created_at,
                 updated_at=record.updated_at,
                 last_activity=last,
+                title=record.title,
             )
 
         items = await asyncio.gather(*(summary(r) for r in shown))
@@ -946,6 +949,11 @@ class Runtime:
             if owned is not None:
                 owned.actor.validated.discard(signal.id)
             raise
+        if not record.title and signal.type == UserMessage.TYPE:
+            # the first user message names the conversation in lists, written once here
+            titled = await write_title(self.records, key, title_of(str(signal.data.get("text") or "")))
+            if titled is not None:
+                self._remember(key, *titled)
         return EventAccepted(id=signal.id, correlation_id=signal.correlation_id, sequence=seq)
 
     async def get_projection(self, project_id: str, cmd: GetProjection) -> Any:

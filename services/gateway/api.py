@@ -19,6 +19,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from jidocode.shared.cost import cost_text, total_cost
 from jidocode.shared.errors import InvalidInput, JidoError
 from jidocode.shared.events.assets import AssetItems, AssetType
 from jidocode.shared.events.conversation import (
@@ -49,6 +50,7 @@ __all__ = [
     "StartConversationBody",
     "StartProjectBody",
     "StopPrdBody",
+    "UsageReport",
     "routes",
 ]
 
@@ -109,6 +111,50 @@ class Accepted(BaseModel):
     id: str = Field(description="the event id (every output it causes names it as causationid)")
     correlation_id: str
     sequence: int
+
+
+class UsageReport(BaseModel):
+    """A conversation's token usage and cost; the cost by the rule of :mod:`jidocode.shared.cost`."""
+
+    project_id: str
+    conversation_id: str
+    calls: int
+    prompt_tokens: int
+    completion_tokens: int
+    cached_tokens: int
+    total_tokens: int
+    cost_usd: float | None = Field(
+        description="the total in dollars; null (unknown) when any call had no price"
+    )
+    priced_cost_usd: float = Field(description="the sum of the calls that had a price")
+    unpriced_calls: int = Field(description="calls whose model's price litellm does not know")
+    cost: str = Field(description="the total as shown: '$0.0123', or 'unknown (2 calls unpriced)'")
+    model: str | None = Field(default=None, description="the last call's model")
+    context_tokens: int = Field(default=0, description="what fills the model's context now")
+    context_window: int = 0
+
+    @classmethod
+    def of(cls, totals: UsageTotals) -> UsageReport:
+        return cls(
+            **totals.model_dump(
+                include={
+                    "project_id",
+                    "calls",
+                    "prompt_tokens",
+                    "completion_tokens",
+                    "cached_tokens",
+                    "total_tokens",
+                    "unpriced_calls",
+                    "model",
+                    "context_tokens",
+                    "context_window",
+                }
+            ),
+            conversation_id=totals.conversation_id or "",
+            cost_usd=total_cost(totals.cost_usd, totals.unpriced_calls),
+            priced_cost_usd=totals.cost_usd,
+            cost=cost_text(totals.cost_usd, totals.unpriced_calls),
+        )
 
 
 Handler = Callable[[Request, GatewayContext], Awaitable[Any]]
@@ -236,11 +282,11 @@ async def get_projection(request: Request, ctx: GatewayContext) -> Projection:
     )
 
 
-async def get_usage(request: Request, ctx: GatewayContext) -> UsageTotals:
+async def get_usage(request: Request, ctx: GatewayContext) -> UsageReport:
     pid, cid = _pid(request), _cid(request)
     projection = await ctx.conversations(pid).get_projection(cid, "usage")
     value = dict(projection.value) if isinstance(projection.value, dict) else {}
-    return UsageTotals.model_validate({**value, "project_id": pid, "conversation_id": cid})
+    return UsageReport.of(UsageTotals.model_validate({**value, "project_id": pid, "conversation_id": cid}))
 
 
 # -- PRD loops (seed 004) ------------------------------------------------------------
@@ -326,7 +372,7 @@ API_ROUTES: tuple[ApiRoute, ...] = (
         202,
     ),
     ApiRoute("GET", _C + "/projections/{name}", get_projection, "Read a projection", Projection),
-    ApiRoute("GET", _C + "/usage", get_usage, "The conversation's token usage and cost", UsageTotals),
+    ApiRoute("GET", _C + "/usage", get_usage, "The conversation's token usage and cost", UsageReport),
     # PRD loops (seed 004): the events are the SSE route ``_R + "/events"`` (streams.py)
     ApiRoute("GET", _P + "/prds", list_prds, "List the project's PRDs", PrdList),
     ApiRoute("GET", _R, get_prd, "A PRD: its document (prd.json) and its loop", PrdView),

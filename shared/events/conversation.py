@@ -337,6 +337,8 @@ class ConversationSummary(BaseModel):
     updated_at: str = ""
     #: Time of its latest journal entry (``None``: nothing journaled yet).
     last_activity: str | None = None
+    #: Its first user message, on one line and cut ("" until one is sent).
+    title: str = ""
 
 
 class ConversationList(EventModel):

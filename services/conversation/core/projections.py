@@ -71,8 +71,21 @@ def pending_tool_calls(state: ConversationState) -> list[dict[str, Any]]:
     return [call.model_dump(mode="json") for call in state.pending_tool_calls]
 
 
+def _add_cost(totals: dict[str, Any], used: dict[str, Any]) -> None:
+    """Add a call's price to ``cost_usd``, or count it in ``unpriced_calls`` when it has none."""
+    cost = used.get("cost_usd")
+    if isinstance(cost, int | float) and not isinstance(cost, bool):
+        totals["cost_usd"] += float(cost)
+    else:
+        totals["unpriced_calls"] += 1
+
+
 def usage(state: ConversationState) -> dict[str, Any]:
     """Sum of the usage of every :class:`LlmCompleted` entry, and the last call's context fill.
+
+    ``cost_usd`` sums the calls that had a price; ``unpriced_calls`` counts those that had
+    none (litellm does not know the model's price): with any, the total is unknown
+    (``jidocode.shared.cost``).
 
     ``model`` and ``context_tokens`` (prompt + completion) are the last call's;
     ``context_window`` stays 0 here: the model's window is known to the LLM
@@ -85,6 +98,7 @@ def usage(state: ConversationState) -> dict[str, Any]:
         "cached_tokens": 0,
         "total_tokens": 0,
         "cost_usd": 0.0,
+        "unpriced_calls": 0,
         "model": None,
         "context_tokens": 0,
         "context_window": 0,
@@ -95,7 +109,7 @@ def usage(state: ConversationState) -> dict[str, Any]:
             totals["calls"] += 1
             for key in ("prompt_tokens", "completion_tokens", "cached_tokens", "total_tokens"):
                 totals[key] += int(used.get(key) or 0)
-            totals["cost_usd"] += float(used.get("cost_usd") or 0.0)
+            _add_cost(totals, used)
             totals["context_tokens"] = int(entry.data.get("tokens_after") or 0)
             continue
         if entry.type != LlmCompleted.TYPE:
@@ -104,7 +118,7 @@ def usage(state: ConversationState) -> dict[str, Any]:
         totals["calls"] += 1
         for key in ("prompt_tokens", "completion_tokens", "cached_tokens", "total_tokens"):
             totals[key] += int(used.get(key) or 0)
-        totals["cost_usd"] += float(used.get("cost_usd") or 0.0)
+        _add_cost(totals, used)
         totals["model"] = str(entry.data.get("model") or "") or None
         totals["context_tokens"] = int(used.get("prompt_tokens") or 0) + int(
             used.get("completion_tokens") or 0

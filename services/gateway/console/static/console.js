@@ -106,5 +106,29 @@ const Jido = (() => {
 
   const path = (...parts) => parts.map(encodeURIComponent).join("/");
 
-  return { el, api, eventTypes, stream, preview, clock, report, path };
+  /** Dollars: `$0`, four decimals from a cent on, three significant digits below one
+   * (jidocode.shared.cost.usd: the same float steps pick the same number of decimals). */
+  function usd(amount) {
+    if (amount <= 0) return "$0";
+    if (amount >= 0.01) return `$${amount.toFixed(4)}`;
+    let decimals = 5;
+    let threshold = 0.001;
+    while (amount < threshold && decimals < 10) {
+      threshold /= 10;
+      decimals += 1;
+    }
+    return `$${amount.toFixed(decimals)}`;
+  }
+
+  /**
+   * What calls cost, by the rule of jidocode.shared.cost.cost_text (decision 0314): with any
+   * unpriced call the total is unknown, never `$0`.
+   */
+  function costText(priced, unpriced) {
+    if (unpriced <= 0) return usd(priced);
+    const calls = `${unpriced} call${unpriced === 1 ? "" : "s"} unpriced`;
+    return priced <= 0 ? `unknown (${calls})` : `unknown (${usd(priced)} + ${calls})`;
+  }
+
+  return { el, api, eventTypes, stream, preview, clock, report, path, costText };
 })();

@@ -113,15 +113,11 @@
 
   // -- usage ---------------------------------------------------------------------------------
 
-  // cents as cents; a fraction of one with three significant digits (cheap models cost little)
-  const dollars = (cost) => (cost === 0 ? "0" : cost >= 0.01 ? cost.toFixed(4) : cost.toPrecision(3));
-
   function showUsage(model) {
     document.getElementById("usage-calls").textContent = usage.calls;
     document.getElementById("usage-prompt").textContent = usage.prompt.toLocaleString();
     document.getElementById("usage-completion").textContent = usage.completion.toLocaleString();
-    document.getElementById("usage-cost").textContent =
-      `$${dollars(usage.cost)}${usage.unpriced ? ` (+${usage.unpriced} unpriced)` : ""}`;
+    document.getElementById("usage-cost").textContent = Jido.costText(usage.cost, usage.unpriced);
     if (model) document.getElementById("usage-model").textContent = `model ${model}`;
   }
 
