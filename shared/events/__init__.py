@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Union
 
-from pydantic import Field, TypeAdapter, ValidationError
+from pydantic import Field, ValidationError
 
 from jidocode.shared.errors import InvalidInput
 
@@ -70,7 +70,6 @@ for _cmd in COMMANDS:
         raise TypeError(f"command {_cmd.__name__} must name a catalogue reply model: Command[Reply]")
 
 AnyEvent = Annotated[Union[ALL_EVENTS], Field(discriminator="type")]  # type: ignore[valid-type]  # noqa: UP007
-_ADAPTER: TypeAdapter[Any] = TypeAdapter(AnyEvent)
 
 
 def event_class(event_type: str) -> type[EventModel] | None:

@@ -29,7 +29,9 @@ class EventModel(BaseModel):
     talk; missing or mistyped fields are a validation error naming the field.
     """
 
-    model_config = ConfigDict(frozen=True, extra="ignore")
+    # defer_build: a model's validator is built when first used, not at import, so a CLI
+    # command builds the few it uses instead of the whole catalogue (decision 0312)
+    model_config = ConfigDict(frozen=True, extra="ignore", defer_build=True)
 
     type: str
     #: Where the event is published: "signal" (jido.sig.*), "conversation"
