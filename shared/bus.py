@@ -32,7 +32,7 @@ from nats.js.api import KeyValueConfig, StreamConfig
 from nats.js.kv import KeyValue
 from pydantic import ValidationError
 
-from jidocode.shared import nats_permissions, subjects, telemetry
+from jidocode.shared import subjects, telemetry
 from jidocode.shared.config import Config
 from jidocode.shared.envelope import (
     EXTENSIONS,
@@ -129,6 +129,8 @@ def _inbox_prefix(config: Config) -> str | None:
     inbox = config.nats_inbox_prefix or os.environ.get("NATS_INBOX_PREFIX")
     if inbox:
         return inbox
+    from jidocode.shared import nats_permissions  # its user tables: only a named service user needs them
+
     if config.nats_user in nats_permissions.USERS:
         return nats_permissions.inbox_prefix(config.nats_user)
     return None
