@@ -31,7 +31,7 @@ import shutil
 import tempfile
 from collections.abc import AsyncIterator, Iterable, Sequence
 from pathlib import Path
-from typing import Any, Final, Literal
+from typing import TYPE_CHECKING, Any, Final, Literal
 
 import typer
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -52,6 +52,9 @@ from jidocode.shared.events.conversation import (
 from jidocode.shared.nofollow import open_dir, replace_bytes
 
 from .dev.scripted_llm import Reply, ScriptedLlm, ScriptedToolCall
+
+if TYPE_CHECKING:
+    from .replay_mcp import RecordedMcp
 
 __all__ = [
     "FORMAT",
@@ -409,17 +412,40 @@ def first_difference(recorded: Any, replayed: Any, path: str = "") -> tuple[str,
 # -- replaying --------------------------------------------------------------------------------
 
 
-@contextlib.asynccontextmanager
-async def _embedded_system(home: Path) -> AsyncIterator[Config]:
-    """A nats-server with a fresh store and every service, in this process."""
+async def _serve_system(config: Config, stop: asyncio.Event, mcp: RecordedMcp) -> None:
+    """Every service until ``stop``; the tool runner with ``mcp`` for its MCP servers."""
     from jidocode.services.registry import SERVICES, serve_many
+    from jidocode.services.tool_runner.service import ToolRunner
+
+    async def tool_runner() -> None:
+        bus = await Bus.connect(config, "tool_runner")
+        try:
+            runner = ToolRunner(bus, config, mcp=mcp)
+            await runner.start()
+            try:
+                await stop.wait()
+            finally:
+                await runner.stop()
+        finally:
+            await bus.close()
+
+    async with asyncio.TaskGroup() as group:
+        group.create_task(serve_many(config, stop, tuple(n for n in SERVICES if n != "tool_runner")))
+        group.create_task(tool_runner())
+
+
+@contextlib.asynccontextmanager
+async def _embedded_system(home: Path, mcp: RecordedMcp) -> AsyncIterator[Config]:
+    """A nats-server with a fresh store and every service, in this process; the MCP tools are
+    the recordings' (``mcp``): no MCP server starts."""
+    from jidocode.services.registry import SERVICES
     from jidocode.shared.natsserver import NatsServer
 
     # the store beside the home, not in it: the asset loader watches the home (global assets)
     server = NatsServer(store_dir=home.parent / "js", sync="default").start()
     stop = asyncio.Event()
     config = Config(nats_url=server.url, jido_home=home, instance="replay")
-    task = asyncio.create_task(serve_many(config, stop))
+    task = asyncio.create_task(_serve_system(config, stop, mcp))
     try:
         bus = await Bus.connect(config, "replay")
         try:
@@ -495,6 +521,8 @@ async def replay_recordings(
     (each conversation on its own copy of its project); one report each."""
     from jidocode.shared.trust import trust_project
 
+    from .replay_mcp import RecordedMcp
+
     dirs = list(project_dirs or [None] * len(recordings))
     if len(dirs) != len(recordings):
         raise InvalidInput("one project directory (or None) per recording")
@@ -503,6 +531,7 @@ async def replay_recordings(
         home = work / "home"
         home.mkdir()
         projects: list[Path] = []
+        mcp = RecordedMcp(jido_home=home)
         for n, (recording, chosen) in enumerate(zip(recordings, dirs, strict=True)):
             header = recording.header
             source = chosen or (Path(header.root_path) if header.root_path else None)
@@ -515,11 +544,12 @@ async def replay_recordings(
             shutil.copytree(source, project, symlinks=True, ignore=shutil.ignore_patterns(".git"))
             if header.trusted:
                 trust_project(project, home=home)
+            mcp.add(project, recording.entries)
             projects.append(project)
         previous_home = os.environ.get("JIDO_CODE_HOME")
         os.environ["JIDO_CODE_HOME"] = str(home)
         try:
-            async with _embedded_system(home) as config:
+            async with _embedded_system(home, mcp) as config:
                 bus = await Bus.connect(config, "replay-client")
                 try:
                     reports = []

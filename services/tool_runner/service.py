@@ -88,9 +88,12 @@ class ToolRunner:
         max_pending_approvals: int | None = None,
         max_queued_calls: int | None = None,
         quota_lease_s: int | None = None,
+        mcp: McpHost | None = None,
     ) -> None:
         self.bus = bus
         self.config = config
+        #: The MCP servers' host (``None``: one for the global home; a replay passes its own).
+        self.mcp = mcp
         self.quota_wait_s = quota_wait_s
         #: How long a quota slot of a replica that died stays busy (``None``: ``JIDO_TOOL_QUOTA_LEASE_S``).
         self.quota_lease_s = None if quota_lease_s is None else check_lease(quota_lease_s, "quota_lease_s")
@@ -119,7 +122,7 @@ class ToolRunner:
             max_pending_approvals=self.max_pending_approvals,
             max_queued_calls=self.max_queued_calls,
             quotas=Quotas(await QuotaLeases.open(self.bus, lease_s=self.quota_lease_s)),
-            mcp=McpHost(jido_home=self.config.jido_home),
+            mcp=self.mcp or McpHost(jido_home=self.config.jido_home),
         )
         self._subs.append(
             await self.bus.subscribe(subjects.signal(ToolCancelRequested.TYPE), self._on_cancel_signal)
