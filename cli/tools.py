@@ -2,27 +2,35 @@
 
 Each command starts (or finds) the project through the engine, then asks the
 project service (catalog, policy) or the tool runner (run) through their typed
-clients. ``list`` prints the specs the model sees as JSON and, on stderr, how
-many tools the policy hides and why. A run from the CLI has no conversation, so a call the policy would *ask* about is refused
-with a message saying so; allow it in settings.json to run it here.
+clients. ``list`` prints the tools the model sees as a table (their specs as JSON
+with ``--json``) and, on stderr, how many tools the policy hides and why. A run from
+the CLI has no conversation, so a call the policy would *ask* about is refused with a
+message saying so; allow it in settings.json to run it here.
 """
 
 from __future__ import annotations
 
 import json
 import uuid
-from typing import Any
+from typing import Any, Final
 
 import typer
+from rich import box
+from rich.table import Table
+from rich.text import Text
 
 from jidocode.shared.clients import ProjectClient, ToolsClient
 from jidocode.shared.errors import InvalidInput
-from jidocode.shared.events.tools import ToolCallMeta, ToolCatalog, ToolPolicy, ToolResult
+from jidocode.shared.events.tools import ToolCallMeta, ToolCatalog, ToolPolicy, ToolResult, ToolSpec
 from jidocode.shared.policy.rules import InvalidRule, parse_rule
 from jidocode.shared.settings import global_home
+from jidocode.shared.tools import BUILTIN_SPECS
 from jidocode.shared.trust import trust_state
 
-from .common import cli_bus, fields, print_json, resolve_project, run
+from .common import cli_bus, console, fields, print_json, resolve_project, run
+
+#: The built-in tools' names.
+BUILTINS: Final = frozenset(spec.name for spec in BUILTIN_SPECS)
 
 app = typer.Typer(help="List and run a project's tools under its policy.", no_args_is_help=True)
 
@@ -72,27 +80,71 @@ def hidden_note(shown: list[str], every: list[str], policy: ToolPolicy, *, trust
     return lines
 
 
+def _source(name: str) -> str:
+    """Where a tool comes from, as the table says it: built-in, an MCP server, or an asset."""
+    if name.startswith("mcp__"):
+        return f"MCP {name.split('__')[1]}"
+    return "built-in" if name in BUILTINS else "asset"
+
+
+def _access(spec: ToolSpec) -> str:
+    if spec.safety.read_only:
+        return "reads"
+    return "changes, destructive" if spec.safety.destructive else "changes"
+
+
+def _first_line(text: str, width: int = 100) -> str:
+    line = text.strip().splitlines()[0] if text.strip() else ""
+    return line if len(line) <= width else line[: width - 1] + "…"
+
+
+def tools_table(specs: list[ToolSpec], *, hidden: frozenset[str] = frozenset()) -> Table:
+    """The tools as a table: name, where from, what a call may do, the first line of the
+    description, and (when some are) which the policy hides. Cells are plain text: a name or a
+    description comes from an asset or an MCP server, never read as markup."""
+    table = Table(box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False)
+    # a name is what a rule or a call names: whole on one line, never cut
+    table.add_column("tool", no_wrap=True, min_width=max((len(s.name) for s in specs), default=4))
+    for column in ("from", "access", *(("policy",) if hidden else ())):
+        table.add_column(column, no_wrap=True)
+    table.add_column("description", overflow="fold")
+    for spec in specs:
+        cells = [spec.name, _source(spec.name), _access(spec)]
+        if hidden:
+            cells.append("hidden" if spec.name in hidden else "shown")
+        cells.append(_first_line(spec.description))
+        table.add_row(*(Text(cell) for cell in cells))
+    return table
+
+
 @app.command("list")
 def list_(
     project_dir: str = typer.Argument(..., help="the project's directory"),
     all_tools: bool = typer.Option(False, "--all", help="include tools the policy hides"),
+    json_out: bool = typer.Option(False, "--json", help="print the specs the model sees as JSON"),
     data_dir: str = DATA_DIR,
 ) -> None:
-    """Print the tool specs the project exposes (policy-filtered) as JSON; on stderr, what is hidden."""
+    """Print the tools the project exposes (policy-filtered) as a table, or their specs as JSON
+    with --json; on stderr, what is hidden and why."""
 
-    async def main() -> tuple[ToolCatalog, ToolCatalog | None, ToolPolicy | None]:
+    async def main() -> tuple[ToolCatalog, ToolCatalog, ToolPolicy]:
         async with cli_bus() as bus:
             info = await resolve_project(bus, project_dir, data_dir=data_dir)
             # the first listing starts the project's MCP servers: give it their start time
             project = ProjectClient(bus, info.project_id, timeout=30.0)
-            shown = await project.list_tools(include_hidden=all_tools)
-            if all_tools:
-                return shown, None, None
+            shown = await project.list_tools()
             return shown, await project.list_tools(include_hidden=True), await project.policy()
 
     shown, every, policy = run(main)
-    print_json(shown.tools)  # a list of specs
-    if every is not None and policy is not None:
+    listed = every.tools if all_tools else shown.tools
+    hidden = frozenset(t.name for t in every.tools) - {t.name for t in shown.tools}
+    if json_out:
+        print_json(listed)  # a list of specs
+    elif listed:
+        console.print(tools_table(listed, hidden=hidden if all_tools else frozenset()))
+    else:
+        typer.echo("no tools", err=True)
+    if not all_tools:
         trusted = trust_state(policy.root, home=global_home()).trusted
         for line in hidden_note(
             [t.name for t in shown.tools], [t.name for t in every.tools], policy, trusted=trusted

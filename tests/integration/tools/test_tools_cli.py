@@ -33,7 +33,7 @@ async def test_cli_list_and_run(stack: Config, runners: RunnerFactory, tmp_path:
     (tmp_path / "README.md").write_text("hello from the readme\n")
     write_settings(tmp_path, {"permissions": {"allow": ["Read"], "ask": ["Bash(ls:*)"]}})
 
-    code, out, _ = await jidocode(stack, "tools", "list", str(tmp_path))
+    code, out, _ = await jidocode(stack, "tools", "list", str(tmp_path), "--json")
     assert code == 0
     assert {s["name"] for s in json.loads(out)} == {"read_file", "list_dir", "glob", "grep", "bash"}
 
