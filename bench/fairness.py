@@ -32,8 +32,8 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-# Run as a script, this file's folder comes first on sys.path and bench/mcp.py would shadow the
-# MCP SDK the tool runner imports.
+# Run as a script, this file's folder comes first on sys.path, where a module named like a
+# package the services import would shadow it.
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
 
 from jidocode.services.engine.service import serve as serve_engine  # noqa: E402

@@ -33,7 +33,7 @@ import time
 from pathlib import Path
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-# this folder's bench/mcp.py would shadow the mcp package the services import
+# run as a script, this folder comes first on sys.path: keep its modules from shadowing packages
 sys.path[:] = [
     p for p in sys.path if os.path.realpath(p or ".") != os.path.dirname(os.path.realpath(__file__))
 ]

@@ -22,7 +22,7 @@ import tempfile
 import time
 from pathlib import Path
 
-# Run as a script, this file's folder comes first on sys.path and bench/mcp.py would shadow the MCP SDK.
+# Run as a script, this file's folder comes first on sys.path: keep its modules from shadowing packages.
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
 
 from jidocode.shared import sandbox  # noqa: E402

@@ -1,7 +1,7 @@
 """MCP server benchmark (issue 15, first figure): a ``tools/call`` of ``read_file`` through
 ``jidocode mcp`` (stdio) vs the same call through ``jidocode tools run``'s path (``ToolsClient.run``).
 
-    python bench/mcp.py [--calls 300] [--size 4096]
+    python bench/mcp_server.py [--calls 300] [--size 4096]
 
 Both run against the same system: its own nats-server and the engine, project, asset-loader
 and tool-runner services in this process (the tool runner with its policy, quotas and the
@@ -32,20 +32,17 @@ import tempfile
 import time
 from pathlib import Path
 
-# Run as a script, this file's folder comes first on sys.path and its name would shadow the SDK.
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
+from mcp import Client, StdioServerParameters
 
-from mcp import Client, StdioServerParameters  # noqa: E402
-
-from jidocode.services.registry import serve_many  # noqa: E402
-from jidocode.shared.bus import Bus  # noqa: E402
-from jidocode.shared.clients import EngineClient, ToolsClient  # noqa: E402
-from jidocode.shared.config import Config  # noqa: E402
-from jidocode.shared.errors import JidoError  # noqa: E402
-from jidocode.shared.events.engine import ProjectInfo  # noqa: E402
-from jidocode.shared.events.tools import ToolCallMeta  # noqa: E402
-from jidocode.shared.natsserver import NatsServer  # noqa: E402
-from jidocode.shared.trust import trust_project  # noqa: E402
+from jidocode.services.registry import serve_many
+from jidocode.shared.bus import Bus
+from jidocode.shared.clients import EngineClient, ToolsClient
+from jidocode.shared.config import Config
+from jidocode.shared.errors import JidoError
+from jidocode.shared.events.engine import ProjectInfo
+from jidocode.shared.events.tools import ToolCallMeta
+from jidocode.shared.natsserver import NatsServer
+from jidocode.shared.trust import trust_project
 
 SERVICES = ("engine", "project", "asset_loader", "tool_runner")
 
