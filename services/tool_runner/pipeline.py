@@ -54,7 +54,7 @@ from jidocode.shared.policy.decision import tool_exposed
 
 from .approvals import ApprovalGate, refuse_denied
 from .call import Call, CallKey
-from .errors import CallCancelled
+from .errors import CANCELLED, CallCancelled
 from .executor import Limits, check_args, error_result, result_limit, run_authorized
 from .forward import AssetTools
 from .idempotency import Claim, Ledger, claim_lifetime, ledger_key, needs_claim
@@ -126,9 +126,19 @@ class Pipeline:
         if ``conversation_id`` owns it. Whether it was stopped here."""
         if key not in self._owners or self._owners[key] != conversation_id:
             return False  # not here, or not the canceller's call
-        if not self.running.cancel(key):
+        return self._stop(key, CANCELLED)
+
+    def stop_project(self, project_id: str) -> list[CallKey]:
+        """Stop every call of the stopped project ``project_id`` on this replica, whoever owns it
+        (the CLI's calls, which have no conversation, too); the calls stopped."""
+        reason = f"{CANCELLED}: its project {project_id} was stopped"
+        return [key for key in self.running.of_project(project_id) if self._stop(key, reason)]
+
+    def _stop(self, key: CallKey, reason: str) -> bool:
+        """Stop ``key`` wherever it is on this replica (its result says ``reason``); whether it was here."""
+        if not self.running.cancel(key, reason):
             return False
-        self.quotas.interrupt(key, CallCancelled())
+        self.quotas.interrupt(key, CallCancelled(reason))
         self.gate.cancel(key)
         return True
 

@@ -17,7 +17,7 @@ from jidocode.shared.errors import JidoError
 from jidocode.shared.events.tools import ToolResult
 
 from .call import CallKey
-from .errors import CallCancelled
+from .errors import CANCELLED, CallCancelled
 
 __all__ = ["RunningCalls"]
 
@@ -27,7 +27,8 @@ class RunningCalls:
 
     def __init__(self) -> None:
         self._active: set[CallKey] = set()
-        self._cancelled: set[CallKey] = set()
+        #: The cancelled calls, and the message each one's result gives.
+        self._cancelled: dict[CallKey, str] = {}
         self._tasks: dict[CallKey, asyncio.Task[ToolResult]] = {}
 
     @contextlib.contextmanager
@@ -37,14 +38,18 @@ class RunningCalls:
         try:
             yield
         finally:
-            self._cancelled.discard(key)
+            self._cancelled.pop(key, None)
             self._active.discard(key)
 
-    def cancel(self, key: CallKey) -> bool:
-        """Cancel ``key`` if this replica handles it; whether it does."""
+    def of_project(self, project_id: str) -> list[CallKey]:
+        """The active calls of ``project_id`` on this replica."""
+        return [key for key in self._active if key[0] == project_id]
+
+    def cancel(self, key: CallKey, reason: str = CANCELLED) -> bool:
+        """Cancel ``key`` if this replica handles it (its result says ``reason``); whether it does."""
         if key not in self._active:
             return False  # another replica's call (or not started: the ledger stops it)
-        self._cancelled.add(key)
+        self._cancelled.setdefault(key, reason)
         task = self._tasks.get(key)
         if task is not None:
             task.cancel()
@@ -59,7 +64,7 @@ class RunningCalls:
         """Run ``tool`` in a task a cancel can kill; :class:`CallCancelled` when one did (or came first)."""
         if key in self._cancelled:  # no await between this check and the registration
             tool.close()
-            raise CallCancelled
+            raise CallCancelled(self._cancelled[key])
         task = asyncio.create_task(tool)
         self._tasks[key] = task
         try:
@@ -71,6 +76,6 @@ class RunningCalls:
                 with contextlib.suppress(asyncio.CancelledError, JidoError, OSError, TimeoutError):
                     await task
                 raise
-            raise CallCancelled from None
+            raise CallCancelled(self._cancelled[key]) from None
         finally:
             self._tasks.pop(key, None)

@@ -12,6 +12,10 @@ broadcasts ``tool.cancel_requested`` on ``jido.sig.tool.cancel_requested``;
 every replica listens (no queue group) and the one handling the call stops it.
 A cancel names its conversation and stops only that conversation's call: a
 cancel by anybody else neither stops a running call nor keeps one from starting.
+``project.stopped`` (also heard by every replica) stops every call of that project,
+whoever started it (the CLI's calls have no conversation to stop them), and its MCP
+servers: the calls answer ``cancelled`` and their processes end, whole trees, under
+either sandbox.
 
 Waiting for an approval, for a quota slot, for a project's MCP server to start or
 for the first attempt of a request sent again gives the request's slot of the
@@ -198,13 +202,16 @@ class ToolRunner:
         )
 
     async def _on_project_stopped(self, env: Envelope) -> None:
-        """A stopped project's MCP servers stop on every replica."""
+        """A stopped project's calls and MCP servers stop on every replica."""
         if env.type != ProjectStopped.TYPE or self.pipeline is None:
             return
         try:
             sig = ProjectStopped.model_validate({**(env.data or {}), "type": env.type})
         except ValueError:
             return
+        stopped = self.pipeline.stop_project(sig.project_id)
+        if stopped:
+            log.info("project %s stopped: %d running call(s) stopped", sig.project_id, len(stopped))
         await self.pipeline.mcp.stop_project(sig.project_id)
 
     async def _on_cancel_signal(self, env: Envelope) -> None:
