@@ -16,11 +16,17 @@ import pytest
 
 from jidocode.shared.bus import Bus
 from jidocode.shared.config import Config
+from jidocode.shared.llm_choice import PROVIDERS
 from jidocode.shared.natsserver import NatsServer
 from jidocode.shared.trust import trust_project
 from tests.llm_fixtures import scripted_llm, scripted_llm_settings  # noqa: F401  (fixtures)
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+# A developer's provider keys or local Ollama must not pick a model (and spend money) where a
+# test means "no model configured" (shared/llm_choice.py); a test that wants a pick sets them.
+for _name in (name for provider in PROVIDERS for name in provider.key_envs):
+    os.environ.pop(_name, None)
+os.environ["OLLAMA_API_BASE"] = "http://127.0.0.1:9"  # nothing answers there
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

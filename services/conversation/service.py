@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -108,11 +109,17 @@ async def serve(
     settings = settings or RuntimeSettings.from_env()
     bus = await Bus.connect(config, "conversation")
     try:
+        metadata: dict[str, str] = {}
         if llm is None:
-            from .llm import make_llm_port
+            from .llm import ModelPicker, make_llm_port
             from .llm.adapter import load_litellm_async
 
-            llm = make_llm_port(config, bus=bus)
+            picker = ModelPicker(os.environ)
+            llm = make_llm_port(config, bus=bus, picker=picker)
+            await picker.pick()
+            # The model a conversation gets when it configures none (`jidocode models` reads it).
+            metadata["llm_picked"] = picker.describe()
+            log.info("model when none is configured: %s", picker.describe())
             # litellm's import takes seconds of CPU: finish it before taking any
             # lease, so heartbeats are never starved by the first model call.
             await load_litellm_async()
@@ -130,6 +137,7 @@ async def serve(
             bus,
             name="conversation",
             description="JidoCode conversations: reducer, journal, projections",
+            metadata=metadata,
         )
 
         async def start(cmd: StartConversation, env: Envelope) -> ConversationInfo:

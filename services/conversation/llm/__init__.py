@@ -5,6 +5,7 @@
 
 - :mod:`.adapter`  the only importer of litellm: streaming, tool-call assembly, usage, cost, errors, retries
 - :mod:`.options`  model settings: settings.json ``llm``, environment, per-conversation overrides
+- :mod:`.pick`     the model picked from the provider keys when none is configured
 - :mod:`.stream`   pure assembly of a streamed completion
 - :mod:`.deltas`   pure coalescing of streamed text into few ``llm.delta`` signals
 - :mod:`.retry`    pure bounded backoff
@@ -17,12 +18,14 @@ from __future__ import annotations
 from jidocode.services.conversation.ports import LlmPort
 from jidocode.shared.bus import Bus
 from jidocode.shared.config import Config
+from jidocode.shared.settings import global_home
 
 from .adapter import LitellmPort, preload_litellm
 from .ledger import EventSink, KvLedger, UsageStore, bus_sink
+from .pick import ModelPicker
 from .prompt import SystemPrompts
 
-__all__ = ["LitellmPort", "make_llm_port"]
+__all__ = ["LitellmPort", "ModelPicker", "make_llm_port"]
 
 
 def make_llm_port(
@@ -31,6 +34,7 @@ def make_llm_port(
     bus: Bus | None = None,
     sink: EventSink | None = None,
     store: UsageStore | None = None,
+    picker: ModelPicker | None = None,
 ) -> LlmPort:
     """The litellm port.
 
@@ -42,7 +46,9 @@ def make_llm_port(
     replace either. Without any: no signals, an in-memory ledger.
 
     ``config`` is the process configuration; model settings travel with each
-    request (``LlmRequest.settings``), so one port serves every project.
+    request (``LlmRequest.settings``), so one port serves every project. ``picker``
+    gives the model of a request that configures none (:mod:`.pick`); without it such
+    a request is ``llm_not_configured``.
     """
     preload_litellm()
     prompts: SystemPrompts | None = None
@@ -50,4 +56,7 @@ def make_llm_port(
         sink = sink if sink is not None else bus_sink(bus)
         store = store if store is not None else KvLedger(bus)
         prompts = SystemPrompts(bus, jido_home=config.jido_home)
-    return LitellmPort(sink=sink, store=store, system_prompts=prompts)
+    settings_file = str(global_home(config.jido_home) / "settings.json")
+    return LitellmPort(
+        sink=sink, store=store, system_prompts=prompts, picker=picker, settings_file=settings_file
+    )

@@ -12,7 +12,7 @@ it. Errors leave as ``JidoError`` with a clear type:
 =========================  =============================================  =========
 error_type                 cause                                          retried
 =========================  =============================================  =========
-``llm_not_configured``     no model, or the named key variable is unset   no
+``llm_not_configured``     no model configured and none could be picked   no
 ``llm_invalid_settings``   a bad value in the ``llm`` settings            no
 ``llm_auth``               401/403 from the provider                      no
 ``llm_unknown_model``      litellm or the provider does not know it       no
@@ -58,7 +58,14 @@ from jidocode.shared.events.llm import UsageTotals
 
 from .deltas import DEFAULT_DELTA_INTERVAL_S, DEFAULT_DELTA_MAX_CHARS, check_delta_limits
 from .ledger import EventSink, MemoryLedger, UsageStore, check_budget
-from .options import DEFAULT_CONTEXT_WINDOW, LlmOptions, resolve_api_key, resolve_options
+from .options import (
+    DEFAULT_CONTEXT_WINDOW,
+    GLOBAL_SETTINGS_FILE,
+    LlmOptions,
+    resolve_api_key,
+    resolve_options,
+)
+from .pick import ModelPicker
 from .prompt import SystemPrompts
 from .retry import backoff_delay
 from .stream import StreamAssembler
@@ -291,7 +298,9 @@ class LitellmPort:
     """``LlmPort`` over litellm. ``sink`` publishes llm.* signals (calls, text, usage, retries, failures).
 
     ``delta_interval_s``/``delta_max_chars`` bound the ``llm.delta`` signals of a call
-    (:mod:`.deltas`); a bad value is a ``ValueError`` naming it.
+    (:mod:`.deltas`); a bad value is a ``ValueError`` naming it. ``picker`` gives the
+    model of a call that configures none (:mod:`.pick`); ``settings_file`` is the
+    global settings file the ``llm_not_configured`` message names.
     """
 
     def __init__(
@@ -305,8 +314,12 @@ class LitellmPort:
         clock: Callable[[], float] = time.monotonic,
         delta_interval_s: float = DEFAULT_DELTA_INTERVAL_S,
         delta_max_chars: int = DEFAULT_DELTA_MAX_CHARS,
+        picker: ModelPicker | None = None,
+        settings_file: str = GLOBAL_SETTINGS_FILE,
     ) -> None:
         check_delta_limits(delta_interval_s, delta_max_chars)
+        self.picker = picker
+        self._settings_file = settings_file
         self.delta_interval_s = delta_interval_s
         self.delta_max_chars = delta_max_chars
         self._clock = clock
@@ -324,7 +337,19 @@ class LitellmPort:
         return os.environ if self._env is None else self._env
 
     def options(self, request: LlmRequest) -> LlmOptions:
-        return resolve_options(request.settings, self.env)
+        """The call's options, with the model picked so far when it configures none."""
+        picked = self.picker.choice if self.picker is not None else None
+        return resolve_options(request.settings, self.env, picked=picked, settings_file=self._settings_file)
+
+    async def _pick_if_unconfigured(self, request: LlmRequest) -> None:
+        """With nothing picked yet and no model or endpoint configured, choose again (Ollama may be up now)."""
+        if self.picker is None or self.picker.choice is not None:
+            return
+        given = (
+            request.settings.get(k) or self.env.get(f"JIDO_LLM_{k.upper()}") for k in ("model", "api_base")
+        )
+        if not any(given):
+            await self.picker.pick()
 
     def context_window(self, model: str) -> int:
         """``ContextWindows``: the model's window from litellm's local model map (blocking)."""
@@ -353,6 +378,7 @@ class LitellmPort:
             interval_s=self.delta_interval_s,
             max_chars=self.delta_max_chars,
         )
+        await self._pick_if_unconfigured(request)
         try:
             options = self.options(request)
             api_key = resolve_api_key(options, self.env)
@@ -495,7 +521,8 @@ class LitellmPort:
         )
 
     async def _check_budget(self, request: LlmRequest, options: LlmOptions) -> None:
-        """Refuse the call when the conversation's budget is used up (``llm_budget_exceeded``)."""
+        """Refuse the call when the conversation's budget is used up (``llm_budget_exceeded``): its
+        own calls and those of its finished sub-agents count (decision 0315)."""
         if options.budget_tokens is None and options.budget_usd is None:
             return
         pending = self._recording.get((request.project_id, request.conversation_id))
@@ -503,7 +530,7 @@ class LitellmPort:
             await asyncio.wait([pending])
         key = (request.project_id, request.conversation_id)
         try:
-            totals = await self.store.conversation(*key)
+            totals = await self.store.with_subagents(*key)
         except Exception:  # ledger unreachable (e.g. a JetStream election): use what this port saw last
             log.warning("token ledger unreachable; budget of %s checked against local totals", key[1])
             totals = self._known.get(key) or UsageTotals()

@@ -3,9 +3,11 @@
 Pure: :func:`resolve_options` reads a mapping (``LlmRequest.settings``) and an
 environment mapping and returns validated :class:`LlmOptions`, or raises a
 ``JidoError`` of type ``llm_not_configured`` (no model) or ``llm_auth`` (no key). Precedence, lowest first:
-defaults, the environment (``JIDO_LLM_MODEL``, ``JIDO_LLM_API_BASE``), then
-the request's settings (the project's ``settings.json`` with the environment
-already applied by the settings loader, plus any per-conversation override).
+the model picked from the provider keys (:mod:`jidocode.shared.llm_choice`, only
+while neither a model nor an ``api_base`` is configured), defaults, the environment
+(``JIDO_LLM_MODEL``, ``JIDO_LLM_API_BASE``), then the request's settings (the
+project's ``settings.json`` with the environment already applied by the settings
+loader, plus any per-conversation override).
 
 Where the key goes is decided before this module: the settings loader keeps
 ``model``/``api_base``/``api_key_env`` of an untrusted project out, and drops
@@ -24,9 +26,17 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from jidocode.shared.errors import JidoError
+from jidocode.shared.llm_choice import ModelChoice, how_to_choose
 from jidocode.shared.plugins import covers
 
-__all__ = ["DEFAULT_CONTEXT_WINDOW", "LlmOptions", "ToolExposure", "resolve_api_key", "resolve_options"]
+__all__ = [
+    "DEFAULT_CONTEXT_WINDOW",
+    "GLOBAL_SETTINGS_FILE",
+    "LlmOptions",
+    "ToolExposure",
+    "resolve_api_key",
+    "resolve_options",
+]
 
 #: Used when litellm does not know the model's context window.
 DEFAULT_CONTEXT_WINDOW = 128_000
@@ -76,19 +86,37 @@ class LlmOptions(BaseModel):
     tools: ToolExposure = Field(default_factory=lambda: ToolExposure())
 
 
-def resolve_options(settings: Mapping[str, Any], env: Mapping[str, str]) -> LlmOptions:
-    """Merge and validate; a missing model is ``llm_not_configured``, a bad value ``llm_invalid_settings``."""
+#: How the global settings file is named in messages when the caller does not say where it is.
+GLOBAL_SETTINGS_FILE = "~/.jido_code/settings.json"
+
+
+def resolve_options(
+    settings: Mapping[str, Any],
+    env: Mapping[str, str],
+    *,
+    picked: ModelChoice | None = None,
+    settings_file: str = GLOBAL_SETTINGS_FILE,
+) -> LlmOptions:
+    """Merge and validate; a missing model is ``llm_not_configured``, a bad value ``llm_invalid_settings``.
+
+    ``picked`` (what :func:`~jidocode.shared.llm_choice.choose_model` chose from the
+    environment) fills in the model, its key variable and endpoint only when neither a
+    model nor an ``api_base`` is configured: a pick never pairs with an endpoint it did
+    not come with. ``settings_file`` is named in the ``llm_not_configured`` message.
+    """
     merged: dict[str, Any] = {}
     if env.get("JIDO_LLM_MODEL"):
         merged["model"] = env["JIDO_LLM_MODEL"]
     if env.get("JIDO_LLM_API_BASE"):
         merged["api_base"] = env["JIDO_LLM_API_BASE"]
     merged.update({k: v for k, v in settings.items() if v is not None})
+    if not merged.get("model") and not merged.get("api_base") and picked is not None:
+        merged.update(picked.settings())
     if not merged.get("model"):
         raise JidoError(
-            "no LLM model is configured: set llm.model in settings.json "
-            '(e.g. "openai/gpt-4.1") or the JIDO_LLM_MODEL environment variable',
+            f"no LLM model is configured and none could be picked: {how_to_choose(settings_file)}",
             error_type="llm_not_configured",
+            details={"setting": "llm.model", "settings_file": settings_file},
         )
     try:
         return LlmOptions.model_validate(merged)

@@ -1,0 +1,56 @@
+"""The conversation service's picked model: chosen at start, chosen again while there is none.
+
+:func:`~jidocode.shared.llm_choice.choose_model` decides; this holds its
+answer for the port. Provider keys are read from the service's environment
+(they do not change while it runs); a local Ollama is probed only when no key
+is set, off the event loop and with a short timeout, at start and again at a
+call that finds nothing picked (Ollama may have been started after
+``jidocode up``). A pick is only used by calls with no model and no
+``api_base`` configured (:func:`~.options.resolve_options`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Mapping
+
+from jidocode.shared.llm_choice import ModelChoice, choose_model, ollama_url
+from jidocode.shared.llm_probe import probe_ollama
+
+__all__ = ["ModelPicker", "OllamaProbe"]
+
+log = logging.getLogger("jidocode.conversation.llm")
+
+#: Lists the models of the Ollama at a URL, ``None`` when it does not answer (blocking).
+OllamaProbe = Callable[[str], list[str] | None]
+
+
+class ModelPicker:
+    """The model picked from ``env`` (a mapping read at each pick: ``os.environ`` in the service)."""
+
+    def __init__(self, env: Mapping[str, str], *, probe: OllamaProbe = probe_ollama) -> None:
+        self._env = env
+        self._probe = probe
+        self.choice: ModelChoice | None = None
+        self._lock = asyncio.Lock()
+
+    async def pick(self) -> ModelChoice | None:
+        """Choose again (the Ollama probe runs in a worker thread) and keep the answer."""
+        async with self._lock:
+            choice = choose_model(self._env)
+            if choice is None:
+                listed = await asyncio.to_thread(self._probe, ollama_url(self._env))
+                choice = choose_model(self._env, listed)
+            self.choice = choice
+            return choice
+
+    async def current(self) -> ModelChoice | None:
+        """The pick, choosing again first when there is none yet."""
+        return self.choice if self.choice is not None else await self.pick()
+
+    def describe(self) -> str:
+        """One line for the service's log and metadata."""
+        if self.choice is None:
+            return "none (no provider key set and no local Ollama answering)"
+        return f"{self.choice.model} ({self.choice.reason})"
