@@ -28,10 +28,12 @@ import json
 import time
 from collections import deque
 from collections.abc import Callable
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-from aiohttp import web
 from pydantic import BaseModel, ConfigDict, Field
+
+if TYPE_CHECKING:  # aiohttp is imported by what serves (0.1 s): `jidocode replay --help` does not pay it
+    from aiohttp import web
 
 __all__ = [
     "Reply",
@@ -211,6 +213,8 @@ class ScriptedLlm:
         return f"http://{self.host}:{self.port}/v1"
 
     async def start(self) -> ScriptedLlm:
+        from aiohttp import web
+
         app = web.Application()
         app.router.add_post("/v1/chat/completions", self._completions)
         app.router.add_post("/chat/completions", self._completions)
@@ -241,6 +245,8 @@ class ScriptedLlm:
 
     # -- handlers -------------------------------------------------------
     async def _models(self, request: web.Request) -> web.Response:
+        from aiohttp import web
+
         return web.json_response(
             {
                 "object": "list",
@@ -280,10 +286,14 @@ class ScriptedLlm:
         if body.get("stream"):
             include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
             return await _stream(request, reply, model, usage if include_usage else None)
+        from aiohttp import web
+
         return web.json_response(_full_response(reply, model, usage))
 
 
 def _error_response(reply: Reply) -> web.Response:
+    from aiohttp import web
+
     headers = {}
     if reply.retry_after is not None:
         headers["retry-after"] = str(reply.retry_after)
@@ -371,6 +381,8 @@ def _chunks(reply: Reply) -> list[dict[str, Any]]:
 async def _stream(
     request: web.Request, reply: Reply, model: str, usage: dict[str, Any] | None
 ) -> web.StreamResponse:
+    from aiohttp import web
+
     response = web.StreamResponse(
         status=200, headers={"content-type": "text/event-stream", "cache-control": "no-cache"}
     )
