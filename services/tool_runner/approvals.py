@@ -115,14 +115,17 @@ def judge(answer: str, decision: Decision, timeout_s: float) -> bool:
     """Whether ``answer`` approves for the whole session (``True``) or this call only (``False``).
 
     Any other answer refuses the call: :class:`CallCancelled` for a cancel,
-    :class:`PermissionDenied` for a denial or no answer in time.
+    :class:`PermissionDenied` for a denial or no answer in time (the policy's reason then says
+    which rule would let the call through without asking).
     """
     if answer == CANCELLED:
         raise CallCancelled("the call was cancelled while waiting for approval")
     if answer in ("approve_once", "approve_session"):
         return answer == "approve_session"
     raise PermissionDenied(
-        "the user denied the call" if answer == "deny" else f"no approval within {timeout_s:g} s",
+        "the user denied the call"
+        if answer == "deny"
+        else f"no approval within {timeout_s:g} s, nobody answered: {decision.reason}",
         details={**_details(decision), "approval": answer},
     )
 

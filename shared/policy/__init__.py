@@ -10,6 +10,8 @@
 - :mod:`.commands`: the bash decision (commands, paths, links made in the call)
 - :mod:`.fallback`: deny rules against a crude split of the whole string
 - :mod:`.decision`: :func:`authorize` (deny beats ask beats allow)
+- :mod:`.suggest`: the allow rule a default decision names (``Bash(npm test:*)``)
+- :mod:`.starter`: the permissions while no settings say what is allowed (reads, then ask)
 - :mod:`.loader`: the policy of a project from its settings.json layers
 
 ``docs/security.md`` ("Shell analysis") says what the bash reading claims and

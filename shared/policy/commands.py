@@ -47,6 +47,7 @@ from .operands import ALL, NON_FILE, Operands, Transfer, operands
 from .paths import PROTECTED_DIR_NAMES, PROTECTED_FILE_NAMES, is_within
 from .rules import PermissionRule
 from .shell import Redirect, ShellAnalysis, ShellCommand, Word, analyze
+from .suggest import bash_rule
 
 __all__ = ["bash_decision"]
 
@@ -416,9 +417,7 @@ def _command_decision(policy: Policy, cmd: ShellCommand, ops: Operands, taint: _
             continue  # xargs adds arguments: only a prefix rule can cover it
         if r.matches_command(cmd.argv):
             return Decision(effect=Effect.ALLOW, reason=f"{text!r} allowed by rule {r.raw}", rule=r.raw)
-    return Decision(
-        effect=policy.default, reason=f"no rule allows {text!r}; default is {policy.default.value}"
-    )
+    return policy.by_default(repr(text), allow_rule=bash_rule(cmd.argv))
 
 
 def _redirect_decision(policy: Policy, red: Redirect, taint: _Taint) -> Decision:

@@ -25,6 +25,7 @@ from .commands import bash_decision
 from .model import Decision, Effect, Policy
 from .paths import Access, bad_path_chars
 from .rules import PATH_TOOLS
+from .suggest import named_rule, path_rule
 
 __all__ = [
     "PATH_ARGS",
@@ -86,11 +87,7 @@ def _path_decision(policy: Policy, tool: str, args: Mapping[str, Any]) -> Decisi
                 return Decision(
                     effect=effect, reason=f"{effect.value} by rule {r.raw}", rule=r.raw, path=path
                 )
-    return Decision(
-        effect=policy.default,
-        reason=f"no rule allows {tool} on {raw!r}; default is {policy.default.value}",
-        path=path,
-    )
+    return policy.by_default(f"{tool} on {raw!r}", allow_rule=path_rule(tool, path, policy.root), path=path)
 
 
 # --- everything else -----------------------------------------------------------------------
@@ -101,7 +98,7 @@ def _named_decision(policy: Policy, tool: str) -> Decision:
         for r in rules:
             if r.covers_tool(tool) and r.pattern is None:
                 return Decision(effect=effect, reason=f"{effect.value} by rule {r.raw}", rule=r.raw)
-    return Decision(effect=policy.default, reason=f"no rule allows {tool}; default is {policy.default.value}")
+    return policy.by_default(tool, allow_rule=named_rule(tool))
 
 
 def authorize(policy: Policy, tool: str, args: Mapping[str, Any]) -> Decision:

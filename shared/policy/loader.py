@@ -34,6 +34,7 @@ from jidocode.shared.trust import trust_store_path
 
 from .decision import Policy
 from .rules import InvalidRule, parse_rule
+from .starter import starter_permissions
 
 __all__ = ["REFUSED", "PolicyCache", "load_policy", "policy_from_settings"]
 
@@ -51,6 +52,9 @@ def policy_from_settings(
 ) -> Policy:
     """Build the :class:`Policy` of ``root``; :class:`InvalidInput` while a settings file has an error."""
     perms = require_usable(loaded, refused=REFUSED).permissions
+    trusted = loaded.trusted is not False
+    starter = starter_permissions(perms, trusted=trusted)
+    perms = starter or perms
     try:
         return Policy.build(
             root,
@@ -62,6 +66,8 @@ def policy_from_settings(
             data_dir=data_dir,
             jido_home=jido_home,
             home=home,
+            trusted=trusted,
+            starter=starter is not None,
         )
     except InvalidRule as exc:
         diags = _rule_diagnostics(loaded.files) or [

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shlex
 from enum import StrEnum
 from typing import Any, Final
 
@@ -57,10 +58,40 @@ class Policy(BaseModel):
     deny: tuple[PermissionRule, ...] = ()
     ask: tuple[PermissionRule, ...] = ()
     default: Effect = Effect.DENY
+    #: Whether the user trusts the root (its own settings count in full).
+    trusted: bool = True
+    #: No settings said what is allowed: the starter permissions are in force (``starter.py``).
+    starter: bool = False
 
     @property
     def root(self) -> str:
         return self.sandbox.root
+
+    def by_default(self, what: str, *, allow_rule: str | None, path: str | None = None) -> Decision:
+        """The decision when no rule matches ``what``: the default, and how to change it.
+
+        The reason names the rule to add to ``permissions.allow`` (``allow_rule``),
+        or, for an untrusted project, the ``jidocode projects trust`` command to run
+        first; ``details["allow_rule"]`` carries the rule for clients.
+        """
+        reason = f"no rule allows {what}; default is {self.default.value}"
+        hint = self._hint(allow_rule)
+        return Decision(
+            effect=self.default,
+            reason=f"{reason} ({hint})" if hint else reason,
+            path=path,
+            details={"allow_rule": allow_rule} if allow_rule else {},
+        )
+
+    def _hint(self, allow_rule: str | None) -> str:
+        trust = f"`jidocode projects trust {shlex.quote(self.root)}`"
+        if not self.trusted and self.starter:
+            return f"the project is not trusted, so only reads run; {trust} lets edits and commands ask"
+        if allow_rule is None:
+            return "" if self.trusted else f"the project is not trusted: {trust} lets its settings count"
+        add = f'add "{allow_rule}" to permissions.allow in {self.sandbox.data_dir}/settings.json'
+        goal = "to allow it without asking" if self.default is Effect.ASK else "to allow it"
+        return f"{goal}, {add}" if self.trusted else f"{goal}, run {trust} and {add}"
 
     @classmethod
     def build(
@@ -75,6 +106,8 @@ class Policy(BaseModel):
         data_dir: str = ".jido",
         jido_home: str | None = None,
         home: str | None = None,
+        trusted: bool = True,
+        starter: bool = False,
     ) -> Policy:
         """Parse every rule; raise :class:`InvalidRule` naming each bad one (a startup error)."""
         if default not in ("deny", "ask"):
@@ -103,6 +136,8 @@ class Policy(BaseModel):
             deny=parsed["deny"],
             ask=parsed["ask"],
             default=Effect(default),
+            trusted=trusted,
+            starter=starter,
         )
 
     def summary(self) -> dict[str, Any]:
