@@ -1,10 +1,15 @@
 """`jidocode chat <project-dir> [message]`: talk to the assistant in a project.
 
 One-shot (a message argument, or text on a non-terminal stdin) or interactive.
-The answer streams as it comes; each tool call shows as one line with its
-outcome; ``ask`` rules prompt for approval (``--approve yes|no`` answers
-without asking). Ctrl-C cancels the running turn and its tools; at the
-prompt, ``/resume`` resumes a cancelled conversation, ``/usage`` shows the
+The answer streams as it comes: on a terminal its markdown is rendered block
+by block (:mod:`.chat_markdown`), piped it is written as it came; each tool
+call shows as one line with its outcome; ``ask`` rules prompt for approval
+(``--approve yes|no`` answers without asking; with no terminal to ask on, an
+ask is denied and the line says which rule would allow it). ``-c``
+(``--continue``) reopens the project's latest conversation, ``--conversation``
+(``-r``) a given one. Ctrl-C cancels the running turn and its tools; at the
+prompt, ``/help`` lists the chat's own commands and the project's,
+``/resume`` resumes a cancelled conversation, ``/usage`` shows the
 tokens used against the context window, ``/reset`` starts a fresh
 conversation, ``/history`` shows it, ``/compact [what to keep]`` summarises the
 older part of the conversation now, ``/quit`` (or Ctrl-D) leaves. Any other
@@ -16,9 +21,12 @@ the commands there are. A one-shot message is dispatched the same way.
 scripts), a ``chat.command`` line for a command that ran, and the final answer
 as a ``chat.answer`` line.
 
-At start, a project the user has not trusted is said so on stderr (its own
-settings can only restrict until ``jidocode projects trust <dir>``); on a
-terminal, chat offers to trust it before the conversation starts.
+At start, a project the user has not trusted is said so on stderr with the
+exact ``jidocode projects trust <dir>`` command (untrusted, its own settings
+can only restrict and the assistant may only read it); on a terminal, chat asks
+once, before the conversation starts, whether to trust the folder, showing its
+path and what trusting means (yes records it as ``jidocode projects trust``
+does; no goes on untrusted).
 """
 
 from __future__ import annotations
@@ -26,6 +34,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import shlex
 import signal
 import sys
 import threading
@@ -54,6 +63,7 @@ from jidocode.shared.events.conversation import (
     ToolCallRequested,
 )
 
+from .chat_markdown import MarkdownBlocks, print_markdown, strip_controls
 from .common import NatsReach, run
 
 __all__ = ["BUILTINS", "ChatInput", "chat", "parse_input", "trust_line"]
@@ -63,8 +73,22 @@ err = Console(stderr=True, highlight=False)
 
 _ARG_PREVIEW = 60
 
-#: The chat's own commands (``/exit`` is ``/quit``); every other ``/name`` is the project's.
-BUILTINS: Final = ("usage", "reset", "resume", "history", "quit", "exit", "compact")
+#: The chat's own commands (``/exit`` is ``/quit``); every other ``/name`` is the project's
+#: (a project command of one of these names is shadowed by the chat's own).
+BUILTINS: Final = ("help", "usage", "reset", "resume", "history", "quit", "exit", "compact")
+#: What ``/help`` says of each built-in command.
+BUILTIN_HELP: Final = (
+    ("/help", "this list"),
+    ("/usage", "tokens used against the context window, calls and cost"),
+    ("/reset", "start a fresh conversation"),
+    ("/resume", "go on with a cancelled conversation"),
+    ("/history", "the conversation so far"),
+    ("/compact [what to keep]", "summarise the older part of the conversation now"),
+    ("/quit", "leave (also /exit, Ctrl-D)"),
+)
+#: What a sub-agent's conversation id holds (``subagents.core.child_conversation_id``):
+#: ``--continue`` never picks one.
+_SUBAGENT_MARK: Final = "-sa-"
 
 
 @dataclass(frozen=True)
@@ -139,6 +163,17 @@ def _outcome(value: Any) -> str:
     return "ok"
 
 
+def denied_line(request: ApprovalRequest, *, asked: bool) -> str:
+    """What chat prints when it denies an ask itself: why, and the policy's reason (which names
+    the rule that would allow the call without asking)."""
+    why = "nobody can answer: stdin is not a terminal" if asked else "--approve no"
+    reason = strip_controls(request.reason) if request.reason else "it needs approval"
+    return (
+        f"denied {request.tool}({_preview(request.args)}) ({why}): {reason}; "
+        "--approve yes approves every asked call of this chat"
+    )
+
+
 def envelope_json(env: Envelope) -> str:
     return json.dumps(
         {
@@ -167,6 +202,9 @@ class _Screen:
         self.streamed = False
         #: A spinner while waiting (only on a terminal, never with --json).
         self.spin = not as_json and sys.stdout.isatty()
+        #: Markdown rendered block by block (only on a terminal; piped output stays as it came).
+        self.markdown = not as_json and sys.stdout.isatty()
+        self.blocks = MarkdownBlocks()
         self._status: Any = None
 
     def wait(self, what: str) -> None:
@@ -193,9 +231,18 @@ class _Screen:
             return
         self.streamed = True
         self.stop_wait()
+        if self.markdown:
+            for block in self.blocks.feed(text):
+                print_markdown(out, block)
+            return
         sys.stdout.write(text)
         sys.stdout.flush()
         self.mid_line = not text.endswith("\n")
+
+    def _flush_markdown(self) -> None:
+        """Print the block still open (a tool call or the end of the turn ends it)."""
+        if self.markdown:
+            print_markdown(out, self.blocks.rest())
 
     async def event(self, env: Envelope) -> None:
         if self.as_json:
@@ -208,6 +255,7 @@ class _Screen:
             return  # a type or shape this version does not know: nothing to show
         if isinstance(event, ToolCallRequested):
             self.stop_wait()
+            self._flush_markdown()
             self._newline()
             out.print(f"[cyan]⏺ {escape(event.name)}[/]({escape(_preview(event.args))})")
             self.wait(f"running {event.name} …")
@@ -223,6 +271,7 @@ class _Screen:
             self.wait("thinking …")
         elif isinstance(event, ConversationError):
             self.stop_wait()
+            self._flush_markdown()
             self._newline()
             err.print(f"[yellow]! {escape(event.message)}[/]")
 
@@ -231,9 +280,13 @@ class _Screen:
             return "approve_once"
         if self.approve == "no" or not self.interactive:
             if not self.as_json:
-                err.print(f"[yellow]denied {escape(request.tool)} (no one to ask; --approve yes allows)[/]")
+                self.stop_wait()
+                self._flush_markdown()
+                self._newline()
+                err.print(f"[yellow]{escape(denied_line(request, asked=self.approve == 'ask'))}[/]")
             return "deny"
         self.stop_wait()
+        self._flush_markdown()
         self._newline()
         err.print(
             f"[bold yellow]? {escape(request.tool)}[/]({escape(_preview(request.args))}) needs approval"
@@ -271,6 +324,12 @@ class _Screen:
 
     def end_turn(self, answer: str | None) -> None:
         self.stop_wait()
+        if self.markdown:
+            self._flush_markdown()
+            if answer is not None and not self.streamed:
+                print_markdown(out, answer)
+            self.streamed = False
+            return
         if self.as_json:
             if answer is not None:
                 sys.stdout.write(
@@ -352,30 +411,57 @@ async def _usage(client: JidoClient) -> None:
     )
 
 
+def trust_command(root: str) -> str:
+    """The exact command that trusts ``root`` (quoted for a shell)."""
+    return f"jidocode projects trust {shlex.quote(root)}"
+
+
 def trust_line(root: str) -> str:
     """What chat prints (stderr) for an untrusted project."""
-    return f"project is untrusted: its settings can only restrict; run `jidocode projects trust {root}`"
+    return (
+        "project is untrusted: its settings can only restrict and the assistant may only read it; "
+        f"run `{trust_command(root)}`"
+    )
+
+
+def trust_question(root: str) -> str:
+    """The trust dialog (stderr): the folder, and what trusting it means."""
+    return (
+        "Do you trust the files in this folder?\n\n"
+        f"  {root}\n\n"
+        "Untrusted, the assistant may only read files inside it, and the folder's own settings can "
+        "only restrict. Trusting it lets its settings (.jido/settings.json), hooks and MCP servers "
+        "take effect, and lets the assistant ask to edit files and run commands here. Trust only "
+        "folders whose authors you trust: files in it can try to steer the assistant.\n"
+        f"(the same as `{trust_command(root)}`; `jidocode projects untrust` undoes it)"
+    )
 
 
 async def _check_trust(client: JidoClient, *, offer: bool) -> None:
-    """Say when the project is untrusted; on a terminal, offer to trust it (before the conversation)."""
+    """Say when the project is untrusted; on a terminal, ask once whether to trust it (before the
+    conversation): yes records it as ``jidocode projects trust`` does, no goes on untrusted."""
     state = client.trust_state
     if state.trusted:
         return
-    err.print(f"[yellow]{escape(trust_line(state.root))}[/]")
     if state.problem:
         err.print(f"[yellow]{escape(state.problem)}[/]")
     if not offer:
+        err.print(f"[yellow]{escape(trust_line(state.root))}[/]")
         return
-    answer = await _read_line("  trust this project now (its settings, hooks and MCP servers count)? [y/N]: ")
+    err.print(f"[bold]{escape(trust_question(state.root))}[/]")
+    answer = await _read_line("Trust this folder? [y/N]: ")
     if (answer or "").strip().lower() not in ("y", "yes"):
+        err.print(
+            f"[yellow]continuing untrusted[/]: the assistant may only read here; "
+            f"`{escape(trust_command(state.root))}` trusts it later"
+        )
         return
     try:
         state = await client.trust()
     except JidoError as exc:
         err.print(f"[bold red]error[/] ({exc.type}): {escape(exc.message)}")
         return
-    err.print(f"[green]trusted[/] {escape(state.root)}")
+    err.print(f"[green]trusted[/] {escape(state.root)} (recorded in {escape(state.store)})")
 
 
 def _history_line(message: dict[str, Any]) -> str:
@@ -403,6 +489,42 @@ def _unknown(name: str, available: list[str] | None) -> None:
         else ""
     )
     err.print(f"unknown command /{escape(name)}: built-in {_builtins_line()}{project}")
+
+
+def _help_lines(commands: list[dict[str, Any]] | None) -> list[str]:
+    """``/help``: the chat's own commands, then the project's (name, description, where from).
+
+    Names and descriptions come from project files: shown as text, never as markup."""
+    lines = ["[bold]built-in commands[/]"]
+    lines += [f"  {escape(name):<26} {escape(what)}" for name, what in BUILTIN_HELP]
+    if commands is None:
+        lines.append("[dim]the project's commands are unavailable right now[/]")
+        return lines
+    if not commands:
+        lines.append(
+            "[bold]project commands[/]: none (add .jido/commands/<name>.md or .claude/commands/<name>.md)"
+        )
+        return lines
+    lines.append("[bold]project commands[/] (/<name> [arguments] sends the command's prompt)")
+    for command in sorted(commands, key=lambda c: str(c.get("name"))):
+        name = strip_controls(str(command.get("name") or "?"))
+        description = " ".join(strip_controls(str(command.get("description") or "")).split())
+        if len(description) > 100:
+            description = description[:99] + "…"
+        layer = strip_controls(str(command.get("layer") or ""))
+        shadowed = " (shadowed by the built-in)" if name in BUILTINS else ""
+        where = f" [dim]\\[{escape(layer)}][/]" if layer else ""
+        lines.append(f"  /{escape(name):<25} {escape(description)}{where}{shadowed}")
+    return lines
+
+
+async def _help(client: JidoClient) -> None:
+    try:
+        commands: list[dict[str, Any]] | None = await client.list_commands()
+    except JidoError:
+        commands = None  # the built-ins still help
+    for line in _help_lines(commands):
+        out.print(line)
 
 
 async def _command(client: JidoClient, screen: _Screen, typed: ChatInput, timeout: float | None) -> bool:
@@ -435,7 +557,9 @@ async def _dispatch(client: JidoClient, screen: _Screen, typed: ChatInput, timeo
         return await _command(client, screen, typed, timeout)
     if typed.kind == "message":
         return await _turn(client, screen, typed.text, timeout)
-    if typed.name == "usage":
+    if typed.name == "help":
+        await _help(client)
+    elif typed.name == "usage":
         await _usage(client)
     elif typed.name == "reset":
         cid = await client.reset_session()
@@ -482,6 +606,20 @@ async def _interactive(client: JidoClient, screen: _Screen, timeout: float | Non
             err.print(f"[bold red]error[/] ({exc.type}): {escape(exc.message)}")
 
 
+async def _latest_conversation(client: JidoClient) -> str | None:
+    """The project's conversation with the latest activity (never a sub-agent's); ``None`` (said
+    on stderr) when the project has none yet."""
+    listed = await client.conversations.list(limit=2000)
+    mine = [c for c in listed.conversations if _SUBAGENT_MARK not in c.conversation_id]
+    if not mine:
+        err.print("[dim]no earlier conversation in this project: starting a new one[/]")
+        return None
+    latest = max(
+        mine, key=lambda c: max(filter(None, (c.last_activity, c.updated_at, c.created_at)), default="")
+    )
+    return latest.conversation_id
+
+
 def chat(
     project_dir: str = typer.Argument(..., help="the project directory"),
     message: str | None = typer.Argument(None, help="send this one message and exit (else: interactive)"),
@@ -499,7 +637,12 @@ def chat(
         help="name of the variable holding the key for --api-base, read by the conversation service "
         "(--api-base/--api-key-env replace the settings' pair: their key never goes to your base)",
     ),
-    conversation: str | None = typer.Option(None, "--conversation", "-c", help="reopen this conversation id"),
+    conversation: str | None = typer.Option(
+        None, "--conversation", "--resume", "-r", help="reopen this conversation id"
+    ),
+    continue_last: bool = typer.Option(
+        False, "--continue", "-c", help="continue the project's latest conversation (a new one if none)"
+    ),
     as_json: bool = typer.Option(False, "--json", help="print the event stream as JSON lines"),
     approve: str = typer.Option("ask", help="approvals for `ask` rules: ask | yes | no"),
     timeout: float | None = typer.Option(None, help="seconds to wait for an answer (default: no limit)"),
@@ -507,6 +650,8 @@ def chat(
     """Chat with the assistant in a project (one message, or interactive)."""
     if approve not in ("ask", "yes", "no"):
         raise typer.BadParameter("--approve must be ask, yes or no")
+    if continue_last and conversation is not None:
+        raise typer.BadParameter("--continue and --conversation both name a conversation: give one")
     text = message
     if text is None and not sys.stdin.isatty():
         text = sys.stdin.read().strip() or None
@@ -531,7 +676,8 @@ def chat(
             await _check_trust(client, offer=screen.interactive and not as_json)
             client.on_event(screen.event)
             await client.configure_tools(approve=screen.ask)
-            await client.start_conversation(conversation)
+            reopen = await _latest_conversation(client) if continue_last else conversation
+            await client.start_conversation(reopen)
             if interactive:
                 return await _interactive(client, screen, timeout)
             assert text is not None

@@ -107,7 +107,10 @@ def _print_state(state: TrustState) -> None:
         via = "" if state.via == state.root else f" (through {state.via})"
         console.print(f"trusted  {state.root}{via}", highlight=False)
     else:
-        console.print(f"untrusted  {state.root}: its settings can only restrict", highlight=False)
+        console.print(
+            f"untrusted  {state.root}: its settings can only restrict and the assistant may only read it",
+            highlight=False,
+        )
     if state.problem:
         err_console.print(f"[yellow]{state.problem}[/]", highlight=False)
 
@@ -118,7 +121,8 @@ def trust(
     list_: bool = typer.Option(False, "--list", help="list the trusted roots instead"),
     json_out: bool = JSON,
 ) -> None:
-    """Trust a project root: its own settings, hooks and MCP servers take effect (and below it)."""
+    """Trust a project root: its own settings, hooks and MCP servers take effect, and the assistant
+    may ask to edit files and run commands there (and below it)."""
     home = global_home()
 
     async def main() -> TrustState | list[TrustEntry]:
@@ -150,7 +154,7 @@ def untrust(
     project_dir: str = typer.Argument(..., help="the project's directory"),
     json_out: bool = JSON,
 ) -> None:
-    """Forget a trusted root: its settings can only restrict again."""
+    """Forget a trusted root: its settings can only restrict again, and the assistant may only read it."""
     home = global_home()
 
     async def main() -> TrustState:

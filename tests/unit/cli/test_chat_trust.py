@@ -48,8 +48,9 @@ async def test_untrusted_line_and_yes_trusts(answers: _Terminal, capsys: pytest.
     answers.append("y")
     await chat_cli._check_trust(client, offer=True)  # type: ignore[arg-type]
     err = " ".join(capsys.readouterr().err.split())
-    assert "project is untrusted: its settings can only restrict; run `jidocode projects trust /r`" in err
-    assert client.trusted_calls == 1 and "trusted /r" in err
+    assert "Do you trust the files in this folder? /r Untrusted, the assistant may only read" in err
+    assert "(the same as `jidocode projects trust /r`" in err
+    assert client.trusted_calls == 1 and "trusted /r (recorded in /h/trusted_projects.json)" in err
 
 
 async def test_no_or_no_terminal_does_not_trust(
@@ -61,7 +62,10 @@ async def test_no_or_no_terminal_does_not_trust(
     await chat_cli._check_trust(client, offer=False)  # type: ignore[arg-type]
     assert client.trusted_calls == 0
     assert len(answers.asked) == 1  # no question without a terminal
-    assert capsys.readouterr().err.count("project is untrusted") == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert "continuing untrusted: the assistant may only read here; `jidocode projects trust /r`" in err
+    assert err.count("project is untrusted") == 1  # the line without a terminal
+    assert "run `jidocode projects trust /r`" in err
 
 
 async def test_trusted_project_prints_nothing(answers: _Terminal, capsys: pytest.CaptureFixture[str]) -> None:
