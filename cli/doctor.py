@@ -8,8 +8,10 @@ Checks, each printed with what to do when it is a problem:
   made, is writable, and its ``credentials`` folder is this user's alone (0700);
 * **system**: a running ``jidocode up``, found without ``NATS_URL`` from ``<data home>/up.json``
   (or ``NATS_URL`` when set), and which services answer ``$SRV.PING``;
-* **model**: the model and API base of the global settings and this shell's environment,
-  and whether the API key's variable is set (never its value);
+* **model**: the model and API base of the global settings and this shell's environment (or,
+  with none, the one picked from the provider keys, ``shared/llm_choice.py``), whether the API
+  key's variable is set (never its value), and ``ok`` only once its endpoint answered a real
+  request (a model list, no tokens spent) that lists the model;
 * **settings**: what the settings files (global, and the project's: ``-p`` or the current
   folder) say is wrong or has no effect, one line per problem with its ``file:line:column``
   and key (e.g. a ``signal_bus`` middleware: NATS runs none);
@@ -46,6 +48,8 @@ from jidocode.shared import sandbox, subjects
 from jidocode.shared.bus import connect_nats, gather
 from jidocode.shared.config import Config, credentials_dir, default_data_home, running_file, running_system
 from jidocode.shared.errors import JidoError, PermissionDenied
+from jidocode.shared.llm_choice import SETTINGS_KEY, choose_model, how_to_choose, ollama_url, provider_key
+from jidocode.shared.llm_probe import OllamaProbe, check_endpoint, probe_ollama
 from jidocode.shared.natsserver import find_nats_server
 from jidocode.shared.settings import global_home, load_settings
 
@@ -208,71 +212,73 @@ def check_system() -> Check:
     return _check("system", "ok", detail)
 
 
-#: The key variable litellm reads for the common providers (the model string's prefix).
-PROVIDER_KEYS = {
-    "openai": "OPENAI_API_KEY",
-    "anthropic": "ANTHROPIC_API_KEY",
-    "gemini": "GEMINI_API_KEY",
-    "groq": "GROQ_API_KEY",
-    "mistral": "MISTRAL_API_KEY",
-    "openrouter": "OPENROUTER_API_KEY",
-    "deepseek": "DEEPSEEK_API_KEY",
-    "xai": "XAI_API_KEY",
-    "cohere": "COHERE_API_KEY",
-    "together_ai": "TOGETHERAI_API_KEY",
-}
+def _model_in_use(env: dict[str, str], jido_home: Path | None, probe: OllamaProbe) -> dict[str, Any] | None:
+    """The model the services would call, from this shell and the global settings: configured, else picked.
 
-
-def provider_key(model: str) -> str | None:
-    """The variable holding the key of ``model``'s provider, when it is a well-known one."""
-    provider = (
-        model.split("/", 1)[0] if "/" in model else ("anthropic" if model.startswith("claude") else "openai")
-    )
-    return PROVIDER_KEYS.get(provider)
-
-
-def check_model(jido_home: Path | None = None, env: dict[str, str] | None = None) -> Check:
-    env = dict(os.environ) if env is None else env
-    loaded = load_settings(None, jido_home=jido_home)
-    llm = loaded.settings.llm
-    file = str(global_home(jido_home) / "settings.json")
+    ``key_env`` follows the service's pairing: a key named in the file goes only with the file's
+    ``api_base`` (or with no ``api_base`` at all), a picked key only with its provider's endpoint.
+    """
+    llm = load_settings(None, jido_home=jido_home).settings.llm
     model = env.get("JIDO_LLM_MODEL") or llm.model
-    api_base = env.get("JIDO_LLM_API_BASE") or llm.api_base
+    env_base = env.get("JIDO_LLM_API_BASE")
+    api_base = env_base or llm.api_base
+    if model:
+        return {
+            "model": model,
+            "api_base": api_base,
+            "key_env": None if env_base else llm.api_key_env,
+            "how": None,
+        }
+    if api_base:
+        return None  # an endpoint without a model: no pick pairs with it
+    picked = choose_model(env, probe(ollama_url(env)))
+    if picked is None:
+        return None
+    how = f"picked: {picked.reason}; no model configured"
+    return {"model": picked.model, "api_base": picked.api_base, "key_env": picked.api_key_env, "how": how}
+
+
+def check_model(
+    jido_home: Path | None = None, env: dict[str, str] | None = None, *, probe: OllamaProbe = probe_ollama
+) -> Check:
+    """The model the services would use, and whether its endpoint answers a real request.
+
+    ``ok`` only when the endpoint answered (a model list, or OpenRouter's key check: no tokens
+    spent) and listed the model; no model at all, or a key variable that is not set, is a
+    warning (nothing was asked); an endpoint that does not answer or refuses the key fails.
+    """
+    env = dict(os.environ) if env is None else env
+    file = str(global_home(jido_home) / "settings.json")
     where = "this shell's environment and " + file
     note = "the services use the environment `jidocode up` was started in"
-    if not model:
+    use = _model_in_use(env, jido_home, probe)
+    if use is None:
+        return _check("model", "warn", f"no model in {where}, and none to pick", how_to_choose(file))
+    model, api_base, key_env = use["model"], use["api_base"], use["key_env"]
+    detail = (
+        f"{model}" + (f" at {api_base}" if api_base else "") + f" ({use['how'] or 'from ' + where}; {note})"
+    )
+    if not key_env and not api_base:
+        key_env = provider_key(model)
+    if not api_base and model.startswith("openai/"):  # litellm sends openai/… there when set
+        api_base = env.get("OPENAI_BASE_URL") or env.get("OPENAI_API_BASE") or None
+    if key_env and not env.get(key_env):
         return _check(
             "model",
             "warn",
-            f"no model in {where}",
-            f'set "llm": {{"model": "openai/gpt-4.1"}} in {file}, or JIDO_LLM_MODEL in the environment '
-            "of `jidocode up`; or choose one per conversation (`jidocode chat --model`)",
+            f"{detail}; the key variable {key_env} is not set",
+            f"export {key_env}=… in the environment of `jidocode up` "
+            f'(or name another variable in {file}: "llm": {{"api_key_env": "…"}})',
         )
-    detail = f"{model}" + (f" at {api_base}" if api_base else "") + f" (from {where}; {note})"
-    key_env = llm.api_key_env if llm.api_base and not env.get("JIDO_LLM_API_BASE") else None
-    if key_env:
-        if env.get(key_env):
-            return _check("model", "ok", f"{detail}; key variable {key_env} is set")
-        return _check(
-            "model",
-            "warn",
-            f"{detail}; the key variable {key_env} (llm.api_key_env) is not set",
-            f"export {key_env}=… in the environment of `jidocode up`",
+    keyed = f"key variable {key_env} is set" if key_env else "no key variable named"
+    answer = check_endpoint(model, api_base=api_base, api_key=env.get(key_env) if key_env else None)
+    fix = None
+    if answer.status != "ok":
+        fix = (
+            f"check {'llm.api_base / JIDO_LLM_API_BASE' if api_base else 'the key'} and that the model "
+            f"exists (`jidocode models` lists what is usable; {SETTINGS_KEY} in {file} chooses)"
         )
-    if api_base:
-        return _check("model", "ok", f"{detail}; no key variable named (a placeholder key is sent)")
-    wanted = provider_key(model)
-    if wanted is None:
-        return _check("model", "ok", f"{detail}; provider's key variable not checked (not a well-known one)")
-    if not env.get(wanted):
-        return _check(
-            "model",
-            "warn",
-            f"{detail}; {wanted} is not set",
-            f"export {wanted}=… in the environment of `jidocode up` "
-            f'(or name another variable in {file}: "llm": {{"api_key_env": "…", "api_base": "…"}})',
-        )
-    return _check("model", "ok", f"{detail}; key variable {wanted} is set")
+    return _check("model", answer.status, f"{detail}; {keyed}; {answer.detail}", fix)
 
 
 #: Settings problems ``doctor`` prints (the rest are counted).

@@ -12,11 +12,14 @@ nothing to a CLI command that never probes.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-__all__ = ["OLLAMA_PROBE_TIMEOUT_S", "EndpointCheck", "check_endpoint", "probe_ollama"]
+__all__ = ["OLLAMA_PROBE_TIMEOUT_S", "EndpointCheck", "OllamaProbe", "check_endpoint", "probe_ollama"]
+
+#: Lists the models of the Ollama at a URL, ``None`` when it does not answer (blocking).
+OllamaProbe = Callable[[str], list[str] | None]
 
 #: How long the Ollama probe waits: a local server answers in milliseconds.
 OLLAMA_PROBE_TIMEOUT_S = 0.5
@@ -26,8 +29,8 @@ ENDPOINT_TIMEOUT_S = 10.0
 #: Where a provider's own models (or key) can be read, and how its key is sent.
 _PROVIDER_ENDPOINTS: dict[str, tuple[str, str]] = {
     "openai": ("https://api.openai.com/v1/models", "bearer"),
-    "anthropic": ("https://api.anthropic.com/v1/models", "x-api-key"),
-    "gemini": ("https://generativelanguage.googleapis.com/v1beta/models", "x-goog-api-key"),
+    "anthropic": ("https://api.anthropic.com/v1/models?limit=1000", "x-api-key"),
+    "gemini": ("https://generativelanguage.googleapis.com/v1beta/models?pageSize=1000", "x-goog-api-key"),
     "openrouter": ("https://openrouter.ai/api/v1/key", "bearer"),
 }
 

@@ -13,17 +13,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 
 from jidocode.shared.llm_choice import ModelChoice, choose_model, ollama_url
-from jidocode.shared.llm_probe import probe_ollama
+from jidocode.shared.llm_probe import OllamaProbe, probe_ollama
 
-__all__ = ["ModelPicker", "OllamaProbe"]
+__all__ = ["ModelPicker"]
 
 log = logging.getLogger("jidocode.conversation.llm")
-
-#: Lists the models of the Ollama at a URL, ``None`` when it does not answer (blocking).
-OllamaProbe = Callable[[str], list[str] | None]
 
 
 class ModelPicker:

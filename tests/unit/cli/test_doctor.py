@@ -48,21 +48,24 @@ def test_data_home_missing_is_fine_loose_credentials_fail(tmp_path: Path) -> Non
 
 
 def test_model_from_env_or_settings_and_whether_the_key_is_set_never_its_value(tmp_path: Path) -> None:
+    # Whether the endpoint answers is tests/unit/cli/test_doctor_model.py (here: nothing listens).
     home = tmp_path / "jh"
     home.mkdir()
-    none = check_model(home, env={})
+    dead = "http://127.0.0.1:9/v1"
+    none = check_model(home, env={}, probe=lambda url: None)
     assert none["status"] == "warn" and "chat --model" in none["fix"]
     missing = check_model(home, env={"JIDO_LLM_MODEL": "openai/gpt-4.1"})
     assert missing["status"] == "warn" and "OPENAI_API_KEY is not set" in missing["detail"]
-    ok = check_model(home, env={"JIDO_LLM_MODEL": "openai/gpt-4.1", "OPENAI_API_KEY": "sk-secret-value"})
-    assert ok["status"] == "ok" and "OPENAI_API_KEY is set" in ok["detail"]
-    assert "sk-secret-value" not in json.dumps(ok)
+    env = {"JIDO_LLM_MODEL": "openai/gpt-4.1", "OPENAI_API_KEY": "sk-secret-value", "OPENAI_BASE_URL": dead}
+    asked = check_model(home, env=env)
+    assert asked["status"] == "fail" and "OPENAI_API_KEY is set" in asked["detail"]
+    assert "sk-secret-value" not in json.dumps(asked)
     (home / "settings.json").write_text(
-        json.dumps({"llm": {"model": "openai/x", "api_base": "http://h/v1", "api_key_env": "MY_KEY"}})
+        json.dumps({"llm": {"model": "openai/x", "api_base": dead, "api_key_env": "MY_KEY"}})
     )
     named = check_model(home, env={})
-    assert named["status"] == "warn" and "MY_KEY" in named["detail"] and "http://h/v1" in named["detail"]
-    assert check_model(home, env={"MY_KEY": "k"})["status"] == "ok"
+    assert named["status"] == "warn" and "MY_KEY" in named["detail"] and dead in named["detail"]
+    assert "MY_KEY is set" in check_model(home, env={"MY_KEY": "k"})["detail"]
     assert provider_key("claude-sonnet") == "ANTHROPIC_API_KEY" and provider_key("ollama/llama3") is None
 
 
