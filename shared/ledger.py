@@ -2,7 +2,10 @@
 
 Key scheme: ``<project_id>.<conversation_id>`` (:func:`ledger_key`); value: the
 conversation's :class:`~jidocode.shared.events.llm.UsageTotals` as JSON. A
-project's totals are the sum over its keys (:func:`combine`).
+project's totals are the sum over its keys (:func:`combine`). A finished
+sub-agent's totals (its own sub-agents' included) are also written under its
+parent (:func:`subagent_key`, decision 0253): a conversation's ``usage`` shows
+them (:func:`with_subagents_usage`, decision 0315) and its budget counts them.
 
 The conversation service's LLM port writes the bucket
 (``services/conversation/llm/ledger.py``, ``KvLedger`` builds on
@@ -12,8 +15,8 @@ The conversation service's LLM port writes the bucket
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
-from typing import Final
+from collections.abc import Iterable, Mapping
+from typing import Any, Final
 
 import nats.js.errors
 from nats.js.kv import KeyValue
@@ -23,7 +26,14 @@ from jidocode.shared.bus import Bus
 from jidocode.shared.events.llm import UsageTotals
 from jidocode.shared.kv_keys import kv_values
 
-__all__ = ["BUCKET_LEDGER", "LedgerReader", "combine", "ledger_key", "subagent_key"]
+__all__ = [
+    "BUCKET_LEDGER",
+    "LedgerReader",
+    "combine",
+    "ledger_key",
+    "subagent_key",
+    "with_subagents_usage",
+]
 
 #: KV bucket of the ledger.
 BUCKET_LEDGER: Final = subjects.BUCKET_LEDGER
@@ -59,6 +69,36 @@ def combine(project_id: str, parts: Iterable[UsageTotals]) -> UsageTotals:
                 "unpriced_calls": out.unpriced_calls + t.unpriced_calls,
             }
         )
+    return out
+
+
+#: The fields of a ``usage`` projection that add up over calls (the others are the last call's).
+_SUMMED: Final = (
+    "calls",
+    "prompt_tokens",
+    "completion_tokens",
+    "cached_tokens",
+    "total_tokens",
+    "unpriced_calls",
+)
+
+
+def with_subagents_usage(usage: Mapping[str, Any], children: Iterable[UsageTotals]) -> dict[str, Any]:
+    """A conversation's ``usage`` projection with its finished sub-agents' totals added (pure).
+
+    Calls, tokens, unpriced calls and cost add up; the last call's fields (``model``,
+    ``context_tokens``, ``context_window``) stay the conversation's own: they say how full
+    *its* context is. A cost of ``None`` (unknown) stays unknown. The shape stays the
+    projection's: nothing is added that a reader of ``usage`` does not know.
+    """
+    done = list(children)
+    out = dict(usage)
+    for key in _SUMMED:
+        if key in out or any(getattr(child, key) for child in done):
+            out[key] = int(out.get(key) or 0) + sum(int(getattr(child, key)) for child in done)
+    cost = out.get("cost_usd", 0.0)
+    if cost is not None:
+        out["cost_usd"] = round(float(cost) + sum(child.cost_usd for child in done), 10)
     return out
 
 

@@ -84,6 +84,7 @@ from jidocode.shared.events.conversation import (
 )
 from jidocode.shared.events.engine import ProjectStopped
 from jidocode.shared.kv_keys import kv_keys
+from jidocode.shared.ledger import LedgerReader, with_subagents_usage
 
 from .actor import ConversationActor
 from .codec import input_payload
@@ -959,6 +960,10 @@ class Runtime:
     async def get_projection(self, project_id: str, cmd: GetProjection) -> Any:
         value = await self._projection(project_id, cmd)
         if cmd.name == "usage":
+            # its finished sub-agents' totals, from the ledger (decisions 0253, 0315)
+            if isinstance(value, dict):
+                children = await LedgerReader(self.bus).subagents(project_id, cmd.conversation_id)
+                value = with_subagents_usage(value, children)
             return await with_context_window(value, self.llm)
         return value
 

@@ -15,7 +15,8 @@ which the client SDK uses too; this module adds the writes.
 
 :func:`bus_sink` publishes every llm.* event on ``jido.sig.<type>``. The
 port records each call's usage in its store before it publishes ``llm.usage``
-and checks the budget against it before each call.
+and checks the budget against it before each call: the conversation's own
+totals plus those of its finished sub-agents (``with_subagents``, decision 0315).
 """
 
 from __future__ import annotations
@@ -90,6 +91,10 @@ class UsageStore(Protocol):
 
     async def conversation(self, project_id: str, conversation_id: str) -> UsageTotals: ...
 
+    async def with_subagents(self, project_id: str, conversation_id: str) -> UsageTotals:
+        """The conversation's totals plus its finished sub-agents' (what its budget counts)."""
+        ...
+
     async def project(self, project_id: str) -> UsageTotals: ...
 
 
@@ -108,6 +113,10 @@ class MemoryLedger:
     async def conversation(self, project_id: str, conversation_id: str) -> UsageTotals:
         found = self._totals.get((project_id, conversation_id))
         return found or UsageTotals(project_id=project_id, conversation_id=conversation_id)
+
+    async def with_subagents(self, project_id: str, conversation_id: str) -> UsageTotals:
+        """Its own totals: sub-agents are accounted under their parent in the KV ledger only."""
+        return await self.conversation(project_id, conversation_id)
 
     async def project(self, project_id: str) -> UsageTotals:
         return combine(project_id, (t for (p, _), t in self._totals.items() if p == project_id))

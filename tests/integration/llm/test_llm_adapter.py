@@ -328,6 +328,9 @@ class BrokenStore:
     async def conversation(self, project_id: str, conversation_id: str) -> ev.UsageTotals:
         return ev.UsageTotals()
 
+    async def with_subagents(self, project_id: str, conversation_id: str) -> ev.UsageTotals:
+        return ev.UsageTotals()
+
     async def project(self, project_id: str) -> ev.UsageTotals:
         return ev.UsageTotals()
 
@@ -363,6 +366,9 @@ class FlakyStore:
         return self.totals
 
     async def conversation(self, project_id: str, conversation_id: str) -> ev.UsageTotals:
+        raise TimeoutError("no meta leader")
+
+    async def with_subagents(self, project_id: str, conversation_id: str) -> ev.UsageTotals:
         raise TimeoutError("no meta leader")
 
     async def project(self, project_id: str) -> ev.UsageTotals:
