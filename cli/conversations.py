@@ -139,7 +139,7 @@ def show(
         ("problems", str(len(diag.get("problems", [])))),
     ]
     for key, value in rows:
-        console.print(f"{key + ':':<15}", Text(value), sep="")
+        console.print(f"{key + ':':<15}", Text(value), sep="", soft_wrap=True)  # ids whole
 
 
 @app.command()

@@ -4,7 +4,8 @@ Each SSE message is one CloudEvent: ``id:`` its id, ``event:`` its type,
 ``data:`` the event as JSON (structured mode). Keep-alive comments are sent
 every ``sse_ping_s`` seconds.
 
-**A conversation** (``GET /api/projects/{pid}/conversations/{cid}/events``):
+**A conversation** (``GET /api/projects/{pid}/conversations/{cid}/events``; an
+assistant message's text comes parsed as markdown too, :mod:`.markdown`):
 the conversation service's ``replay`` says where its output is stored and
 from which stream sequence to read (after ``Last-Event-ID`` or ``?after=``, an
 unknown id being 404); an ephemeral *pull* consumer on that stream then
@@ -50,6 +51,7 @@ from jidocode.shared.prd_stream import start_sequence
 
 from .context import GatewayContext
 from .errors import error_response, from_jido_error
+from .markdown import markdown_extension
 
 __all__ = [
     "CONSUMER_PREFIX",
@@ -81,10 +83,14 @@ CLEANUP_S = 5.0
 CONSUMER_IDLE_S = 60.0
 
 
-def sse_event(env: Envelope) -> ServerSentEvent:
-    """One CloudEvent as one SSE message."""
+def sse_event(env: Envelope, *, markdown: bool = False) -> ServerSentEvent:
+    """One CloudEvent as one SSE message; with ``markdown``, an assistant message also carries
+    its text as a markdown tree (``jidomarkdown``, :mod:`.markdown`) for the console."""
+    event = env.to_dict()
+    if markdown:
+        event.update(markdown_extension(event))
     return ServerSentEvent(
-        data=json.dumps(env.to_dict(), ensure_ascii=False, separators=(",", ":")), id=env.id, event=env.type
+        data=json.dumps(event, ensure_ascii=False, separators=(",", ":")), id=env.id, event=env.type
     )
 
 
@@ -276,7 +282,7 @@ async def _follow(ctx: GatewayContext, puller: Puller, info: ReplayInfo) -> Asyn
                 env = decode(msg.data, msg.headers)
             except JidoError:
                 continue
-            yield sse_event(env)
+            yield sse_event(env, markdown=True)
     finally:
         with (
             anyio.CancelScope(shield=True),

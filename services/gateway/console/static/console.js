@@ -130,5 +130,48 @@ const Jido = (() => {
     return priced <= 0 ? `unknown (${calls})` : `unknown (${usd(priced)} + ${calls})`;
   }
 
-  return { el, api, eventTypes, stream, preview, clock, report, path, costText };
+  // -- markdown --------------------------------------------------------------------------
+
+  /** The elements a markdown tree may hold (services/gateway/markdown.py TAGS). */
+  const MARKDOWN_TAGS = new Set([
+    "a", "blockquote", "br", "code", "em", "h1", "h2", "h3", "h4", "h5", "h6", "hr", "li",
+    "ol", "p", "pre", "s", "strong", "table", "tbody", "td", "th", "thead", "tr", "ul",
+  ]);
+  const LINK_PROTOCOLS = new Set(["http:", "https:", "mailto:"]);
+
+  /** A link's address when it leads to a web page or a mail address, else null. */
+  function safeHref(href) {
+    try {
+      return typeof href === "string" && LINK_PROTOCOLS.has(new URL(href).protocol) ? href : null;
+    } catch {
+      return null;
+    }
+  }
+
+  /** One node of a markdown tree as DOM: text stays text; an element only of the allowed
+   * tags, with no attribute but a checked link's href and a list's start. */
+  function markdownNode(node) {
+    if (typeof node === "string") return document.createTextNode(node);
+    if (!Array.isArray(node)) return document.createTextNode("");
+    const [tag, attrs, children] = node;
+    const kids = Array.isArray(children) ? children.map(markdownNode) : [];
+    const given = attrs && typeof attrs === "object" ? attrs : {};
+    const safe = {};
+    if (tag === "a") {
+      safe.href = safeHref(given.href);
+      safe.rel = "noopener noreferrer nofollow";
+    }
+    if (tag === "ol" && Number.isInteger(given.start)) safe.start = given.start;
+    if (!MARKDOWN_TAGS.has(tag) || (tag === "a" && !safe.href)) {
+      const fragment = document.createDocumentFragment();
+      fragment.append(...kids);
+      return fragment;
+    }
+    return el(tag, safe, ...kids);
+  }
+
+  /** The DOM nodes of a markdown tree the gateway parsed (decision 0314): never HTML. */
+  const markdown = (tree) => (Array.isArray(tree) ? tree.map(markdownNode) : []);
+
+  return { el, api, eventTypes, stream, preview, clock, report, path, costText, markdown };
 })();

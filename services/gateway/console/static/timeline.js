@@ -143,7 +143,12 @@
       // a turn of tool calls alone has no text to show
       if (!event.data.text && !bubbles.has(event.data.request_id || "live")) return;
       const { node, body } = bubble(event.data.request_id, event);
-      body.textContent = event.data.text;
+      // the text as the gateway parsed it (markdown: elements of an allowed few, text as
+      // text), else as sent
+      const tree = Array.isArray(event.jidomarkdown) ? Jido.markdown(event.jidomarkdown) : null;
+      if (tree) body.replaceChildren(...tree);
+      else body.textContent = event.data.text;
+      body.classList.toggle("markdown", Boolean(tree));
       node.classList.remove("streaming");
       node.dataset.complete = "true";
     },
