@@ -54,8 +54,9 @@ class ConversationRecord(BaseModel):
 
 def title_of(text: str) -> str:
     """A conversation's title from its first user message: whitespace runs made one space,
-    cut to :data:`TITLE_CHARS` with an ellipsis."""
-    line = " ".join(text.split())
+    characters that do not print (terminal escapes) left out, cut to :data:`TITLE_CHARS`
+    with an ellipsis."""
+    line = "".join(ch for ch in " ".join(text.split()) if ch.isprintable())
     return line if len(line) <= TITLE_CHARS else line[: TITLE_CHARS - 1].rstrip() + "…"
 
 

@@ -122,6 +122,8 @@ async def test_the_cli_lists_whole_ids_with_titles_and_an_unknown_cost(
     assert "cost:          unknown (2 calls unpriced)" in shown
     assert f"title:         {TITLE}" in shown
     assert f"conversation:  {LONG_ID}\n" in shown
+    usage = await _cli(gateway, "chat", str(gateway.project), "--conversation", LONG_ID, "/usage")
+    assert "· unknown (2 calls unpriced)" in usage and "$0" not in usage
 
 
 async def test_an_assistant_message_comes_with_an_inert_markdown_tree(gateway: Gateway) -> None:
