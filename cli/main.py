@@ -1,65 +1,65 @@
-"""The ``jidocode`` command line."""
+"""The ``jidocode`` command line.
+
+Every command is listed here with its one-line help and imported only when it runs
+(:mod:`jidocode.cli.lazy`): ``jidocode --help`` imports typer and nothing of the commands, and
+a command pays only for what it uses (decision 0312). A command's one-liner here is its
+docstring's first line (``tests/unit/cli/test_lazy_cli.py`` checks that they agree).
+"""
 
 from __future__ import annotations
 
 import typer
 
-from . import assets, chat, contract, conversations, dev, projects, replay, tools
-from .doctor import doctor
-from .serve import run_service
-from .status import probe, status
-from .trace import trace
-from .up import up
-from .watch import watch
+from .lazy import LazyCommand, LazyGroup
+
+__all__ = ["COMMANDS", "app"]
+
+#: The commands in ``--help`` order: name, ``module:attribute`` (a function or a ``typer.Typer``),
+#: one-line help.
+COMMANDS: tuple[LazyCommand, ...] = tuple(
+    LazyCommand(name, f"jidocode.cli.{target}", help)
+    for name, target, help in (
+        ("up", "up:up", "Run the whole system: embedded NATS (unless NATS_URL is set) and every service."),
+        ("console", "console:console", "Print the web console's login URL (--open: open it in a browser)."),
+        ("status", "status:status", "List the services found via $SRV.PING/INFO/STATS, with their endpoints and stats."),
+        ("probe", "status:probe", "Exit 0 when service NAME answers $SRV.PING from this host (a health check for containers)."),
+        ("doctor", "doctor:doctor", "Check Python, the NATS binary, the data home, a running system, the model and the sandbox."),
+        ("models", "models:models", "The models usable with the provider keys here, and how to choose one."),
+        ("watch", "watch:watch", "Tail every event on the bus, one line each: each event once, in arrival order, with its subject."),
+        ("chat", "chat:chat", "Chat with the assistant in a project (one message, or interactive)."),
+        ("replay", "replay:replay_command", "Run a recorded conversation again through the real services; exit 0 when every projection comes out the same, 1 with the first difference otherwise."),
+        ("trace", "trace:trace", "The conversation's last turn as a tree of spans with durations (tracing must be on)."),
+        ("mcp", "mcp:mcp", "Serve one project over MCP on stdio (for Claude Desktop, Claude Code, Cursor …)."),
+        ("serve", "serve:serve", "Run one service in the foreground (what containers run)."),
+        ("projects", "projects:app", "Start, stop and list projects; trust or untrust a project root."),
+        ("conversations", "conversations:app", "A project's conversations: list, show, stop, delete."),
+        ("tools", "tools:app", "List and run a project's tools under its policy."),
+        ("assets", "assets:app", "Skills, commands and workflows of a project."),
+        ("contract", "contract:app", "The published contract of the bus."),
+        ("dev", "dev:app", "dev commands"),
+        ("mcp-servers", "mcp_servers:app", "The MCP servers of a project: list them; approve or revoke its HTTP servers."),
+        ("prd", "prd:app", "PRD loops: a product requirements document worked story by story."),
+        ("deploy", "deploy:app", "deployment helpers: NATS users and configs, secrets"),
+    )
+)  # fmt: skip
+
+
+class _Commands(LazyGroup):
+    table = COMMANDS
+
 
 app = typer.Typer(
     name="jidocode",
     help="JidoCode: a multi-project coding-assistant runtime over NATS.",
     no_args_is_help=True,
     add_completion=False,
+    cls=_Commands,
 )
 
-app.command()(up)
-app.command()(status)
-app.command()(probe)
-app.command()(doctor)
-app.command()(watch)
-app.command()(chat.chat)
-app.command("replay")(replay.replay_command)
-app.add_typer(projects.app, name="projects")
-app.add_typer(conversations.app, name="conversations")
-app.add_typer(tools.app, name="tools")
-app.add_typer(assets.app, name="assets")
-app.add_typer(contract.app, name="contract")
-app.add_typer(dev.app, name="dev")
-app.command()(trace)
 
-from .mcp import mcp  # noqa: E402  (issue 15: one project as an MCP server on stdio)
-
-app.command()(mcp)
-
-from . import mcp_servers  # noqa: E402  (issue 24: a project's HTTP MCP servers await approval)
-
-app.add_typer(mcp_servers.app, name="mcp-servers")
-
-from . import prd  # noqa: E402  (issue 18: the PRD loop's CLI and TUI)
-
-app.add_typer(prd.app, name="prd")
-
-try:  # the deploy commands (issue 7) land separately
-    from . import deploy
-
-    app.add_typer(deploy.app, name="deploy")
-except ImportError:  # pragma: no cover
-    pass
-
-
-@app.command()
-def serve(
-    name: str = typer.Argument(..., help="a service (engine, project, ...) or gateway"),
-) -> None:
-    """Run one service in the foreground (what containers run)."""
-    run_service(name.replace("-", "_"))
+@app.callback()
+def _jidocode() -> None:
+    """JidoCode: a multi-project coding-assistant runtime over NATS."""
 
 
 if __name__ == "__main__":

@@ -1,0 +1,179 @@
+"""A command group whose commands are imported when they run, not when the CLI starts.
+
+``jidocode --help`` lists every command with its one-line help from a table
+(:class:`LazyCommand`), so it imports none of the command modules (the bus, pydantic's event
+catalogue, nats, bashlex …); ``jidocode status`` imports ``jidocode.cli.status`` and nothing
+of the other commands. A command is a function (a typer command) or a ``typer.Typer`` (a
+group of subcommands), named by ``"module:attribute"``.
+
+A table entry whose module is not installed is left out of the listing (and is an unknown
+command), so an entry may name a command that lands later. ``tests/unit/cli/test_lazy_cli.py``
+checks that each entry's one-liner is the loaded command's own.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import sys
+from collections.abc import Iterator, MutableMapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import typer
+import typer.core
+import typer.main
+
+if TYPE_CHECKING:  # typer 0.29 vendors click as typer._click; older ones use click itself
+    from typer import _click
+
+__all__ = ["LazyCommand", "LazyGroup", "import_nats_without_aiohttp"]
+
+
+class _ImportedOnFirstUse:
+    """Stands for a module and imports it when one of its attributes is first read."""
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+
+    def __getattr__(self, attribute: str) -> Any:
+        return getattr(importlib.import_module(self._name), attribute)
+
+
+def import_nats_without_aiohttp() -> None:
+    """Import nats-py with its websocket transport's aiohttp (and multidict) imported on first use.
+
+    nats-py imports aiohttp at import time only for ``ws://`` servers; importing aiohttp takes
+    about 0.1 s (it builds its TLS contexts), a third of a command's start. While nats is
+    imported, ``import aiohttp`` fails (nats then records it as absent); the transport's names
+    are then pointed at stand-ins that import the real modules when a websocket connection
+    uses them. Nothing is done when nats or aiohttp is imported already, or when this nats-py
+    does not import without aiohttp (it is then imported as it wants, later).
+    """
+    if "nats" in sys.modules or "aiohttp" in sys.modules:
+        return
+    sys.modules["aiohttp"] = None  # type: ignore[assignment]  # `import aiohttp` raises ImportError
+    try:
+        import nats.aio.transport as transport
+    except ImportError:
+        return
+    finally:
+        del sys.modules["aiohttp"]
+    if getattr(transport, "aiohttp", ...) is None:
+        transport.aiohttp = _ImportedOnFirstUse("aiohttp")  # type: ignore[attr-defined,assignment]
+        transport.multidict = _ImportedOnFirstUse("multidict")  # type: ignore[attr-defined,assignment]
+
+
+@dataclass(frozen=True)
+class LazyCommand:
+    """A command known by name and one-line help; its module is imported on first use.
+
+    ``target`` is ``"module:attribute"``: a function (registered as a typer command named
+    ``name``) or a ``typer.Typer`` app (a group named ``name``).
+    """
+
+    name: str
+    target: str
+    help: str
+
+    @property
+    def module(self) -> str:
+        """The module that defines the command."""
+        return self.target.partition(":")[0]
+
+    def available(self) -> bool:
+        """Whether the command's module is installed (found without importing it)."""
+        try:
+            return importlib.util.find_spec(self.module) is not None
+        except ModuleNotFoundError:  # a parent package is missing
+            return False
+
+    def stub(self) -> _click.Command:
+        """What the help listing shows: the name and the one-liner, nothing imported."""
+        return typer.core.TyperCommand(name=self.name, help=self.help, callback=None)
+
+    def load(self) -> _click.Command:
+        """Import the module and build the click command (or group) of its attribute."""
+        module, _, attribute = self.target.partition(":")
+        import_nats_without_aiohttp()
+        obj = getattr(importlib.import_module(module), attribute)
+        if isinstance(obj, typer.Typer):
+            command: _click.Command = typer.main.get_group(obj)
+        else:
+            single = typer.Typer()
+            single.command(name=self.name)(obj)
+            command = typer.main.get_command(single)
+        command.name = self.name
+        return command
+
+
+class _Commands(MutableMapping[str, "_click.Command"]):
+    """The group's commands: the ones already built, then the table's, built on first access.
+
+    Iterating (the names, which typer's "did you mean" suggestions use) imports nothing.
+    """
+
+    def __init__(self, built: MutableMapping[str, _click.Command], table: tuple[LazyCommand, ...]) -> None:
+        self._built = dict(built)
+        self._table = {entry.name: entry for entry in table if entry.name not in built}
+
+    def entry(self, name: str) -> LazyCommand | None:
+        """The table's entry ``name`` when it is installed and not built yet."""
+        entry = self._table.get(name)
+        if entry is None or name in self._built or not entry.available():
+            return None
+        return entry
+
+    def __getitem__(self, name: str) -> _click.Command:
+        if name not in self._built:
+            entry = self.entry(name)
+            if entry is None:
+                raise KeyError(name)
+            self._built[name] = entry.load()
+        return self._built[name]
+
+    def __setitem__(self, name: str, command: _click.Command) -> None:
+        self._built[name] = command
+
+    def __delitem__(self, name: str) -> None:
+        self._built.pop(name, None)
+        self._table.pop(name, None)
+
+    def __iter__(self) -> Iterator[str]:
+        yield from self._built
+        yield from (name for name in self._table if self.entry(name) is not None)
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
+
+
+class LazyGroup(typer.core.TyperGroup):
+    """A typer group that adds the commands of :attr:`table`, each imported when it runs.
+
+    Subclass it with a ``table`` and pass the subclass as ``typer.Typer(cls=...)``.
+    While it prints its own help it lists the table's entries as stubs (name and one-liner).
+    """
+
+    table: ClassVar[tuple[LazyCommand, ...]] = ()
+
+    def __init__(self, **attrs: Any) -> None:
+        super().__init__(**attrs)
+        self.commands = _Commands(self.commands, self.table)
+        self._describing = False
+
+    def list_commands(self, ctx: _click.Context) -> list[str]:
+        return list(self.commands)
+
+    def get_command(self, ctx: _click.Context, cmd_name: str) -> _click.Command | None:
+        assert isinstance(self.commands, _Commands)
+        entry = self.commands.entry(cmd_name)
+        if entry is not None and self._describing:
+            return entry.stub()
+        return self.commands.get(cmd_name)
+
+    def format_help(self, ctx: _click.Context, formatter: _click.HelpFormatter) -> None:
+        self._describing = True
+        try:
+            super().format_help(ctx, formatter)
+        finally:
+            self._describing = False
