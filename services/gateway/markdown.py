@@ -23,7 +23,16 @@ if TYPE_CHECKING:
     from markdown_it import MarkdownIt
     from markdown_it.tree import SyntaxTreeNode
 
-__all__ = ["EXTENSION", "LINK_SCHEMES", "TAGS", "MarkdownNode", "markdown_extension", "markdown_tree"]
+__all__ = [
+    "ASSISTANT_MESSAGE",
+    "CACHED_TREES",
+    "EXTENSION",
+    "LINK_SCHEMES",
+    "TAGS",
+    "MarkdownNode",
+    "markdown_extension",
+    "markdown_tree",
+]
 
 #: The member of an SSE message that holds an assistant text's tree.
 EXTENSION: Final = "jidomarkdown"
@@ -67,8 +76,14 @@ def _parser() -> MarkdownIt:
     return MarkdownIt("commonmark", {"html": False, "linkify": False}).enable(["table", "strikethrough"])
 
 
+#: Trees kept for texts parsed lately (each viewer of a conversation replays its messages).
+CACHED_TREES: Final = 256
+
+
+@functools.lru_cache(maxsize=CACHED_TREES)
 def markdown_tree(text: str) -> list[MarkdownNode]:
-    """The tree of ``text`` read as markdown (pure: the same text, the same tree)."""
+    """The tree of ``text`` read as markdown (pure: the same text, the same tree; the tree is
+    shared by the callers of the same text, to read, never to change)."""
     from markdown_it.tree import SyntaxTreeNode
 
     root = SyntaxTreeNode(_parser().parse(text))

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import logging
 import secrets
@@ -51,7 +52,7 @@ from jidocode.shared.prd_stream import start_sequence
 
 from .context import GatewayContext
 from .errors import error_response, from_jido_error
-from .markdown import markdown_extension
+from .markdown import ASSISTANT_MESSAGE, markdown_extension
 
 __all__ = [
     "CONSUMER_PREFIX",
@@ -282,7 +283,10 @@ async def _follow(ctx: GatewayContext, puller: Puller, info: ReplayInfo) -> Asyn
                 env = decode(msg.data, msg.headers)
             except JidoError:
                 continue
-            yield sse_event(env, markdown=True)
+            if env.type == ASSISTANT_MESSAGE:  # parsed beside the loop: a long answer takes ms
+                yield await anyio.to_thread.run_sync(functools.partial(sse_event, env, markdown=True))
+            else:
+                yield sse_event(env)
     finally:
         with (
             anyio.CancelScope(shield=True),
