@@ -10,6 +10,7 @@ MODULES = [
     "bus",
     "clients",
     "config",
+    "cost",
     "endpoints",
     "envelope",
     "errors",
@@ -45,6 +46,7 @@ SURFACES = {
         "ProjectClient",
         "ToolsClient",
     },
+    "cost": {"MAX_DECIMALS", "cost_text", "total_cost", "usd"},
     "endpoints": {"ENDPOINTS", "Endpoint", "Scope", "endpoint", "endpoints_of"},
     "events": {
         "ALL_EVENTS",
