@@ -5,7 +5,8 @@ Rules, each violation a :class:`Diagnostic` naming the file:
 * a file (or the folder holding it) whose real path resolves outside its
   layer (a symlink pointing elsewhere) is not read;
 * a file larger than :data:`MAX_ASSET_BYTES` is not read (``stat`` first);
-* at most :data:`MAX_FILES_PER_KIND` files of each kind per layer.
+* at most :data:`MAX_FILES_PER_KIND` files of each kind per layer;
+* a project layer whose folder resolves outside the project root is not read at all.
 """
 
 from __future__ import annotations
@@ -44,6 +45,8 @@ class SourceFile(BaseModel):
     stem: str
     raw: bytes | None = None
     scripts: list[str] = Field(default_factory=list)
+    #: The layer's flavor: ``claude`` for a file of Claude Code's ``.claude/``.
+    flavor: Literal["jido", "claude"] = "jido"
     diagnostics: list[Diagnostic] = Field(default_factory=list)
 
 
@@ -91,7 +94,9 @@ def _read(
     except OSError as exc:
         diag = Diagnostic(file=file, problem=f"cannot read: {exc.strerror or exc}")
         return SourceFile(kind=kind, layer=layer.name, path=file, stem=stem, diagnostics=[diag])
-    return SourceFile(kind=kind, layer=layer.name, path=file, stem=stem, raw=raw, **extra)  # type: ignore[arg-type]
+    return SourceFile(
+        kind=kind, layer=layer.name, path=file, stem=stem, raw=raw, flavor=layer.flavor, **extra
+    )  # type: ignore[arg-type]
 
 
 def _entries(folder: Path) -> list[os.DirEntry[str]]:
@@ -128,19 +133,25 @@ def _scripts(folder: Path) -> list[str]:
     return scripts
 
 
-def read_layer(layer: Layer) -> list[SourceFile]:
-    """Every asset file of one layer (a missing layer folder is simply empty)."""
-    out: list[SourceFile] = []
-    base = layer.path
+def _outside_root(layer: Layer, base_real: Path) -> SourceFile | None:
+    """A project layer whose folder resolves outside the project root (a link out of it): the
+    diagnostic that says it is not read; ``None`` when it is inside (or the layer is global)."""
+    if layer.root is None:
+        return None
     try:
-        base_real = base.resolve(strict=True)
+        root_real = layer.root.resolve(strict=True)
     except (OSError, RuntimeError):
-        return out
-    memory = base / "JIDO.md"
-    if memory.is_file():
-        out.append(_read("memory", layer, memory, "JIDO", base_real))
+        root_real = layer.root
+    if base_real == root_real or base_real.is_relative_to(root_real):
+        return None
+    diag = Diagnostic(
+        file=str(layer.path), problem=f"resolves outside the project root (to {base_real}), not read"
+    )
+    return SourceFile(kind="memory", layer=layer.name, path=str(layer.path), stem="", diagnostics=[diag])
 
-    skills_dir = base / "skills"
+
+def _read_skills(layer: Layer, base_real: Path, out: list[SourceFile]) -> None:
+    skills_dir = layer.path / "skills"
     for entry in _capped("skill", layer, skills_dir, _entries(skills_dir), out):
         if entry.name.startswith(".") or not entry.is_dir():
             continue
@@ -160,12 +171,16 @@ def read_layer(layer: Layer) -> list[SourceFile]:
             skill_md = folder / "skill.md"
         out.append(_read("skill", layer, skill_md, entry.name, base_real, scripts=_scripts(folder)))
 
-    commands_dir = base / "commands"
+
+def _read_commands(layer: Layer, base_real: Path, out: list[SourceFile]) -> None:
+    commands_dir = layer.path / "commands"
     for entry in _capped("command", layer, commands_dir, _entries(commands_dir), out):
         if entry.name.endswith(".md") and not entry.name.startswith(".") and entry.is_file():
             out.append(_read("command", layer, Path(entry.path), entry.name[:-3], base_real))
 
-    workflows_dir = base / "workflows"
+
+def _read_workflows(layer: Layer, base_real: Path, out: list[SourceFile]) -> None:
+    workflows_dir = layer.path / "workflows"
     for entry in _capped("workflow", layer, workflows_dir, _entries(workflows_dir), out):
         name = entry.name
         if name.startswith(".") or not entry.is_file():
@@ -175,7 +190,9 @@ def read_layer(layer: Layer) -> list[SourceFile]:
                 out.append(_read("workflow", layer, Path(entry.path), name[: -len(suffix)], base_real))
                 break
 
-    graph_dir = base / "skill_graph"
+
+def _read_graph(layer: Layer, base_real: Path, out: list[SourceFile]) -> None:
+    graph_dir = layer.path / "skill_graph"
     count = 0
     for dirpath, dirnames, filenames in os.walk(graph_dir):
         rel_dir = Path(dirpath).relative_to(graph_dir)
@@ -196,9 +213,34 @@ def read_layer(layer: Layer) -> list[SourceFile]:
                         kind="graph", layer=layer.name, path=str(graph_dir), stem="", diagnostics=[diag]
                     )
                 )
-                return out
+                return
             node_id = (rel_dir / name[:-3]).as_posix()
             out.append(_read("graph", layer, Path(dirpath, name), node_id, base_real))
+
+
+def read_layer(layer: Layer) -> list[SourceFile]:
+    """Every asset file of one layer (a missing layer folder is simply empty).
+
+    A ``claude`` layer (Claude Code's ``.claude/``) gives its skills and commands only; its
+    ``CLAUDE.md`` is read by the system prompt and its ``agents/`` by the conversation service.
+    """
+    out: list[SourceFile] = []
+    try:
+        base_real = layer.path.resolve(strict=True)
+    except (OSError, RuntimeError):
+        return out
+    escaped = _outside_root(layer, base_real)
+    if escaped is not None:
+        return [escaped]
+    if layer.flavor == "jido":
+        memory = layer.path / "JIDO.md"
+        if memory.is_file():
+            out.append(_read("memory", layer, memory, "JIDO", base_real))
+    _read_skills(layer, base_real, out)
+    _read_commands(layer, base_real, out)
+    if layer.flavor == "jido":
+        _read_workflows(layer, base_real, out)
+        _read_graph(layer, base_real, out)
     return out
 
 

@@ -2,7 +2,7 @@
 
 ``compile_generation`` parses every :class:`SourceFile` with its loader,
 applies layer precedence (a later layer replaces an earlier asset of the same
-name), links workflows (unknown targets are warnings, sub-workflow cycles are
+name; a ``.claude`` asset replaced by a ``.jido`` one is a warning naming both), links workflows (unknown targets are warnings, sub-workflow cycles are
 errors that drop the workflows involved) and builds the skill-graph snapshot.
 
 Trust: the settings come from ``load_settings``, which reads the user's trust
@@ -105,7 +105,10 @@ def _put(
     asset: Any,
     src: SourceFile,
     diags: list[Diagnostic],
+    origins: dict[str, SourceFile],
 ) -> None:
+    """Put ``asset`` under ``name`` (``kind:name``), replacing a lower layer's; a duplicate in
+    one folder is ignored, and a ``.claude`` asset a ``.jido`` one replaces is reported."""
     key = (src.layer, name)
     if (
         key in seen_in_layer
@@ -120,8 +123,29 @@ def _put(
             )
         )
         return
+    previous = origins.get(name)
+    if (
+        previous is not None
+        and previous.flavor == "claude"
+        and src.flavor == "jido"
+        and src.layer == "project"
+    ):
+        diags.append(_clash(name, loser=previous, winner=src))
     seen_in_layer[key] = src.path
+    origins[name] = src
     table[name] = asset
+
+
+def _clash(name: str, *, loser: SourceFile, winner: SourceFile) -> Diagnostic:
+    """The warning for a ``.claude`` asset a ``.jido`` asset of the same name replaces."""
+    kind, bare = name.split(":", 1)
+    return Diagnostic(
+        file=loser.path,
+        key="name",
+        problem=f"{kind} {bare!r} is also defined by {winner.path}, which wins (.jido over .claude): "
+        "this one is not used",
+        severity="warning",
+    )
 
 
 def compile_generation(
@@ -139,6 +163,7 @@ def compile_generation(
     nodes: dict[str, GraphNode] = {}
     memory: list[tuple[str, str]] = []
     seen: dict[tuple[str, str], str] = {}
+    origins: dict[str, SourceFile] = {}
     for src in sources:
         diags.extend(src.diagnostics)
         if src.raw is None:
@@ -148,11 +173,11 @@ def compile_generation(
         if value is None:
             continue
         if src.kind == "skill":
-            _put(skills, seen, f"skill:{value.name}", value, src, diags)
+            _put(skills, seen, f"skill:{value.name}", value, src, diags, origins)
         elif src.kind == "command":
-            _put(commands, seen, f"command:{value.name}", value, src, diags)
+            _put(commands, seen, f"command:{value.name}", value, src, diags, origins)
         elif src.kind == "workflow":
-            _put(workflows, seen, f"workflow:{value.name}", value, src, diags)
+            _put(workflows, seen, f"workflow:{value.name}", value, src, diags, origins)
         elif src.kind == "graph":
             nodes[value.id] = value
         else:

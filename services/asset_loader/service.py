@@ -18,7 +18,10 @@ event loop and swaps it in atomically, then publishes
 diagnostics count, trigger, duration) and ``project.assets_reloaded`` (the same
 generation with its diagnostics). A watchfiles watcher per project publishes
 ``assets.changed`` (the changed files, at most ``MAX_CHANGES_PER_SIGNAL``) and
-reloads after debounced changes; ``project.stopped`` stops it.
+reloads after debounced changes (it also watches the project root, without
+recursion, for ``JIDO.md``/``AGENTS.md``/``CLAUDE.md`` and for a layer folder
+such as ``.claude/`` appearing, which it then watches too); ``project.stopped``
+stops it.
 
 Routed skill signals: a CloudEvent published on ``jido.assets.<p>.signal``
 (queue group, one replica takes it) whose type is a skill route runs that
@@ -112,6 +115,8 @@ class ProjectAssets:
     #: The layer folders the current watcher watches.
     watched: tuple[str, ...] = ()
     watcher: asyncio.Task[None] | None = None
+    #: Held while the watcher is replaced (a request and a file change may both ask for it).
+    rewatch_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     runtime: Runtime | None = None
 
 
@@ -221,6 +226,8 @@ class AssetService:
         async def on_change(changes: set[Any]) -> None:
             await self._changed(pa, changes)
             await self.reload(pa, trigger="watch")
+            if await asyncio.to_thread(self._existing, pa) != pa.watched:  # a new .claude/, say
+                self._spawn(self._watch_new_layers(pa))
 
         pa.watch_stop = asyncio.Event()
         pa.watched = self._existing(pa)
@@ -258,11 +265,26 @@ class AssetService:
                 await pa.watcher
             pa.watcher = None
 
-    async def _rewatch_if_layers_changed(self, pa: ProjectAssets) -> None:
-        """A layer folder created (or removed) since the watcher started: watch the new set."""
-        if await asyncio.to_thread(self._existing, pa) != pa.watched:
+    async def _rewatch_if_layers_changed(self, pa: ProjectAssets) -> bool:
+        """A layer folder created (or removed) since the watcher started: watch the new set
+        (not for a project forgotten meanwhile). Whether the watcher was replaced."""
+        async with pa.rewatch_lock:
+            if self.projects.get(pa.info.project_id) is not pa and pa.watcher is None:
+                return False
+            if await asyncio.to_thread(self._existing, pa) == pa.watched:
+                return False
             await self._stop_watcher(pa)
             await self._start_watcher(pa)
+            return True
+
+    async def _watch_new_layers(self, pa: ProjectAssets) -> None:
+        """The watcher saw a layer folder come or go: watch the new set, then reload (trigger
+        ``layers``), so what was written there before the new watcher was armed is read too."""
+        try:
+            if await self._rewatch_if_layers_changed(pa):
+                await self.reload(pa, trigger="layers")
+        except (OSError, nats.errors.Error, JidoError):
+            log.warning("could not watch the new layer folders of %s", pa.info.project_id, exc_info=True)
 
     async def reload(self, pa: ProjectAssets, *, trigger: str) -> Generation:
         """Build a new generation off the loop, swap it in, publish the signals."""
@@ -320,7 +342,8 @@ class AssetService:
         pa = self.projects.pop(project_id, None)
         if pa is None:
             return
-        await self._stop_watcher(pa)
+        async with pa.rewatch_lock:
+            await self._stop_watcher(pa)
 
     async def close(self) -> None:
         await self.skill_signals.close()

@@ -35,6 +35,7 @@ SLUG: Final = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
 
 _FENCE: Final = re.compile(r"^---[ \t]*\r?\n")
 _END: Final = re.compile(r"^(?:---|\.\.\.)[ \t]*\r?$", re.MULTILINE)
+_TOP_KEY: Final = re.compile(r"^([A-Za-z][A-Za-z0-9_-]*)[ \t]*:[ \t]*(\S[^\r\n]*?)[ \t]*(\r?)$", re.MULTILINE)
 
 
 def is_slug(name: str, max_len: int = 64) -> bool:
@@ -75,13 +76,27 @@ def decode_text(
     return text, diags
 
 
+def _verbatim(block: str, keys: frozenset[str]) -> str:
+    """``block`` with the one-line value of each top-level key of ``keys`` quoted as a string."""
+
+    def quote(match: re.Match[str]) -> str:
+        value = match.group(2)
+        if match.group(1) not in keys or value[:1] in ("'", '"'):
+            return match.group(0)
+        return f"{match.group(1)}: {json.dumps(value)}{match.group(3)}"
+
+    return _TOP_KEY.sub(quote, block)
+
+
 def split_frontmatter(
-    text: str, file: str, *, limits: YamlLimits = DEFAULT_LIMITS
+    text: str, file: str, *, limits: YamlLimits = DEFAULT_LIMITS, verbatim: frozenset[str] = frozenset()
 ) -> tuple[dict[str, Any] | None, str, list[Diagnostic]]:
     """Split ``---`` YAML frontmatter from the markdown body.
 
     Returns ``(frontmatter, body, diagnostics)``. No frontmatter gives ``{}``
-    and the whole text as body; unusable frontmatter gives ``None``.
+    and the whole text as body; unusable frontmatter gives ``None``. The
+    one-line value of a top-level key in ``verbatim`` is a string as written
+    (Claude Code's ``argument-hint: [pr-number] [priority]`` is no YAML list).
     """
     match = _FENCE.match(text)
     if match is None:
@@ -90,7 +105,7 @@ def split_frontmatter(
     end = _END.search(rest)
     if end is None:
         return None, text, [Diagnostic(file=file, problem="frontmatter is not closed by a '---' line")]
-    block = rest[: end.start()]
+    block = _verbatim(rest[: end.start()], verbatim) if verbatim else rest[: end.start()]
     body = rest[end.end() :].lstrip("\r\n")
     if len(block) > MAX_FRONTMATTER_CHARS:
         return (

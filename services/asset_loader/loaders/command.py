@@ -41,6 +41,8 @@ _KNOWN: Final = {
     "allowed_tools",
     "model",
 }
+#: Keys whose value is taken as written: Claude Code's ``argument-hint: [file] [line]``.
+_VERBATIM: Final = frozenset({"argument-hint"})
 _POSITIONAL: Final = re.compile(r"\$([1-9])")
 _NAMED: Final = re.compile(r"\{\{\s*([A-Za-z_][A-Za-z0-9_\-]*)\s*\}\}")
 _ARG_NAME: Final = re.compile(r"^[A-Za-z_][A-Za-z0-9_\-]{0,63}$")
@@ -51,7 +53,7 @@ def parse_command(raw: bytes, *, path: str, stem: str, layer: str) -> tuple[Comm
     text, diags = decode_text(raw, path)
     if text is None:
         return None, diags
-    fm, body, fm_diags = split_frontmatter(text, path)
+    fm, body, fm_diags = split_frontmatter(text, path, verbatim=_VERBATIM)
     diags.extend(fm_diags)
     if fm is None:
         return None, diags

@@ -3,7 +3,8 @@
 Built from, in order: a short statement of the assistant's role and the
 project root; the policy in brief (``permissions`` of the effective
 settings); the instructions of the global and project ``JIDO.md`` and of the
-project's ``AGENTS.md`` / ``CLAUDE.md``; and a compact index of the skills,
+project's ``AGENTS.md`` / ``CLAUDE.md`` / ``.claude/CLAUDE.md`` (Claude Code's
+two places); and a compact index of the skills,
 commands and workflows (name and description only — the ``load_skill`` tool,
 served by the asset loader, returns a skill's body on demand, so a large
 catalogue costs little context).
@@ -35,7 +36,7 @@ from jidocode.shared.clients import AssetsClient, ProjectClient
 from jidocode.shared.envelope import Envelope
 from jidocode.shared.errors import JidoError
 from jidocode.shared.events import EventModel
-from jidocode.shared.events.assets import AssetsReloaded, SkillRegistryUpdated
+from jidocode.shared.events.assets import AssetsChanged, AssetsReloaded, SkillRegistryUpdated
 from jidocode.shared.events.engine import ProjectStopped
 from jidocode.shared.settings import global_home, load_settings
 
@@ -59,8 +60,9 @@ MAX_FILE_CHARS: Final = 32_000
 MAX_INDEX_ENTRIES: Final = 200
 MAX_DESCRIPTION_CHARS: Final = 200
 
-#: Project files read besides ``JIDO.md``, relative to the root.
-INSTRUCTION_FILES: Final = ("AGENTS.md", "CLAUDE.md")
+#: Project files read besides ``JIDO.md``, relative to the root (``.claude/CLAUDE.md`` is where
+#: Claude Code also looks for a project's memory).
+INSTRUCTION_FILES: Final = ("AGENTS.md", "CLAUDE.md", ".claude/CLAUDE.md")
 
 
 class Instruction(BaseModel):
@@ -186,7 +188,8 @@ def _read_capped(path: Path, *, inside: Path | None = None) -> str | None:
 
 
 def read_instructions(root: Path, *, jido_home: Path, data_dir: str = ".jido") -> tuple[Instruction, ...]:
-    """Global ``JIDO.md``, the project's ``JIDO.md`` (data dir, ``.jido_code/``, root), ``AGENTS.md``, ``CLAUDE.md``."""
+    """Global ``JIDO.md``, the project's ``JIDO.md`` (data dir, ``.jido_code/``, root), ``AGENTS.md``,
+    ``CLAUDE.md``, ``.claude/CLAUDE.md``."""
     candidates: list[tuple[str, Path, Path | None]] = [("the global JIDO.md", jido_home / "JIDO.md", None)]
     seen: set[Path] = set()
     for rel in (Path(data_dir) / "JIDO.md", Path(".jido_code") / "JIDO.md", Path("JIDO.md")):
@@ -254,9 +257,15 @@ def parse_asset_index(result: Any) -> tuple[AssetEntry, ...]:
 # --- the shell: gather the inputs over the bus and from disk -------------------------
 
 
-#: Signals after which a project's system prompt is rebuilt: its assets (the
-#: layers with settings.json, JIDO.md, skills and commands) were reloaded.
-PROMPT_STALE: Final[tuple[type[EventModel], ...]] = (AssetsReloaded, SkillRegistryUpdated, ProjectStopped)
+#: Signals after which a project's system prompt is rebuilt: its asset files (the layers with
+#: settings.json, JIDO.md, skills and commands, and the root's JIDO.md, AGENTS.md and
+#: CLAUDE.md) changed (``assets.changed``, as soon as the watcher sees them) or were reloaded.
+PROMPT_STALE: Final[tuple[type[EventModel], ...]] = (
+    AssetsChanged,
+    AssetsReloaded,
+    SkillRegistryUpdated,
+    ProjectStopped,
+)
 
 
 class SystemPrompts:
@@ -269,11 +278,12 @@ class SystemPrompts:
     project gives no system prompt at all (``None``) rather than a failed call.
 
     A prompt is reused until the asset loader says the project's assets
-    changed (:data:`PROMPT_STALE`, which covers the data dir and the global
-    layer it watches), so a turn makes no request for it. ``ttl_s`` bounds how
-    long a change the watcher cannot see (``AGENTS.md`` or ``CLAUDE.md`` in the
-    project root) goes unnoticed; a prompt built while the asset loader did not
-    answer is kept only ``retry_s``.
+    changed (:data:`PROMPT_STALE`: its watcher covers every layer, ``.claude/``
+    and the instructions files of the project root, so an edited ``CLAUDE.md``
+    reaches the next conversation as soon as the watcher reports it, well
+    under a second), so a turn makes no request for it. ``ttl_s`` bounds how
+    long a change goes unnoticed when no asset loader watches the project; a
+    prompt built while the asset loader did not answer is kept only ``retry_s``.
     """
 
     def __init__(

@@ -182,11 +182,27 @@ def child_conversation_id(parent_id: str, request_id: str) -> str:
     return f"{parent_id[:96]}-sa-{digest}"
 
 
+#: Claude Code's tool names in a template's ``tools``, as the tools they stand for here (an
+#: agent file written for Claude Code narrows the child the same way; others match nothing).
+CLAUDE_TOOL_NAMES: Final[Mapping[str, tuple[str, ...]]] = {
+    "Read": ("read_file",),
+    "Write": ("write_file",),
+    "Edit": ("edit_file",),
+    "MultiEdit": ("edit_file",),
+    "Glob": ("glob",),
+    "Grep": ("grep",),
+    "LS": ("list_dir",),
+    "Bash": ("bash",),
+    "Task": ("task",),
+}
+
+
 def child_tools(template_tools: Sequence[str] | None, parent_offered: Sequence[str]) -> list[str]:
-    """What the child is offered: the template's list within the parent's (never more)."""
+    """What the child is offered: the template's list (Claude Code's names mapped to ours)
+    within the parent's (never more)."""
     if template_tools is None:
         return list(parent_offered)
-    allowed = set(template_tools)
+    allowed = {tool for name in template_tools for tool in CLAUDE_TOOL_NAMES.get(name, (name,))}
     return [name for name in parent_offered if name in allowed]
 
 

@@ -1,8 +1,8 @@
 """Sub-agent templates: Claude Code's sub-agent format, from the project and the user's home.
 
 A template is a markdown file ``<name>.md`` in ``<root>/<data_dir>/agents/`` (the
-project layer; ``.jido_code/agents/`` in the root is read too) or in
-``<global home>/agents/`` (``~/.jido_code/agents/``)::
+project layer; ``.jido_code/agents/`` and Claude Code's ``.claude/agents/`` in the root
+are read too, ``.claude`` lowest) or in ``<global home>/agents/`` (``~/.jido_code/agents/``)::
 
     ---
     name: reviewer
@@ -21,8 +21,9 @@ Trust (as for every project asset): a project template is untrusted input until
 the user trusts the project. Its prompt and its ``tools`` are used (they can only
 restrict: the child never gets more than its parent), its ``model`` is ignored (an
 untrusted project cannot choose what the user pays for), and the file is parsed
-with YAML's safe loader under a size limit. The project layer overrides the
-global one by name, as for skills.
+with YAML's safe loader under a size limit; below the project root no link is
+followed and a hard-linked file is refused (decision 0301). The project layer
+overrides the global one by name, as for skills.
 
 Pure parsing (:func:`parse_template`) is separate from reading the folders
 (:func:`load_templates`); a bad file is a :class:`TemplateProblem` naming the file
@@ -31,6 +32,7 @@ and what is wrong, and never hides the other templates.
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Iterable
 from pathlib import Path
@@ -39,6 +41,9 @@ from typing import Any, Final, Literal
 import frontmatter
 import yaml
 from pydantic import BaseModel, ConfigDict, Field
+
+from jidocode.shared.errors import JidoError, NotFound
+from jidocode.shared.nofollow import open_dir, open_read
 
 __all__ = [
     "DEFAULT_TEMPLATE",
@@ -56,6 +61,8 @@ __all__ = [
 MAX_TEMPLATE_BYTES: Final = 64 * 1024
 #: Templates read per folder at most (the rest are reported).
 MAX_TEMPLATES_PER_DIR: Final = 200
+#: Claude Code's project folder of sub-agents, read as the lowest project layer.
+CLAUDE_AGENTS: Final = Path(".claude", "agents")
 #: ``model`` values that mean "the parent's model".
 INHERIT_MODELS: Final = frozenset({"inherit", "sonnet", "opus", "haiku"})
 
@@ -167,22 +174,52 @@ def parse_template(text: str, *, path: str, layer: Layer, trusted: bool = True) 
 
 
 def template_dirs(root: Path | None, *, home: Path, data_dir: str = ".jido") -> list[tuple[Path, Layer]]:
-    """The folders read, lowest layer first."""
+    """The folders read, lowest layer first (Claude Code's ``.claude/agents/`` lowest of the project's,
+    so a ``.jido`` template wins over it)."""
     dirs: list[tuple[Path, Layer]] = [(home / "agents", "global")]
     if root is not None:
+        dirs.append((root / CLAUDE_AGENTS, "project"))
         dirs.append((root / ".jido_code" / "agents", "project"))
         if Path(data_dir) != Path(".jido_code"):
             dirs.append((root / data_dir / "agents", "project"))
     return dirs
 
 
-def _read_dir(folder: Path, layer: Layer, trusted: bool) -> Iterable[AgentTemplate | TemplateProblem]:
+def _md_names(folder: Path, root: Path | None) -> list[str]:
+    """The ``.md`` names in ``folder``; below a project ``root`` no link on the way is followed."""
+    if root is None:
+        return sorted(p.name for p in folder.iterdir() if p.suffix == ".md")
+    with open_dir(root, folder.relative_to(root).parts) as dfd:
+        return sorted(name for name in os.listdir(dfd) if name.endswith(".md"))
+
+
+def _read_text(file: Path, root: Path | None) -> str:
+    """The text of ``file`` (at most :data:`MAX_TEMPLATE_BYTES`); below a project ``root`` a file
+    that is a link, not regular or hard-linked is refused (``UnsafePath``), as every project file."""
+    if root is None:
+        if file.stat().st_size > MAX_TEMPLATE_BYTES:
+            raise ValueError(f"larger than {MAX_TEMPLATE_BYTES} bytes")
+        return file.read_text(encoding="utf-8")
+    with open_dir(root, file.parent.relative_to(root).parts) as dfd:
+        with os.fdopen(open_read(dfd, file.name, shown=file), "rb") as handle:
+            data = handle.read(MAX_TEMPLATE_BYTES + 1)
+    if len(data) > MAX_TEMPLATE_BYTES:
+        raise ValueError(f"larger than {MAX_TEMPLATE_BYTES} bytes")
+    return data.decode("utf-8")
+
+
+def _read_dir(
+    folder: Path, layer: Layer, trusted: bool, root: Path | None = None
+) -> Iterable[AgentTemplate | TemplateProblem]:
     try:
-        files = sorted(p for p in folder.iterdir() if p.suffix == ".md")
-    except FileNotFoundError:
+        files = [folder / name for name in _md_names(folder, root)]
+    except (FileNotFoundError, NotFound):
         return
     except OSError as exc:
         yield TemplateProblem(path=str(folder), problem=f"cannot list the folder: {exc.strerror}")
+        return
+    except JidoError as exc:
+        yield TemplateProblem(path=str(folder), problem=exc.message)
         return
     for index, file in enumerate(files):
         if index >= MAX_TEMPLATES_PER_DIR:
@@ -191,22 +228,35 @@ def _read_dir(folder: Path, layer: Layer, trusted: bool) -> Iterable[AgentTempla
             )
             return
         try:
-            if file.stat().st_size > MAX_TEMPLATE_BYTES:
-                raise ValueError(f"larger than {MAX_TEMPLATE_BYTES} bytes")
-            text = file.read_text(encoding="utf-8")
+            text = _read_text(file, root)
             yield parse_template(text, path=str(file), layer=layer, trusted=trusted or layer != "project")
         except (OSError, UnicodeDecodeError, ValueError) as exc:
             yield TemplateProblem(path=str(file), problem=str(exc))
+        except JidoError as exc:
+            yield TemplateProblem(path=str(file), problem=exc.message)
 
 
 def load_templates(root: Path | None, *, home: Path, trusted: bool, data_dir: str = ".jido") -> Templates:
-    """Every template of the project's layers (blocking: run it in a thread)."""
+    """Every template of the project's layers (blocking: run it in a thread).
+
+    A ``.claude/agents/`` template that a ``.jido`` one of the same name replaces is a problem
+    naming both (the ``.jido`` one is used)."""
     by_name: dict[str, AgentTemplate] = {}
     problems: list[TemplateProblem] = []
+    claude = root / CLAUDE_AGENTS if root is not None else None
     for folder, layer in template_dirs(root, home=home, data_dir=data_dir):
-        for found in _read_dir(folder, layer, trusted):
+        for found in _read_dir(folder, layer, trusted, root if layer == "project" else None):
             if isinstance(found, TemplateProblem):
                 problems.append(found)
-            else:
-                by_name[found.name] = found
+                continue
+            previous = by_name.get(found.name)
+            if previous is not None and claude is not None and Path(previous.path).parent == claude:
+                problems.append(
+                    TemplateProblem(
+                        path=previous.path,
+                        problem=f"agent {found.name!r} is also defined by {found.path}, which wins "
+                        "(.jido over .claude): this one is not used",
+                    )
+                )
+            by_name[found.name] = found
     return Templates(by_name=by_name, problems=tuple(problems))

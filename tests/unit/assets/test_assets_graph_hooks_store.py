@@ -141,6 +141,7 @@ def test_layout(tmp_path: Path) -> None:
         paths(tmp_path, "../x")
     assert [str(layer.path) for layer in layers(tmp_path, jido_home=tmp_path / "h")] == [
         str(tmp_path / "h"),
+        str(tmp_path / ".claude"),
         str(tmp_path / ".jido_code"),
         str(tmp_path / ".jido"),
     ]
