@@ -206,12 +206,14 @@ class _Screen:
         self.markdown = not as_json and sys.stdout.isatty()
         self.blocks = MarkdownBlocks()
         self._status: Any = None
+        self._what = ""
 
     def wait(self, what: str) -> None:
         """Show a spinner saying what is awaited (replacing any shown)."""
-        if not self.spin:
+        if not self.spin or (self._status is not None and self._what == what):
             return
         self.stop_wait()
+        self._what = what
         self._status = out.status(f"[dim]{escape(what)}[/]")
         self._status.start()
 
@@ -230,11 +232,13 @@ class _Screen:
         if self.as_json or not text:
             return
         self.streamed = True
-        self.stop_wait()
         if self.markdown:
+            # a block shows once it ends; until then the spinner says the answer is being written
+            self.wait("writing …")
             for block in self.blocks.feed(text):
                 print_markdown(out, block)
             return
+        self.stop_wait()
         sys.stdout.write(text)
         sys.stdout.flush()
         self.mid_line = not text.endswith("\n")
