@@ -6,7 +6,10 @@ watcher (decision 0313). Waits are on bus signals and recorded model requests, n
 
 from __future__ import annotations
 
+import asyncio
 import json
+import os
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -61,6 +64,23 @@ def _reloaded(pid: str, trigger: str | None = None) -> Callable[[Envelope], bool
     return match
 
 
+async def _cli(config: Config, *args: str) -> tuple[int, str, str]:
+    """``jidocode <args>`` as a user runs it, against the test's services (wide: no wrapped paths)."""
+    env = {
+        **os.environ,
+        "NATS_URL": config.nats_url,
+        "JIDO_CODE_HOME": str(config.jido_home),
+        "COLUMNS": "500",
+    }
+    exe = Path(sys.executable).parent / "jidocode"
+    proc = await asyncio.create_subprocess_exec(
+        str(exe), *args, env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
+    )
+    out, err = await asyncio.wait_for(proc.communicate(), WAIT)
+    assert proc.returncode is not None
+    return proc.returncode, out.decode(), err.decode()
+
+
 def _system_prompt(request: dict[str, Any]) -> str:
     messages = request.get("messages") or []
     return next(str(m.get("content")) for m in messages if m.get("role") == "system")
@@ -113,6 +133,14 @@ async def test_claude_assets_load_beside_jido_and_jido_wins_a_clash(
     # Claude Code's settings.json is not JidoCode's: it grants nothing here
     report = await assets.diagnostics()
     assert str(root / ".claude" / "settings.json") not in report.settings_files
+
+    # the real CLI lists them, the clash on stderr
+    code, out, err = await _cli(running, "assets", "list", str(root))
+    assert code == 0, err
+    assert "review" in out and "changelog" in out and "Review the staged change" in out
+    assert (
+        "which wins (.jido over .claude)" in err and str(root / ".claude" / "commands" / "deploy.md") in err
+    )
 
 
 async def test_a_claude_folder_made_after_the_project_started_is_watched(
