@@ -69,7 +69,7 @@ def _inside(path: Path, base: Path, base_real: Path) -> bool:
 
 
 def _read(
-    kind: SourceKind, layer: Layer, path: Path, stem: str, base_real: Path, **extra: object
+    kind: SourceKind, layer: Layer, path: Path, stem: str, base_real: Path, scripts: list[str] | None = None
 ) -> SourceFile:
     file = str(path)
     if not _inside(path, layer.path, base_real):
@@ -95,8 +95,8 @@ def _read(
         diag = Diagnostic(file=file, problem=f"cannot read: {exc.strerror or exc}")
         return SourceFile(kind=kind, layer=layer.name, path=file, stem=stem, diagnostics=[diag])
     return SourceFile(
-        kind=kind, layer=layer.name, path=file, stem=stem, raw=raw, flavor=layer.flavor, **extra
-    )  # type: ignore[arg-type]
+        kind=kind, layer=layer.name, path=file, stem=stem, raw=raw, flavor=layer.flavor, scripts=scripts or []
+    )
 
 
 def _entries(folder: Path) -> list[os.DirEntry[str]]:
