@@ -5,7 +5,8 @@ started process can touch*, whatever the command line says:
 
 - :mod:`._mode`: which sandbox a call gets — ``sandbox.mode`` (``auto``,
   ``bubblewrap``, ``landlock``, ``off``; ``off`` is read only from the user's
-  global settings) against what :mod:`._detect` finds on this machine;
+  global settings; ``JIDO_SANDBOX_MODE`` may replace the global mode, never with
+  ``off``) against what :mod:`._detect` finds on this machine;
 - :mod:`._bwrap`: the bubblewrap command line (pure): new user, mount, pid,
   ipc, uts, cgroup and network namespaces; ``/`` read-only; the project root
   read-write with its protected paths read-only; an empty home, private
@@ -39,7 +40,7 @@ from ._env import ENV_ALLOWLIST, GIT_PINS, sandbox_env
 from ._guard import GUARD, Guard, TooLarge, capture, repair
 from ._launch import LAUNCHER, Launch, prepare
 from ._launcher import abi as landlock_abi
-from ._mode import INSTALL_HINT, Choice, choose, effective_settings
+from ._mode import INSTALL_HINT, MODE_ENV, Choice, choose, effective_settings, forced_mode
 from ._namespace import Namespace, child_pid
 from ._paths import PROTECTED, hidden_at, hidden_paths, protected_rels, read_cover, runtime_hidden
 from ._run import TRUNCATION_MARK, OnChunk, cap_text, run_command
@@ -50,6 +51,7 @@ __all__ = [
     "GUARD",
     "INSTALL_HINT",
     "LAUNCHER",
+    "MODE_ENV",
     "PROTECTED",
     "TRUNCATION_MARK",
     "Capabilities",
@@ -67,6 +69,7 @@ __all__ = [
     "choose",
     "detect",
     "effective_settings",
+    "forced_mode",
     "hidden_at",
     "hidden_paths",
     "landlock_abi",

@@ -5,11 +5,20 @@
 never turn the sandbox off, nor pick a weaker one; it may ask for a stronger
 one: ``landlock`` < ``auto`` < ``bubblewrap``); ``sandbox.network`` must be
 allowed by the global layer, and a project layer can only forbid it.
+
+``JIDO_SANDBOX_MODE`` (:data:`MODE_ENV`: ``auto``, ``bubblewrap`` or ``landlock``) in the
+environment of the process that starts the commands replaces the global layer's mode (a project
+layer that asks for a stronger mode than the global settings.json keeps it): CI runs
+the sandbox-dependent tests again with it set to ``landlock``, so the fallback cannot rot
+(decision 0316). It can pick a sandbox, never turn it off; any other value refuses every
+sandboxed process, saying so.
 """
 
 from __future__ import annotations
 
+import os
 import threading
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Final, Literal
 
@@ -20,7 +29,7 @@ from jidocode.shared.settings import SandboxSettings, load_settings, require_usa
 
 from ._detect import Capabilities
 
-__all__ = ["INSTALL_HINT", "Choice", "choose", "effective_settings"]
+__all__ = ["INSTALL_HINT", "MODE_ENV", "Choice", "choose", "effective_settings", "forced_mode"]
 
 INSTALL_HINT: Final = (
     "install bubblewrap (Debian/Ubuntu: apt-get install bubblewrap; Fedora: dnf install bubblewrap) "
@@ -32,8 +41,13 @@ _LANDLOCK_HINT: Final = "use a Linux kernel >= 5.13 with landlock in its LSM lis
 
 #: How strong each ``sandbox.mode`` is: a project layer may only move up.
 _STRENGTH: Final = {"off": 0, "landlock": 1, "auto": 2, "bubblewrap": 3}
+#: The environment variable that replaces the global layer's ``sandbox.mode``.
+MODE_ENV: Final = "JIDO_SANDBOX_MODE"
+#: What :data:`MODE_ENV` may say (never ``off``: that is said only in the global settings.json).
+_FORCEABLE: Final = ("auto", "bubblewrap", "landlock")
 
 Mode = Literal["bubblewrap", "landlock", "off", "unavailable"]
+SandboxMode = Literal["auto", "bubblewrap", "landlock"]
 
 
 class Choice(BaseModel):
@@ -95,7 +109,28 @@ def choose(settings: SandboxSettings, caps: Capabilities) -> Choice:
     )
 
 
-_cache: dict[tuple[str, str, str], tuple[tuple[object, ...], SandboxSettings]] = {}
+def forced_mode(environ: Mapping[str, str] | None = None) -> SandboxMode | None:
+    """The mode :data:`MODE_ENV` forces in ``environ`` (default: this process's), ``None`` when unset.
+
+    Raises :class:`PermissionDenied` for any other value, ``off`` included: a typo must not
+    silently run another sandbox than the one asked for, and the variable (which a project's
+    ``.envrc`` could set) never turns the sandbox off.
+    """
+    raw = (os.environ if environ is None else environ).get(MODE_ENV, "").strip()
+    if not raw:
+        return None
+    for mode in _FORCEABLE:
+        if raw == mode:
+            return mode
+    raise PermissionDenied(
+        f"{_REFUSED} is refused: {MODE_ENV}={raw!r} is not a sandbox mode this variable may set "
+        f"(one of {', '.join(_FORCEABLE)}; turning the sandbox off is said only in the global "
+        "settings.json)",
+        details={"sandbox": "bad_mode_env", "env": MODE_ENV, "value": raw},
+    )
+
+
+_cache: dict[tuple[str, str, str, str], tuple[tuple[object, ...], SandboxSettings]] = {}
 _cache_lock = threading.Lock()
 
 
@@ -111,13 +146,15 @@ def _stamp(files: list[Path]) -> tuple[object, ...]:
 
 
 def effective_settings(root: str, *, jido_home: str | None, data_dir: str = ".jido") -> SandboxSettings:
-    """The ``sandbox`` settings of ``root``: mode from the global layer, network global AND project.
+    """The ``sandbox`` settings of ``root``: mode from the global layer (or :data:`MODE_ENV`),
+    network global AND project.
 
-    Cached until one of the settings files changes (a stat per file per call).
+    Cached until one of the settings files (or the variable) changes (a stat per file per call).
     """
+    forced = forced_mode()
     home = Path(jido_home) if jido_home else None
     files = settings_files(Path(root), jido_home=home, data_dir=data_dir)
-    key = (root, str(home), data_dir)
+    key = (root, str(home), data_dir, forced or "")
     stamp = _stamp(files)
     with _cache_lock:
         hit = _cache.get(key)
@@ -130,9 +167,10 @@ def effective_settings(root: str, *, jido_home: str | None, data_dir: str = ".ji
     merged = require_usable(loaded, refused=_REFUSED, error=PermissionDenied).sandbox
     # the project layer may ask for a stricter sandbox, never a weaker one, and never none
     stricter = merged.mode != "off" and _STRENGTH[merged.mode] >= _STRENGTH[glob.mode]
-    result = SandboxSettings(
-        mode=merged.mode if stricter else glob.mode, network=glob.network and merged.network
-    )
+    mode = merged.mode if stricter else glob.mode
+    if forced is not None and _STRENGTH[merged.mode] <= _STRENGTH[glob.mode]:
+        mode = forced  # the variable replaces the global mode; a project that asked for more keeps it
+    result = SandboxSettings(mode=mode, network=glob.network and merged.network)
     with _cache_lock:
         _cache[key] = (stamp, result)
     return result

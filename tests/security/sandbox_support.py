@@ -41,7 +41,11 @@ MISSING = (
 
 
 def skip_unless(mode: str) -> None:
-    """Skip (with the reason) when this machine cannot run ``mode``."""
+    """Skip (with the reason) when this machine cannot run ``mode``, or the environment forces
+    another one (``JIDO_SANDBOX_MODE``, the Landlock pass of ``.ci/run``)."""
+    forced = sandbox.forced_mode()
+    if forced not in (None, "auto", mode):
+        pytest.skip(f"{sandbox.MODE_ENV}={forced} forces another sandbox than {mode}")
     caps = sandbox.detect()
     if mode == "bubblewrap" and not caps.bwrap:
         pytest.skip(f"bubblewrap cannot run here: {caps.bwrap_problem}")
