@@ -146,6 +146,9 @@ async def test_the_readme_first_chat_reads_the_project(world: World, tmp_path: P
     first, second = await world.llm.wait_requests(2)
     assert {"read_file", "list_dir", "glob", "grep"} <= _offered(first)
     assert ({"bash", "edit_file", "write_file"} <= _offered(first)) is trusted  # untrusted: reads only
+    system_prompt = str(first["messages"][0]["content"])  # the policy the model is told is the real one
+    assert "- Allowed: Read" in system_prompt
+    assert f"- Anything not listed: {'asks the user' if trusted else 'denied'}." in system_prompt
     [result] = _tool_messages(second)
     assert "hello from the readme" in result and "unknown_tool" not in result
 

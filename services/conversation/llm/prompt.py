@@ -344,10 +344,14 @@ class SystemPrompts:
         home = global_home(self._jido_home)
 
         def _from_disk() -> tuple[tuple[Instruction, ...], dict[str, Any]]:
+            from jidocode.shared.policy.starter import starter_permissions  # the policy's own rule
+
             loaded = load_settings(root, jido_home=home, data_dir=data_dir)
+            perms = loaded.settings.permissions
+            perms = starter_permissions(perms, trusted=loaded.trusted is not False) or perms
             return (
                 read_instructions(root, jido_home=home, data_dir=data_dir),
-                loaded.settings.permissions.model_dump(mode="json"),
+                perms.model_dump(mode="json"),
             )
 
         instructions, permissions = await asyncio.to_thread(_from_disk)
