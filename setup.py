@@ -7,7 +7,16 @@ Nothing generic (``shared``, ``services``) is installed at the top level of
 site-packages, so the project installs cleanly beside anything.
 """
 
+import warnings
+
 from setuptools import find_namespace_packages, setup
+from setuptools.warnings import InformationOnly
+
+# An editable install of this mapping goes through setuptools' meta path finder, which then
+# prints a box asking to beware of a folder named like the package in the working directory
+# (pip shows it even with --quiet). The project has no ``jidocode/`` folder: the box only hides
+# real messages, so it is silenced here, and only it.
+warnings.filterwarnings("ignore", message="Editable installation", category=InformationOnly)
 
 FOLDERS = {
     "shared": "jidocode.shared",
