@@ -75,12 +75,16 @@ async def _running_pick() -> dict[str, Any]:
         return {"state": f"cannot reach NATS ({type(exc).__name__})", "picked": None}
     try:
         msg = await bus.nc.request("$SRV.INFO.jidocode-conversation", b"", timeout=INFO_TIMEOUT_S)
-        picked = json.loads(msg.data).get("metadata", {}).get("llm_picked")
-    except Exception as exc:  # no conversation service, or one without the metadata
+        metadata = json.loads(msg.data).get("metadata") or {}
+    except Exception as exc:  # no conversation service (or still starting), or not JSON
         return {"state": f"the conversation service did not answer ({type(exc).__name__})", "picked": None}
     finally:
         await bus.close()
-    return {"state": "answering", "picked": picked}
+    return {
+        "state": "answering",
+        "picked": metadata.get("llm_picked") or None,
+        "because": metadata.get("llm_picked_because"),
+    }
 
 
 def models_report(
@@ -99,7 +103,12 @@ def models_report(
     listed = probe_ollama(ollama_url(env))  # the table shows Ollama's state whatever is picked
     picked = choose_model(env, listed)
     rows = provider_statuses(env, listed)
-    used = configured["model"] or (picked.model if picked and not configured["api_base"] else None)
+    running = asyncio.run(_running_pick()) if ask_system else None
+    if running is not None and running["state"] == "answering":  # its environment decides, not ours
+        pick: str | None = running["picked"]
+    else:
+        pick = picked.model if picked else None
+    used = configured["model"] or (pick if not configured["api_base"] else None)
     return {
         "configured": configured,
         "picked": None
@@ -107,7 +116,7 @@ def models_report(
         else {"provider": picked.provider, "model": picked.model, "reason": picked.reason},
         "model": used,
         "providers": [row.__dict__ for row in rows],
-        "running": asyncio.run(_running_pick()) if ask_system else None,
+        "running": running,
         "how_to_choose": {
             "setting": SETTINGS_KEY,
             "settings_file": configured["settings_file"],
@@ -116,6 +125,16 @@ def models_report(
             "text": how_to_choose(configured["settings_file"]),
         },
     }
+
+
+def _running_line(running: dict[str, Any]) -> str:
+    if running["state"] != "answering":
+        return str(running["state"])
+    if running["picked"]:
+        return f"the conversation service picked {running['picked']} ({running.get('because')})"
+    return (
+        f"the conversation service picked nothing ({running.get('because')}; `jidocode up` runs without them)"
+    )
 
 
 def _print(report: dict[str, Any]) -> None:
@@ -131,18 +150,14 @@ def _print(report: dict[str, Any]) -> None:
             f"configured: none ({SETTINGS_KEY} in {escape(configured['settings_file'])}, or {MODEL_ENV})"
         )
     picked = report["picked"]
-    if picked and not configured["model"]:
-        console.print(f"picked:     [bold green]{escape(picked['model'])}[/] ({escape(picked['reason'])})")
-    elif picked:
-        console.print(f"picked:     {escape(picked['model'])} (unused: a model is configured)")
+    unused = " (unused: a model is configured)" if configured["model"] else ""
+    if picked:
+        console.print(
+            f"picked:     {escape(picked['model'])} ({escape(picked['reason'])} in this shell){unused}"
+        )
     running = report["running"]
     if running is not None:
-        state = running["picked"] or running["state"]
-        console.print(
-            f"running:    the conversation service picked {escape(state)}"
-            if running["picked"]
-            else f"running:    {escape(state)}"
-        )
+        console.print(f"running:    {escape(_running_line(running))}")
     table = Table(title="providers, in the order a model is picked", title_justify="left", box=None)
     for column in ("provider", "usable", "key / endpoint"):
         table.add_column(column)
@@ -158,6 +173,7 @@ def _print(report: dict[str, Any]) -> None:
     if report["model"] is None:
         console.print(f"[yellow]no model for a conversation[/]: {escape(report['how_to_choose']['text'])}")
     else:
+        console.print(f"a conversation gets: [bold green]{escape(report['model'])}[/]")
         how = report["how_to_choose"]
         console.print(
             f'to choose another: "llm": {{"model": "<provider>/<model>"}} in {escape(how["settings_file"])}, '

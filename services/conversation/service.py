@@ -118,7 +118,7 @@ async def serve(
             llm = make_llm_port(config, bus=bus, picker=picker)
             await picker.pick()
             # The model a conversation gets when it configures none (`jidocode models` reads it).
-            metadata["llm_picked"] = picker.describe()
+            metadata.update(picker.metadata())
             log.info("model when none is configured: %s", picker.describe())
             # litellm's import takes seconds of CPU: finish it before taking any
             # lease, so heartbeats are never starved by the first model call.

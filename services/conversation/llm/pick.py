@@ -18,9 +18,12 @@ from collections.abc import Mapping
 from jidocode.shared.llm_choice import ModelChoice, choose_model, ollama_url
 from jidocode.shared.llm_probe import OllamaProbe, probe_ollama
 
-__all__ = ["ModelPicker"]
+__all__ = ["NOTHING_TO_PICK", "ModelPicker"]
 
 log = logging.getLogger("jidocode.conversation.llm")
+
+#: Why nothing was picked.
+NOTHING_TO_PICK = "no provider key set and no local Ollama answering"
 
 
 class ModelPicker:
@@ -47,7 +50,13 @@ class ModelPicker:
         return self.choice if self.choice is not None else await self.pick()
 
     def describe(self) -> str:
-        """One line for the service's log and metadata."""
+        """One line for the service's log."""
         if self.choice is None:
-            return "none (no provider key set and no local Ollama answering)"
+            return f"none ({NOTHING_TO_PICK})"
         return f"{self.choice.model} ({self.choice.reason})"
+
+    def metadata(self) -> dict[str, str]:
+        """The service's ``$SRV.INFO`` metadata about its pick (``jidocode models`` reads it)."""
+        if self.choice is None:
+            return {"llm_picked": "", "llm_picked_because": NOTHING_TO_PICK}
+        return {"llm_picked": self.choice.model, "llm_picked_because": self.choice.reason}

@@ -106,7 +106,10 @@ async def test_a_configured_model_is_the_one_used_and_the_pick_is_unused(tmp_pat
     assert code == 0, err
     flat = " ".join(out.split())
     assert f"configured: anthropic/claude-opus-4-5 (from {settings})" in flat
-    assert "picked: openai/gpt-5.4 (unused: a model is configured)" in flat
+    assert (
+        "picked: openai/gpt-5.4 (OPENAI_API_KEY is set in this shell) (unused: a model is configured)" in flat
+    )
+    assert "a conversation gets: anthropic/claude-opus-4-5" in flat
     code, out, _ = await _models(tmp_path, "--json", JIDO_LLM_MODEL="openai/mine")
     assert (
         json.loads(out)["configured"]["from"] == "JIDO_LLM_MODEL"
@@ -131,8 +134,12 @@ async def test_it_says_what_the_running_conversation_service_picked(
     report = json.loads(out)
     assert report["running"] == {
         "state": "answering",
-        "picked": "anthropic/claude-sonnet-4-6 (ANTHROPIC_API_KEY is set)",
+        "picked": "anthropic/claude-sonnet-4-6",
+        "because": "ANTHROPIC_API_KEY is set",
     }
     assert report["picked"] is None  # this shell has no key: the service's environment is what counts
+    assert report["model"] == "anthropic/claude-sonnet-4-6"
     code, out, err = await _models(tmp_path, **env)
-    assert "the conversation service picked anthropic/claude-sonnet-4-6" in " ".join(out.split())
+    flat = " ".join(out.split())
+    assert "the conversation service picked anthropic/claude-sonnet-4-6 (ANTHROPIC_API_KEY is set)" in flat
+    assert "a conversation gets: anthropic/claude-sonnet-4-6" in flat and "no model" not in flat

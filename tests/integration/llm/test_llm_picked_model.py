@@ -71,7 +71,8 @@ async def test_the_running_service_says_which_model_it_picked(
     openai_key_only: ScriptedLlm, services: Config, bus: Bus
 ) -> None:
     info = json.loads((await bus.nc.request("$SRV.INFO.jidocode-conversation", b"", timeout=30)).data)
-    assert info["metadata"]["llm_picked"] == "openai/gpt-5.4 (OPENAI_API_KEY is set)"
+    assert info["metadata"]["llm_picked"] == "openai/gpt-5.4"
+    assert info["metadata"]["llm_picked_because"] == "OPENAI_API_KEY is set"
 
 
 async def test_no_key_and_no_ollama_fails_the_turn_naming_what_to_set(
