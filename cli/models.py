@@ -16,7 +16,6 @@ asks the endpoint).
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 from pathlib import Path
@@ -64,6 +63,8 @@ def _configured(root: Path | None, env: dict[str, str], jido_home: Path | None) 
 
 async def _running_pick() -> dict[str, Any]:
     """What the running conversation service picked, or why that is not known."""
+    import asyncio  # here: asyncio costs tens of milliseconds to a command that never connects
+
     from jidocode.shared.bus import Bus
     from jidocode.shared.config import Config, running_system
 
@@ -87,6 +88,12 @@ async def _running_pick() -> dict[str, Any]:
     }
 
 
+def _ask_running() -> dict[str, Any]:
+    import asyncio
+
+    return asyncio.run(_running_pick())
+
+
 def models_report(
     project: str | None = None,
     *,
@@ -103,7 +110,7 @@ def models_report(
     listed = probe_ollama(ollama_url(env))  # the table shows Ollama's state whatever is picked
     picked = choose_model(env, listed)
     rows = provider_statuses(env, listed)
-    running = asyncio.run(_running_pick()) if ask_system else None
+    running = _ask_running() if ask_system else None
     if running is not None and running["state"] == "answering":  # its environment decides, not ours
         pick: str | None = running["picked"]
     else:
