@@ -20,6 +20,8 @@ from jidocode.shared.llm_choice import PROVIDERS
 from jidocode.shared.natsserver import NatsServer
 from jidocode.shared.trust import trust_project
 from tests.llm_fixtures import scripted_llm, scripted_llm_settings  # noqa: F401  (fixtures)
+from tests.sandbox_dependent import DESCRIPTION as SANDBOX_MARKER
+from tests.sandbox_dependent import mark_if_sandbox_dependent
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 # A developer's provider keys or local Ollama must not pick a model (and spend money) where a
@@ -27,6 +29,15 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 for _name in (name for provider in PROVIDERS for name in provider.key_envs):
     os.environ.pop(_name, None)
 os.environ["OLLAMA_API_BASE"] = "http://127.0.0.1:9"  # nothing answers there
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", SANDBOX_MARKER)
+
+
+def pytest_itemcollected(item: pytest.Item) -> None:
+    """Mark the sandbox-dependent tests (``-m sandbox``: ``.ci/run`` runs them again under Landlock)."""
+    mark_if_sandbox_dependent(item)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
