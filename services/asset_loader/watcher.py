@@ -200,23 +200,25 @@ async def watch_layers(
     watch_filter = AssetFilter(layers)
     armed = [asyncio.Event() for _ in groups]
     waiting = asyncio.create_task(_set_when_all(armed, ready))
-    try:
-        await asyncio.gather(
-            *(
-                _watch(
-                    paths,
-                    recursive=recursive,
-                    watch_filter=watch_filter,
-                    on_change=on_change,
-                    stop=stop,
-                    debounce_ms=debounce_ms,
-                    armed=event,
-                )
-                for (paths, recursive), event in zip(groups, armed, strict=True)
+    watchers = [
+        asyncio.create_task(
+            _watch(
+                paths,
+                recursive=recursive,
+                watch_filter=watch_filter,
+                on_change=on_change,
+                stop=stop,
+                debounce_ms=debounce_ms,
+                armed=event,
             )
         )
-    finally:
-        waiting.cancel()
+        for (paths, recursive), event in zip(groups, armed, strict=True)
+    ]
+    try:
+        await asyncio.gather(*watchers)
+    finally:  # one failed or this was cancelled: the other watcher ends too
+        for task in (*watchers, waiting):
+            task.cancel()
 
 
 def asset_changes(changes: set[tuple[Change, str]], layers: list[Layer]) -> list[AssetChange]:
