@@ -167,8 +167,8 @@ def denied_line(request: ApprovalRequest, *, asked: bool) -> str:
     """What chat prints when it denies an ask itself: why, and the policy's reason (which names
     the rule that would allow the call without asking)."""
     why = "nobody can answer: stdin is not a terminal" if asked else "--approve no"
-    reason = strip_controls(request.reason) if request.reason else "it needs approval"
-    return (
+    reason = request.reason or "it needs approval"
+    return strip_controls(
         f"denied {request.tool}({_preview(request.args)}) ({why}): {reason}; "
         "--approve yes approves every asked call of this chat"
     )
