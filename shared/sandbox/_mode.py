@@ -70,7 +70,11 @@ class Choice(BaseModel):
 
 
 def choose(settings: SandboxSettings, caps: Capabilities) -> Choice:
-    """The sandbox for ``settings`` (global mode, effective network) on a machine with ``caps``."""
+    """The sandbox for ``settings`` (global mode, effective network) on a machine with ``caps``.
+
+    Pure but for the wording: a Landlock forced by :data:`MODE_ENV` is said to be (the reason
+    and the hint name the variable, not a settings file that does not say it).
+    """
     net = settings.network
     if settings.mode == "off":
         return Choice(
@@ -82,7 +86,10 @@ def choose(settings: SandboxSettings, caps: Capabilities) -> Choice:
     if settings.mode in ("auto", "bubblewrap") and caps.bwrap:
         return Choice(mode="bubblewrap", reason=f"bubblewrap ({caps.bwrap})", network=net)
     if settings.mode in ("auto", "landlock") and caps.landlock_abi:
-        if settings.mode == "landlock":
+        if settings.mode == "landlock" and os.environ.get(MODE_ENV, "").strip() == "landlock":
+            why = f"{MODE_ENV} is landlock"
+            hint = f"bubblewrap runs here: unset {MODE_ENV}" if caps.bwrap else INSTALL_HINT
+        elif settings.mode == "landlock":
             why = "sandbox.mode is landlock"
             hint = 'bubblewrap runs here: set "sandbox": {"mode": "auto"}' if caps.bwrap else INSTALL_HINT
         else:

@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import subprocess
+import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -109,3 +112,30 @@ def test_forced_mode_reads_the_variable() -> None:
     with pytest.raises(PermissionDenied) as refused:
         sandbox.forced_mode({"JIDO_SANDBOX_MODE": "off"})
     assert refused.value.details == {"sandbox": "bad_mode_env", "env": "JIDO_SANDBOX_MODE", "value": "off"}
+
+
+def test_doctor_says_the_variable_chose_landlock_and_how_to_get_bubblewrap_back(
+    jido_home: Path, tmp_path: Path
+) -> None:
+    skip_unless("landlock")
+    env = {**os.environ, "JIDO_CODE_HOME": str(jido_home), sandbox.MODE_ENV: "landlock"}
+    done = subprocess.run(
+        [
+            str(Path(sys.executable).parent / "jidocode"),
+            "doctor",
+            "--json",
+            "--no-check",
+            "-p",
+            str(tmp_path),
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    report = json.loads(done.stdout)
+    assert report["sandbox"] == "landlock", report
+    assert "JIDO_SANDBOX_MODE is landlock" in report["reason"], report
+    if sandbox.detect().bwrap:
+        assert report["hint"] == "bubblewrap runs here: unset JIDO_SANDBOX_MODE", report
