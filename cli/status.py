@@ -1,4 +1,5 @@
-"""`jidocode status` and `jidocode probe`: what nats.micro discovery finds on the bus."""
+"""`jidocode status` and `jidocode probe`: what nats.micro discovery finds on the bus (and
+``status``: the web console's address, when this data home's ``jidocode up`` runs it)."""
 
 from __future__ import annotations
 
@@ -15,17 +16,19 @@ import nats.errors
 import typer
 from nats.aio.client import Client
 from rich import box
+from rich.markup import escape
 from rich.table import Table
 
 from jidocode.services.registry import SERVICES
 from jidocode.shared import subjects
-from jidocode.shared.bus import connect_nats, gather
-from jidocode.shared.config import Config
+from jidocode.shared.bus import connect_nats, gather, unreachable_message
+from jidocode.shared.config import Config, running_system, same_server
 from jidocode.shared.errors import ServiceUnavailable
 
 from .common import console, print_json, run
+from .console import find_console
 
-__all__ = ["discover", "is_local", "probe", "runs_here", "status", "status_table"]
+__all__ = ["console_line", "discover", "is_local", "probe", "runs_here", "status", "status_table"]
 
 
 async def _gather(nc: Client, subject: str, wait: float) -> list[dict[str, Any]]:
@@ -37,9 +40,7 @@ async def discover(config: Config, wait: float = 0.5) -> list[dict[str, Any]]:
     try:
         nc = await connect_nats(config, "status", wait=False)
     except (nats.errors.NoServersError, OSError) as exc:
-        raise ServiceUnavailable(
-            f"cannot reach NATS at {config.nats_url} ({exc}): start the system with `jidocode up`"
-        ) from None
+        raise ServiceUnavailable(await unreachable_message(config.nats_url, exc)) from None
     try:
         infos = await _gather(nc, subjects.srv("INFO"), wait)
         stats = {s["id"]: s for s in await _gather(nc, subjects.srv("STATS"), wait)}
@@ -117,6 +118,22 @@ def status(
     )
     if missing:
         console.print(f"[yellow]not running:[/] {', '.join(missing)}")
+    if (line := console_line(config)) is not None:
+        console.print(line, highlight=False, soft_wrap=True)
+
+
+def console_line(config: Config) -> str | None:
+    """The web console's address (checked: :func:`.console.find_console`) as a status line, when
+    the system ``config`` names is the ``jidocode up`` of this data home; else ``None``."""
+    running = running_system()
+    if running is None or not same_server(config.nats_url, running.url):
+        return None
+    checked, why = find_console()
+    if checked is None:
+        return f"[yellow]console:[/] {escape(why)}"
+    if not checked.ours:
+        return f"[yellow]console:[/] {escape(checked.problem())}"
+    return f"console: {checked.base_url} (`jidocode console` prints the login URL, --open opens it)"
 
 
 def runs_here(pid: object, instance: str, proc: Path = Path("/proc")) -> bool:
@@ -182,7 +199,7 @@ def probe(
         try:
             nc = await connect_nats(config, f"probe-{name}", wait=False)
         except (nats.errors.NoServersError, OSError) as exc:
-            return f"cannot reach NATS at {config.nats_url} ({exc})"
+            return await unreachable_message(config.nats_url, exc)
         try:
             # Wait the whole timeout for a matching answer: a busy replica (a turn on its loop,
             # a rebuild) may answer late, and an early answer from another replica must not end
