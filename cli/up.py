@@ -39,9 +39,12 @@ after :data:`SLOW_AFTER` seconds.
 
 The gateway (HTTP API, SSE, console, A2A) runs as one more child, as its own
 NATS user, on ``127.0.0.1:8765`` (``--gateway-port`` or ``JIDO_GATEWAY_PORT``;
-without either, a free port when 8765 is busy). Once it answers ``/healthz``,
-``up`` prints its login URL with the token, as Jupyter does (the token lives
-in ``<data home>/gateway/token``, 0600).
+without either, or with ``0``, a free port when 8765 is busy). Once what answers
+on that port proves it holds the token (``/healthz?challenge=``: an HMAC of a
+fresh nonce, :mod:`jidocode.cli.console`), ``up`` prints its login URL with the
+token, as Jupyter does (the token lives in ``<data home>/gateway/token``, 0600),
+and writes the gateway's URL into ``up.json`` (``jidocode console`` prints the
+login URL again). Another program on the port never sees the token (decision 0309).
 """
 
 from __future__ import annotations
@@ -69,7 +72,7 @@ from jidocode.services.gateway.settings import GatewaySettings
 from jidocode.services.registry import RUNNABLE, SERVICES
 from jidocode.shared import nats_permissions as perms
 from jidocode.shared import subjects
-from jidocode.shared.bus import connect_nats, gather
+from jidocode.shared.bus import connect_nats, describe_error, foreign_listener, gather
 from jidocode.shared.config import (
     CLIENT_USER,
     Config,
@@ -82,6 +85,8 @@ from jidocode.shared.config import (
 )
 from jidocode.shared.natsserver import NatsServer, ensure_credentials, free_port, stop_orphan, write_private
 from jidocode.shared.runner import HOST_CWD, python_module_argv
+
+from .console import check_gateway, login_url
 
 __all__ = [
     "DEFAULT_PORT",
@@ -291,6 +296,7 @@ async def _run(
     names: tuple[str, ...] = SERVICES,
     nats_wait: float = 30.0,
     gateway_port: int | None = None,
+    claim: _Claim | None = None,
 ) -> None:
     server: NatsServer | None = None
     passwords: dict[str, str] | None = None
@@ -344,8 +350,9 @@ async def _run(
             "bold",
         )
     env["NATS_URL"] = nats_url
-    if "gateway" in names:
-        env["JIDO_GATEWAY_PORT"] = str(_choose_gateway_port(gateway_port))
+    chosen_gateway_port = _choose_gateway_port(gateway_port) if "gateway" in names else None
+    if chosen_gateway_port is not None:
+        env["JIDO_GATEWAY_PORT"] = str(chosen_gateway_port)
     stopping = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -360,7 +367,11 @@ async def _run(
     else:
         client = Config.from_env(nats_url=nats_url)
     progress = asyncio.create_task(_report_progress(client, [c for c in children if c.name in SERVICES]))
-    gateway = asyncio.create_task(_announce_gateway()) if "gateway" in names else None
+    gateway = (
+        asyncio.create_task(_announce_gateway(chosen_gateway_port, claim))
+        if chosen_gateway_port is not None
+        else None
+    )
     watch_nats = asyncio.create_task(_supervise_nats(server, stopping)) if server is not None else None
     try:
         await stopping.wait()
@@ -386,23 +397,24 @@ async def _reach_nats(config: Config, wait: float) -> None:
     """Return once the NATS at ``config.nats_url`` accepts us; say so and exit 1 after ``wait`` s.
 
     Services would otherwise retry forever against a wrong ``NATS_URL`` with nothing said.
-    A refusal (bad credentials) ends the wait at once: retrying cannot fix it.
+    A refusal (bad credentials) or another program on the port (not NATS) ends the wait at once:
+    retrying cannot fix it.
     """
     deadline = time.monotonic() + wait
     said = False
     while True:
         try:
             nc = await connect_nats(config, "up-check", wait=False)
-        except nats.errors.Error as exc:
-            if "authorization" in str(exc).lower():
-                say("up", f"NATS at {config.nats_url} refused the credentials: {exc}", "red")
-                raise typer.Exit(1) from None
-            problem: str = str(exc) or type(exc).__name__
-        except OSError as exc:
-            problem = exc.strerror or str(exc)
+        except (nats.errors.Error, OSError) as exc:
+            failure: BaseException = exc
         else:
             await nc.close()
             return
+        foreign = await foreign_listener(config.nats_url, failure)
+        if foreign is not None:  # retrying cannot fix a refusal nor another program on the port
+            say("up", foreign, "red")
+            raise typer.Exit(1)
+        problem = describe_error(failure.__cause__ or failure)
         if time.monotonic() >= deadline:
             say(
                 "up",
@@ -429,7 +441,7 @@ async def _report_progress(config: Config, children: list[Child]) -> None:
     try:
         nc = await connect_nats(config, "up-progress", wait=True)
     except Exception as exc:  # progress is a courtesy: never stop the system for it
-        say("up", f"cannot follow the services' start ({exc})", "red")
+        say("up", f"cannot follow the services' start ({describe_error(exc)})", "red")
         return
     try:
         answered: dict[str, set[str]] = {}
@@ -458,10 +470,13 @@ async def _report_progress(config: Config, children: list[Child]) -> None:
 
 
 def _choose_gateway_port(port: int | None) -> int:
-    """The gateway's port: ``--gateway-port`` or ``JIDO_GATEWAY_PORT`` as given; else 8765, or a
-    free port when 8765 is busy (and ``up`` says so)."""
+    """The gateway's port: ``--gateway-port`` or ``JIDO_GATEWAY_PORT`` as given (``0``: a free
+    one, chosen here so that ``up`` knows it); else 8765, or a free port when 8765 is busy (and
+    ``up`` says so)."""
     if port is None and os.environ.get("JIDO_GATEWAY_PORT"):
         port = GatewaySettings.from_env().port
+    if port == 0:
+        return free_port()
     if port is not None:
         return port
     if port_free(GATEWAY_DEFAULT_PORT):
@@ -471,25 +486,38 @@ def _choose_gateway_port(port: int | None) -> int:
     return chosen
 
 
-async def _announce_gateway(timeout: float = 120.0) -> None:
-    """Once the gateway answers ``/healthz``: its login URL with the token (as Jupyter does)."""
-    import httpx
+async def _announce_gateway(port: int, claim: _Claim | None, timeout: float = 120.0) -> None:
+    """Once the program on the gateway's ``port`` proves it is our gateway (it holds the token):
+    its login URL with the token (as Jupyter does), and its URL in ``up.json``.
 
-    settings = GatewaySettings.from_env()
+    A foreign program answering there is named, once, and never sees the token; the gateway,
+    restarted with backoff, takes the port when that program lets it go.
+    """
+    settings = GatewaySettings.from_env(port=port)
     token = settings.token or await asyncio.to_thread(load_or_create_token, settings.data_home)
     host = "127.0.0.1" if settings.host in ("0.0.0.0", "::", "") else settings.host
-    base = GatewaySettings(host=host, port=int(os.environ.get("JIDO_GATEWAY_PORT") or settings.port)).base_url
+    base = GatewaySettings(host=host, port=port).base_url
     started = time.monotonic()
-    async with httpx.AsyncClient(timeout=2.0) as http:
-        while time.monotonic() - started < timeout:
-            with contextlib.suppress(httpx.HTTPError):
-                if (await http.get(f"{base}/healthz")).status_code == 200:
-                    took = time.monotonic() - started
-                    say("up", f"the gateway answers on {base} (after {took:.1f} s)", "green")
-                    say("up", f"open the console: {base}/login?token={token}", "bold")
-                    return
-            await asyncio.sleep(0.2)  # polling a port that has no change notification
-    say("up", f"the gateway did not answer on {base}/healthz within {timeout:g} s", "yellow")
+    named_foreign = False
+    while time.monotonic() - started < timeout:
+        checked = await check_gateway(base, token, timeout=2.0)
+        if checked.ours:
+            took = time.monotonic() - started
+            say("up", f"the gateway answers on {base} (after {took:.1f} s)", "green")
+            if claim is not None:
+                await asyncio.to_thread(claim.announce_gateway, base)
+            say("up", f"open the console: {login_url(base, token)}", "bold")
+            return
+        if checked.state == "foreign" and not named_foreign:
+            named_foreign = True
+            say(
+                "up",
+                f"{checked.problem()}. Stop that program (the gateway takes the port once it is free) "
+                "or pass another --gateway-port",
+                "red",
+            )
+        await asyncio.sleep(0.2)  # polling a port that has no change notification
+    say("up", f"the gateway did not answer as ours on {base} within {timeout:g} s", "yellow")
 
 
 def port_free(port: int, host: str = "127.0.0.1") -> bool:
@@ -534,9 +562,19 @@ class _Claim:
     def __init__(self, data_home: Path, lock: TextIO) -> None:
         self.data_home = data_home
         self.lock = lock
+        self.info: RunningSystem | None = None
 
     def announce(self, url: str) -> None:
-        info = RunningSystem(pid=os.getpid(), url=url)
+        """Write ``up.json``: this process and its NATS URL."""
+        self._write(RunningSystem(pid=os.getpid(), url=url))
+
+    def announce_gateway(self, base_url: str) -> None:
+        """Add the checked gateway's base URL to ``up.json`` (after :meth:`announce`)."""
+        if self.info is not None:
+            self._write(self.info.model_copy(update={"gateway": base_url}))
+
+    def _write(self, info: RunningSystem) -> None:
+        self.info = info
         write_private(running_file(self.data_home), info.model_dump_json() + "\n")
 
 
@@ -623,4 +661,6 @@ def up(
         chosen = _choose_port(port)
         claim.announce(f"nats://127.0.0.1:{chosen}")
         with contextlib.suppress(KeyboardInterrupt):
-            asyncio.run(_run(None, replicas, grace, store, chosen, names, gateway_port=gateway_port))
+            asyncio.run(
+                _run(None, replicas, grace, store, chosen, names, gateway_port=gateway_port, claim=claim)
+            )

@@ -101,10 +101,12 @@ class RunningSystem(BaseModel):
 
     pid: int
     url: str
+    #: The base URL of its gateway (the web console), once ``up`` checked it answers as its own.
+    gateway: str | None = None
 
 
 def running_file(data_home: Path | None = None) -> Path:
-    """``<data home>/up.json``: the pid and NATS URL of the ``jidocode up`` running there."""
+    """``<data home>/up.json``: the pid, NATS URL and gateway URL of the ``jidocode up`` running there."""
     return (data_home or default_data_home()) / "up.json"
 
 

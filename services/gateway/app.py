@@ -18,7 +18,7 @@ from starlette.routing import BaseRoute, Route
 from jidocode.services.mcp_gateway import McpProjects
 
 from . import a2a, api, console, streams
-from .auth import COOKIE
+from .auth import COOKIE, MAX_CHALLENGE
 from .context import GatewayContext
 from .middleware import BodyLimit, RequireToken, SameOrigin, error_body
 from .openapi import openapi_document
@@ -28,11 +28,14 @@ __all__ = ["create_app", "own_origin"]
 
 
 async def healthz(request: Request) -> Response:
-    """Liveness and readiness: 200 while the bus is connected, else 503."""
+    """Liveness and readiness: 200 while the bus is connected, else 503; with ``?challenge=``, the
+    :func:`~.auth.identity_proof` of it too (who holds the token knows this is its gateway)."""
     ctx: GatewayContext = request.app.state.ctx
-    if ctx.bus.nc.is_connected:
-        return JSONResponse({"status": "ok"})
-    return JSONResponse({"status": "disconnected"}, status_code=503)
+    body = {"status": "ok" if ctx.bus.nc.is_connected else "disconnected"}
+    challenge = request.query_params.get("challenge")
+    if challenge and len(challenge) <= MAX_CHALLENGE:
+        body["proof"] = ctx.auth.proof(challenge)
+    return JSONResponse(body, status_code=200 if ctx.bus.nc.is_connected else 503)
 
 
 async def login(request: Request) -> Response:

@@ -5,10 +5,16 @@ kept in ``<data home>/gateway/token`` (0700 folder, 0600 file), or configured
 through ``JIDO_GATEWAY_TOKEN`` (replicas share it). A request shows it as
 ``Authorization: Bearer <token>`` or as the ``jidocode_token`` cookie that
 ``GET /login?token=`` sets. Comparisons are constant-time.
+
+Whoever holds the token can check that a gateway is the one with that token without showing
+it: ``GET /healthz?challenge=<nonce>`` answers :func:`identity_proof` of the nonce (an HMAC
+keyed by the token), which no other program listening on the port can compute. ``jidocode up``
+and ``jidocode console`` check it before they print the login URL (decision 0309).
 """
 
 from __future__ import annotations
 
+import hashlib
 import hmac
 import os
 import secrets
@@ -18,10 +24,19 @@ from starlette.requests import HTTPConnection
 
 from jidocode.shared.natsserver import write_private
 
-__all__ = ["COOKIE", "TokenChecker", "load_or_create_token", "token_file"]
+__all__ = ["COOKIE", "MAX_CHALLENGE", "TokenChecker", "identity_proof", "load_or_create_token", "token_file"]
 
 #: The cookie ``/login`` sets.
 COOKIE = "jidocode_token"
+#: The longest ``/healthz`` challenge the gateway answers.
+MAX_CHALLENGE = 128
+#: What the identity proof's HMAC covers before the nonce (the token keys nothing else).
+_PROOF_CONTEXT = b"jidocode-gateway-identity\0"
+
+
+def identity_proof(token: str, challenge: str) -> str:
+    """The proof that a gateway holds ``token``: HMAC-SHA256 of ``challenge`` keyed by it (hex)."""
+    return hmac.new(token.encode(), _PROOF_CONTEXT + challenge.encode(), hashlib.sha256).hexdigest()
 
 
 def token_file(data_home: Path) -> Path:
@@ -71,6 +86,10 @@ class TokenChecker:
     def presented(self, conn: HTTPConnection) -> str | None:
         """The token the request shows: the bearer header first, else the cookie."""
         return self.bearer(conn) or conn.cookies.get(COOKIE)
+
+    def proof(self, challenge: str) -> str:
+        """:func:`identity_proof` of ``challenge`` with this gateway's token."""
+        return identity_proof(self._token.decode(), challenge)
 
     def allows(self, conn: HTTPConnection) -> bool:
         return self.matches(self.presented(conn))

@@ -241,7 +241,8 @@ async def test_second_up_on_the_same_data_home_refuses_naming_the_first(tmp_path
             ready.add(m.group(1))
         assert ready == set(SERVICES)
         await up.wait_line(rf"all {len(SERVICES)} services ready in [\d.]+ s")
-        assert running_system(Path(up.data_home)) == RunningSystem(pid=up.proc.pid, url=url)
+        found = running_system(Path(up.data_home))
+        assert found is not None and (found.pid, found.url) == (up.proc.pid, url)  # and its gateway's URL
 
         # a second `up` on the same data home (another port): refused, naming the first
         code, said = await _run_cli(up.data_home, "up", "--port", str(free_port()))
