@@ -7,7 +7,10 @@ Checks, each printed with what to do when it is a problem:
 * **data home**: ``JIDO_DATA_HOME`` (default ``~/.local/share/jidocode``) exists or can be
   made, is writable, and its ``credentials`` folder is this user's alone (0700);
 * **system**: a running ``jidocode up``, found without ``NATS_URL`` from ``<data home>/up.json``
-  (or ``NATS_URL`` when set), and which services answer ``$SRV.PING``;
+  (or ``NATS_URL`` when set), and which services answer ``$SRV.PING``; something else on the
+  NATS port (not a NATS server, or one that refuses our credentials) is named as such;
+* **console**: the web console's URL of that ``up`` (from ``up.json``), once the program on
+  its port proved it holds the gateway token (``jidocode console`` prints the login URL);
 * **model**: the model and API base of the global settings and this shell's environment (or,
   with none, the one picked from the provider keys, ``shared/llm_choice.py``), whether the API
   key's variable is set (never its value), and ``ok`` only once its endpoint answered a real
@@ -17,7 +20,9 @@ Checks, each printed with what to do when it is a problem:
   and key (e.g. a ``signal_bus`` middleware: NATS runs none);
 * **mcp**: the project's HTTP MCP servers that await your approval, with their URLs (a
   warning: they are not started until ``jidocode mcp-servers approve``, decision 0302);
-* **sandbox**: which OS sandbox tool commands run in here, with a test command.
+* **sandbox**: which OS sandbox tool commands run in here and why (bubblewrap, else Landlock:
+  e.g. no ``bwrap`` on PATH), how to get bubblewrap when it is missing (this distribution's
+  package command first), with a test command.
 
 Exit code 1 when something needed is missing or broken (Python, the NATS binary, the
 data home, a running system whose services do not answer, the sandbox, a settings file
@@ -33,6 +38,8 @@ import asyncio
 import json
 import logging
 import os
+import platform
+import shutil
 import stat
 import subprocess
 import sys
@@ -45,7 +52,7 @@ from rich.markup import escape
 
 from jidocode.services.registry import SERVICES
 from jidocode.shared import sandbox, subjects
-from jidocode.shared.bus import connect_nats, gather
+from jidocode.shared.bus import connect_nats, foreign_listener, gather
 from jidocode.shared.config import Config, credentials_dir, default_data_home, running_file, running_system
 from jidocode.shared.errors import JidoError, PermissionDenied
 from jidocode.shared.llm_choice import SETTINGS_KEY, choose_model, how_to_choose, ollama_url, provider_key
@@ -54,10 +61,13 @@ from jidocode.shared.natsserver import find_nats_server
 from jidocode.shared.settings import global_home, load_settings
 
 from .common import console, print_json
+from .console import find_console
 from .mcp_servers import check_mcp
 
 __all__ = [
     "Check",
+    "bubblewrap_install",
+    "check_console",
     "check_data_home",
     "check_model",
     "check_nats",
@@ -188,10 +198,13 @@ def check_system() -> Check:
     try:
         answered = asyncio.run(_ping(config))
     except Exception as exc:  # nats raises its own error types, asyncio a timeout
+        foreign = asyncio.run(foreign_listener(config.nats_url, exc))
         return _check(
             "system",
             "fail",
-            f"NATS at {config.nats_url} ({origin}) does not answer: {type(exc).__name__}: {exc}",
+            f"{foreign} ({origin})"
+            if foreign is not None
+            else f"NATS at {config.nats_url} ({origin}) does not answer: {type(exc).__name__}: {exc}",
             "stop and start `jidocode up` again"
             if not env_url
             else "check NATS_URL, or unset it to use the local `jidocode up`",
@@ -210,6 +223,29 @@ def check_system() -> Check:
             "see the `jidocode up` terminal for their errors (a service still starting answers within seconds)",
         )
     return _check("system", "ok", detail)
+
+
+def check_console() -> Check:
+    """The web console's URL of the ``jidocode up`` running here, checked as its own gateway."""
+    checked, why = find_console()
+    if checked is None:
+        return _check("console", "warn", why, "start the system with `jidocode up`")
+    if not checked.ours:
+        return {
+            **_check(
+                "console",
+                "warn",
+                checked.problem(),
+                "stop the program on that port and `jidocode up` again, or pass `up --gateway-port`",
+            ),
+            "url": None,
+        }
+    return {
+        **_check(
+            "console", "ok", f"{checked.base_url} (`jidocode console` prints the login URL, --open opens it)"
+        ),
+        "url": checked.base_url,
+    }
 
 
 def _model_in_use(env: dict[str, str], jido_home: Path | None, probe: OllamaProbe) -> dict[str, Any] | None:
@@ -325,6 +361,34 @@ def check_settings(project: str | None = None, jido_home: Path | None = None) ->
     }
 
 
+#: How each family of distributions installs bubblewrap: the os-release ``ID``/``ID_LIKE`` names
+#: it covers, its name for a person, and the command.
+BUBBLEWRAP_PACKAGES: tuple[tuple[tuple[str, ...], str, str], ...] = (
+    (("debian", "ubuntu"), "Debian/Ubuntu", "sudo apt install bubblewrap"),
+    (("fedora", "rhel", "centos"), "Fedora/RHEL", "sudo dnf install bubblewrap"),
+    (("arch",), "Arch", "sudo pacman -S bubblewrap"),
+    (("suse", "opensuse"), "openSUSE", "sudo zypper install bubblewrap"),
+    (("alpine",), "Alpine", "sudo apk add bubblewrap"),
+)
+
+
+def bubblewrap_install(os_release: dict[str, str] | None = None) -> list[str]:
+    """The commands that install bubblewrap (``"<command> (<family>)"``), this distribution's
+    first (``/etc/os-release``: ``ID``, then ``ID_LIKE``)."""
+    if os_release is None:
+        try:
+            os_release = platform.freedesktop_os_release()
+        except OSError:
+            os_release = {}
+    names = [os_release.get("ID", ""), *os_release.get("ID_LIKE", "").split()]
+    rank = {family: i for i, family in enumerate(names) if family}
+
+    def order(entry: tuple[tuple[str, ...], str, str]) -> int:
+        return min((rank[n] for n in entry[0] if n in rank), default=len(rank))
+
+    return [f"{command} ({who})" for _, who, command in sorted(BUBBLEWRAP_PACKAGES, key=order)]
+
+
 async def _try(root: str, jido_home: str) -> tuple[bool, str]:
     """Run ``echo ok`` the way the bash tool would, in ``root``."""
     try:
@@ -372,11 +436,7 @@ def sandbox_report(project: str | None = None, *, check: bool = True) -> dict[st
             "network": settings.network,
             "global": str(Path(home) / "settings.json"),
         },
-        "bubblewrap": {
-            "path": caps.bwrap,
-            "problem": caps.bwrap_problem,
-            "disable_userns": caps.bwrap_disable_userns,
-        },
+        "bubblewrap": _bubblewrap_report(caps),
         "landlock": {"abi": caps.landlock_abi, "problem": caps.landlock_problem},
     }
     if check and choice.mode != "unavailable":
@@ -394,12 +454,20 @@ def _refused_report(exc: PermissionDenied, caps: sandbox.Capabilities, home: str
         "hint": "fix the settings file named (see settings: above)",
         "network": False,
         "settings": {"mode": None, "network": None, "global": str(Path(home) / "settings.json")},
-        "bubblewrap": {
-            "path": caps.bwrap,
-            "problem": caps.bwrap_problem,
-            "disable_userns": caps.bwrap_disable_userns,
-        },
+        "bubblewrap": _bubblewrap_report(caps),
         "landlock": {"abi": caps.landlock_abi, "problem": caps.landlock_problem},
+    }
+
+
+def _bubblewrap_report(caps: sandbox.Capabilities) -> dict[str, Any]:
+    """Bubblewrap as ``doctor`` reports it; ``install``: how to get it, when it is not installed
+    (no ``bwrap`` on PATH, where :func:`sandbox.detect` looks), else empty."""
+    missing = caps.bwrap is None and shutil.which("bwrap") is None
+    return {
+        "path": caps.bwrap,
+        "problem": caps.bwrap_problem,
+        "disable_userns": caps.bwrap_disable_userns,
+        "install": bubblewrap_install() if missing else [],
     }
 
 
@@ -420,9 +488,16 @@ def _print_sandbox(report: dict[str, Any]) -> None:
     colour = {"bubblewrap": "green", "landlock": "yellow", "off": "red", "unavailable": "red"}[
         report["sandbox"]
     ]
-    console.print(f"sandbox: [bold {colour}]{report['sandbox']}[/] — {report['reason']}", highlight=False)
+    active = "" if report["sandbox"] in ("off", "unavailable") else " is active"
+    console.print(
+        f"sandbox: [bold {colour}]{report['sandbox']}[/]{active} — {escape(report['reason'])}",
+        highlight=False,
+    )
     bw, ll = report["bubblewrap"], report["landlock"]
     console.print(f"  bubblewrap: {bw['path'] or 'no'}" + (f" ({bw['problem']})" if bw["problem"] else ""))
+    if bw["install"]:
+        first, *others = bw["install"]
+        console.print(f"  get it:     {first}; or {', '.join(others)}", highlight=False, soft_wrap=True)
     console.print("  landlock:   " + (f"ABI {ll['abi']}" if ll["abi"] else f"no ({ll['problem']})"))
     mode = report["settings"]["mode"]
     console.print(
@@ -446,7 +521,7 @@ def doctor(
     no_check: bool = typer.Option(False, "--no-check", help="do not run a test command in the sandbox"),
 ) -> None:
     """Check Python, the NATS binary, the data home, a running system, the model and the sandbox."""
-    checks = [check_python(), check_nats(), check_data_home(), check_system(), check_model()]
+    checks = [check_python(), check_nats(), check_data_home(), check_system(), check_console(), check_model()]
     # Settings: printed after the checks, and under their own key in --json (the sandbox report
     # already has a "settings" key: its own). A settings error is fatal (every call is refused).
     settings_check = check_settings(project or os.getcwd())

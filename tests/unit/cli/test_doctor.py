@@ -114,5 +114,6 @@ def test_cli_prints_each_problem_with_what_to_do_and_exits_1_on_a_needed_one(
     os.chmod(data / "credentials", 0o700)
     result = CliRunner().invoke(app, ["doctor", "--json", "--no-check", "--project", str(tmp_path)])
     report = json.loads(result.output)
-    assert [c["name"] for c in report["checks"]] == ["python", "nats", "data home", "system", "model"]
+    names = [c["name"] for c in report["checks"]]
+    assert names == ["python", "nats", "data home", "system", "console", "model"]
     assert report["ok"] is (result.exit_code == 0) and "sandbox" in report
