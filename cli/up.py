@@ -494,7 +494,9 @@ async def _announce_gateway(port: int, claim: _Claim | None, timeout: float = 12
     restarted with backoff, takes the port when that program lets it go.
     """
     settings = GatewaySettings.from_env(port=port)
-    token = settings.token or await asyncio.to_thread(load_or_create_token, settings.data_home)
+    token = settings.token
+    if token is None:
+        token = await asyncio.to_thread(load_or_create_token, settings.data_home)
     host = "127.0.0.1" if settings.host in ("0.0.0.0", "::", "") else settings.host
     base = GatewaySettings(host=host, port=port).base_url
     started = time.monotonic()

@@ -19,10 +19,10 @@ import hmac
 import os
 import secrets
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from starlette.requests import HTTPConnection
-
-from jidocode.shared.natsserver import write_private
+if TYPE_CHECKING:  # `jidocode console` checks a proof with this module: it stays light to import
+    from starlette.requests import HTTPConnection
 
 __all__ = ["COOKIE", "MAX_CHALLENGE", "TokenChecker", "identity_proof", "load_or_create_token", "token_file"]
 
@@ -58,6 +58,8 @@ def load_or_create_token(data_home: Path) -> str:
     path.parent.mkdir(parents=True, exist_ok=True)
     os.chmod(path.parent, 0o700)
     token = secrets.token_urlsafe(32)
+    from jidocode.shared.natsserver import write_private
+
     write_private(path, token + "\n")
     return token
 
