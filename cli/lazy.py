@@ -14,10 +14,13 @@ checks that each entry's one-liner is the loaded command's own.
 from __future__ import annotations
 
 import importlib
+import importlib.abc
 import importlib.util
 import sys
-from collections.abc import Iterator, MutableMapping
+from collections.abc import Iterator, MutableMapping, Sequence
 from dataclasses import dataclass
+from importlib.machinery import ModuleSpec
+from types import ModuleType
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import typer
@@ -27,7 +30,7 @@ import typer.main
 if TYPE_CHECKING:  # typer 0.29 vendors click as typer._click; older ones use click itself
     from typer import _click
 
-__all__ = ["LazyCommand", "LazyGroup", "import_nats_without_aiohttp"]
+__all__ = ["LazyCommand", "LazyGroup", "defer_aiohttp_in_nats"]
 
 
 class _ImportedOnFirstUse:
@@ -40,28 +43,65 @@ class _ImportedOnFirstUse:
         return getattr(importlib.import_module(self._name), attribute)
 
 
-def import_nats_without_aiohttp() -> None:
-    """Import nats-py with its websocket transport's aiohttp (and multidict) imported on first use.
+class _TransportWithoutAiohttp(importlib.abc.Loader):
+    """Runs nats-py's transport module while ``import aiohttp`` fails, then gives it stand-ins."""
 
-    nats-py imports aiohttp at import time only for ``ws://`` servers; importing aiohttp takes
-    about 0.1 s (it builds its TLS contexts), a third of a command's start. While nats is
-    imported, ``import aiohttp`` fails (nats then records it as absent); the transport's names
-    are then pointed at stand-ins that import the real modules when a websocket connection
-    uses them. Nothing is done when nats or aiohttp is imported already, or when this nats-py
-    does not import without aiohttp (it is then imported as it wants, later).
+    def __init__(self, loader: importlib.abc.Loader) -> None:
+        self._loader = loader
+
+    def create_module(self, spec: ModuleSpec) -> ModuleType | None:
+        return self._loader.create_module(spec)
+
+    def exec_module(self, module: ModuleType) -> None:
+        if "aiohttp" in sys.modules:
+            self._loader.exec_module(module)
+            return
+        sys.modules["aiohttp"] = None  # type: ignore[assignment]  # `import aiohttp` raises ImportError
+        try:
+            self._loader.exec_module(module)
+        finally:
+            del sys.modules["aiohttp"]
+        if getattr(module, "aiohttp", ...) is None and getattr(module, "multidict", ...) is None:
+            vars(module).update(
+                aiohttp=_ImportedOnFirstUse("aiohttp"), multidict=_ImportedOnFirstUse("multidict")
+            )
+
+    def __getattr__(self, name: str) -> Any:  # get_source, get_filename … for tracebacks
+        return getattr(self._loader, name)
+
+
+class _NatsTransportFinder(importlib.abc.MetaPathFinder):
+    """Finds ``nats.aio.transport`` as usual and wraps its loader (once, then steps aside)."""
+
+    def find_spec(
+        self, fullname: str, path: Sequence[str] | None, target: ModuleType | None = None
+    ) -> ModuleSpec | None:
+        if fullname != _NATS_TRANSPORT:
+            return None
+        sys.meta_path.remove(self)
+        spec = importlib.util.find_spec(fullname)
+        if spec is not None and spec.loader is not None:
+            spec.loader = _TransportWithoutAiohttp(spec.loader)
+        return spec
+
+
+_NATS_TRANSPORT = "nats.aio.transport"
+
+
+def defer_aiohttp_in_nats() -> None:
+    """Have nats-py, when this process imports it, import aiohttp only for a websocket connection.
+
+    nats-py's transport module imports aiohttp (and multidict) at import time, only for
+    ``ws://`` servers; importing aiohttp takes about 0.1 s (it builds its TLS contexts), a
+    third of a command's start. A finder wraps that one module's import: ``import aiohttp``
+    fails while it runs (nats records aiohttp as absent), then its two names are pointed at
+    stand-ins that import the real modules when a websocket connection first uses them.
+    Nothing changes when nats' transport or aiohttp is imported already.
     """
-    if "nats" in sys.modules or "aiohttp" in sys.modules:
+    if _NATS_TRANSPORT in sys.modules or "aiohttp" in sys.modules:
         return
-    sys.modules["aiohttp"] = None  # type: ignore[assignment]  # `import aiohttp` raises ImportError
-    try:
-        import nats.aio.transport as transport
-    except ImportError:
-        return
-    finally:
-        del sys.modules["aiohttp"]
-    if getattr(transport, "aiohttp", ...) is None:
-        transport.aiohttp = _ImportedOnFirstUse("aiohttp")  # type: ignore[attr-defined,assignment]
-        transport.multidict = _ImportedOnFirstUse("multidict")  # type: ignore[attr-defined,assignment]
+    if not any(isinstance(finder, _NatsTransportFinder) for finder in sys.meta_path):
+        sys.meta_path.insert(0, _NatsTransportFinder())
 
 
 @dataclass(frozen=True)
@@ -95,7 +135,7 @@ class LazyCommand:
     def load(self) -> _click.Command:
         """Import the module and build the click command (or group) of its attribute."""
         module, _, attribute = self.target.partition(":")
-        import_nats_without_aiohttp()
+        defer_aiohttp_in_nats()
         obj = getattr(importlib.import_module(module), attribute)
         if isinstance(obj, typer.Typer):
             command: _click.Command = typer.main.get_group(obj)
@@ -108,7 +148,7 @@ class LazyCommand:
 
 
 class _Commands(MutableMapping[str, "_click.Command"]):
-    """The group's commands: the ones already built, then the table's, built on first access.
+    """The group's commands: those registered directly, and the table's, built on first access.
 
     Iterating (the names, which typer's "did you mean" suggestions use) imports nothing.
     """
@@ -116,6 +156,7 @@ class _Commands(MutableMapping[str, "_click.Command"]):
     def __init__(self, built: MutableMapping[str, _click.Command], table: tuple[LazyCommand, ...]) -> None:
         self._built = dict(built)
         self._table = {entry.name: entry for entry in table if entry.name not in built}
+        self._order = [entry.name for entry in table]
 
     def entry(self, name: str) -> LazyCommand | None:
         """The table's entry ``name`` when it is installed and not built yet."""
@@ -140,8 +181,9 @@ class _Commands(MutableMapping[str, "_click.Command"]):
         self._table.pop(name, None)
 
     def __iter__(self) -> Iterator[str]:
-        yield from self._built
-        yield from (name for name in self._table if self.entry(name) is not None)
+        """Commands registered directly first, then the table's in its order (built or installed)."""
+        yield from (name for name in self._built if name not in self._order)
+        yield from (name for name in self._order if name in self._built or self.entry(name) is not None)
 
     def __len__(self) -> int:
         return sum(1 for _ in self)

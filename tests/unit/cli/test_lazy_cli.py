@@ -115,10 +115,16 @@ def hello() -> None:
     typer.echo("hello")
 
 
+def bye() -> None:
+    """Say bye."""
+    typer.echo("bye")
+
+
 class _Partial(LazyGroup):
     table = (
         LazyCommand("hello", f"{__name__}:hello", "Say hello."),
         LazyCommand("later", "jidocode.cli.not_written_yet:later", "A command that lands later."),
+        LazyCommand("bye", f"{__name__}:bye", "Say bye."),
     )
 
 
@@ -133,6 +139,13 @@ def test_an_entry_whose_module_is_missing_is_left_out() -> None:
     listing = runner.invoke(partial, ["--help"])
     assert listing.exit_code == 0, listing.output
     assert "hello" in listing.output and "later" not in listing.output
+    assert runner.invoke(partial, ["bye"]).output == "bye\n"
     assert runner.invoke(partial, ["hello"]).output == "hello\n"
+    # one group: a command once built keeps its place in the listing
+    group = typer.main.get_command(partial)
+    assert isinstance(group, _Partial)
+    ctx = typer.Context(group)
+    assert group.get_command(ctx, "bye") is not None
+    assert group.list_commands(ctx) == ["hello", "bye"]
     missing = runner.invoke(partial, ["later"])
     assert missing.exit_code == 2 and "No such command 'later'" in missing.output
