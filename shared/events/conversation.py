@@ -66,6 +66,8 @@ __all__ = [
     "ToolCallCompleted",
     "ToolCallFailed",
     "ToolCallRequested",
+    "TurnEndOutcome",
+    "TurnEnded",
     "UserMessage",
 ]
 
@@ -264,6 +266,38 @@ class SubagentCompleted(_Output):
     subagent_id: str
     status: str = "completed"
     result: Any = None
+
+
+TurnEndOutcome = Literal["completed", "failed", "stopped", "cancelled"]
+
+
+class TurnEnded(_Output):
+    """A turn is over: minted by the reducer once per turn, the one end every follower waits for.
+
+    A turn opens when a model call (or a summary call) first answers user messages and ends
+    with one outcome (decision 0317): ``completed`` (the final answer, ``text``), ``failed``
+    (a model call failed, or a context overflow whose compaction failed: ``error_type``,
+    ``message``), ``stopped`` (``max_turns``) or ``cancelled``. A context overflow answered by
+    a compaction and one retry is no end: the turn ends with the retry's outcome and
+    ``overflow_retried`` says it happened. The envelope's correlation id is that of the
+    entry that ended the turn; ``message_ids`` name the user messages the turn answered.
+    """
+
+    type: Literal["conversation.turn.ended"] = "conversation.turn.ended"
+    outcome: TurnEndOutcome
+    #: Ids of the user messages (timeline entries) this turn answered, oldest first.
+    message_ids: list[str] = Field(default_factory=list)
+    #: The final :class:`AssistantMessage` entry (``completed``) and its text.
+    answer_id: str | None = None
+    text: str = ""
+    #: Why the turn did not complete (``llm_auth``, ``max_turns``, ``cancelled`` …) and how.
+    error_type: str | None = None
+    message: str = ""
+    retryable: bool = False
+    #: Model calls the turn made.
+    turns: int = Field(default=0, ge=0)
+    #: The context overflowed once, was compacted and the model call retried.
+    overflow_retried: bool = False
 
 
 # -- lifecycle signals (jido.sig.*) -------------------------------------------
@@ -555,4 +589,4 @@ class CompactionFailed(_Output):
     message: str
 
 
-EVENTS = (*EVENTS, Compact, CompactionRequested, CompactionCompleted, CompactionFailed)
+EVENTS = (*EVENTS, Compact, CompactionRequested, CompactionCompleted, CompactionFailed, TurnEnded)

@@ -45,6 +45,8 @@ from jidocode.shared.events.conversation import (
     ToolCallCompleted,
     ToolCallFailed,
     ToolCallRequested,
+    TurnEnded,
+    TurnEndOutcome,
     UserMessage,
 )
 
@@ -106,6 +108,10 @@ class _Work:
     compact_wanted: bool = False
     overflow_compacted: bool = False
     compacted_to: int = 0
+    turn_open: bool = False
+    turn_messages: list[str] = field(default_factory=list)
+    waiting_messages: list[str] = field(default_factory=list)
+    turn_overflowed: bool = False
     intents: list[Intent] = field(default_factory=list)
     subagents_copied: bool = False
 
@@ -135,6 +141,10 @@ def _thaw(state: ConversationState) -> _Work:
         compact_wanted=state.compact_wanted,
         overflow_compacted=state.overflow_compacted,
         compacted_to=state.compacted_to,
+        turn_open=state.turn_open,
+        turn_messages=list(state.turn_messages),
+        waiting_messages=list(state.waiting_messages),
+        turn_overflowed=state.turn_overflowed,
     )
 
 
@@ -157,6 +167,10 @@ def _freeze(w: _Work) -> ConversationState:
             "compact_wanted": w.compact_wanted,
             "overflow_compacted": w.overflow_compacted,
             "compacted_to": w.compacted_to,
+            "turn_open": w.turn_open,
+            "turn_messages": tuple(w.turn_messages),
+            "waiting_messages": tuple(w.waiting_messages),
+            "turn_overflowed": w.turn_overflowed,
         }
     )
 
@@ -189,14 +203,24 @@ def _evolve(w: _Work, s: Signal) -> None:
     d = s.data
     match s.type:
         case UserMessage.TYPE:
+            if w.status is Status.IDLE:
+                _close_turn(w)  # a journal from before 0317: its turns ended without an entry
             w.unanswered = True
             w.turns = 0
             w.overflow_compacted = False
+            w.waiting_messages.append(s.id)
         case LlmRequested.TYPE:
             _transition(w, Trigger.LLM_REQUESTED)
             w.pending_llm = s.id
             w.turns += 1
             w.unanswered = False
+            w.turn_open = True
+            w.turn_messages.extend(w.waiting_messages)  # the call answers them: they join the turn
+            w.waiting_messages.clear()
+        case TurnEnded.TYPE:
+            _close_turn(w)
+            ended = set(d.get("message_ids") or ())
+            w.waiting_messages = [m for m in w.waiting_messages if m not in ended]
         case LlmCompleted.TYPE:
             if d.get("request_id") == w.pending_llm and w.pending_llm is not None:
                 w.pending_llm = None
@@ -234,6 +258,8 @@ def _evolve(w: _Work, s: Signal) -> None:
                 w.set_subagent(w.subagents[sid].model_copy(update={"status": "cancelled"}))
             w.pending_subagents.clear()
         case Resume.TYPE:
+            if w.status is Status.CANCELLED:
+                _close_turn(w)  # ended by the cancel (before 0317: without an entry)
             _transition(w, Trigger.RESUME)
         case Compact.TYPE:
             if w.status.running:
@@ -244,6 +270,7 @@ def _evolve(w: _Work, s: Signal) -> None:
             w.compact_wanted = False
             if d.get("reason") == "overflow":
                 w.overflow_compacted = True
+                w.turn_overflowed = w.turn_open
         case CompactionCompleted.TYPE:
             if d.get("request_id") == w.pending_llm and w.pending_llm is not None:
                 w.pending_llm = None
@@ -280,6 +307,12 @@ def _evolve(w: _Work, s: Signal) -> None:
                 w.pending_subagents.remove(sid)
 
 
+def _close_turn(w: _Work) -> None:
+    w.turn_open = False
+    w.turn_messages.clear()
+    w.turn_overflowed = False
+
+
 # -- react: what follows an applied entry ------------------------------------------
 
 
@@ -297,6 +330,7 @@ def _apply(w: _Work, s: Signal) -> None:
         w.intents.append(
             CancelPendingSubagents(subagent_ids=before_subagents, correlation_id=s.correlation_id)
         )
+        _end_turn(w, s, "cancelled", error_type="cancelled", message=str(d.get("reason") or "cancelled"))
         return
     if w.status is Status.CANCELLED:
         return  # no orchestration until resume
@@ -332,7 +366,10 @@ def _apply(w: _Work, s: Signal) -> None:
             text = str(d.get("content") or "")
             offered = d.get("offered_tools")
             if text or not calls:
-                _apply(w, _mint(w, AssistantMessage(text=text, request_id=before_llm), s))
+                answer = _mint(w, AssistantMessage(text=text, request_id=before_llm), s)
+                _apply(w, answer)
+                if not calls:
+                    _end_turn(w, s, "completed", answer_id=answer.id, text=text)
             refused: list[Signal] = []
             for index, call in enumerate(calls):
                 args = call.get("arguments")
@@ -367,7 +404,19 @@ def _apply(w: _Work, s: Signal) -> None:
             and d.get("error_type") == "llm_context_overflow"
             and not w.overflow_compacted
         ):
-            _request_compaction(w, s, "overflow")  # then one retry (see CompactionCompleted)
+            if not _request_compaction(w, s, "overflow"):  # then one retry (see CompactionCompleted)
+                _end_turn(w, s, "failed", **_failure(d))
+        case LlmFailed.TYPE if before_llm is not None and d.get("request_id") == before_llm:
+            _end_turn(w, s, "failed", **_failure(d))
+        case LoopStopped.TYPE:
+            _end_turn(
+                w,
+                s,
+                "stopped",
+                error_type=str(d.get("reason") or "stopped"),
+                message=f"the loop stopped ({d.get('reason')}) after {d.get('turns')} of "
+                f"{d.get('max_turns')} turns",
+            )
         case Compact.TYPE if w.status is Status.IDLE:
             if not _request_compaction(w, s, "manual", d.get("instructions")):
                 error = ConversationError(
@@ -384,9 +433,51 @@ def _apply(w: _Work, s: Signal) -> None:
         ):
             reason = d.get("reason")
             if t == CompactionFailed.TYPE and reason == "overflow":
-                return  # the retry would overflow again: the turn ends with its failure
-            if reason != "manual" or w.unanswered:
+                # the retry would overflow again: the turn ends with its failure
+                _end_turn(
+                    w,
+                    s,
+                    "failed",
+                    error_type="llm_context_overflow",
+                    message=f"the context is over the model's window and its compaction failed: "
+                    f"{d.get('message') or d.get('error_type')}",
+                )
+                return
+            if reason != "manual" or w.unanswered or w.turn_open:
                 _request_llm(w, s, compact=False)
+
+
+def _failure(d: Mapping[str, object]) -> dict[str, object]:
+    """The end fields of a turn ended by the ``conversation.llm.failed`` payload ``d``."""
+    return {
+        "error_type": str(d.get("error_type") or "llm_error"),
+        "message": str(d.get("message") or ""),
+        "retryable": bool(d.get("retryable")),
+    }
+
+
+def _end_turn(w: _Work, cause: Signal, outcome: TurnEndOutcome, **fields: object) -> None:
+    """Apply the ``conversation.turn.ended`` entry of the open turn.
+
+    A turn opens with the first model call after the conversation was idle. A turn that does
+    not complete also ends the user messages still waiting for a model call (their senders
+    would wait for nothing): with a cancel even when no turn is open. A completed turn leaves
+    them to the next turn, which starts at once.
+    """
+    waiting = w.waiting_messages if outcome != "completed" else []
+    if not w.turn_open and not (outcome == "cancelled" and waiting):
+        return
+    messages = [*w.turn_messages, *waiting]
+    ended = TurnEnded.model_validate(
+        {
+            **fields,
+            "outcome": outcome,
+            "message_ids": messages,
+            "turns": w.turns,
+            "overflow_retried": w.turn_overflowed,
+        }
+    )
+    _apply(w, _mint(w, ended, cause))
 
 
 def _unknown_tool(requested: Signal, offered: list[str]) -> ToolCallFailed:
@@ -530,7 +621,7 @@ def replay(
         if w.timeline.has((entry.id, entry.correlation_id)):
             continue  # a redelivered journal entry
         _evolve(w, entry)
-    return _freeze(w)
+    return _freeze(_settled(w))
 
 
 def resume(
@@ -575,7 +666,17 @@ def _replay_onto(state: ConversationState, entries: Iterable[Signal]) -> Convers
         if w.timeline.has((entry.id, entry.correlation_id)):
             continue
         _evolve(w, entry)
-    return _freeze(w)
+    return _freeze(_settled(w))
+
+
+def _settled(w: _Work) -> _Work:
+    """``w`` rebuilt from a journal, with a turn that ended before 0317 (no entry) closed.
+
+    A journal of this version never rests idle with a turn open: its end is in the same step.
+    """
+    if w.turn_open and w.status is Status.IDLE:
+        _close_turn(w)
+    return w
 
 
 def recover(state: ConversationState) -> Intents:

@@ -146,6 +146,14 @@ class ConversationState(BaseModel):
     overflow_compacted: bool = False
     #: Timeline position up to which the context is summarised (the last compaction's ``to_index``).
     compacted_to: int = 0
+    #: A turn is open (decision 0317): from the first model call after idle to its ``turn.ended``.
+    turn_open: bool = False
+    #: The user messages the open turn's model calls answer.
+    turn_messages: tuple[str, ...] = ()
+    #: User messages no model call has seen yet (they join the next call's turn).
+    waiting_messages: tuple[str, ...] = ()
+    #: The open turn's context overflowed and was compacted for a retry.
+    turn_overflowed: bool = False
 
     @property
     def version(self) -> int:

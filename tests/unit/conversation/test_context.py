@@ -198,5 +198,5 @@ def test_each_request_feeds_the_builder_only_the_new_entries(monkeypatch: Any) -
     for i in range(200):
         state, _ = run_to_idle(state, [user(f"m{i}", id=f"u{i}")])
         state, _ = run_to_idle(state, [llm_done(state, f"answer {i}")])
-    assert len(state.timeline) == 800
+    assert len(state.timeline) == 1000  # user, request, result, answer, turn end
     assert len(fed) == len(set(fed)) <= len(state.timeline)

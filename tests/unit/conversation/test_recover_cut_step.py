@@ -50,7 +50,7 @@ def test_the_steps_of_a_turn_journal_several_entries() -> None:
         ["conversation.llm.completed", "conversation.tool.requested", "conversation.tool.requested"],
         ["conversation.tool.completed"],
         ["conversation.tool.completed", "conversation.llm.requested"],
-        ["conversation.llm.completed", "conversation.assistant.message"],
+        ["conversation.llm.completed", "conversation.assistant.message", "conversation.turn.ended"],
     ]
 
 

@@ -70,8 +70,12 @@ def test_every_tool_call_of_one_turn_runs_and_the_loop_continues() -> None:
     assert run.messages[3]["content"] == '{"x": 1}'
     state, intents = run_to_idle(state, [llm_done(state, "all done")])
     assert state.status is Status.IDLE
-    assert state.timeline[-1].type == "conversation.assistant.message"
-    assert state.timeline[-1].data["text"] == "all done"
+    assert state.timeline[-2].type == "conversation.assistant.message"
+    assert state.timeline[-2].data["text"] == "all done"
+    ended = state.timeline[-1]
+    assert ended.type == "conversation.turn.ended"
+    assert ended.data["outcome"] == "completed" and ended.data["text"] == "all done"
+    assert ended.data["answer_id"] == state.timeline[-2].id
 
 
 def test_causation_links_every_entry_to_its_cause() -> None:
@@ -154,9 +158,11 @@ def test_turn_limit_stops_the_loop_with_a_clear_entry() -> None:
     state, _ = run_to_idle(state, [llm_done(state, "", calls("a"))])
     state, intents = run_to_idle(state, [tool_done(state)])
     assert not _of(intents, RunLlm)
-    stop = state.timeline[-1]
+    stop, ended = state.timeline[-2], state.timeline[-1]
     assert stop.type == "conversation.loop.stopped"
     assert stop.data == {"reason": "max_turns", "turns": 2, "max_turns": 2}
+    assert ended.type == "conversation.turn.ended"
+    assert (ended.data["outcome"], ended.data["error_type"]) == ("stopped", "max_turns")
     assert state.status is Status.IDLE
     # a new user message starts a fresh budget
     state, intents = run_to_idle(state, [user()])
