@@ -54,6 +54,7 @@ from jidocode.shared import subjects
 from jidocode.shared.bus import Bus
 from jidocode.shared.events.tools import ToolResult, ToolResultError
 from jidocode.shared.settings import ToolSettings
+from jidocode.shared.tools import BUILTIN_SPECS
 
 from .errors import cancelled_result
 
@@ -79,7 +80,7 @@ __all__ = [
 log = logging.getLogger("jidocode.tool_runner")
 
 #: Built-ins without side effects: no idempotency claim needed.
-READ_ONLY: frozenset[str] = frozenset({"read_file", "list_dir", "glob", "grep"})
+READ_ONLY: frozenset[str] = frozenset(t.name for t in BUILTIN_SPECS if t.access == "read")
 #: How long a call's record (and its result) is kept for redelivered requests, by default.
 RESULT_TTL_S: Final = 15 * 60.0
 #: The bounds of ``JIDO_TOOL_RESULT_TTL_S``.

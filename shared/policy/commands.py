@@ -40,6 +40,7 @@ import os
 from collections.abc import Mapping
 from typing import Any, Final
 
+from .builtins import READ_TOOLS, WRITE_TOOLS
 from .expand import MAX_GLOB_ENTRIES, MAX_GLOB_MATCHES, glob_paths
 from .fallback import fallback_decision
 from .model import Decision, Effect, Policy, worst
@@ -51,8 +52,6 @@ from .suggest import bash_rule
 
 __all__ = ["bash_decision"]
 
-_READ_TOOLS: Final = ("read_file", "grep", "glob", "list_dir")
-_WRITE_TOOLS: Final = ("write_file", "edit_file")
 _DEV_OK: Final = frozenset({"/dev/null", "/dev/stdin", "/dev/stdout", "/dev/stderr", "/dev/tty", "/dev/zero"})
 _LITERAL: Final = Word()
 #: Taint entries: (index of the command that may create links there, absolute prefix or ALL).
@@ -138,7 +137,7 @@ def _unknown_path(policy: Policy, kind: str, label: str) -> Decision:
     *ask*, or *deny* when deny rules of its kind exist: an approving human
     could otherwise reach a denied file (``cd sec*; cat k``).
     """
-    tools = _WRITE_TOOLS if kind == "write" else _READ_TOOLS
+    tools = WRITE_TOOLS if kind == "write" else READ_TOOLS
     rules = [r.raw for r in policy.deny if _covers(r, tools)]
     if rules:
         return Decision(
@@ -157,7 +156,7 @@ def _through_new_link(policy: Policy, label: str) -> Decision:
     otherwise read a denied file through ``ln -s . l; cat l/secrets/k``);
     in separate calls the link exists and is resolved.
     """
-    rules = [r.raw for r in policy.deny if _covers(r, (*_READ_TOOLS, *_WRITE_TOOLS))]
+    rules = [r.raw for r in policy.deny if _covers(r, (*READ_TOOLS, *WRITE_TOOLS))]
     if rules:
         return Decision(
             effect=Effect.DENY,
@@ -200,7 +199,7 @@ def _judge_path(
         return tree and any(_matches_below(rule, p, root, home) for p in candidates)
 
     for r in policy.deny:
-        if ((reads and _covers(r, _READ_TOOLS)) or (writes and _covers(r, _WRITE_TOOLS))) and hits(r):
+        if ((reads and _covers(r, READ_TOOLS)) or (writes and _covers(r, WRITE_TOOLS))) and hits(r):
             verb = "reads" if reads else "writes"
             hint = (
                 "; name the paths to search outside it, or use the grep/glob tools, which skip denied files"
@@ -232,7 +231,7 @@ def _judge_path(
     if sandbox.is_sensitive(lexical) or sandbox.is_sensitive(resolved):
         explicit = reads and any(
             r.pattern is not None
-            and _covers(r, _READ_TOOLS)
+            and _covers(r, READ_TOOLS)
             and r.matches_path(resolved, root=root, home=home)
             for r in policy.allow
         )
@@ -243,14 +242,14 @@ def _judge_path(
                 details={"sandbox": "sensitive"},
             )
     for r in policy.ask:
-        covered = (reads and _covers(r, _READ_TOOLS)) or (writes and _covers(r, _WRITE_TOOLS))
+        covered = (reads and _covers(r, READ_TOOLS)) or (writes and _covers(r, WRITE_TOOLS))
         if kind == "mention":
-            covered = _covers(r, (*_READ_TOOLS, *_WRITE_TOOLS))
+            covered = _covers(r, (*READ_TOOLS, *WRITE_TOOLS))
         if covered and hits(r):
             return Decision(effect=Effect.ASK, reason=f"{label} needs approval (rule {r.raw})", rule=r.raw)
     if kind == "mention":
         for r in policy.deny:
-            if _covers(r, _WRITE_TOOLS) and hits(r):
+            if _covers(r, WRITE_TOOLS) and hits(r):
                 return Decision(
                     effect=Effect.ASK,
                     reason=f"{label} names a path denied to edits by rule {r.raw}",

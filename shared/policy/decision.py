@@ -19,12 +19,12 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from typing import Any, Final
+from typing import Any
 
+from .builtins import PATH_ARGS, PATH_TOOLS
 from .commands import bash_decision
 from .model import Decision, Effect, Policy
-from .paths import Access, bad_path_chars
-from .rules import PATH_TOOLS
+from .paths import bad_path_chars
 from .suggest import named_rule, path_rule
 
 __all__ = [
@@ -36,17 +36,6 @@ __all__ = [
     "filter_tools",
     "tool_exposed",
 ]
-
-#: The path argument of each built-in file tool, its default and its access mode.
-PATH_ARGS: Final[dict[str, tuple[str, str | None, Access]]] = {
-    "read_file": ("path", None, "read"),
-    "write_file": ("path", None, "write"),
-    "edit_file": ("path", None, "write"),
-    "list_dir": ("path", ".", "read"),
-    "glob": ("path", ".", "read"),
-    "grep": ("path", ".", "read"),
-}
-
 
 # --- path tools ---------------------------------------------------------------------
 

@@ -23,6 +23,7 @@ import re
 from collections.abc import Iterator
 from typing import Final
 
+from .builtins import PATH_TOOLS
 from .expand import brace_expand, glob_paths
 from .model import Decision, Effect, Policy
 
@@ -34,8 +35,6 @@ _REDIRECT_TARGET: Final = re.compile(r"[0-9&]?>>?\|?\s*([^\s;&|<>()`]+)")
 _WRITERS: Final = frozenset(
     {"cp", "mv", "tee", "ln", "install", "touch", "rm", "truncate", "dd", "sed", "rsync", "chmod", "mkdir"}
 )
-_READ_TOOLS: Final = ("read_file", "grep", "glob", "list_dir")
-_WRITE_TOOLS: Final = ("write_file", "edit_file")
 
 
 def _clean(word: str) -> str:
@@ -65,7 +64,7 @@ def _absolute(policy: Policy, token: str) -> list[str]:
 
 def _path_denied(policy: Policy, path: str) -> str | None:
     for r in policy.deny:
-        if r.kind != "path" or not any(r.covers_tool(t) for t in (*_READ_TOOLS, *_WRITE_TOOLS)):
+        if r.kind != "path" or not any(r.covers_tool(t) for t in PATH_TOOLS):
             continue
         if r.matches_path(path, root=policy.root, home=policy.home, below=True):
             return r.raw

@@ -40,9 +40,11 @@ from __future__ import annotations
 import os
 import posixpath
 import re
-from typing import Final, Literal
+from typing import Final
 
 from pydantic import BaseModel, ConfigDict
+
+from .builtins import PATH_TOOLS, RULE_NAMES, RuleKind
 
 __all__ = [
     "PATH_TOOLS",
@@ -53,29 +55,6 @@ __all__ = [
     "parse_rule",
     "parse_rules",
 ]
-
-RuleKind = Literal["bash", "path", "name"]
-
-_ALIASES: Final[dict[str, tuple[RuleKind, frozenset[str]]]] = {
-    "Bash": ("bash", frozenset({"bash"})),
-    "bash": ("bash", frozenset({"bash"})),
-    "Read": ("path", frozenset({"read_file", "list_dir", "glob", "grep"})),
-    "Edit": ("path", frozenset({"write_file", "edit_file"})),
-    "Write": ("path", frozenset({"write_file", "edit_file"})),
-    "Glob": ("path", frozenset({"glob"})),
-    "Grep": ("path", frozenset({"grep"})),
-    "LS": ("path", frozenset({"list_dir"})),
-    "read_file": ("path", frozenset({"read_file"})),
-    "write_file": ("path", frozenset({"write_file"})),
-    "edit_file": ("path", frozenset({"edit_file"})),
-    "list_dir": ("path", frozenset({"list_dir"})),
-    "glob": ("path", frozenset({"glob"})),
-    "grep": ("path", frozenset({"grep"})),
-}
-#: Built-in tools whose rules take a path pattern.
-PATH_TOOLS: Final[frozenset[str]] = frozenset(
-    {"read_file", "write_file", "edit_file", "list_dir", "glob", "grep"}
-)
 
 _RULE: Final = re.compile(r"^(?P<name>[A-Za-z][A-Za-z0-9_\-]{0,127})(?:\((?P<pattern>.*)\))?$", re.DOTALL)
 _MAX_RULE: Final = 1024
@@ -274,7 +253,7 @@ def parse_rule(raw: object) -> PermissionRule:
     pattern = m.group("pattern")
     if pattern is not None and ("(" in pattern or ")" in pattern):
         raise InvalidRule(raw, "parentheses inside the pattern")
-    alias = _ALIASES.get(name)
+    alias = RULE_NAMES.get(name)
     if alias is None:
         if pattern is not None:
             raise InvalidRule(raw, f"{name} takes no pattern (only Bash and the file tools do)")

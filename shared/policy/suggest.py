@@ -15,14 +15,13 @@ import os
 import re
 from typing import Final
 
+from .builtins import permission_of
 from .rules import InvalidRule, parse_rule
 
 __all__ = ["bash_rule", "named_rule", "path_rule"]
 
 #: A word that reads as a subcommand (``test``, ``run``, ``status``), not a file or an option.
 _SUBCOMMAND: Final = re.compile(r"[a-z][a-z0-9_-]{0,31}")
-#: Tools whose calls change files (their rules are ``Edit(...)``).
-_WRITE_TOOLS: Final = frozenset({"write_file", "edit_file"})
 _GLOB_CHARS: Final = frozenset("*?[]{}()")
 
 
@@ -50,7 +49,7 @@ def path_rule(tool: str, path: str | None, root: str) -> str | None:
     rel = os.path.relpath(path, root)
     if rel == "." or rel.startswith("..") or any(c in _GLOB_CHARS for c in rel):
         return None
-    return _valid(f"{'Edit' if tool in _WRITE_TOOLS else 'Read'}({rel})")
+    return _valid(f"{permission_of(tool) or 'Read'}({rel})")
 
 
 def named_rule(tool: str) -> str | None:

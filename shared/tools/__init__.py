@@ -1,7 +1,8 @@
 """The built-in tools as the model sees them: input models and specs (no execution).
 
 - :mod:`.inputs`: one pydantic input model per built-in tool
-- :mod:`.specs`: name, description and input schema of each; :func:`builtin_specs`
+- :mod:`.specs`: the one declaration of each (name, description, models, read/write class,
+  permission name, path argument); :func:`builtin_specs` derives the catalog's specs
 
 The code that runs them is the tool runner's (``services/tool_runner/tools/``).
 """

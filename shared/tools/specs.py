@@ -1,15 +1,19 @@
-"""The spec of every built-in tool: name, description, input and output schemas, safety.
+"""The declaration of every built-in tool: the one place its facts are written.
 
-The project service lists them in its catalog (``builtin_specs``); the tool
-runner pairs each with the code that runs it. The order is the catalog's. A
-model sees the name, the description and the input schema; the output schema
+Each :class:`BuiltinSpec` says of one tool its name, its description, its input and output
+models, whether it reads, writes or runs (:attr:`~BuiltinSpec.access`), the permission name
+rules give it (``Read``, ``Edit``, ``Bash``), its path argument and its other names. Everything
+else is derived from them: the catalog's specs and safety hints (``builtin_specs``), the
+policy's tables (``jidocode.shared.policy.builtins``: path tools, rule names, read and write
+sets), the tool runner's read-only set and the names agent templates use. The order is the
+catalog's. A model sees the name, the description and the input schema; the output schema
 (of the ``data`` of a successful result) and the safety hints are for clients.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -28,6 +32,7 @@ from .inputs import (
 
 __all__ = [
     "BASH",
+    "BUILTIN_BY_NAME",
     "BUILTIN_SPECS",
     "EDIT_FILE",
     "GLOB",
@@ -35,6 +40,7 @@ __all__ = [
     "LIST_DIR",
     "READ_FILE",
     "WRITE_FILE",
+    "Access",
     "BashOutput",
     "BuiltinSpec",
     "DirEntry",
@@ -43,6 +49,8 @@ __all__ = [
     "GrepMatch",
     "GrepOutput",
     "ListDirOutput",
+    "PathArg",
+    "Permission",
     "ReadFileOutput",
     "ToolOutput",
     "WriteFileOutput",
@@ -136,19 +144,52 @@ class BashOutput(ToolOutput):
     )
 
 
-#: Reads files of the project and nothing else.
-_READS = ToolSafety(read_only=True, destructive=False, idempotent=True, open_world=False, permission="Read")
+#: What a call does: reads files of the project, writes them, or runs a command.
+Access = Literal["read", "write", "run"]
+#: The name permission rules give a tool (``Read(src/**)``, ``Edit(app.py)``, ``Bash(npm test:*)``).
+Permission = Literal["Read", "Edit", "Bash"]
+
+
+@dataclass(frozen=True)
+class PathArg:
+    """The argument of a file tool that names its path, and the path taken when it is left out."""
+
+    name: str = "path"
+    default: str | None = None
 
 
 @dataclass(frozen=True)
 class BuiltinSpec:
-    """What the catalog says of a built-in tool (its execution lives in the tool runner)."""
+    """The declaration of a built-in tool (its execution lives in the tool runner).
+
+    ``access`` is its read/write class; ``permission`` the rule name covering it with the
+    other tools of that class; ``rule_names`` the other names a rule may give it alone
+    (Claude Code's ``Glob``, ``Grep``, ``LS``); ``agent_names`` Claude Code's names for it in
+    an agent template's ``tools``; ``idempotent`` whether a second call with the same
+    arguments changes nothing more. Its safety hints follow from these.
+    """
 
     name: str
     description: str
     input_model: type[ToolInput]
     output_model: type[ToolOutput]
-    safety: ToolSafety
+    access: Access
+    permission: Permission
+    idempotent: bool
+    path_arg: PathArg | None = None
+    rule_names: tuple[str, ...] = ()
+    agent_names: tuple[str, ...] = ()
+
+    @property
+    def safety(self) -> ToolSafety:
+        """The hints of :attr:`access`: a read changes nothing, a command may reach anything."""
+        return ToolSafety(
+            read_only=self.access == "read",
+            destructive=self.access != "read",
+            idempotent=self.idempotent,
+            open_world=self.access == "run",
+            permission=self.permission,
+        )
 
     def spec(self) -> dict[str, Any]:
         """The tool spec (a :class:`~jidocode.shared.events.tools.ToolSpec` as JSON)."""
@@ -166,15 +207,22 @@ READ_FILE = BuiltinSpec(
     "Read a text file of the project. Returns its lines from `offset` (1-based), at most `limit` lines.",
     ReadFileInput,
     ReadFileOutput,
-    _READS,
+    access="read",
+    permission="Read",
+    idempotent=True,
+    path_arg=PathArg(),
+    agent_names=("Read",),
 )
 WRITE_FILE = BuiltinSpec(
     "write_file",
     "Create or overwrite a file of the project with `content` (parent directories are created).",
     WriteFileInput,
     WriteFileOutput,
-    # the same content written again leaves the same file
-    ToolSafety(read_only=False, destructive=True, idempotent=True, open_world=False, permission="Edit"),
+    access="write",
+    permission="Edit",
+    idempotent=True,  # the same content written again leaves the same file
+    path_arg=PathArg(),
+    agent_names=("Write",),
 )
 EDIT_FILE = BuiltinSpec(
     "edit_file",
@@ -182,21 +230,35 @@ EDIT_FILE = BuiltinSpec(
     "unless `replace_all` is true.",
     EditFileInput,
     EditFileOutput,
-    ToolSafety(read_only=False, destructive=True, idempotent=False, open_world=False, permission="Edit"),
+    access="write",
+    permission="Edit",
+    idempotent=False,
+    path_arg=PathArg(),
+    agent_names=("Edit", "MultiEdit"),
 )
 LIST_DIR = BuiltinSpec(
     "list_dir",
     "List the entries of a directory of the project (name, type, size).",
     ListDirInput,
     ListDirOutput,
-    _READS,
+    access="read",
+    permission="Read",
+    idempotent=True,
+    path_arg=PathArg(default="."),
+    rule_names=("LS",),
+    agent_names=("LS",),
 )
 GLOB = BuiltinSpec(
     "glob",
     "Find files of the project whose path (relative to `path`) matches a glob such as **/*.py.",
     GlobInput,
     GlobOutput,
-    _READS,
+    access="read",
+    permission="Read",
+    idempotent=True,
+    path_arg=PathArg(default="."),
+    rule_names=("Glob",),
+    agent_names=("Glob",),
 )
 GREP = BuiltinSpec(
     "grep",
@@ -204,7 +266,12 @@ GREP = BuiltinSpec(
     "`glob` filters the files searched.",
     GrepInput,
     GrepOutput,
-    _READS,
+    access="read",
+    permission="Read",
+    idempotent=True,
+    path_arg=PathArg(default="."),
+    rule_names=("Grep",),
+    agent_names=("Grep",),
 )
 BASH = BuiltinSpec(
     "bash",
@@ -213,11 +280,16 @@ BASH = BuiltinSpec(
     BashInput,
     BashOutput,
     # any command: it may change or delete anything it can reach, and reach the network
-    ToolSafety(read_only=False, destructive=True, idempotent=False, open_world=True, permission="Bash"),
+    access="run",
+    permission="Bash",
+    idempotent=False,
+    agent_names=("Bash",),
 )
 
 #: Every built-in tool, in catalog order.
 BUILTIN_SPECS: tuple[BuiltinSpec, ...] = (READ_FILE, WRITE_FILE, EDIT_FILE, LIST_DIR, GLOB, GREP, BASH)
+#: The same, by name.
+BUILTIN_BY_NAME: Final[dict[str, BuiltinSpec]] = {t.name: t for t in BUILTIN_SPECS}
 
 
 def builtin_specs() -> list[dict[str, Any]]:
