@@ -44,16 +44,9 @@ from jidocode.services.asset_loader.hooks import HookSignal, hook_signal
 from jidocode.services.asset_loader.loaders.command import render_command
 from jidocode.services.asset_loader.loaders.workflow import REF
 from jidocode.services.asset_loader.models import Skill, SkillAction, Workflow, WorkflowStep
-from jidocode.services.asset_loader.step_graph import StepPlan
-from jidocode.shared.envelope import new_id
+from jidocode.services.asset_loader.workflow_run import WorkflowRun, ms_since
 from jidocode.shared.errors import InvalidInput, JidoError, NotFound, PermissionDenied, RequestTimeout
 from jidocode.shared.events import EventModel
-from jidocode.shared.events.assets import (
-    WorkflowRunCompleted,
-    WorkflowRunFailed,
-    WorkflowRunStarted,
-    WorkflowRunStep,
-)
 from jidocode.shared.events.tools import ToolCallMeta, ToolResult, ToolResultError
 
 __all__ = [
@@ -458,118 +451,68 @@ class Runtime:
         the others still run, and the run fails naming the step. A stop (budget, deadline,
         cancel) starts no further step, waits for the running ones and raises.
         """
-        run_id = new_id()
-        started = time.monotonic()
-        await self.signals.signal(
-            WorkflowRunStarted(project_id=self.project_id, run_id=run_id, workflow=name, inputs=values)
-        )
-        steps = {step.id: step for step in workflow.steps}
-        index = {step.id: i for i, step in enumerate(workflow.steps)}
-        plan = StepPlan({step.id: step.depends_on for step in workflow.steps})
-        ctx: dict[str, Any] = {"inputs": values, "steps": {}}
-        ready = plan.start()
+        run = WorkflowRun(self.project_id, name, workflow, values)
+        await self.signals.signal(run.started_event())
+        stopped = await self._run_steps(gen, run, meta, depth, limits)
+        if stopped is not None:
+            step_id, stop = stopped
+            await self.signals.signal(run.failed_event(step_id, stop.to_info().model_dump(mode="json")))
+            raise stop
+        if run.failures:
+            await self.signals.signal(run.failed_event(*run.failures[0]))
+            return run.failed_result()
+        outputs = resolve_refs(workflow.outputs, run.ctx) if workflow.outputs else {}
+        await self.signals.signal(run.completed_event(outputs))
+        return run.completed_result(outputs)
+
+    async def _run_steps(
+        self, gen: Generation, run: WorkflowRun, meta: ToolCallMeta, depth: int, limits: tuple[RunSteps, ...]
+    ) -> tuple[str, JidoError] | None:
+        """Start ready steps and record finished ones until none is left; the step a stop came
+        before and the stop (``None``: no stop). Steps still running when this ends are cancelled."""
         running: dict[asyncio.Task[tuple[ToolResult, float]], str] = {}
-        failures: list[tuple[str, dict[str, Any]]] = []
         stopped: tuple[str, JidoError] | None = None
         try:
-            while ready or running:
-                while ready and stopped is None and len(running) < MAX_PARALLEL_STEPS:
-                    step_id = ready.pop(0)
-                    try:
-                        self._before_step(meta, limits)
-                    except JidoError as exc:
-                        stopped = (step_id, exc)
-                        break
-                    task = asyncio.create_task(
-                        self._guarded_step(gen, workflow, steps[step_id], ctx, meta, run_id, depth, limits)
-                    )
-                    running[task] = step_id
+            while run.ready or running:
+                if stopped is None:
+                    stopped = self._start_ready(gen, run, meta, depth, limits, running)
                 if not running:
                     break
                 done, _ = await asyncio.wait(running, return_when=asyncio.FIRST_COMPLETED)
-                for task in sorted(done, key=lambda t: index[running[t]]):
-                    step_id = running.pop(task)
-                    result, duration = task.result()
-                    step = steps[step_id]
-                    ctx["steps"][step_id] = {"ok": result.ok, "output": result.data, "error": _err(result)}
-                    await self.signals.signal(
-                        WorkflowRunStep(
-                            project_id=self.project_id,
-                            run_id=run_id,
-                            workflow=name,
-                            step=step_id,
-                            index=index[step_id],
-                            kind=step.kind,
-                            target=step.target,
-                            ok=result.ok,
-                            error=_err(result),
-                            duration_ms=duration,
-                        )
-                    )
-                    passed = result.ok or step.continue_on_error
-                    if not passed:
-                        failures.append(
-                            (step_id, _err(result) or {"type": "error", "message": "step failed"})
-                        )
-                    newly_ready, _skipped = plan.finish(step_id, passed=passed)
-                    ready = plan.sort([*ready, *newly_ready])
+                finished = {running.pop(task): task for task in done}
+                for step_id in run.in_order(finished):
+                    result, duration = finished[step_id].result()
+                    await self.signals.signal(run.finish(step_id, result, duration))
         finally:
             for task in running:
                 task.cancel()
             if running:
                 await asyncio.gather(*running, return_exceptions=True)
-        skipped = {step: {"after_failed": cause} for step, cause in plan.skipped.items()}
-        if stopped is not None:
-            stop_step, stop = stopped
-            await self.signals.signal(
-                WorkflowRunFailed(
-                    project_id=self.project_id,
-                    run_id=run_id,
-                    workflow=name,
-                    step=stop_step,
-                    error=stop.to_info().model_dump(mode="json"),
-                    duration_ms=_ms(started),
-                )
+        return stopped
+
+    def _start_ready(
+        self,
+        gen: Generation,
+        run: WorkflowRun,
+        meta: ToolCallMeta,
+        depth: int,
+        limits: tuple[RunSteps, ...],
+        running: dict[asyncio.Task[tuple[ToolResult, float]], str],
+    ) -> tuple[str, JidoError] | None:
+        """Start ready steps up to :data:`MAX_PARALLEL_STEPS` running; a stop before one ends
+        the starting (that step and the stop are returned)."""
+        while run.ready and len(running) < MAX_PARALLEL_STEPS:
+            step_id = run.ready.pop(0)
+            try:
+                self._before_step(meta, limits)
+            except JidoError as exc:
+                return step_id, exc
+            step = run.steps[step_id]
+            task = asyncio.create_task(
+                self._guarded_step(gen, run.workflow, step, run.ctx, meta, run.run_id, depth, limits)
             )
-            raise stop
-        if failures:
-            step_id, error = failures[0]
-            details: dict[str, Any] = {"run_id": run_id, "step": step_id}
-            if len(failures) > 1:
-                details["failed"] = [f[0] for f in failures]
-            if skipped:
-                details["skipped"] = sorted(skipped, key=index.__getitem__)
-            await self.signals.signal(
-                WorkflowRunFailed(
-                    project_id=self.project_id,
-                    run_id=run_id,
-                    workflow=name,
-                    step=step_id,
-                    error=error,
-                    duration_ms=_ms(started),
-                )
-            )
-            return ToolResult(
-                ok=False,
-                data={"run_id": run_id, "steps": ctx["steps"], "skipped": skipped},
-                error=ToolResultError(
-                    type=str(error.get("type", "error")),
-                    message=f"workflow {name!r} failed at step {step_id!r}: {error.get('message', '')}"
-                    + (f" (not run: {', '.join(details['skipped'])})" if skipped else ""),
-                    details=details,
-                ),
-            )
-        outputs = resolve_refs(workflow.outputs, ctx) if workflow.outputs else {}
-        await self.signals.signal(
-            WorkflowRunCompleted(
-                project_id=self.project_id,
-                run_id=run_id,
-                workflow=name,
-                outputs=outputs,
-                duration_ms=_ms(started),
-            )
-        )
-        return ToolResult(ok=True, data={"run_id": run_id, "outputs": outputs, "steps": ctx["steps"]})
+            running[task] = step_id
+        return None
 
     async def _guarded_step(
         self,
@@ -588,7 +531,7 @@ class Runtime:
             result = await self._step(gen, workflow, step, ctx, meta, run_id, depth, limits)
         except JidoError as exc:
             result = error_result(exc)
-        return result, _ms(step_started)
+        return result, ms_since(step_started)
 
     async def _step(
         self,
@@ -651,11 +594,3 @@ def _inputs(workflow: Workflow, given: Mapping[str, Any]) -> dict[str, Any]:
     if not declared:
         values.update(given)
     return values
-
-
-def _err(result: ToolResult) -> dict[str, Any] | None:
-    return result.error.model_dump(mode="json") if result.error is not None else None
-
-
-def _ms(started: float) -> float:
-    return round((time.monotonic() - started) * 1000, 1)
