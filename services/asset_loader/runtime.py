@@ -3,7 +3,7 @@
 Side effects go through two ports, so the orchestration here is the same in
 the service (NATS) and in tests (in-memory doubles):
 
-* :class:`ToolPort` ``run(name, args, meta) -> ToolResult``: the tool runner
+* :class:`AssetToolPort` ``run(name, args, meta) -> ToolResult``: the tool runner
   (``jido.tools.<p>.run``), which authorizes every call under the project
   policy;
 * :class:`SignalPort` ``signal(event)`` and ``hook(HookSignal)``: publishing.
@@ -20,7 +20,7 @@ call's root request id; ``JIDO_WORKFLOW_STEP_BUDGET``, default
 :data:`DEFAULT_STEP_BUDGET`). Before each step the run also stops when its
 caller stopped: past the call's deadline (``meta.deadline``, set by the
 caller and the tool runner) or once the call was cancelled
-(:meth:`Runtime.stop`, on ``tool.cancel_requested``). A stopped run fails at
+(:meth:`AssetRuntime.stop`, on ``tool.cancel_requested``). A stopped run fails at
 once, whatever ``continue_on_error`` says.
 """
 
@@ -55,12 +55,12 @@ __all__ = [
     "MAX_SCRIPT_PARAMS_BYTES",
     "MAX_WORKFLOW_DEPTH",
     "SCRIPT_PYTHON",
+    "AssetRuntime",
+    "AssetToolPort",
     "RunSteps",
-    "Runtime",
     "SignalPort",
     "StepBudgetExceeded",
     "StepBudgets",
-    "ToolPort",
     "WorkflowStopped",
     "error_result",
     "resolve_refs",
@@ -82,7 +82,7 @@ _MAX_STOPPED: Final = 4096
 _SKILL_PARAM: Final = re.compile(r"\{\{\s*([A-Za-z_][A-Za-z0-9_\-]*)\s*\}\}")
 
 
-class ToolPort(Protocol):
+class AssetToolPort(Protocol):
     async def run(self, name: str, args: dict[str, Any], meta: ToolCallMeta) -> ToolResult: ...
 
 
@@ -269,14 +269,14 @@ def skill_allows(skill: Skill, root: str, tool: str, args: Mapping[str, Any]) ->
     return False, f"{tool} is not in the allowed-tools of skill {skill.name!r} ({decision.reason})"
 
 
-class Runtime:
+class AssetRuntime:
     """Runs skills, commands and workflows of one project generation."""
 
     def __init__(
         self,
         project_id: str,
         root: str,
-        tools: ToolPort,
+        tools: AssetToolPort,
         signals: SignalPort,
         *,
         budgets: StepBudgets | None = None,

@@ -45,7 +45,7 @@ import nats.errors
 from jidocode.services.asset_loader.generation import Generation, load_generation
 from jidocode.services.asset_loader.hooks import HookSignal
 from jidocode.services.asset_loader.layout import Layer, ensure_layout, layers
-from jidocode.services.asset_loader.runtime import Runtime, error_result
+from jidocode.services.asset_loader.runtime import AssetRuntime, error_result
 from jidocode.services.asset_loader.skill_signals import SIGNAL_VERB, SkillSignals
 from jidocode.services.asset_loader.store import AssetStore, get_asset, list_assets, search_assets
 from jidocode.services.asset_loader.tools import call_asset_tool, graph_query, tool_specs
@@ -117,7 +117,7 @@ class ProjectAssets:
     watcher: asyncio.Task[None] | None = None
     #: Held while the watcher is replaced (a request and a file change may both ask for it).
     rewatch_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
-    runtime: Runtime | None = None
+    runtime: AssetRuntime | None = None
 
 
 class _BusPorts:
@@ -205,7 +205,9 @@ class AssetService:
         with contextlib.suppress(OSError, JidoError):
             await asyncio.to_thread(ensure_layout, root, info.data_dir)
         pa = ProjectAssets(info=info)
-        pa.runtime = Runtime(project_id, info.root_path, _BusPorts(self.bus, pa), _BusPorts(self.bus, pa))
+        pa.runtime = AssetRuntime(
+            project_id, info.root_path, _BusPorts(self.bus, pa), _BusPorts(self.bus, pa)
+        )
         await self.reload(pa, trigger="load")
         await self._start_watcher(pa)
         self.projects[project_id] = pa

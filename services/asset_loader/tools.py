@@ -19,7 +19,7 @@ from typing import Any, Final
 
 from jidocode.services.asset_loader.generation import Generation
 from jidocode.services.asset_loader.loaders.command import render_command
-from jidocode.services.asset_loader.runtime import Runtime, error_result
+from jidocode.services.asset_loader.runtime import AssetRuntime, error_result
 from jidocode.shared.errors import InvalidInput, JidoError, NotFound
 from jidocode.shared.events.tools import RunTool, ToolResult
 
@@ -140,7 +140,7 @@ def graph_query(gen: Generation, op: str, args: dict[str, Any]) -> Any:
     raise InvalidInput(f"unknown graph op {op!r}", details={"op": op})
 
 
-async def call_asset_tool(gen: Generation, runtime: Runtime, call: RunTool) -> ToolResult:
+async def call_asset_tool(gen: Generation, runtime: AssetRuntime, call: RunTool) -> ToolResult:
     """Run one asset tool; every failure is an ``ok: false`` result, never an exception."""
     args = call.args
     try:

@@ -1,4 +1,4 @@
-"""Skill invocation and workflow runs against in-memory ports (the same Runtime the service uses)."""
+"""Skill invocation and workflow runs against in-memory ports (the same AssetRuntime the service uses)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 from jidocode.services.asset_loader.discover import SourceFile
 from jidocode.services.asset_loader.generation import Generation, compile_generation
 from jidocode.services.asset_loader.hooks import HookSignal
-from jidocode.services.asset_loader.runtime import Runtime, resolve_refs, skill_allows
+from jidocode.services.asset_loader.runtime import AssetRuntime, resolve_refs, skill_allows
 from jidocode.services.asset_loader.tools import call_asset_tool, tool_specs
 from jidocode.shared.errors import InvalidInput, NotFound
 from jidocode.shared.events import EventModel
@@ -110,7 +110,7 @@ async def test_invoke_skill_fills_args_and_emits_hooks(tmp_path: Path) -> None:
         pre=HookSettings(signal_type="skill/pre"), post=HookSettings(signal_type="skill/post")
     )
     gen, ports = _gen(tmp_path, hooks), Ports()
-    rt = Runtime("p1", str(tmp_path), ports, ports)
+    rt = AssetRuntime("p1", str(tmp_path), ports, ports)
     result = await rt.invoke_skill(gen, "lint", "lint/run", {"path": "src"}, META)
     assert result.ok
     assert ports.calls == [("bash", {"command": "ruff check src"}, "req/skill/lint/lint/run")]
@@ -122,8 +122,8 @@ async def test_invoke_skill_fills_args_and_emits_hooks(tmp_path: Path) -> None:
 
 async def test_skill_dir_param(tmp_path: Path) -> None:
     gen, ports = _gen(tmp_path), Ports()
-    await Runtime("p1", "/p", ports, ports).invoke_skill(gen, "lint", "lint/script", {}, META)
-    await Runtime("p1", "/elsewhere", ports, ports).invoke_skill(gen, "lint", "lint/script", {}, META)
+    await AssetRuntime("p1", "/p", ports, ports).invoke_skill(gen, "lint", "lint/script", {}, META)
+    await AssetRuntime("p1", "/elsewhere", ports, ports).invoke_skill(gen, "lint", "lint/script", {}, META)
     assert [c[1]["command"] for c in ports.calls] == [
         "ruff skills/lint/scripts",
         "ruff /p/skills/lint/scripts",
@@ -133,7 +133,7 @@ async def test_skill_dir_param(tmp_path: Path) -> None:
 async def test_invoke_skill_denied_by_allowed_tools(tmp_path: Path) -> None:
     hooks = HooksSettings(post=HookSettings(signal_type="skill/post"))
     gen, ports = _gen(tmp_path, hooks), Ports()
-    rt = Runtime("p1", str(tmp_path), ports, ports)
+    rt = AssetRuntime("p1", str(tmp_path), ports, ports)
     result = await rt.invoke_skill(gen, "lint", "lint/rm", {"path": "src"}, META)
     assert not result.ok and result.error is not None and result.error.type == "permission_denied"
     assert ports.calls == []
@@ -142,7 +142,7 @@ async def test_invoke_skill_denied_by_allowed_tools(tmp_path: Path) -> None:
 
 async def test_invoke_skill_unknown(tmp_path: Path) -> None:
     gen, ports = _gen(tmp_path), Ports()
-    rt = Runtime("p1", str(tmp_path), ports, ports)
+    rt = AssetRuntime("p1", str(tmp_path), ports, ports)
     with pytest.raises(NotFound):
         await rt.invoke_skill(gen, "nope", "x", {}, META)
     with pytest.raises(NotFound, match="no route"):
@@ -153,7 +153,7 @@ async def test_invoke_skill_unknown(tmp_path: Path) -> None:
 async def test_tool_failure_gives_error_status(tmp_path: Path) -> None:
     hooks = HooksSettings(post=HookSettings(signal_type="skill/post"))
     gen, ports = _gen(tmp_path, hooks), Ports(fail={"read_file"})
-    rt = Runtime("p1", str(tmp_path), ports, ports)
+    rt = AssetRuntime("p1", str(tmp_path), ports, ports)
     result = await rt.invoke_skill(gen, "lint", "lint/peek", {"path": "a"}, META)
     assert not result.ok and ports.hooks[-1].data["status"] == "error"
 
@@ -173,7 +173,7 @@ def test_skill_allows(tmp_path: Path) -> None:
 
 async def test_workflow_run(tmp_path: Path) -> None:
     gen, ports = _gen(tmp_path), Ports()
-    rt = Runtime("p1", str(tmp_path), ports, ports)
+    rt = AssetRuntime("p1", str(tmp_path), ports, ports)
     result = await rt.run_workflow(gen, "flow", {"path": "src"}, META)
     assert result.ok, result
     assert result.data["outputs"] == {"said": "Say read_file", "leaf": 3}
@@ -191,7 +191,7 @@ async def test_workflow_run(tmp_path: Path) -> None:
 
 async def test_workflow_failure_and_continue_on_error(tmp_path: Path) -> None:
     gen, ports = _gen(tmp_path), Ports(fail={"glob", "grep"})
-    rt = Runtime("p1", str(tmp_path), ports, ports)
+    rt = AssetRuntime("p1", str(tmp_path), ports, ports)
     result = await rt.run_workflow(gen, "brittle", {}, META)
     assert not result.ok and result.error is not None and "step2" in result.error.message
     assert [c[0] for c in ports.calls] == ["glob", "grep"]  # stopped before list_dir
@@ -201,7 +201,7 @@ async def test_workflow_failure_and_continue_on_error(tmp_path: Path) -> None:
 
 async def test_workflow_inputs_checked(tmp_path: Path) -> None:
     gen, ports = _gen(tmp_path), Ports()
-    rt = Runtime("p1", str(tmp_path), ports, ports)
+    rt = AssetRuntime("p1", str(tmp_path), ports, ports)
     with pytest.raises(InvalidInput, match="needs input"):
         await rt.run_workflow(gen, "flow", {}, META)
     with pytest.raises(InvalidInput, match="no input"):
@@ -232,7 +232,7 @@ async def test_deep_nesting_limited(tmp_path: Path) -> None:
         )
     )
     gen, ports = _gen(tmp_path, extra=chain), Ports()
-    rt = Runtime("p1", str(tmp_path), ports, ports)
+    rt = AssetRuntime("p1", str(tmp_path), ports, ports)
     result = await rt.run_workflow(gen, "w0", {}, META)
     assert not result.ok and ports.calls == []
 
@@ -246,7 +246,7 @@ def test_resolve_refs() -> None:
 
 async def test_asset_tools(tmp_path: Path) -> None:
     gen, ports = _gen(tmp_path), Ports()
-    rt = Runtime("p1", str(tmp_path), ports, ports)
+    rt = AssetRuntime("p1", str(tmp_path), ports, ports)
     specs = {s["name"]: s for s in tool_specs(gen)}
     assert set(specs) == {"run_command", "run_workflow", "query_skill_graph", "load_skill", "invoke_skill"}
     assert "lint:lint/run" in specs["invoke_skill"]["description"]

@@ -18,7 +18,7 @@ from jidocode.services.asset_loader.discover import SourceFile
 from jidocode.services.asset_loader.generation import Generation, compile_generation
 from jidocode.services.asset_loader.hooks import HookSignal
 from jidocode.services.asset_loader.loaders.skill import parse_skill
-from jidocode.services.asset_loader.runtime import MAX_SCRIPT_PARAMS_BYTES, Runtime
+from jidocode.services.asset_loader.runtime import MAX_SCRIPT_PARAMS_BYTES, AssetRuntime
 from jidocode.services.asset_loader.skill_signals import SkillSignals, match_route
 from jidocode.shared.envelope import Envelope
 from jidocode.shared.errors import Conflict, NotFound
@@ -161,7 +161,7 @@ META = ToolCallMeta(request_id="r", conversation_id="c")
 
 async def test_a_script_action_runs_python3_with_json_params() -> None:
     ports = Ports()
-    rt = Runtime("p", "/p", ports, ports)
+    rt = AssetRuntime("p", "/p", ports, ports)
     result = await rt.invoke_skill(_gen(), "pdf-processor", "pdf/extract/text", {"path": "a b.pdf"}, META)
     assert result.ok and result.data["result"] == {"text": "hi"}
     [(tool, args)] = ports.calls
@@ -180,7 +180,7 @@ async def test_a_script_action_runs_python3_with_json_params() -> None:
 
 async def test_a_script_action_failing_or_refused() -> None:
     ports = Ports(exit_code=2, output="no such form field(s): zip\n")
-    rt = Runtime("p", "/p", ports, ports)
+    rt = AssetRuntime("p", "/p", ports, ports)
     failed = await rt.invoke_skill(_gen(), "pdf-processor", "pdf/form/fill", {"fields": {"zip": 1}}, META)
     assert not failed.ok and failed.error is not None and failed.error.type == "action_failed"
     assert "exited with 2: no such form field(s): zip" in failed.error.message

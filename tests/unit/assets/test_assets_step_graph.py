@@ -16,7 +16,7 @@ from jidocode.services.asset_loader.discover import SourceFile
 from jidocode.services.asset_loader.generation import Generation, compile_generation
 from jidocode.services.asset_loader.hooks import HookSignal
 from jidocode.services.asset_loader.loaders.workflow import parse_workflow
-from jidocode.services.asset_loader.runtime import MAX_PARALLEL_STEPS, Runtime, StepBudgetExceeded
+from jidocode.services.asset_loader.runtime import MAX_PARALLEL_STEPS, AssetRuntime, StepBudgetExceeded
 from jidocode.services.asset_loader.step_graph import StepPlan, find_cycle, topological_order
 from jidocode.shared.events import EventModel
 from jidocode.shared.events.tools import ToolCallMeta, ToolResult, ToolResultError
@@ -253,7 +253,7 @@ outputs: {joined: '{{steps.join.output.args.l}}'}
 async def test_independent_steps_run_together_and_dependents_wait(tmp_path: Path) -> None:
     ports = Ports()
     run = asyncio.create_task(
-        Runtime("p", str(tmp_path), ports, ports).run_workflow(_gen(d=DIAMOND), "d", {}, META)
+        AssetRuntime("p", str(tmp_path), ports, ports).run_workflow(_gen(d=DIAMOND), "d", {}, META)
     )
     await ports.wait_started(2)
     assert sorted(ports.started) == ["alone", "top"]  # the two with no dependency, at once
@@ -272,7 +272,7 @@ async def test_independent_steps_run_together_and_dependents_wait(tmp_path: Path
 async def test_a_failed_step_stops_its_dependents_only(tmp_path: Path) -> None:
     ports = Ports(fail={"left"})
     ports.gate.set()
-    result = await Runtime("p", str(tmp_path), ports, ports).run_workflow(_gen(d=DIAMOND), "d", {}, META)
+    result = await AssetRuntime("p", str(tmp_path), ports, ports).run_workflow(_gen(d=DIAMOND), "d", {}, META)
     assert not result.ok and result.error is not None
     assert result.error.message == "workflow 'd' failed at step 'left': left failed (not run: join)"
     assert result.error.details["skipped"] == ["join"] and result.error.type == "boom"
@@ -286,7 +286,7 @@ async def test_continue_on_error_lets_dependents_run(tmp_path: Path) -> None:
     flow = "steps: [{id: a, tool: a, continue_on_error: true}, {id: b, tool: b, depends_on: a}]"
     ports = Ports(fail={"a"})
     ports.gate.set()
-    result = await Runtime("p", str(tmp_path), ports, ports).run_workflow(_gen(f=flow), "f", {}, META)
+    result = await AssetRuntime("p", str(tmp_path), ports, ports).run_workflow(_gen(f=flow), "f", {}, META)
     assert result.ok and ports.started == ["a", "b"]
 
 
@@ -295,7 +295,7 @@ async def test_parallel_steps_are_capped(tmp_path: Path) -> None:
     flow = "steps:\n" + "".join(f"  - {{id: s{i}, tool: t{i}, needs: []}}\n" for i in range(count))
     ports = Ports()
     run = asyncio.create_task(
-        Runtime("p", str(tmp_path), ports, ports).run_workflow(_gen(f=flow), "f", {}, META)
+        AssetRuntime("p", str(tmp_path), ports, ports).run_workflow(_gen(f=flow), "f", {}, META)
     )
     await ports.wait_started(MAX_PARALLEL_STEPS)
     # Every ready step that could start did so in the same turn of the loop: no more than the cap.
@@ -313,7 +313,7 @@ async def test_max_steps_budget_of_a_run(tmp_path: Path) -> None:
     )
     ports = Ports()
     ports.gate.set()
-    rt = Runtime("p", str(tmp_path), ports, ports)
+    rt = AssetRuntime("p", str(tmp_path), ports, ports)
     result = await rt.run_workflow(gen, "capped", {}, META)
     # a, the sub-workflow step, b: the sub-workflow's second step is the fourth of the run
     assert ports.started == ["a", "b"]
