@@ -10,13 +10,13 @@ from jidocode.shared.settings import HookSettings
 
 __all__ = [
     "AssetKind",
-    "Command",
     "CommandArgument",
     "GraphNode",
     "Skill",
     "SkillAction",
     "SkillHooks",
     "SkillRoute",
+    "SlashCommand",
     "Workflow",
     "WorkflowInput",
     "WorkflowStep",
@@ -101,7 +101,7 @@ class CommandArgument(BaseModel):
     default: str | None = None
 
 
-class Command(BaseModel):
+class SlashCommand(BaseModel):
     model_config = _FROZEN
 
     name: str
