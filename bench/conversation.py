@@ -52,7 +52,7 @@ from jidocode.services.conversation.core import (
     run_to_idle,
 )
 from jidocode.services.conversation.journal import Journal
-from jidocode.services.conversation.ports import LlmRequest, LlmResult, LlmToolCall, LlmUsage
+from jidocode.services.conversation.ports import LlmRequest, LlmResult, LlmTokenUsage, LlmToolCall
 from jidocode.services.conversation.runtime import Runtime
 from jidocode.services.conversation.service import serve
 from jidocode.services.conversation.settings import RuntimeSettings
@@ -78,7 +78,7 @@ class InstantLlm:
     """Asks for one tool call after a user message, answers after the tool's result."""
 
     async def complete(self, request: LlmRequest, on_delta: Callable[[str], Awaitable[None]]) -> LlmResult:
-        usage = LlmUsage(prompt_tokens=1, completion_tokens=1)
+        usage = LlmTokenUsage(prompt_tokens=1, completion_tokens=1)
         if request.messages[-1]["role"] == "user":
             call = LlmToolCall(id="c", name="read_file", arguments={"path": "a"})
             return LlmResult(tool_calls=[call], usage=usage)
@@ -439,7 +439,7 @@ class AnswerLlm:
     """Answers every request at once, without tool calls."""
 
     async def complete(self, request: LlmRequest, on_delta: Callable[[str], Awaitable[None]]) -> LlmResult:
-        return LlmResult(content="ok", usage=LlmUsage(prompt_tokens=1, completion_tokens=1))
+        return LlmResult(content="ok", usage=LlmTokenUsage(prompt_tokens=1, completion_tokens=1))
 
 
 class Service:

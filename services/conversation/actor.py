@@ -79,7 +79,7 @@ from .core import (
 )
 from .host import ActorHost
 from .llm.options import ToolExposure
-from .ports import ContextWindows, LlmRequest, ToolSpec
+from .ports import ContextWindows, LlmRequest, LlmToolSpec
 from .record import ConversationRecord
 from .subagents.core import TASK_TOOL
 from .subagents.runner import ParentView, SubagentRunner
@@ -488,7 +488,7 @@ class ConversationActor:
             time=now_iso(),
         )
 
-    async def _tool_specs(self, intent: RunLlm) -> list[ToolSpec]:
+    async def _tool_specs(self, intent: RunLlm) -> list[LlmToolSpec]:
         try:
             return await self.rt.tool_specs(self.project_id)
         except JidoError as exc:
@@ -508,7 +508,7 @@ class ConversationActor:
             )
             return []
 
-    def _offered(self, tools: list[ToolSpec]) -> list[str]:
+    def _offered(self, tools: list[LlmToolSpec]) -> list[str]:
         """The names of ``tools`` the model is shown (the conversation's ``tools`` exposure applied)."""
         try:
             exposure = ToolExposure.model_validate(self.record.settings.get("tools") or {})
@@ -684,7 +684,7 @@ class ConversationActor:
             self._subagents = SubagentRunner(self.rt.bus, self.rt.settings.subagents)
         return self._subagents
 
-    async def _with_task_tool(self, tools: list[ToolSpec]) -> list[ToolSpec]:
+    async def _with_task_tool(self, tools: list[LlmToolSpec]) -> list[LlmToolSpec]:
         """``tools`` and the ``task`` tool (without it when its templates cannot be read in time:
         the lookup binds a KV bucket and reads files, which a loaded JetStream can hold up)."""
         try:

@@ -12,7 +12,7 @@ from typing import Protocol
 from jidocode.shared.bus import Bus
 
 from .journal import Journal
-from .ports import LlmPort, ToolPort, ToolSpec
+from .ports import LlmPort, LlmToolSpec, ToolPort
 from .record import ConversationRecord
 from .settings import RuntimeSettings
 
@@ -35,7 +35,7 @@ class ActorHost(Protocol):
     @property
     def tools(self) -> ToolPort: ...
 
-    async def tool_specs(self, project_id: str) -> list[ToolSpec]:
+    async def tool_specs(self, project_id: str) -> list[LlmToolSpec]:
         """The project's policy-filtered tool list (cached by the runtime)."""
         ...
 

@@ -20,14 +20,14 @@ __all__ = [
     "LlmPort",
     "LlmRequest",
     "LlmResult",
+    "LlmTokenUsage",
     "LlmToolCall",
-    "LlmUsage",
+    "LlmToolSpec",
     "ToolPort",
-    "ToolSpec",
 ]
 
 
-class ToolSpec(BaseModel):
+class LlmToolSpec(BaseModel):
     """A tool as the model sees it (seed 000 ``ToolSpec``)."""
 
     model_config = ConfigDict(frozen=True, extra="ignore")
@@ -45,7 +45,7 @@ class LlmToolCall(BaseModel):
     arguments: dict[str, Any] = Field(default_factory=dict)
 
 
-class LlmUsage(BaseModel):
+class LlmTokenUsage(BaseModel):
     model_config = ConfigDict(frozen=True, extra="ignore")
 
     prompt_tokens: int = 0
@@ -71,7 +71,7 @@ class LlmRequest(BaseModel):
     #: thousands of messages would make each call cost more the longer the conversation.
     #: Shared with the projection: an adapter must not change them in place.
     messages: SkipValidation[list[dict[str, Any]]]
-    tools: list[ToolSpec] = Field(default_factory=list)
+    tools: list[LlmToolSpec] = Field(default_factory=list)
     #: Model settings (``model``, ``api_base``, ``api_key_env``, ``temperature``, ``timeout`` …).
     settings: dict[str, Any] = Field(default_factory=dict)
 
@@ -81,7 +81,7 @@ class LlmResult(BaseModel):
 
     content: str = ""
     tool_calls: list[LlmToolCall] = Field(default_factory=list)
-    usage: LlmUsage = Field(default_factory=LlmUsage)
+    usage: LlmTokenUsage = Field(default_factory=LlmTokenUsage)
     model: str = ""
     finish_reason: str | None = None
 

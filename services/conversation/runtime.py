@@ -92,7 +92,7 @@ from .compaction import compaction_limits
 from .core import Limits, llm_context, normalize, project, replay
 from .deletion import purge_conversation, reusable_at
 from .journal import Journal, LostOwnership, ensure_streams, publish_with_retry
-from .ports import ContextWindows, LlmPort, ToolPort, ToolSpec
+from .ports import ContextWindows, LlmPort, LlmToolSpec, ToolPort
 from .record import ConversationRecord, record_key, title_of, write_title
 from .residency import LoadedSet, subscribe_wakeups
 from .settings import RuntimeSettings
@@ -178,7 +178,7 @@ class Runtime:
         self._wake_tasks: set[asyncio.Task[None]] = set()
         self._wake_gate = asyncio.Semaphore(_WAKE_CONCURRENCY)
         #: project id -> (monotonic time fetched, the policy-filtered tool list)
-        self._specs: dict[str, tuple[float, list[ToolSpec]]] = {}
+        self._specs: dict[str, tuple[float, list[LlmToolSpec]]] = {}
         self._leases_ready = asyncio.Event()
         self._orphans_read = False
         self._scan_now = asyncio.Event()
@@ -1024,7 +1024,7 @@ class Runtime:
             after_sequence=after,
         )
 
-    async def tool_specs(self, project_id: str) -> list[ToolSpec]:
+    async def tool_specs(self, project_id: str) -> list[LlmToolSpec]:
         """The project's policy-filtered tool list, reused for ``tool_specs_ttl_s``.
 
         Asking the project service before every model call cost a request per

@@ -38,7 +38,7 @@ from jidocode.shared.events.tools import (
     ToolResultError,
 )
 
-from .ports import ToolSpec
+from .ports import LlmToolSpec
 
 __all__ = [
     "RESEND_FIRST_S",
@@ -134,10 +134,10 @@ def _failed(exc: JidoError, message: str) -> ToolResult:
     return ToolResult(ok=False, error=ToolResultError(type=exc.type, message=message, details=exc.details))
 
 
-async def list_tool_specs(bus: Bus, project_id: str, *, timeout: float = 3.0) -> list[ToolSpec]:
+async def list_tool_specs(bus: Bus, project_id: str, *, timeout: float = 3.0) -> list[LlmToolSpec]:
     """The policy-filtered tools of the project, from the project service's ``list_tools``.
 
     Raises ``JidoError`` (``service_unavailable`` when nobody answers).
     """
     catalog = await ProjectClient(bus, project_id, timeout=timeout).list_tools()
-    return [ToolSpec.model_validate(spec.model_dump()) for spec in catalog.tools]
+    return [LlmToolSpec.model_validate(spec.model_dump()) for spec in catalog.tools]

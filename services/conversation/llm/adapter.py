@@ -50,7 +50,7 @@ import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
-from jidocode.services.conversation.ports import LlmRequest, LlmResult, LlmUsage
+from jidocode.services.conversation.ports import LlmRequest, LlmResult, LlmTokenUsage
 from jidocode.shared.errors import JidoError
 from jidocode.shared.events import llm as llm_events
 from jidocode.shared.events._base import EventModel
@@ -148,7 +148,7 @@ def _model_window(model: str) -> int:
 _UNPRICED: set[str] = set()
 
 
-def _cost(model: str, usage: LlmUsage) -> float | None:
+def _cost(model: str, usage: LlmTokenUsage) -> float | None:
     if model in _UNPRICED:
         return None
     lib = load_litellm()
@@ -263,7 +263,7 @@ def _tools_param(request: LlmRequest, options: LlmOptions) -> list[dict[str, Any
     ]
 
 
-def _usage_of(raw: Any) -> LlmUsage | None:
+def _usage_of(raw: Any) -> LlmTokenUsage | None:
     if raw is None:
         return None
     prompt = int(getattr(raw, "prompt_tokens", 0) or 0)
@@ -271,7 +271,7 @@ def _usage_of(raw: Any) -> LlmUsage | None:
     details = getattr(raw, "prompt_tokens_details", None)
     cached = int(getattr(details, "cached_tokens", 0) or 0) if details is not None else 0
     total = int(getattr(raw, "total_tokens", 0) or 0) or prompt + completion
-    return LlmUsage(
+    return LlmTokenUsage(
         prompt_tokens=prompt, completion_tokens=completion, cached_tokens=cached, total_tokens=total
     )
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
-from jidocode.services.conversation.ports import LlmResult, LlmToolCall, LlmUsage
+from jidocode.services.conversation.ports import LlmResult, LlmTokenUsage, LlmToolCall
 
 __all__ = ["INVALID_ARGUMENTS_KEY", "StreamAssembler"]
 
@@ -32,7 +32,7 @@ class StreamAssembler:
     text: list[str] = field(default_factory=list)
     calls: dict[int, _PartialCall] = field(default_factory=dict)
     finish_reason: str | None = None
-    usage: LlmUsage | None = None
+    usage: LlmTokenUsage | None = None
     model: str = ""
 
     def add_text(self, piece: str) -> None:
@@ -69,7 +69,7 @@ class StreamAssembler:
         return LlmResult(
             content="".join(self.text),
             tool_calls=self.tool_calls(),
-            usage=self.usage or LlmUsage(),
+            usage=self.usage or LlmTokenUsage(),
             model=self.model,
             finish_reason=self.finish_reason,
         )

@@ -11,7 +11,7 @@ from typing import Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from jidocode.services.conversation.ports import ToolSpec
+from jidocode.services.conversation.ports import LlmToolSpec
 from jidocode.shared.events.conversation import Cancel, LlmCompleted, LlmFailed, LoopStopped
 from jidocode.shared.tools import BUILTIN_SPECS
 
@@ -218,14 +218,14 @@ def child_settings(
     return out
 
 
-def task_spec(templates: Templates) -> ToolSpec:
+def task_spec(templates: Templates) -> LlmToolSpec:
     """The ``task`` tool as the model sees it, listing the agent types it may name."""
     lines = []
     for name in templates.names():
         template = templates.get(name)
         if template is not None:
             lines.append(f"- {name}: {template.description or '(no description)'}")
-    return ToolSpec(
+    return LlmToolSpec(
         name=TASK_TOOL,
         description=(
             "Hand a self-contained task to a sub-agent: a separate conversation with its own context "

@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from jidocode.services.conversation.core import RunTool, Signal
-from jidocode.services.conversation.ports import ToolSpec
+from jidocode.services.conversation.ports import LlmToolSpec
 from jidocode.shared import subjects
 from jidocode.shared.bus import Bus
 from jidocode.shared.clients import ConversationsClient
@@ -153,7 +153,7 @@ class SubagentRunner:
         self._templates[project_id] = (time.monotonic(), found)
         return found
 
-    async def spec(self, project_id: str) -> ToolSpec:
+    async def spec(self, project_id: str) -> LlmToolSpec:
         return task_spec(await self.templates(project_id))
 
     # -- one call ----------------------------------------------------------------

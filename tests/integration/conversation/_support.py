@@ -9,7 +9,13 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
-from jidocode.services.conversation.ports import LlmRequest, LlmResult, LlmToolCall, LlmUsage, ToolSpec
+from jidocode.services.conversation.ports import (
+    LlmRequest,
+    LlmResult,
+    LlmTokenUsage,
+    LlmToolCall,
+    LlmToolSpec,
+)
 from jidocode.services.conversation.runtime import Runtime
 from jidocode.services.conversation.service import serve
 from jidocode.services.conversation.settings import RuntimeSettings
@@ -58,14 +64,14 @@ class ScriptLlm:
 
 
 def answer(text: str) -> LlmResult:
-    return LlmResult(content=text, usage=LlmUsage(prompt_tokens=10, completion_tokens=3, cost_usd=0.001))
+    return LlmResult(content=text, usage=LlmTokenUsage(prompt_tokens=10, completion_tokens=3, cost_usd=0.001))
 
 
 def tool_calls(*names: str, text: str = "") -> LlmResult:
     return LlmResult(
         content=text,
         tool_calls=[LlmToolCall(id=f"call_{i}", name=n, arguments={"n": i}) for i, n in enumerate(names)],
-        usage=LlmUsage(prompt_tokens=5, completion_tokens=2),
+        usage=LlmTokenUsage(prompt_tokens=5, completion_tokens=2),
     )
 
 
@@ -212,7 +218,7 @@ def _drop_times(value: Any) -> Any:
     return value
 
 
-async def answer_list_tools(bus: Bus, specs: list[ToolSpec], project_id: str = P) -> Any:
+async def answer_list_tools(bus: Bus, specs: list[LlmToolSpec], project_id: str = P) -> Any:
     """Answer the project's ``list_tools`` like the project service would."""
 
     async def _cb(msg: Any) -> None:

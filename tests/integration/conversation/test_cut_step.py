@@ -8,7 +8,7 @@ from typing import Any
 
 from jidocode.services.conversation.core import Emit, Signal, initial_state, run_to_idle
 from jidocode.services.conversation.journal import Journal
-from jidocode.services.conversation.ports import ToolSpec
+from jidocode.services.conversation.ports import LlmToolSpec
 from jidocode.shared.bus import Bus
 from jidocode.shared.config import Config
 from jidocode.shared.events.tools import ToolCallMeta, ToolResult
@@ -29,7 +29,7 @@ from ._support import (
 async def test_a_step_cut_by_a_crash_is_carried_on_after_a_reload(bus: Bus, config: Config) -> None:
     cid = "cut-1"
     llm = ScriptLlm(answer("carried on"))
-    await answer_list_tools(bus, [ToolSpec(name="read_file")])
+    await answer_list_tools(bus, [LlmToolSpec(name="read_file")])
     client = conversations(bus)
     # What a killed service left: the step "user message -> llm.requested" journaled up to its
     # first entry only.
@@ -69,7 +69,7 @@ class _BrokenTools(ToolsDouble):
 
 async def test_a_tool_port_that_raises_ends_the_call_instead_of_hanging(bus: Bus, config: Config) -> None:
     llm = ScriptLlm(tool_calls("read_file"), answer("went on"))
-    await answer_list_tools(bus, [ToolSpec(name="read_file")])
+    await answer_list_tools(bus, [LlmToolSpec(name="read_file")])
     client = conversations(bus)
     async with running_service(config, llm, _BrokenTools()):
         out = await follow(bus, "broken-1")

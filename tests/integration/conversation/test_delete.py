@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from jidocode.services.conversation import deletion
-from jidocode.services.conversation.ports import ToolSpec
+from jidocode.services.conversation.ports import LlmToolSpec
 from jidocode.shared import subjects
 from jidocode.shared.bus import Bus
 from jidocode.shared.config import Config
@@ -39,7 +39,7 @@ async def _counts(bus: Bus, cid: str) -> tuple[int, int, int]:
 
 async def test_delete_removes_the_conversation_and_only_it(bus: Bus, config: Config) -> None:
     llm = ScriptLlm(answer("first answer"), answer("kept answer"), answer("fresh answer"))
-    await answer_list_tools(bus, [ToolSpec(name="read_file")])
+    await answer_list_tools(bus, [LlmToolSpec(name="read_file")])
     client = conversations(bus)
     async with running_service(config, llm, ToolsDouble()):
         for cid in ("del-1", "keep-1"):
@@ -74,7 +74,7 @@ async def test_a_deleted_id_starts_afresh_after_the_duplicate_window(
     # as if the window had passed (no test waits two minutes)
     monkeypatch.setattr(deletion, "REUSE_AFTER_S", -1.0)
     llm = ScriptLlm(answer("old answer"), answer("fresh answer"))
-    await answer_list_tools(bus, [ToolSpec(name="read_file")])
+    await answer_list_tools(bus, [LlmToolSpec(name="read_file")])
     client = conversations(bus)
     async with running_service(config, llm, ToolsDouble()):
         out = await follow(bus, "del-2")

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from jidocode.cli.dev.scripted_llm import Reply, ScriptedLlm, ScriptedToolCall
-from jidocode.services.conversation.ports import ToolSpec
+from jidocode.services.conversation.ports import LlmToolSpec
 from jidocode.services.conversation.runtime import record_key
 from jidocode.services.conversation.settings import RuntimeSettings
 from jidocode.shared import subjects
@@ -193,7 +193,7 @@ async def test_sigkill_mid_conversation_then_restart_continues_exactly(
     tools = ToolResponder(bus)
     await tools.start()
     await answer_list_tools(
-        bus, [ToolSpec(name="read_file"), ToolSpec(name="grep")]
+        bus, [LlmToolSpec(name="read_file"), LlmToolSpec(name="grep")]
     )  # what the model is offered
     procs.append(await Proc(config, "a", tmp_path).start())
 

@@ -9,7 +9,7 @@ replica took the change.
 
 from __future__ import annotations
 
-from jidocode.services.conversation.ports import ToolSpec
+from jidocode.services.conversation.ports import LlmToolSpec
 from jidocode.shared.bus import Bus
 from jidocode.shared.config import Config
 
@@ -30,7 +30,7 @@ async def test_unexpose_counts_from_the_next_model_call_of_a_running_conversatio
 ) -> None:
     llm = ScriptLlm(answer("first"), tool_calls("grep"), answer("done"))
     tools = ToolsDouble()
-    await answer_list_tools(bus, [ToolSpec(name="read_file"), ToolSpec(name="grep")])
+    await answer_list_tools(bus, [LlmToolSpec(name="read_file"), LlmToolSpec(name="grep")])
     async with running_service(config, llm, tools) as runtime:
         client = conversations(bus)
         out = await follow(bus, "exp")

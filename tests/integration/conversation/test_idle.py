@@ -17,7 +17,7 @@ from typing import Any
 import nats.js.errors
 import pytest
 
-from jidocode.services.conversation.ports import LlmRequest, LlmResult, LlmUsage
+from jidocode.services.conversation.ports import LlmRequest, LlmResult, LlmTokenUsage
 from jidocode.services.conversation.residency import WAKE_CONSUMER
 from jidocode.services.conversation.runtime import Runtime
 from jidocode.services.conversation.settings import RuntimeSettings
@@ -44,7 +44,7 @@ class EchoLlm:
     async def complete(self, request: LlmRequest, on_delta: Callable[[str], Awaitable[None]]) -> LlmResult:
         self.requests.append(request)
         text = next(m["content"] for m in reversed(request.messages) if m["role"] == "user")
-        return LlmResult(content=f"re: {text}", usage=LlmUsage(prompt_tokens=1, completion_tokens=1))
+        return LlmResult(content=f"re: {text}", usage=LlmTokenUsage(prompt_tokens=1, completion_tokens=1))
 
 
 class Answers:

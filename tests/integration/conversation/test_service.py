@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from jidocode.services.conversation.core import Signal
-from jidocode.services.conversation.ports import ToolSpec
+from jidocode.services.conversation.ports import LlmToolSpec
 from jidocode.services.conversation.settings import RuntimeSettings
 from jidocode.shared import subjects
 from jidocode.shared.bus import Bus
@@ -49,7 +49,7 @@ async def _projection(bus: Bus, cid: str, name: str) -> object:
 async def test_full_loop_with_parallel_tool_calls(bus: Bus, config: Config) -> None:
     llm = ScriptLlm(tool_calls("read_file", "grep"), answer("All done here."))
     tools = ToolsDouble()
-    await answer_list_tools(bus, [ToolSpec(name="read_file"), ToolSpec(name="grep")])
+    await answer_list_tools(bus, [LlmToolSpec(name="read_file"), LlmToolSpec(name="grep")])
     async with running_service(config, llm, tools):
         out = await follow(bus, "c1")
         started = await _start(bus, "c1")
@@ -188,7 +188,7 @@ async def test_cancel_stops_tools_and_resume_answers_what_came_meanwhile(bus: Bu
     llm = ScriptLlm(tool_calls("bash", "bash"), answer("after resume"), answer("go on answered"))
     tools = ToolsDouble()
     tools.gate = asyncio.Event()  # tools never finish on their own
-    await answer_list_tools(bus, [ToolSpec(name="bash")])  # the model is offered bash
+    await answer_list_tools(bus, [LlmToolSpec(name="bash")])  # the model is offered bash
     async with running_service(config, llm, tools):
         out = await follow(bus, "c3")
         await _start(bus, "c3")
@@ -247,7 +247,7 @@ async def test_a_tool_list_from_before_serves_while_the_project_service_is_away(
     # the list it gave last is used (it changes only on reloads).
     llm = ScriptLlm(answer("one"), answer("two"))
     settings = RuntimeSettings(lease_ttl_s=5.0, list_tools_timeout_s=0.5, tool_specs_ttl_s=0.0)
-    listing = await answer_list_tools(bus, [ToolSpec(name="read_file")])
+    listing = await answer_list_tools(bus, [LlmToolSpec(name="read_file")])
     async with running_service(config, llm, ToolsDouble(), settings):
         out = await follow(bus, "c5b")
         await _start(bus, "c5b")

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from jidocode.cli.dev.scripted_llm import Reply, ScriptedLlm, call
-from jidocode.services.conversation.ports import ToolSpec
+from jidocode.services.conversation.ports import LlmToolSpec
 from jidocode.services.conversation.runtime import record_key
 from jidocode.services.conversation.settings import RuntimeSettings
 from jidocode.services.conversation.subagents.core import child_conversation_id
@@ -69,7 +69,7 @@ async def test_replica_killed_while_a_child_runs_the_child_finishes(
         Reply.answer("the child said it"),
     )
     router.add("child K: read a.txt", Reply.tools(call("read_file", path="a.txt")), Reply.answer("K: done"))
-    await answer_list_tools(bus, [ToolSpec(name="read_file"), ToolSpec(name="grep")])
+    await answer_list_tools(bus, [LlmToolSpec(name="read_file"), LlmToolSpec(name="grep")])
     tools = ToolResponder(bus)
     await tools.start()
     replicas.extend(

@@ -9,13 +9,13 @@ import pytest
 from jidocode.cli.dev.scripted_llm import Reply, ScriptedLlm, call
 from jidocode.services.conversation.llm import make_llm_port
 from jidocode.services.conversation.llm.adapter import LitellmPort
-from jidocode.services.conversation.ports import LlmRequest, ToolSpec
+from jidocode.services.conversation.ports import LlmRequest, LlmToolSpec
 from jidocode.shared.config import Config
 from jidocode.shared.errors import JidoError
 from jidocode.shared.events import llm as ev
 from jidocode.shared.events._base import EventModel
 
-READ = ToolSpec(
+READ = LlmToolSpec(
     name="read_file",
     description="read a file",
     input_schema={"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]},
