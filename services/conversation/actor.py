@@ -68,7 +68,7 @@ from .core import (
     Limits,
     RunCompaction,
     RunLlm,
-    RunTool,
+    RunToolIntent,
     Signal,
     Status,
     drain,
@@ -408,9 +408,9 @@ class ConversationActor:
                 entries = []
             if isinstance(intent, RunLlm):
                 self._spawn(intent.request_id, self._run_llm(intent))
-            elif isinstance(intent, RunTool) and intent.name == TASK_TOOL and self.subagents_enabled:
+            elif isinstance(intent, RunToolIntent) and intent.name == TASK_TOOL and self.subagents_enabled:
                 self._spawn(intent.request_id, self._run_task(intent))
-            elif isinstance(intent, RunTool):
+            elif isinstance(intent, RunToolIntent):
                 self._spawn(intent.request_id, self._run_tool(intent))
             elif isinstance(intent, RunCompaction):
                 self._spawn(intent.request_id, self._run_compaction(intent))
@@ -610,7 +610,7 @@ class ConversationActor:
         )
         return self._result(failed, intent.request_id, intent.correlation_id, LLM_SOURCE)
 
-    async def _run_tool(self, intent: RunTool) -> None:
+    async def _run_tool(self, intent: RunToolIntent) -> None:
         with self.traces.tool_call(
             intent.correlation_id, intent.name, intent.call_id, intent.request_id
         ) as sp:
@@ -625,7 +625,7 @@ class ConversationActor:
                     record_error(sp, outcome.message, outcome.error_type)
         await self.deliver(self._result(outcome, intent.request_id, intent.correlation_id, TOOLS_SOURCE))
 
-    async def _tool_call(self, intent: RunTool) -> ToolCallCompleted | ToolCallFailed:
+    async def _tool_call(self, intent: RunToolIntent) -> ToolCallCompleted | ToolCallFailed:
         meta = ToolCallMeta(
             conversation_id=self.conversation_id,
             request_id=intent.request_id,
@@ -694,7 +694,7 @@ class ConversationActor:
             return tools
         return [*tools, spec]
 
-    async def _run_task(self, intent: RunTool) -> None:
+    async def _run_task(self, intent: RunToolIntent) -> None:
         """A ``task`` call: a child conversation runs it; its answer is this call's result."""
         p, c = self.project_id, self.conversation_id
         outcome: ToolCallCompleted | ToolCallFailed

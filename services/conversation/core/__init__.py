@@ -9,7 +9,7 @@ from .intents import (
     Intent,
     RunCompaction,
     RunLlm,
-    RunTool,
+    RunToolIntent,
 )
 from .projections import PROJECTIONS, llm_context, project
 from .reducer import CORE_SOURCE, drain, ingest, recover, replay, resume, run_to_idle
@@ -42,7 +42,7 @@ __all__ = [
     "PendingToolCall",
     "RunCompaction",
     "RunLlm",
-    "RunTool",
+    "RunToolIntent",
     "Signal",
     "Status",
     "SubagentInfo",

@@ -19,7 +19,7 @@ __all__ = [
     "Intent",
     "RunCompaction",
     "RunLlm",
-    "RunTool",
+    "RunToolIntent",
 ]
 
 
@@ -59,7 +59,7 @@ class RunCompaction(_Intent):
     instructions: str | None = None
 
 
-class RunTool(_Intent):
+class RunToolIntent(_Intent):
     kind: Literal["run_tool"] = "run_tool"
     request_id: str
     call_id: str
@@ -101,7 +101,7 @@ class ContinueDrain(_Intent):
 
 Intent = Annotated[
     RunLlm
-    | RunTool
+    | RunToolIntent
     | RunCompaction
     | CancelPendingTools
     | CancelPendingSubagents

@@ -60,7 +60,7 @@ from .intents import (
     Intent,
     RunCompaction,
     RunLlm,
-    RunTool,
+    RunToolIntent,
 )
 from .signal import Signal
 from .state import (
@@ -353,7 +353,7 @@ def _apply(w: _Work, s: Signal) -> None:
         case ToolCallRequested.TYPE:
             call = w.pending_tools[s.id]
             w.intents.append(
-                RunTool(
+                RunToolIntent(
                     request_id=s.id,
                     call_id=call.call_id,
                     name=call.name,
@@ -701,7 +701,7 @@ def recover(state: ConversationState) -> Intents:
     if state.status is not Status.CANCELLED:
         for call in state.pending_tool_calls:
             intents.append(
-                RunTool(
+                RunToolIntent(
                     request_id=call.request_id,
                     call_id=call.call_id,
                     name=call.name,

@@ -38,7 +38,7 @@ from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final
 
-from jidocode.services.conversation.core import RunTool, Signal
+from jidocode.services.conversation.core import RunToolIntent, Signal
 from jidocode.services.conversation.ports import LlmToolSpec
 from jidocode.shared import subjects
 from jidocode.shared.bus import Bus
@@ -158,7 +158,7 @@ class SubagentRunner:
 
     # -- one call ----------------------------------------------------------------
 
-    async def run(self, parent: ParentView, intent: RunTool) -> ToolCallCompleted | ToolCallFailed:
+    async def run(self, parent: ParentView, intent: RunToolIntent) -> ToolCallCompleted | ToolCallFailed:
         """The tool result of the ``task`` call ``intent`` (see the module docstring)."""
         rid = intent.request_id
 
@@ -265,7 +265,7 @@ class SubagentRunner:
     async def _run_child(
         self,
         parent: ParentView,
-        intent: RunTool,
+        intent: RunToolIntent,
         args: TaskArgs,
         child: str,
         template_name: str,
@@ -327,7 +327,9 @@ class SubagentRunner:
             with contextlib.suppress(Exception):  # the connection may be closing
                 await sub.unsubscribe()
 
-    def _signal(self, event: SubagentStarted | SubagentCompleted, signal_id: str, intent: RunTool) -> Signal:
+    def _signal(
+        self, event: SubagentStarted | SubagentCompleted, signal_id: str, intent: RunToolIntent
+    ) -> Signal:
         return Signal.of(
             event,
             id=signal_id,

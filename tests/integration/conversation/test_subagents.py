@@ -20,7 +20,7 @@ import pytest
 import pytest_asyncio
 
 from jidocode.cli.dev.scripted_llm import Reply, ScriptedLlm, call
-from jidocode.services.conversation.core import RunTool, Signal
+from jidocode.services.conversation.core import RunToolIntent, Signal
 from jidocode.services.conversation.subagents.core import SubagentSettings, child_conversation_id
 from jidocode.services.conversation.subagents.runner import ParentView, SubagentRunner
 from jidocode.services.conversation.subagents.slots import SubagentSlots
@@ -476,7 +476,7 @@ async def test_a_closing_parent_actor_leaves_its_child_running_and_the_call_run_
         spawn=spawn,
         closing=lambda: True,
     )
-    intent = RunTool(
+    intent = RunToolIntent(
         request_id="closer:req1",
         call_id="c1",
         name="task",

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from jidocode.services.conversation.core import (
     Emit,
     RunLlm,
-    RunTool,
+    RunToolIntent,
     initial_state,
     recover,
     replay,
@@ -58,7 +58,7 @@ def test_the_steps_of_a_turn_journal_several_entries() -> None:
     ("cut_after", "next_directive"),
     [
         ("conversation.user.message", RunLlm),
-        ("conversation.llm.completed", RunTool),
+        ("conversation.llm.completed", RunToolIntent),
     ],
 )
 def test_a_step_cut_short_by_a_crash_is_carried_on(cut_after: str, next_directive: type) -> None:

@@ -15,7 +15,7 @@ from jidocode.services.conversation.core import (
     Emit,
     Limits,
     RunLlm,
-    RunTool,
+    RunToolIntent,
     Status,
     Trigger,
     drain,
@@ -52,7 +52,7 @@ def test_user_message_requests_the_llm_with_the_context() -> None:
 def test_every_tool_call_of_one_turn_runs_and_the_loop_continues() -> None:
     state, _ = run_to_idle(initial_state("p", "c"), [user("do it", id="u1")])
     state, intents = run_to_idle(state, [llm_done(state, "", calls("read", "grep", "bash"))])
-    runs = _of(intents, RunTool)
+    runs = _of(intents, RunToolIntent)
     assert [r.name for r in runs] == ["read", "grep", "bash"]
     assert all(r.correlation_id == "u1" for r in runs)
     assert state.status is Status.AWAITING_TOOLS and len(state.pending_tool_calls) == 3
@@ -118,7 +118,7 @@ def test_cancel_stops_orchestration_until_resume() -> None:
     assert state.pending_tool_calls == ()
     # late results and new messages: journaled, no orchestration
     state, intents = run_to_idle(state, [result_after_cancel, user("more")])
-    assert not _of(intents, RunLlm) and not _of(intents, RunTool)
+    assert not _of(intents, RunLlm) and not _of(intents, RunToolIntent)
     assert state.status is Status.CANCELLED
     # resume continues the normal flow: the message received while cancelled is answered now
     state, intents = run_to_idle(state, [sig("conversation.resume")])
@@ -145,7 +145,7 @@ def test_cancel_during_llm_call_cancels_it_and_ignores_the_late_answer() -> None
     state, intents = run_to_idle(state, [sig("conversation.cancel")])
     assert _of(intents, CancelLlm)[0].request_id == late.data["request_id"]
     state, intents = run_to_idle(state, [late])
-    assert not _of(intents, RunTool) and state.pending_tool_calls == ()
+    assert not _of(intents, RunToolIntent) and state.pending_tool_calls == ()
     state, _ = run_to_idle(state, [sig("conversation.resume")])
     assert state.status is Status.IDLE
 
@@ -238,7 +238,7 @@ def test_recover_reissues_outstanding_calls_after_replay() -> None:
     rebuilt = replay("p", "c", state.timeline)
     assert rebuilt == state
     [run] = recover(rebuilt)
-    assert isinstance(run, RunTool) and run.name == "b"
+    assert isinstance(run, RunToolIntent) and run.name == "b"
     fresh, _ = run_to_idle(initial_state("p", "c"), [user(id="u1")])
     [again] = recover(replay("p", "c", fresh.timeline))
     assert isinstance(again, RunLlm) and again.request_id == fresh.pending_llm

@@ -20,7 +20,7 @@ from jidocode.services.conversation.core import (
     Emit,
     Limits,
     RunLlm,
-    RunTool,
+    RunToolIntent,
     Signal,
     Status,
     drain,
@@ -217,7 +217,7 @@ def test_duplicates_change_nothing(acts: list[Action], lim: Limits) -> None:
 def test_every_tool_call_runs_once_and_status_is_consistent(acts: list[Action], lim: Limits) -> None:
     state, _, intents = drive(acts, lim)
     requested = [e.id for e in state.timeline if e.type == "conversation.tool.requested"]
-    ran = [i.request_id for i in intents if isinstance(i, RunTool)]
+    ran = [i.request_id for i in intents if isinstance(i, RunToolIntent)]
     cancelled_meanwhile = {e.id for e in state.timeline if e.type == "conversation.tool.requested"} - set(ran)
     assert len(ran) == len(set(ran)) and set(ran) <= set(requested)
     assert not cancelled_meanwhile  # a tool call is requested only when orchestration runs
