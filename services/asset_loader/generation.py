@@ -29,7 +29,7 @@ from .loaders.command import parse_command
 from .loaders.graph import GraphSnapshot, build_graph, parse_graph_node
 from .loaders.skill import parse_skill
 from .loaders.workflow import find_cycles, parse_workflow
-from .models import GraphNode, Skill, SkillHooks, SlashCommand, Workflow
+from .models import CommandAsset, GraphNode, Skill, SkillHooks, Workflow
 from .text import decode_text
 
 __all__ = ["Generation", "clear_parse_cache", "compile_generation", "load_generation"]
@@ -77,7 +77,7 @@ class Generation(BaseModel):
     loaded_at: str = ""
     root: str | None = None
     skills: dict[str, Skill] = Field(default_factory=dict)
-    commands: dict[str, SlashCommand] = Field(default_factory=dict)
+    commands: dict[str, CommandAsset] = Field(default_factory=dict)
     workflows: dict[str, Workflow] = Field(default_factory=dict)
     graph: GraphSnapshot = Field(default_factory=GraphSnapshot)
     #: JIDO.md texts, lowest layer first.
@@ -158,7 +158,7 @@ def compile_generation(
     loaded = settings or LoadedSettings(settings=Settings())
     diags: list[Diagnostic] = list(loaded.diagnostics)
     skills: dict[str, Skill] = {}
-    commands: dict[str, SlashCommand] = {}
+    commands: dict[str, CommandAsset] = {}
     workflows: dict[str, Workflow] = {}
     nodes: dict[str, GraphNode] = {}
     memory: list[tuple[str, str]] = []
@@ -233,7 +233,7 @@ def _untrusted_hooks(skill: Skill, root: str | None, diags: list[Diagnostic]) ->
 def _link(
     workflows: dict[str, Workflow],
     skills: dict[str, Skill],
-    commands: dict[str, SlashCommand],
+    commands: dict[str, CommandAsset],
     diags: list[Diagnostic],
 ) -> dict[str, Workflow]:
     for wf in workflows.values():

@@ -11,12 +11,12 @@ from jidocode.shared.settings import HookSettings
 __all__ = [
     "AssetKind",
     "CommandArgument",
+    "CommandAsset",
     "GraphNode",
     "Skill",
     "SkillAction",
     "SkillHooks",
     "SkillRoute",
-    "SlashCommand",
     "Workflow",
     "WorkflowInput",
     "WorkflowStep",
@@ -101,7 +101,7 @@ class CommandArgument(BaseModel):
     default: str | None = None
 
 
-class SlashCommand(BaseModel):
+class CommandAsset(BaseModel):
     model_config = _FROZEN
 
     name: str

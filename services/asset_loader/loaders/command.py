@@ -18,7 +18,7 @@ import shlex
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
-from jidocode.services.asset_loader.models import CommandArgument, SlashCommand
+from jidocode.services.asset_loader.models import CommandArgument, CommandAsset
 from jidocode.services.asset_loader.text import (
     decode_text,
     jsonable,
@@ -50,7 +50,7 @@ _ARG_NAME: Final = re.compile(r"^[A-Za-z_][A-Za-z0-9_\-]{0,63}$")
 
 def parse_command(
     raw: bytes, *, path: str, stem: str, layer: str
-) -> tuple[SlashCommand | None, list[Diagnostic]]:
+) -> tuple[CommandAsset | None, list[Diagnostic]]:
     """Parse one command file; ``stem`` is its name relative to ``commands/`` without ``.md``."""
     text, diags = decode_text(raw, path)
     if text is None:
@@ -82,7 +82,7 @@ def parse_command(
         model = None
     if not body.strip():
         diags.append(Diagnostic(file=path, problem="empty command body", severity="warning"))
-    command = SlashCommand(
+    command = CommandAsset(
         name=name,
         description=description,
         arguments=arguments,
@@ -139,7 +139,7 @@ def _split(arguments: str) -> list[str]:
         return arguments.split()
 
 
-def render_command(command: SlashCommand, args: str | Sequence[str] | Mapping[str, Any] | None = None) -> str:
+def render_command(command: CommandAsset, args: str | Sequence[str] | Mapping[str, Any] | None = None) -> str:
     """The command's prompt with its arguments filled in.
 
     ``args`` is the raw argument string (split like a shell), a list of
