@@ -65,7 +65,6 @@ from jidocode.shared.events.conversation import (
     AssistantDelta,
     Cancel,
     Compact,
-    LlmFailed,
     Resume,
     UserMessage,
 )
@@ -452,18 +451,6 @@ class JidoClient:
             outcome = tracker.feed(env.type, data, event_id=env.id, correlation_id=env.correlation_id)
             if outcome is not None and not done.done():
                 done.set_result(outcome)
-            elif tracker.overflow is not None and env.type == LlmFailed.TYPE:
-                self._spawn(overflow_outcome(tracker, done))
-
-        async def overflow_outcome(tracker: TurnTracker, done: asyncio.Future[TurnOutcome]) -> None:
-            """After an overflow the turn goes on when a compaction was asked for (the state then
-            awaits the summary or the retry: it changed in the same step); else the failure stands."""
-            failure = tracker.overflow
-            state = await self.get_projection("diagnostics")
-            status = state.get("status") if isinstance(state, dict) else None
-            if failure is not None and tracker.overflow is failure and status != "awaiting_llm":
-                if not done.done():
-                    done.set_result(failure)
 
         self._listeners.append(listen)
         try:

@@ -17,9 +17,10 @@ Channels:
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, ClassVar, Final, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ._base import Command, EventModel
 
@@ -298,6 +299,20 @@ class TurnEnded(_Output):
     turns: int = Field(default=0, ge=0)
     #: The context overflowed once, was compacted and the model call retried.
     overflow_retried: bool = False
+
+    @classmethod
+    def read(cls, data: object) -> TurnEnded | None:
+        """The entry from a follower's event ``data``; ``None`` when it is not a valid one."""
+        if not isinstance(data, Mapping):
+            return None
+        try:
+            return cls.model_validate({**data, "type": cls.TYPE})
+        except ValidationError:
+            return None
+
+    def ends(self, message_id: str | None) -> bool:
+        """Whether this ends the turn of the user message ``message_id``."""
+        return message_id is not None and message_id in self.message_ids
 
 
 # -- lifecycle signals (jido.sig.*) -------------------------------------------

@@ -12,7 +12,7 @@ from typing import Any, Final, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from jidocode.services.conversation.ports import LlmToolSpec
-from jidocode.shared.events.conversation import Cancel, LlmCompleted, LlmFailed, LoopStopped
+from jidocode.shared.events.conversation import TurnEnded
 from jidocode.shared.tools import BUILTIN_SPECS
 
 from .templates import Templates
@@ -257,30 +257,33 @@ def task_spec(templates: Templates) -> LlmToolSpec:
 def outcome_of(entry_type: str, data: Mapping[str, Any]) -> Outcome | None:
     """The child's outcome if the timeline entry ``entry_type``/``data`` ends its task, else ``None``.
 
-    A child is given one message: an answer without tool calls is its result; a failed model
-    call, a loop stopped at ``max_turns`` or a cancel ends it too.
+    A child is given one message: its conversation's first :class:`TurnEnded` ends the task
+    (decision 0317); a completed turn's answer is its result.
     """
-    if entry_type == LlmCompleted.TYPE and not data.get("tool_calls"):
-        return Outcome(status="completed", result=str(data.get("content") or ""))
-    if entry_type == LlmFailed.TYPE:
-        return Outcome(
-            status="failed",
-            error_type=str(data.get("error_type") or "llm_error"),
-            message=str(data.get("message") or "the sub-agent's model call failed"),
-        )
-    if entry_type == LoopStopped.TYPE:
-        return Outcome(
-            status="failed",
-            error_type=str(data.get("reason") or "loop_stopped"),
-            message=f"the sub-agent stopped without an answer after {data.get('turns')} model calls ({data.get('reason')})",
-        )
-    if entry_type == Cancel.TYPE:
-        return Outcome(
-            status="cancelled",
-            error_type="cancelled",
-            message=f"the sub-agent was cancelled{': ' + str(data['reason']) if data.get('reason') else ''}",
-        )
-    return None
+    ended = TurnEnded.read(data) if entry_type == TurnEnded.TYPE else None
+    if ended is None:
+        return None
+    match ended.outcome:
+        case "completed":
+            return Outcome(status="completed", result=ended.text)
+        case "cancelled":
+            why = "" if ended.message in ("", "cancelled") else f": {ended.message}"
+            return Outcome(
+                status="cancelled", error_type="cancelled", message=f"the sub-agent was cancelled{why}"
+            )
+        case "stopped":
+            return Outcome(
+                status="failed",
+                error_type=ended.error_type or "loop_stopped",
+                message=f"the sub-agent stopped without an answer after {ended.turns} model calls "
+                f"({ended.error_type})",
+            )
+        case _:
+            return Outcome(
+                status="failed",
+                error_type=ended.error_type or "llm_error",
+                message=ended.message or "the sub-agent's model call failed",
+            )
 
 
 def cap_result(text: str, limit: int) -> str:

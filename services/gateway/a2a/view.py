@@ -9,10 +9,13 @@ conversation id are one string. Its state is a fold over the conversation's
 ``working``        the last user message's turn is running
 ``input-required`` a tool call waits for an approval (``ask`` rule) nobody gave
 ``completed``      the turn ended with an answer (``answer`` is its text)
-``failed``         the turn ended with :class:`LlmFailed` or :class:`LoopStopped`, or the
-                   task's first message was refused (too large, queue full)
-``canceled``       :class:`Cancel` was applied after the last user message
+``failed``         the turn ended failed or stopped, or the task's first message was
+                   refused (too large, queue full)
+``canceled``       the turn was cancelled
 =================  ===========================================================
+
+The conversation says when a turn ends: one :class:`TurnEnded` per turn (decision 0317),
+naming the user messages it answered; the view takes the one naming the last user message.
 
 :class:`TurnFollower` is the live side of the same rules: it takes the
 conversation's output events one at a time (those of the ``timeline`` plus the
@@ -26,7 +29,7 @@ Approval answers (:func:`parse_decision`): the client's next message on an
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -39,12 +42,10 @@ from jidocode.shared.events.conversation import (
     AssistantMessage,
     Cancel,
     ConversationError,
-    LlmCompleted,
-    LlmFailed,
-    LoopStopped,
     QueueOverflow,
     ToolCallCompleted,
     ToolCallFailed,
+    TurnEnded,
     UserMessage,
 )
 
@@ -145,6 +146,19 @@ def _text(data: Mapping[str, Any], key: str) -> str:
     return value if isinstance(value, str) else ""
 
 
+def _ending(ended: TurnEnded) -> tuple[Literal["completed", "failed", "canceled"], str]:
+    """The A2A end of a turn: its state, and the answer (``completed``) or the reason."""
+    match ended.outcome:
+        case "completed":
+            return "completed", ended.text
+        case "cancelled":
+            return "canceled", ended.message or "cancelled"
+        case "stopped":
+            return "failed", f"the loop stopped ({ended.error_type or 'stopped'})"
+        case _:
+            return "failed", ended.message or ended.error_type or "failed"
+
+
 def fold(entries: Iterable[Mapping[str, Any]]) -> TaskView:
     """The view of a task from its conversation's timeline entries (``{id, type, data, …}``)."""
     state: State = "submitted"
@@ -152,35 +166,25 @@ def fold(entries: Iterable[Mapping[str, Any]]) -> TaskView:
     reason = ""
     pending: dict[str, PendingApproval] = {}
     history: list[Utterance] = []
-    texts: dict[str, str] = {}
-    finals: set[str] = set()
+    last_user: str | None = None
     for entry in entries:
         kind = entry.get("type")
         raw = entry.get("data")
         data: Mapping[str, Any] = raw if isinstance(raw, Mapping) else {}
         eid = str(entry.get("id") or "")
         if kind == UserMessage.TYPE:
-            state, answer, reason = "working", None, ""
-            texts.clear()
-            finals.clear()
+            state, answer, reason, last_user = "working", None, "", eid
             history.append(Utterance(id=eid, role="user", text=_text(data, "text")))
         elif kind == AssistantMessage.TYPE:
-            rid = _text(data, "request_id")
-            texts[rid] = _text(data, "text")
-            history.append(Utterance(id=eid, role="agent", text=texts[rid]))
-            if rid in finals and state == "working":
-                state, answer = "completed", texts[rid]
-        elif kind == LlmCompleted.TYPE and not data.get("tool_calls"):
-            rid = _text(data, "request_id")
-            finals.add(rid)
-            if rid in texts and state == "working":
-                state, answer = "completed", texts[rid]
-        elif kind == LlmFailed.TYPE and state in ("working", "input-required"):
-            state, reason = "failed", _text(data, "message") or _text(data, "error_type")
-        elif kind == LoopStopped.TYPE and state in ("working", "input-required"):
-            state, reason = "failed", f"the loop stopped ({_text(data, 'reason') or 'stopped'})"
+            history.append(Utterance(id=eid, role="agent", text=_text(data, "text")))
+        elif kind == TurnEnded.TYPE:
+            ended = TurnEnded.read(data)
+            if ended is not None and ended.ends(last_user):
+                state, said = _ending(ended)
+                answer, reason = (said, "") if state == "completed" else (None, said)
+                if state == "canceled":
+                    pending.clear()
         elif kind == Cancel.TYPE:
-            state, reason = "canceled", _text(data, "reason") or "cancelled"
             pending.clear()
         elif kind == ApprovalRequested.TYPE:
             rid = _text(data, "request_id")
@@ -290,8 +294,6 @@ class TurnFollower:
 
     message_id: str | None = None
     started: bool = False
-    finals: set[str] = field(default_factory=set)
-    texts: dict[str, str] = field(default_factory=dict)
     done: bool = False
 
     def __post_init__(self) -> None:
@@ -313,22 +315,10 @@ class TurnFollower:
             text = _text(data, "text")
             if text:
                 out.append(Delta(text))
-        elif kind == AssistantMessage.TYPE:
-            rid = _text(data, "request_id")
-            self.texts[rid] = _text(data, "text")
-            if rid in self.finals:
-                out.append(self._end("completed", self.texts[rid]))
-        elif kind == LlmCompleted.TYPE and not data.get("tool_calls"):
-            rid = _text(data, "request_id")
-            self.finals.add(rid)
-            if rid in self.texts:
-                out.append(self._end("completed", self.texts[rid]))
-        elif kind == LlmFailed.TYPE:
-            out.append(self._end("failed", _text(data, "message") or _text(data, "error_type")))
-        elif kind == LoopStopped.TYPE:
-            out.append(self._end("failed", f"the loop stopped ({_text(data, 'reason') or 'stopped'})"))
-        elif kind == Cancel.TYPE:
-            out.append(self._end("canceled", _text(data, "reason") or "cancelled"))
+        elif kind == TurnEnded.TYPE:
+            ended = TurnEnded.read(data)
+            if ended is not None and (self.message_id is None or ended.ends(self.message_id)):
+                out.append(self._end(*_ending(ended)))
         elif kind == ApprovalRequested.TYPE:
             args = data.get("args")
             out.append(

@@ -41,7 +41,6 @@ from jidocode.shared.events.conversation import (
     AssistantMessage,
     Cancel,
     LlmCompleted,
-    LlmFailed,
     ToolCallCompleted,
     ToolCallFailed,
     ToolCallRequested,
@@ -302,8 +301,6 @@ class ConversationRun(ChannelRun):
                         self._usage[key] = self._usage.get(key, 0) + value
         elif env.type == ApprovalRequested.TYPE:
             await self._on_approval(data)
-        elif env.type == LlmFailed.TYPE and self._tracker.overflow is not None:
-            self._spawn(self._overflow(self._tracker.overflow))
         await self._channel.put(self._seq.feed(normalize(env.type, data)), bounded=False)
         if outcome is not None and not self._outcome.done():
             self._outcome.set_result(outcome)
@@ -337,17 +334,6 @@ class ConversationRun(ChannelRun):
             await self._client.send_event(self.conversation_id, answer.type, answer.to_data())
         except JidoError as exc:  # unanswered, the request times out as a denial anyway
             log.warning("approval %s of %s not denied: %s", request_id, self.conversation_id, exc)
-
-    async def _overflow(self, failure: Outcome) -> None:
-        """After a context overflow the turn goes on when a compaction was asked for (the state then
-        awaits the summary or the retry); else the failure stands (as the client SDK decides)."""
-        try:
-            state = (await self._client.get_projection(self.conversation_id, "diagnostics")).value
-        except JidoError:
-            return
-        status = state.get("status") if isinstance(state, dict) else None
-        if self._tracker.overflow is failure and status != "awaiting_llm" and not self._outcome.done():
-            self._outcome.set_result(failure)
 
     def _spawn(self, coro: Any) -> None:
         task: asyncio.Task[None] = asyncio.ensure_future(coro)

@@ -1,32 +1,24 @@
 """When a conversation's turn is over, from its output events (pure): what the jidocode provider waits on.
 
-The same rules as the client SDK's turn tracking (``client/_turn.py``; a service may not import
-the SDK, so the provider keeps its own): a turn starts with the echo of the user message the
-provider sent (events before it belong to someone else) and ends with one outcome:
+The conversation says it: its reducer journals one :class:`TurnEnded` per turn (decision 0317),
+naming the user messages the turn answered. The provider's turn waits for the one naming the
+message it sent; ``started`` turns true at that message's echo (events before it belong to
+someone else). The outcomes, as the client SDK names them (``client/_turn.py``):
 
 ==============  =================================================================================
-``answered``    a model call without tool calls completed and its assistant message is known
-``failed``      :class:`LlmFailed`; a context overflow is kept aside (:attr:`Turn.overflow`): a
-                compaction and one retry follow unless the conversation is idle
-``stopped``     :class:`LoopStopped` (the turn limit)
-``cancelled``   :class:`Cancel` was applied
+``answered``    ``completed``: the final answer is ``text``
+``failed``      ``failed``: a model call failed, or an overflow its compaction could not turn around
+``stopped``     ``stopped``: the turn limit
+``cancelled``   ``cancelled``
 ==============  =================================================================================
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Literal
 
-from jidocode.shared.events.conversation import (
-    AssistantMessage,
-    Cancel,
-    CompactionRequested,
-    LlmCompleted,
-    LlmFailed,
-    LoopStopped,
-    UserMessage,
-)
+from jidocode.shared.events.conversation import TurnEnded, UserMessage
 
 __all__ = ["Outcome", "Turn"]
 
@@ -42,16 +34,30 @@ class Outcome:
     retryable: bool = False
 
 
+_STATUS: dict[str, Literal["answered", "failed", "stopped", "cancelled"]] = {
+    "completed": "answered",
+    "failed": "failed",
+    "stopped": "stopped",
+    "cancelled": "cancelled",
+}
+
+
+def outcome_of(ended: TurnEnded) -> Outcome:
+    """What a :class:`TurnEnded` means to the provider that sent one of its messages."""
+    if ended.outcome == "completed":
+        return Outcome("answered", text=ended.text)
+    error_type = "" if ended.outcome == "cancelled" else ended.error_type or ""
+    return Outcome(
+        _STATUS[ended.outcome], error_type=error_type, message=ended.message, retryable=ended.retryable
+    )
+
+
 @dataclass
 class Turn:
     #: Id of the user message that opened the turn.
     message_id: str
     started: bool = False
     outcome: Outcome | None = None
-    #: A context overflow that a compaction and a retry may still turn around.
-    overflow: Outcome | None = None
-    _final: set[str] = field(default_factory=set)
-    _texts: dict[str, str] = field(default_factory=dict)
 
     def feed(
         self, event_type: str, data: dict[str, Any], *, event_id: str, correlation_id: str | None = None
@@ -59,39 +65,10 @@ class Turn:
         """Take one output event; the outcome once the turn is over (and from then on)."""
         if self.outcome is not None:
             return self.outcome
-        if not self.started:
-            self.started = event_type == UserMessage.TYPE and self.message_id in (event_id, correlation_id)
-            return None
-        request_id = str(data.get("request_id"))
-        match event_type:
-            case LlmCompleted.TYPE if not data.get("tool_calls"):
-                self._final.add(request_id)
-                if request_id in self._texts:
-                    self.outcome = Outcome("answered", text=self._texts[request_id])
-            case AssistantMessage.TYPE:
-                self._texts[request_id] = str(data.get("text") or "")
-                if request_id in self._final:
-                    self.outcome = Outcome("answered", text=self._texts[request_id])
-            case LlmFailed.TYPE if data.get("error_type") == _OVERFLOW:
-                self.overflow = Outcome(
-                    "failed", error_type=_OVERFLOW, message=str(data.get("message") or "")
-                )
-            case CompactionRequested.TYPE:
-                self.overflow = None  # the conversation goes on: the summary, then the retry
-            case LlmFailed.TYPE:
-                self.outcome = Outcome(
-                    "failed",
-                    error_type=str(data.get("error_type") or "llm_error"),
-                    message=str(data.get("message") or ""),
-                    retryable=bool(data.get("retryable")),
-                )
-            case LoopStopped.TYPE:
-                self.outcome = Outcome(
-                    "stopped",
-                    error_type=str(data.get("reason") or "stopped"),
-                    message=f"the loop stopped ({data.get('reason')}) after {data.get('turns')} of "
-                    f"{data.get('max_turns')} turns",
-                )
-            case Cancel.TYPE:
-                self.outcome = Outcome("cancelled", message=str(data.get("reason") or "cancelled"))
+        if event_type == UserMessage.TYPE and self.message_id in (event_id, correlation_id):
+            self.started = True
+        elif event_type == TurnEnded.TYPE:
+            ended = TurnEnded.read(data)
+            if ended is not None and ended.ends(self.message_id):
+                self.outcome = outcome_of(ended)
         return self.outcome

@@ -386,23 +386,31 @@ def test_the_context_stays_a_valid_transcript_and_replay_equals_live(
 
 
 def test_the_turn_tracker_waits_out_an_overflow_that_a_compaction_turns_around() -> None:
+    """The SDK asks nothing after an overflow: the reducer's turn end says how the turn went."""
     from jidocode.client import TurnTracker
 
+    state = _start(Limits(compact_at=0.0, compact_keep_turns=1))
+    state, _ = run_to_idle(state, [user("a")])
+    state, _ = run_to_idle(state, [answer(state, "A", tokens=10)])
+    state, _ = run_to_idle(state, [user("b", id="m")])
+    state, intents = run_to_idle(state, [overflow(state)])
+    state, _ = run_to_idle(state, [summarised(state, _one(intents, RunCompaction))])
+    state, _ = run_to_idle(state, [answer(state, "ok")])
     tracker = TurnTracker(message_id="m", correlation_id="m")
-    tracker.feed("conversation.user.message", {"text": "hi"}, event_id="m", correlation_id="m")
-    failed = {"request_id": "r1", "error_type": "llm_context_overflow", "message": "too long"}
-    assert tracker.feed("conversation.llm.failed", failed, event_id="r1:result") is None
-    assert tracker.overflow is not None and tracker.overflow.error_type == "llm_context_overflow"
-    assert tracker.feed("conversation.compaction.requested", {"reason": "overflow"}, event_id="k") is None
-    assert tracker.overflow is None
-    tracker.feed("conversation.llm.completed", {"request_id": "r2", "content": "ok"}, event_id="r2:result")
-    outcome = tracker.feed("conversation.assistant.message", {"request_id": "r2", "text": "ok"}, event_id="a")
-    assert outcome is not None and (outcome.status, outcome.text) == ("answered", "ok")
-    # any other failure ends the turn at once
+    outcomes = [
+        tracker.feed(e.type, e.data, event_id=e.id, correlation_id=e.correlation_id) for e in state.timeline
+    ]
+    assert outcomes[-1] is not None and (outcomes[-1].status, outcomes[-1].text) == ("answered", "ok")
+    assert outcomes.count(None) == len(outcomes) - 1  # nothing before the turn's end decided it
+    # an overflow that overflows again after its retry ends the turn failed
+    state, _ = run_to_idle(state, [user("c", id="n")])
+    state, intents = run_to_idle(state, [overflow(state)])
+    state, _ = run_to_idle(state, [summarised(state, _one(intents, RunCompaction))])
+    state, _ = run_to_idle(state, [overflow(state)])
     other = TurnTracker(message_id="n", correlation_id="n")
-    other.feed("conversation.user.message", {"text": "hi"}, event_id="n", correlation_id="n")
-    ended = other.feed("conversation.llm.failed", {"request_id": "r", "error_type": "llm_auth"}, event_id="x")
-    assert ended is not None and ended.error_type == "llm_auth"
+    for e in state.timeline:
+        ended = other.feed(e.type, e.data, event_id=e.id, correlation_id=e.correlation_id)
+    assert ended is not None and (ended.status, ended.error_type) == ("failed", "llm_context_overflow")
 
 
 def test_the_limits_of_compaction_input_are_enforced() -> None:

@@ -190,11 +190,16 @@ def test_the_task_spec_lists_the_agent_types(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("type_", "data", "status"),
     [
-        ("conversation.llm.completed", {"content": "done", "tool_calls": []}, "completed"),
-        ("conversation.llm.completed", {"content": "", "tool_calls": [{"id": "1"}]}, None),
-        ("conversation.llm.failed", {"error_type": "llm_auth", "message": "bad key"}, "failed"),
-        ("conversation.loop.stopped", {"reason": "max_turns", "turns": 20}, "failed"),
-        ("conversation.cancel", {"reason": "stop"}, "cancelled"),
+        ("conversation.turn.ended", {"outcome": "completed", "text": "done"}, "completed"),
+        ("conversation.turn.ended", {"outcome": "failed", "error_type": "llm_auth"}, "failed"),
+        ("conversation.turn.ended", {"outcome": "stopped", "error_type": "max_turns", "turns": 20}, "failed"),
+        ("conversation.turn.ended", {"outcome": "cancelled", "message": "stop"}, "cancelled"),
+        ("conversation.turn.ended", {"outcome": "no such"}, None),
+        # the child's model calls, answers and cancel are no end: its conversation says when it is
+        ("conversation.llm.completed", {"content": "done", "tool_calls": []}, None),
+        ("conversation.llm.failed", {"error_type": "llm_context_overflow", "message": "long"}, None),
+        ("conversation.loop.stopped", {"reason": "max_turns", "turns": 20}, None),
+        ("conversation.cancel", {"reason": "stop"}, None),
         ("conversation.tool.completed", {}, None),
     ],
 )

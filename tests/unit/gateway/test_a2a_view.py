@@ -32,6 +32,13 @@ USER = e("user.message", "u1", text="hi")
 FINAL = e("llm.completed", "c1", request_id="r1", content="hello", tool_calls=[])
 ANSWER = e("assistant.message", "a1", request_id="r1", text="hello")
 TOOLS = e("llm.completed", "c0", request_id="r0", tool_calls=[{"id": "t", "name": "write_file"}])
+END = e("turn.ended", "z1", outcome="completed", message_ids=["u1"], answer_id="a1", text="hello")
+
+
+def ended(outcome: str, **data: Any) -> dict[str, Any]:
+    return e("turn.ended", "z", outcome=outcome, message_ids=["u1"], **data)
+
+
 ASKED = e(
     "approval.requested", "q1", request_id="tool-1", tool="write_file", args={"path": "a"}, reason="ask rule"
 )
@@ -42,11 +49,16 @@ def test_no_message_is_submitted_and_a_message_is_working() -> None:
     assert fold([USER]).state == "working"
 
 
-@pytest.mark.parametrize("order", [(FINAL, ANSWER), (ANSWER, FINAL)])
-def test_the_final_answer_completes_in_either_order(order: tuple[dict[str, Any], ...]) -> None:
-    view = fold([USER, *order])
+def test_the_conversation_s_turn_end_completes_the_task_with_its_answer() -> None:
+    assert fold([USER, FINAL, ANSWER]).state == "working"  # an answer is no end by itself
+    view = fold([USER, FINAL, ANSWER, END])
     assert (view.state, view.answer) == ("completed", "hello")
     assert [(u.role, u.text) for u in view.history] == [("user", "hi"), ("agent", "hello")]
+    # the end of an earlier message's turn is not the last message's
+    later = e("user.message", "u2", text="more")
+    assert fold([USER, later, FINAL, ANSWER, END]).state == "working"
+    # a malformed end is ignored
+    assert fold([USER, e("turn.ended", "z", outcome="?", message_ids=["u1"])]).state == "working"
 
 
 def test_a_call_with_tool_calls_keeps_working() -> None:
@@ -73,11 +85,14 @@ def test_an_unanswered_approval_is_input_required_until_answered_or_the_call_end
 
 
 def test_failure_cancel_and_a_new_message() -> None:
-    failed = fold([USER, e("llm.failed", "f", request_id="r1", error_type="llm_auth", message="bad key")])
+    failed = fold([USER, ended("failed", error_type="llm_auth", message="bad key")])
     assert (failed.state, failed.reason) == ("failed", "bad key")
-    stopped = fold([USER, e("loop.stopped", "s", reason="max_turns")])
+    stopped = fold([USER, ended("stopped", error_type="max_turns", message="the loop stopped")])
     assert stopped.state == "failed" and "max_turns" in stopped.reason
-    cancelled = fold([USER, TOOLS, ASKED, e("cancel", "c", reason="stop it")])
+    cancel = e("cancel", "c", reason="stop it")
+    cancelled = fold(
+        [USER, TOOLS, ASKED, cancel, ended("cancelled", error_type="cancelled", message="stop it")]
+    )
     assert (cancelled.state, cancelled.reason, cancelled.pending) == ("canceled", "stop it", ())
     again = fold([USER, e("cancel", "c"), e("resume", "r"), e("user.message", "u2", text="again")])
     assert again.state == "working"
@@ -119,8 +134,11 @@ def test_the_follower_skips_what_came_before_its_message_then_streams_and_ends_o
         Asked(PendingApproval(request_id="tool-1", tool="write_file", args={"path": "a"}, reason="ask rule"))
     ]
     assert follower.feed(FINAL["type"], FINAL["data"], event_id="c1") == []
-    assert follower.feed(ANSWER["type"], ANSWER["data"], event_id="a1") == [Ended("completed", "hello")]
-    assert follower.feed("conversation.cancel", {}, event_id="c") == []
+    assert follower.feed(ANSWER["type"], ANSWER["data"], event_id="a1") == []
+    other = e("turn.ended", "z0", outcome="failed", message_ids=["u0"])
+    assert follower.feed(other["type"], other["data"], event_id="z0") == []
+    assert follower.feed(END["type"], END["data"], event_id="z1") == [Ended("completed", "hello")]
+    assert follower.feed(END["type"], END["data"], event_id="z2") == []
 
 
 _AFTER_USER = st.sampled_from(
@@ -134,6 +152,11 @@ _AFTER_USER = st.sampled_from(
         e("llm.failed", "f", request_id="r1", error_type="llm_error", message="boom"),
         e("loop.stopped", "s", reason="max_turns"),
         e("cancel", "c", reason="bye"),
+        END,
+        ended("failed", error_type="llm_error", message="boom"),
+        ended("stopped", error_type="max_turns"),
+        ended("cancelled", error_type="cancelled", message="bye"),
+        e("turn.ended", "z9", outcome="completed", message_ids=["u0"], text="not ours"),
         e("tool.completed", "t", request_id="tool-1", call_id="t", name="write_file"),
     ]
 )
@@ -163,7 +186,7 @@ def test_the_live_follower_and_the_fold_agree_when_the_turn_ends(events: list[di
 
 
 def test_to_task_carries_the_state_the_history_the_answer_and_the_question() -> None:
-    done = to_task("t1", fold([USER, FINAL, ANSWER]))
+    done = to_task("t1", fold([USER, FINAL, ANSWER, END]))
     assert (done.id, done.context_id, done.status.state) == ("t1", "t1", TaskState.TASK_STATE_COMPLETED)
     assert [get_artifact_text(a) for a in done.artifacts] == ["hello"]
     assert [m.role for m in done.history] == [Role.ROLE_USER, Role.ROLE_AGENT]

@@ -1,4 +1,4 @@
-"""The client's turn tracker: which output event ends a turn, and how."""
+"""The client's turn tracker: the conversation's ``turn.ended`` naming its message ends the turn."""
 
 from __future__ import annotations
 
@@ -7,67 +7,42 @@ from typing import Any
 from jidocode.client import ContextUsage, TurnTracker
 
 
-def _feed(t: TurnTracker, events: list[tuple[str, dict[str, Any]]], first_id: str = "m1") -> Any:
-    out = None
-    for n, (type_, data) in enumerate(events):
-        out = t.feed(type_, data, event_id=first_id if n == 0 else f"e{n}")
-    return out
+def _ended(outcome: str, message_ids: list[str], **fields: Any) -> dict[str, Any]:
+    return {"outcome": outcome, "message_ids": message_ids, **fields}
 
 
-def test_answer_after_tool_round() -> None:
+def test_the_turn_end_naming_the_message_ends_it_with_the_answer() -> None:
     t = TurnTracker(message_id="m1")
-    out = _feed(
-        t,
-        [
-            ("conversation.user.message", {"text": "hi"}),
-            ("conversation.llm.requested", {"turn": 1}),
-            ("conversation.llm.completed", {"request_id": "r1", "tool_calls": [{"id": "x"}]}),
-            ("conversation.assistant.message", {"request_id": "r1", "text": "looking"}),
-            ("conversation.tool.completed", {"request_id": "t1"}),
-            ("conversation.llm.completed", {"request_id": "r2", "tool_calls": []}),
-        ],
-    )
-    assert out is None
-    out = t.feed("conversation.assistant.message", {"request_id": "r2", "text": "done"}, event_id="e9")
+    t.feed("conversation.user.message", {"text": "hi"}, event_id="m1")
+    # the model's answers and tool rounds are no end: only the conversation says it
+    assert t.feed("conversation.llm.completed", {"request_id": "r2", "tool_calls": []}, event_id="a") is None
+    assert t.feed("conversation.assistant.message", {"request_id": "r2", "text": "x"}, event_id="b") is None
+    out = t.feed("conversation.turn.ended", _ended("completed", ["m0", "m1"], text="done"), event_id="c")
     assert out is not None and (out.status, out.text) == ("answered", "done")
 
 
-def test_answer_text_may_come_before_its_completion() -> None:
-    t = TurnTracker(message_id="m1")
-    t.feed("conversation.user.message", {}, event_id="m1")
-    assert t.feed("conversation.assistant.message", {"request_id": "r", "text": "a"}, event_id="1") is None
-    out = t.feed("conversation.llm.completed", {"request_id": "r"}, event_id="2")
-    assert out is not None and out.text == "a"
-
-
-def test_events_before_own_message_are_ignored() -> None:
+def test_the_end_of_another_message_s_turn_is_not_ours() -> None:
     t = TurnTracker(message_id="m2")
-    assert t.feed("conversation.llm.completed", {"request_id": "old"}, event_id="a") is None
-    assert (
-        t.feed("conversation.assistant.message", {"request_id": "old", "text": "old"}, event_id="b") is None
-    )
-    assert t.feed("conversation.user.message", {}, event_id="other") is None
+    assert t.feed("conversation.turn.ended", _ended("completed", ["m1"], text="old"), event_id="a") is None
     t.feed("conversation.user.message", {}, event_id="m2")
-    assert t.feed("conversation.assistant.message", {"request_id": "old", "text": "x"}, event_id="c") is None
+    assert t.feed("conversation.turn.ended", _ended("failed", ["m1"]), event_id="b") is None
+    # a malformed end names nothing we can trust
+    assert t.feed("conversation.turn.ended", {"outcome": "won", "message_ids": ["m2"]}, event_id="c") is None
+    assert t.outcome is None
 
 
 def test_failures_stops_and_cancel_end_the_turn() -> None:
-    for type_, data, status, error in [
-        ("conversation.llm.failed", {"error_type": "llm_auth", "message": "bad key"}, "failed", "llm_auth"),
-        (
-            "conversation.loop.stopped",
-            {"reason": "max_turns", "turns": 3, "max_turns": 3},
-            "stopped",
-            "max_turns",
-        ),
-        ("conversation.cancel", {"reason": "user"}, "cancelled", None),
+    for data, status, error in [
+        (_ended("failed", ["m1"], error_type="llm_auth", message="bad key"), "failed", "llm_auth"),
+        (_ended("stopped", ["m1"], error_type="max_turns", message="stopped"), "stopped", "max_turns"),
+        (_ended("cancelled", ["m1"], error_type="cancelled", message="user"), "cancelled", None),
     ]:
         t = TurnTracker(message_id="m1")
         t.feed("conversation.user.message", {}, event_id="m1")
-        out = t.feed(type_, data, event_id="x")
+        out = t.feed("conversation.turn.ended", data, event_id="x")
         assert out is not None and out.status == status and out.error_type == error
         # the outcome sticks
-        assert t.feed("conversation.assistant.message", {"request_id": "r"}, event_id="y") == out
+        assert t.feed("conversation.turn.ended", _ended("completed", ["m1"]), event_id="y") == out
 
 
 def test_started_by_correlation() -> None:
