@@ -74,23 +74,40 @@ def _path_denied(policy: Policy, path: str) -> str | None:
 def fallback_decision(policy: Policy, command: str) -> Decision | None:
     """*deny* when a deny rule or a protected write shows anywhere in ``command``; else ``None``."""
     for words in segments(command):
-        for i in range(len(words)):
-            rest = words[i:]
-            for r in policy.deny:
-                if r.covers_tool("bash") and r.matches_command(rest, loose=True):
-                    return Decision(
-                        effect=Effect.DENY,
-                        reason=f"{' '.join(rest)!r} denied by rule {r.raw} (found in the whole string, which "
-                        "could not be proven safe)",
-                        rule=r.raw,
-                    )
-        writer = any(os.path.basename(w) in _WRITERS for w in words)
-        for w in words:
-            for token in re.split(r"[<>=,:]", w):
-                for path in _absolute(policy, token):
-                    denied = _denied_path(policy, path, token, words[0] if writer else None)
-                    if denied is not None:
-                        return denied
+        denied = _denied_command(policy, words) or _denied_words(policy, words)
+        if denied is not None:
+            return denied
+    return _protected_redirect(policy, command)
+
+
+def _denied_command(policy: Policy, words: tuple[str, ...]) -> Decision | None:
+    """A bash deny rule matching the segment from any of its words on."""
+    for i in range(len(words)):
+        rest = words[i:]
+        for r in policy.deny:
+            if r.covers_tool("bash") and r.matches_command(rest, loose=True):
+                return Decision(
+                    effect=Effect.DENY,
+                    reason=f"{' '.join(rest)!r} denied by rule {r.raw} (found in the whole string, which "
+                    "could not be proven safe)",
+                    rule=r.raw,
+                )
+    return None
+
+
+def _denied_words(policy: Policy, words: tuple[str, ...]) -> Decision | None:
+    """A word of the segment naming a denied path, or a protected one when the segment writes."""
+    writer = any(os.path.basename(w) in _WRITERS for w in words)
+    for w in words:
+        for token in re.split(r"[<>=,:]", w):
+            for path in _absolute(policy, token):
+                denied = _denied_path(policy, path, token, words[0] if writer else None)
+                if denied is not None:
+                    return denied
+    return None
+
+
+def _protected_redirect(policy: Policy, command: str) -> Decision | None:
     for m in _REDIRECT_TARGET.finditer(command):
         for target in brace_expand(_clean(m.group(1))):
             for path in _absolute(policy, target):

@@ -235,10 +235,8 @@ def _split_words(text: str, raw: str) -> tuple[str, ...]:
     return tuple(text.split())
 
 
-def parse_rule(raw: object) -> PermissionRule:
-    """Parse one rule; raise :class:`InvalidRule` naming the problem."""
-    if not isinstance(raw, str):
-        raise InvalidRule(raw, f"a rule is a string, got {type(raw).__name__}")
+def _split_rule(raw: str) -> tuple[str, str, str | None]:
+    """The rule's text, tool name and pattern (``None`` for a bare name), checked for shape."""
     text = raw.strip()
     if not text:
         raise InvalidRule(raw, "empty rule")
@@ -249,46 +247,65 @@ def parse_rule(raw: object) -> PermissionRule:
         if "(" in text and not text.endswith(")"):
             raise InvalidRule(raw, "unbalanced parentheses: expected Tool(pattern)")
         raise InvalidRule(raw, "expected Tool or Tool(pattern), e.g. Bash(git:*), Read, Edit(src/**)")
-    name = m.group("name")
     pattern = m.group("pattern")
     if pattern is not None and ("(" in pattern or ")" in pattern):
         raise InvalidRule(raw, "parentheses inside the pattern")
-    alias = RULE_NAMES.get(name)
-    if alias is None:
-        if pattern is not None:
-            raise InvalidRule(raw, f"{name} takes no pattern (only Bash and the file tools do)")
-        if "__" in name and not name.startswith("mcp__"):
-            raise InvalidRule(raw, "only MCP tool names (mcp__server__tool) contain '__'")
-        return PermissionRule(raw=text, name=name, kind="name")
-    kind, tools = alias
-    if pattern is None:
-        return PermissionRule(raw=text, name=name, kind=kind, tools=tools)
-    pattern = pattern.strip()
-    if pattern == "":
-        raise InvalidRule(raw, "empty pattern; write the bare tool name to match everything")
-    if kind == "bash":
-        if pattern == "*":
-            return PermissionRule(raw=text, name=name, kind=kind, tools=tools)
-        prefix = pattern.endswith(":*")
-        body = pattern[:-2] if prefix else pattern
-        if ":*" in body or body.endswith(":"):
-            raise InvalidRule(raw, "':*' may only end the pattern (Bash(git:*))")
-        if "*" in body:
-            raise InvalidRule(raw, "'*' is only allowed as the ':*' suffix (Bash(npm run:*))")
-        words = _split_words(body, text)
-        if not words:
-            raise InvalidRule(raw, "no command before ':*'")
-        return PermissionRule(
-            raw=text, name=name, kind=kind, tools=tools, pattern=pattern, words=words, prefix=prefix
-        )
-    # path pattern
+    return text, m.group("name"), pattern
+
+
+def _named_rule(raw: str, text: str, name: str, pattern: str | None) -> PermissionRule:
+    """A rule naming a tool that is not built in (an MCP tool, a skill's tool): no pattern."""
+    if pattern is not None:
+        raise InvalidRule(raw, f"{name} takes no pattern (only Bash and the file tools do)")
+    if "__" in name and not name.startswith("mcp__"):
+        raise InvalidRule(raw, "only MCP tool names (mcp__server__tool) contain '__'")
+    return PermissionRule(raw=text, name=name, kind="name")
+
+
+def _bash_rule(raw: str, text: str, name: str, tools: frozenset[str], pattern: str) -> PermissionRule:
+    if pattern == "*":
+        return PermissionRule(raw=text, name=name, kind="bash", tools=tools)
+    prefix = pattern.endswith(":*")
+    body = pattern[:-2] if prefix else pattern
+    if ":*" in body or body.endswith(":"):
+        raise InvalidRule(raw, "':*' may only end the pattern (Bash(git:*))")
+    if "*" in body:
+        raise InvalidRule(raw, "'*' is only allowed as the ':*' suffix (Bash(npm run:*))")
+    words = _split_words(body, text)
+    if not words:
+        raise InvalidRule(raw, "no command before ':*'")
+    return PermissionRule(
+        raw=text, name=name, kind="bash", tools=tools, pattern=pattern, words=words, prefix=prefix
+    )
+
+
+def _path_rule(raw: str, text: str, name: str, tools: frozenset[str], pattern: str) -> PermissionRule:
     if any(ord(c) < 32 for c in pattern):
         raise InvalidRule(raw, "control characters in the path pattern")
     if pattern.startswith("~") and not (pattern == "~" or pattern.startswith("~/")):
         raise InvalidRule(raw, "only ~/ (the current user's home) is supported")
     if "[" in pattern or "]" in pattern or "{" in pattern:
         raise InvalidRule(raw, "only *, ** and ? are supported in path patterns")
-    return PermissionRule(raw=text, name=name, kind=kind, tools=tools, pattern=pattern)
+    return PermissionRule(raw=text, name=name, kind="path", tools=tools, pattern=pattern)
+
+
+def parse_rule(raw: object) -> PermissionRule:
+    """Parse one rule; raise :class:`InvalidRule` naming the problem."""
+    if not isinstance(raw, str):
+        raise InvalidRule(raw, f"a rule is a string, got {type(raw).__name__}")
+    text, name, pattern = _split_rule(raw)
+    builtin = RULE_NAMES.get(name)
+    if builtin is None:
+        return _named_rule(raw, text, name, pattern)
+    kind, tools = builtin
+    if pattern is None:
+        return PermissionRule(raw=text, name=name, kind=kind, tools=tools)
+    pattern = pattern.strip()
+    if pattern == "":
+        raise InvalidRule(raw, "empty pattern; write the bare tool name to match everything")
+    if kind == "bash":
+        return _bash_rule(raw, text, name, tools, pattern)
+    return _path_rule(raw, text, name, tools, pattern)
 
 
 def parse_rules(raws: list[str] | tuple[str, ...], *, what: str) -> tuple[PermissionRule, ...]:
