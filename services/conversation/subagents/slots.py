@@ -1,22 +1,21 @@
 """Sub-agents at once per project, over every replica: slots in the KV bucket ``jido_subagent_slots``.
 
-Key ``<project_id>.<n>`` for ``n`` below the limit; value the child conversation's id.
-A start takes a free slot with ``create`` (which succeeds only when the key is free,
-so two replicas never take the same one) and the end deletes it. A slot already
-holding the same child (the parent's replica died and the call runs again) is
-taken as it is. The bucket's entries expire after the sub-agent timeout plus a
-margin: a slot left by a parent that was deleted mid-call frees itself.
+Key ``<project_id>.<n>`` for ``n`` below the limit; each a lease of the shared primitive
+(:mod:`jidocode.shared.lease`) whose holder is the child conversation's id. A start takes a
+free slot by compare-and-set (so two replicas never take the same one) and the end deletes it
+(compare-and-set too: a slot another child holds by then is left alone). A slot already
+holding the same child (the parent's replica died and the call runs again) is taken again
+by it. The bucket's entries expire after the sub-agent timeout plus a margin: a slot left
+by a parent that was deleted mid-call frees itself; nothing renews a slot.
 """
 
 from __future__ import annotations
 
 import asyncio
 
-import nats.js.errors
-from nats.js.kv import KeyValue
-
 from jidocode.shared import subjects
 from jidocode.shared.bus import Bus
+from jidocode.shared.lease import Held, LeaseBucket, Seen
 
 __all__ = ["BUCKET_SUBAGENT_SLOTS", "SubagentSlots"]
 
@@ -28,55 +27,49 @@ class SubagentSlots:
         self._bus = bus
         self.limit = limit
         self.ttl_s = ttl_s
-        self._kv: KeyValue | None = None
+        self._leases: LeaseBucket | None = None
 
-    async def _bucket(self) -> KeyValue:
-        if self._kv is None:
-            self._kv = await self._bus.kv(BUCKET_SUBAGENT_SLOTS, history=1, ttl=self.ttl_s)
-        return self._kv
+    async def _bucket(self) -> LeaseBucket:
+        if self._leases is None:
+            self._leases = await LeaseBucket.open(
+                self._bus, BUCKET_SUBAGENT_SLOTS, ttl_s=self.ttl_s, history=1, ttl=self.ttl_s
+            )
+        return self._leases
+
+    def _keys(self, project_id: str) -> list[str]:
+        prefix = subjects.validate_token(project_id, "project id")
+        return [f"{prefix}.{n}" for n in range(self.limit)]
+
+    async def _read(self, keys: list[str]) -> dict[str, Seen]:
+        """The slot ``keys`` as they are now (one read per slot, in parallel: cheaper than a
+        watch, which creates a consumer)."""
+        leases = await self._bucket()
+        seen = await asyncio.gather(*(leases.read(k) for k in keys))
+        return dict(zip(keys, seen, strict=True))
 
     async def held(self, project_id: str) -> dict[str, str]:
-        """Slot key -> child id, of the project's slots held now (one read per slot, in parallel:
-        cheaper than a watch, which creates a consumer)."""
-        kv = await self._bucket()
-        prefix = subjects.validate_token(project_id, "project id")
-        keys = [f"{prefix}.{n}" for n in range(self.limit)]
-
-        async def _read(key: str) -> str | None:
-            try:
-                entry = await kv.get(key)
-            except (nats.js.errors.KeyNotFoundError, nats.js.errors.KeyDeletedError):
-                return None
-            return entry.value.decode() if entry.value else None
-
-        values = await asyncio.gather(*(_read(k) for k in keys))
-        return {k: v for k, v in zip(keys, values, strict=True) if v}
+        """Slot key -> child id, of the project's slots held now."""
+        return {
+            k: s.holder for k, s in (await self._read(self._keys(project_id))).items() if s.holder is not None
+        }
 
     async def acquire(self, project_id: str, child_id: str) -> str | None:
-        """Take a slot for ``child_id`` (or find the one it holds): its key; ``None`` when all are taken."""
-        kv = await self._bucket()
-        held = await self.held(project_id)
-        for key, holder in held.items():
-            if holder == child_id:
+        """Take a slot for ``child_id`` (the one it holds, else a free one): its key; ``None``
+        when all are taken."""
+        leases = await self._bucket()
+        slots = await self._read(self._keys(project_id))
+        mine = [k for k, s in slots.items() if s.holder == child_id]
+        free = [k for k, s in slots.items() if s.holder is None]
+        for key in mine + free:
+            if isinstance(await leases.take(key, child_id, slots[key]), Held):
                 return key
-        for n in range(self.limit):
-            key = f"{project_id}.{n}"
-            if key in held:
-                continue
-            try:
-                await kv.create(key, child_id.encode())
-            except nats.js.errors.KeyWrongLastSequenceError:
-                continue  # taken by another start meanwhile
-            return key
+            # taken by another start meanwhile: the next one
         return None
 
     async def release(self, project_id: str, child_id: str, key: str | None = None) -> None:
         """Free the slot ``child_id`` holds (``key`` when known, else found by reading them)."""
-        kv = await self._bucket()
-        keys = (
-            [key]
-            if key is not None
-            else [k for k, v in (await self.held(project_id)).items() if v == child_id]
-        )
-        for k in keys:
-            await kv.delete(k)
+        leases = await self._bucket()
+        slots = await self._read(self._keys(project_id) if key is None else [key])
+        for k, seen in slots.items():
+            if seen.holder == child_id:  # a slot that expired and went to another child stays its
+                await leases.release(Held(k, child_id, seen.revision, seen.since))
