@@ -37,7 +37,17 @@ def test_all_exists_without_duplicates(name: str) -> None:
 
 
 SURFACES = {
-    "bus": {"Bus", "EnvelopeHandler", "connect_nats", "error_payload", "gather", "subject_of"},
+    "bus": {
+        "Bus",
+        "EnvelopeHandler",
+        "connect_nats",
+        "describe_error",
+        "error_payload",
+        "foreign_listener",
+        "gather",
+        "subject_of",
+        "unreachable_message",
+    },
     "clients": {
         "AssetsClient",
         "ConversationsClient",
