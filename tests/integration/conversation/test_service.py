@@ -133,7 +133,7 @@ async def test_bad_input_gets_clear_errors_and_the_conversation_keeps_running(
 
 
 async def test_input_is_validated_once(bus: Bus, config: Config, monkeypatch: pytest.MonkeyPatch) -> None:
-    from jidocode.services.conversation import actor, runtime
+    from jidocode.services.conversation import actor, endpoints
 
     validated: dict[str, list[object]] = {"send_event": [], "actor": []}
 
@@ -144,7 +144,7 @@ async def test_input_is_validated_once(bus: Bus, config: Config, monkeypatch: py
 
         return normalize
 
-    monkeypatch.setattr(runtime, "normalize", counting("send_event", runtime.normalize))
+    monkeypatch.setattr(endpoints, "normalize", counting("send_event", endpoints.normalize))
     monkeypatch.setattr(actor, "normalize", counting("actor", actor.normalize))
     llm = ScriptLlm(answer("one"), answer("two"))
     async with running_service(config, llm, ToolsDouble()):
