@@ -185,6 +185,14 @@ class Sightings:
         self.seen[key] = seen
         return seen
 
+    def note_entry(self, entry: KeyValue.Entry, now: float) -> Seen | None:
+        """Record a watched change (a delete or purge frees its key); ``None``: not a key's
+        change (no revision)."""
+        if entry.revision is None:
+            return None
+        holder = holder_of(entry.value) if entry.operation is None else None
+        return self.note(entry.key, entry.revision, holder, now)
+
     def stale(self, now: float) -> list[Seen]:
         """The held keys nobody rewrote for ``ttl_s``."""
         return [s for s in self.seen.values() if is_stale(s, now, self.ttl_s)]

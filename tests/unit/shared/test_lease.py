@@ -11,6 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+from nats.js.kv import KeyValue
 
 from jidocode.shared.lease import (
     Busy,
@@ -87,6 +88,16 @@ def test_sightings_keep_the_first_sight_of_a_revision() -> None:
     assert sightings.stale_keys(5.5) == ["a"]
     assert [s.revision for s in sightings.stale(8.5)] == [1, 3]
     assert not is_stale(Seen(1, "x", 0.0), 5.0, 5.0)
+
+
+def test_sightings_of_watched_entries() -> None:
+    sightings = Sightings(ttl_s=5.0)
+    put = KeyValue.Entry("b", "a", encode_holder("x"), 1, None, None, None)
+    assert sightings.note_entry(put, 0.0) == Seen(1, "x", 0.0)
+    deleted = KeyValue.Entry("b", "a", b"", 2, None, None, "DEL")
+    assert sightings.note_entry(deleted, 1.0) == Seen(2, None, 1.0)
+    assert sightings.note_entry(KeyValue.Entry("b", "a", None, None, None, None, None), 2.0) is None
+    assert sightings.stale_keys(10.0) == []
 
 
 # -- the state machine ------------------------------------------------------------------------------
