@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any, Final
 
 from .builtins import READ_TOOLS, WRITE_TOOLS
@@ -173,6 +174,40 @@ def _through_new_link(policy: Policy, label: str) -> Decision:
 # --- one path ------------------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class _Use:
+    """One use of a path by a command: the path as written and resolved, and how it is used."""
+
+    policy: Policy
+    lexical: str
+    resolved: str
+    kind: str
+    label: str
+
+    @property
+    def reads(self) -> bool:
+        return self.kind in ("read", "read_tree", "mention", "link", "cwd")
+
+    @property
+    def writes(self) -> bool:
+        return self.kind == "write"
+
+    @property
+    def tree(self) -> bool:
+        return self.kind in ("read_tree", "link")  # a link to a directory exposes all of it
+
+    def hits(self, rule: PermissionRule) -> bool:
+        root, home = self.policy.root, self.policy.home
+        candidates = (self.lexical, self.resolved)
+        if any(rule.matches_path(p, root=root, home=home, below=True) for p in candidates):
+            return True
+        return self.tree and any(_matches_below(rule, p, root, home) for p in candidates)
+
+    def covered(self, rule: PermissionRule) -> bool:
+        """Whether ``rule`` is of the tools this use stands for (reading or writing files)."""
+        return (self.reads and _covers(rule, READ_TOOLS)) or (self.writes and _covers(rule, WRITE_TOOLS))
+
+
 def _judge_path(
     policy: Policy,
     lexical: str,
@@ -185,74 +220,85 @@ def _judge_path(
     """``None`` when ``kind`` of use of ``lexical`` is fine, else the decision it calls for."""
     if lexical in _DEV_OK or lexical.startswith("/dev/fd/"):
         return None
-    sandbox = policy.sandbox
-    resolved = os.path.realpath(lexical)
-    candidates = (lexical, resolved)
-    reads = kind in ("read", "read_tree", "mention", "link", "cwd")
-    writes = kind == "write"
-    tree = kind in ("read_tree", "link")  # a link to a directory exposes all of it
-    root, home = policy.root, policy.home
+    use = _Use(policy, lexical, os.path.realpath(lexical), kind, label)
+    return _denied_use(use) or _sandbox_use(use, reader=reader, redirect=redirect) or _asked_use(use)
 
-    def hits(rule: PermissionRule) -> bool:
-        if any(rule.matches_path(p, root=root, home=home, below=True) for p in candidates):
-            return True
-        return tree and any(_matches_below(rule, p, root, home) for p in candidates)
 
-    for r in policy.deny:
-        if ((reads and _covers(r, READ_TOOLS)) or (writes and _covers(r, WRITE_TOOLS))) and hits(r):
-            verb = "reads" if reads else "writes"
+def _denied_use(use: _Use) -> Decision | None:
+    """A deny rule of the use's tools matching the path."""
+    for r in use.policy.deny:
+        if use.covered(r) and use.hits(r):
+            verb = "reads" if use.reads else "writes"
             hint = (
                 "; name the paths to search outside it, or use the grep/glob tools, which skip denied files"
-                if tree
+                if use.tree
                 else ""
             )
             return Decision(
-                effect=Effect.DENY, reason=f"{label} {verb} a path denied by rule {r.raw}{hint}", rule=r.raw
+                effect=Effect.DENY,
+                reason=f"{use.label} {verb} a path denied by rule {r.raw}{hint}",
+                rule=r.raw,
             )
+    return None
+
+
+def _sandbox_use(use: _Use, *, reader: bool, redirect: bool) -> Decision | None:
+    """What the sandbox says of the path: protected, outside the root, sensitive."""
+    sandbox, label, lexical, resolved = use.policy.sandbox, use.label, use.lexical, use.resolved
     protected = sandbox.is_protected(lexical) or sandbox.is_protected(resolved)
-    if writes and protected:
+    if use.writes and protected:
         return Decision(
             effect=Effect.DENY,
             reason=f"{label} would modify a protected file (runtime settings, MCP config or git internals)",
             details={"sandbox": "protected"},
         )
-    if kind == "mention" and protected and not reader:
+    if use.kind == "mention" and protected and not reader:
         return Decision(
             effect=Effect.ASK,
             reason=f"{label} names a protected file; not covered by allow rules",
             details={"sandbox": "protected"},
         )
-    if sandbox.base_of(resolved) is None and kind != "mention":
+    if sandbox.base_of(resolved) is None and use.kind != "mention":
         return Decision(
             effect=Effect.ASK,
             reason=f"{label} is outside the project root ({resolved}); not covered by allow rules",
             details={"sandbox": "outside_root"},
         )
-    if sandbox.is_sensitive(lexical) or sandbox.is_sensitive(resolved):
-        explicit = reads and any(
-            r.pattern is not None
-            and _covers(r, READ_TOOLS)
-            and r.matches_path(resolved, root=root, home=home)
-            for r in policy.allow
+    if (sandbox.is_sensitive(lexical) or sandbox.is_sensitive(resolved)) and not _explicitly_read(use):
+        return Decision(
+            effect=Effect.DENY if redirect else Effect.ASK,
+            reason=f"{label} is a sensitive file (secrets)",
+            details={"sandbox": "sensitive"},
         )
-        if not explicit:
+    return None
+
+
+def _explicitly_read(use: _Use) -> bool:
+    """A read the allow rules name with a pattern matching the path (it lifts the sensitive default)."""
+    root, home = use.policy.root, use.policy.home
+    return use.reads and any(
+        r.pattern is not None
+        and _covers(r, READ_TOOLS)
+        and r.matches_path(use.resolved, root=root, home=home)
+        for r in use.policy.allow
+    )
+
+
+def _asked_use(use: _Use) -> Decision | None:
+    """An ask rule matching the path; for a mere mention, a rule denying edits of it asks too."""
+    mention = use.kind == "mention"
+    for r in use.policy.ask:
+        covered = _covers(r, (*READ_TOOLS, *WRITE_TOOLS)) if mention else use.covered(r)
+        if covered and use.hits(r):
             return Decision(
-                effect=Effect.DENY if redirect else Effect.ASK,
-                reason=f"{label} is a sensitive file (secrets)",
-                details={"sandbox": "sensitive"},
+                effect=Effect.ASK, reason=f"{use.label} needs approval (rule {r.raw})", rule=r.raw
             )
-    for r in policy.ask:
-        covered = (reads and _covers(r, READ_TOOLS)) or (writes and _covers(r, WRITE_TOOLS))
-        if kind == "mention":
-            covered = _covers(r, (*READ_TOOLS, *WRITE_TOOLS))
-        if covered and hits(r):
-            return Decision(effect=Effect.ASK, reason=f"{label} needs approval (rule {r.raw})", rule=r.raw)
-    if kind == "mention":
-        for r in policy.deny:
-            if _covers(r, WRITE_TOOLS) and hits(r):
+    if mention:
+        for r in use.policy.deny:
+            if _covers(r, WRITE_TOOLS) and use.hits(r):
                 return Decision(
                     effect=Effect.ASK,
-                    reason=f"{label} names a path denied to edits by rule {r.raw}",
+                    reason=f"{use.label} names a path denied to edits by rule {r.raw}",
                     rule=r.raw,
                 )
     return None
