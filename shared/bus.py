@@ -225,12 +225,23 @@ async def connect_nats(config: Config, name: str, *, wait: bool = True, **option
         nc = await nats.connect(**opts)
     except nats.errors.NoServersError as exc:
         if attempts.failures:  # what the server did say: unreachable_message() reads it
-            raise exc from attempts.failures[-1]
+            raise exc from _most_telling(attempts.failures)
         raise
     attempts.connected = True
     if not wait and "max_reconnect_attempts" not in options:
         nc.options["max_reconnect_attempts"] = -1  # connected: from now on, ride out restarts
     return nc
+
+
+def _most_telling(failures: list[Exception]) -> Exception:
+    """The failure that says most about the server: a refusal of our credentials (a later attempt
+    may only see the connection reset that followed it), else the last one."""
+    refused = [
+        f
+        for f in failures
+        if isinstance(f, nats.errors.AuthorizationError) or "authorization" in str(f).lower()
+    ]
+    return refused[0] if refused else failures[-1]
 
 
 @dataclass
