@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any, cast
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from jidocode.shared.bus import Bus
@@ -48,15 +49,22 @@ def _print_diagnostics(diagnostics: list[dict[str, Any]]) -> None:
         colour = "red" if d.get("severity") == "error" else "yellow"
         key = f" [{d['key']}]" if d.get("key") else ""
         where = f"{d['file']}:{d['line']}:{d.get('column') or 1}" if d.get("line") else d["file"]
-        err_console.print(
-            f"[{colour}]{d.get('severity', 'error')}[/] {where}{key}: {d['problem']}", highlight=False
-        )
+        said = escape(f"{where}{key}: {d['problem']}")  # file names and problems quote project text
+        err_console.print(f"[{colour}]{escape(str(d.get('severity', 'error')))}[/] {said}", highlight=False)
 
 
 def _table(items: list[dict[str, Any]], *, score: bool = False) -> None:
     table = Table("type", "name", "description", "layer", *(["score"] if score else []))
     for item in items:
-        row = [item["type"], item["name"], (item.get("description") or "")[:80], item.get("layer", "")]
+        row = [
+            escape(str(cell))  # names and descriptions are project text, never rich markup
+            for cell in (
+                item["type"],
+                item["name"],
+                (item.get("description") or "")[:80],
+                item.get("layer", ""),
+            )
+        ]
         if score:
             row.append(f"{item.get('score', 0):.2f}")
         table.add_row(*row)
@@ -106,18 +114,19 @@ def show(
     if json_out:
         print_json(asset)
         return
-    console.print(f"[bold]{asset['type']} {asset['name']}[/]  ({asset.get('layer')}: {asset.get('path')})")
-    if asset.get("description"):
-        console.print(asset["description"], highlight=False)
-    for key in ("version", "allowed_tools", "model", "argument_hint"):
-        if asset.get(key):
-            console.print(f"{key}: {asset[key]}", highlight=False)
-    if asset.get("router"):
-        for route in asset["router"]:
-            console.print(f"route {route['path']} -> {route['action']}", highlight=False)
-    if asset.get("steps"):
-        for step in asset["steps"]:
-            console.print(f"step {step['id']}: {step['kind']} {step['target']}", highlight=False)
+    title = escape(f"{asset['type']} {asset['name']}")
+    where = escape(f"({asset.get('layer')}: {asset.get('path')})")
+    console.print(f"[bold]{title}[/]  {where}")
+    lines = [asset["description"]] if asset.get("description") else []
+    lines += [
+        f"{key}: {asset[key]}"
+        for key in ("version", "allowed_tools", "model", "argument_hint")
+        if asset.get(key)
+    ]
+    lines += [f"route {route['path']} -> {route['action']}" for route in asset.get("router") or []]
+    lines += [f"step {step['id']}: {step['kind']} {step['target']}" for step in asset.get("steps") or []]
+    for line in lines:  # every field is project text: printed as it is, never as rich markup
+        console.print(line, highlight=False, markup=False)
     body = asset.get("body") or asset.get("template") or ""
     if body:
         console.print()

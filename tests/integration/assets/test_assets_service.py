@@ -245,3 +245,20 @@ async def test_cli(running: Config, project_dir: Path) -> None:
     code, out, err = await _cli(running, "assets", "reload", str(project_dir))
     assert code == 0 and "1 skill(s)" in out
     assert "duplicate key" in err and "broken/SKILL.md" in err  # diagnostics on stderr
+
+
+async def test_cli_prints_asset_text_as_text_never_as_rich_markup(running: Config, tmp_path: Path) -> None:
+    """A command's description and argument hint are project text: rich markup in them is shown as
+    written (a `[link=…]` or `[/]` would otherwise restyle the terminal or break the listing)."""
+    root = tmp_path / "markup"
+    hostile = "[bold red]URGENT[/] [link=https://evil.example]click[/link]"
+    _write(
+        root / ".jido" / "commands" / "shout.md",
+        f'---\ndescription: "{hostile}"\nargument-hint: "[/] [x]"\n---\nHello',
+    )
+    code, out, err = await _cli(running, "assets", "list", str(root), "--type", "command")
+    assert code == 0, err
+    assert "[bold red]URGENT[/]" in out and "[link=https://evil.example]" in out, out
+    code, out, err = await _cli(running, "assets", "show", str(root), "command", "shout")
+    assert code == 0, err
+    assert hostile in out and "argument_hint: [/] [x]" in out, out
