@@ -1,7 +1,8 @@
 """Which services exist and how to run each (``jidocode serve <name>``, ``jidocode up``).
 
-Each service package has ``service.py`` with ``async def serve(config, stop)``:
-connect, register its endpoints, run until ``stop`` is set, then drain.
+Each service package has ``service.py`` with ``async def serve(config, stop)``, one
+``shared.service.ServiceLifecycle`` each: connect, register its endpoints, run until
+``stop`` is set, then drain and close.
 """
 
 from __future__ import annotations

@@ -23,6 +23,15 @@ approval) gives its slot back for the wait: ``async with host.released(): …``
 (the slot is taken again, waiting like a new request, when the block ends).
 The waits are then bounded by the handler's own limit, not by the slots, so
 they cannot starve the other requests of the replica.
+
+A per-project endpoint is served with :meth:`ServiceHost.serve_project`: its
+handler is handed the project id of the subject the request arrived on
+(checked against the ``projectid`` extension, see :func:`scoped_project_id`)
+before the command, so no handler reads it from the envelope by hand.
+
+Every service's ``serve(config, stop)`` runs one :class:`ServiceLifecycle`:
+connect, build (endpoints, subscriptions, what to close), start the host, wait
+for ``stop``, drain the host, close in the reverse order, the bus last.
 """
 
 from __future__ import annotations
@@ -33,8 +42,10 @@ import logging
 import os
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import TYPE_CHECKING, Any, TypeVar, cast
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, Protocol, Self, TypeVar, cast
 
+import nats.errors
 from nats.micro import add_service
 from nats.micro.request import Request
 from nats.micro.service import EndpointConfig, Service, ServiceConfig
@@ -58,7 +69,17 @@ from jidocode.shared.telemetry import ATTR_CONVERSATION, ATTR_PROJECT, metrics, 
 if TYPE_CHECKING:
     from opentelemetry.trace import Tracer
 
-__all__ = ["Handler", "ServiceHost", "expect", "scoped_project_id", "to_jsonable"]
+    from jidocode.shared.config import Config
+
+__all__ = [
+    "Handler",
+    "ProjectHandler",
+    "ServiceHost",
+    "ServiceLifecycle",
+    "expect",
+    "scoped_project_id",
+    "to_jsonable",
+]
 
 log = logging.getLogger("jidocode.service")
 
@@ -67,6 +88,8 @@ E = TypeVar("E", bound=EventModel)
 
 #: A typed endpoint handler: the validated command and its envelope in, the reply model out.
 Handler = Callable[[C, Envelope], Awaitable[EventModel]]
+#: A per-project endpoint handler: the subject's project id, the command and its envelope in.
+ProjectHandler = Callable[[str, C, Envelope], Awaitable[EventModel]]
 
 VERSION = "0.1.0"
 
@@ -177,6 +200,20 @@ class ServiceHost:
         if endpoint.service != self.name:
             raise ValueError(f"endpoint {endpoint.service}.{endpoint.verb} belongs to another service")
         self.endpoint(cast(type[C], endpoint.command), endpoint.pattern(), handler, name=endpoint.verb)
+
+    def serve_project(self, endpoint: Endpoint, handler: ProjectHandler[C]) -> None:
+        """Serve the per-project ``endpoint`` with ``handler``, handed the request's project id.
+
+        The id is the subject's (:func:`scoped_project_id`): a ``projectid`` extension naming
+        another project is an ``invalid_input`` reply, and the handler is not called.
+        """
+        if not endpoint.scoped:
+            raise ValueError(f"endpoint {endpoint.service}.{endpoint.verb} is not per project: use serve()")
+
+        async def scoped(cmd: C, env: Envelope) -> EventModel:
+            return await handler(scoped_project_id(env), cmd, env)
+
+        self.serve(endpoint, scoped)
 
     def endpoint(
         self,
@@ -340,6 +377,88 @@ class ServiceHost:
     @property
     def service(self) -> Service | None:
         return self._service
+
+
+class Startable(Protocol):
+    """A part of a service with its own start and stop (the tool runner, the gateway's server)."""
+
+    async def start(self) -> None: ...
+
+    async def stop(self) -> None: ...
+
+
+class ServiceLifecycle:
+    """Connect, serve, wait for stop, drain, close: the run of every service's ``serve()``.
+
+    ::
+
+        async with ServiceLifecycle(config, "engine") as life:
+            host = life.host(description="…")  # started by run(), drained first on exit
+            host.serve(…)
+            life.on_close(thing.close)          # closed on exit, in the reverse order
+            await life.run(stop, ready="engine ready")
+
+    On leaving the block, whether ``stop`` was set, the build failed or the task was
+    cancelled: the host stops taking requests and drains, what was registered closes (last
+    registered first), and the bus closes last.
+    """
+
+    def __init__(self, config: Config, name: str) -> None:
+        self.config = config
+        self.name = name
+        self._stack = contextlib.AsyncExitStack()
+        self._bus: Bus | None = None
+        self._host: ServiceHost | None = None
+
+    async def __aenter__(self) -> Self:
+        self._bus = await Bus.connect(self.config, self.name)
+        self._stack.push_async_callback(self._close_bus, self._bus)
+        return self
+
+    async def __aexit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> bool | None:
+        return await self._stack.__aexit__(kind, exc, tb)
+
+    @property
+    def bus(self) -> Bus:
+        """The service's bus connection (open inside the ``async with`` block)."""
+        if self._bus is None:
+            raise RuntimeError(f"{self.name}: the bus is connected on entering the lifecycle")
+        return self._bus
+
+    def host(self, **options: Any) -> ServiceHost:
+        """The service's :class:`ServiceHost` (``options`` as its constructor takes them)."""
+        if self._host is not None:
+            raise RuntimeError(f"{self.name} already has a service host")
+        self._host = ServiceHost(self.bus, name=self.name, **options)
+        return self._host
+
+    def on_close(self, close: Callable[[], Awaitable[object]]) -> None:
+        """Call ``close`` on leaving the block (before what was registered earlier, and the bus)."""
+        self._stack.push_async_callback(close)
+
+    async def start(self, part: Startable) -> None:
+        """Start ``part`` now and stop it on leaving the block."""
+        await part.start()
+        self.on_close(part.stop)
+
+    async def run(
+        self, stop: asyncio.Event, *, ready: str | None = None, on_ready: Callable[[], object] | None = None
+    ) -> None:
+        """Start the host, log ``ready`` (``"<name> ready"`` by default) on the service's logger
+        (``jidocode.<name>``), call ``on_ready``, and wait until ``stop`` is set."""
+        if self._host is not None:
+            await self.start(self._host)
+        logging.getLogger(f"jidocode.{self.name}").info("%s", ready or f"{self.name} ready")
+        if on_ready is not None:
+            on_ready()
+        await stop.wait()
+
+    @staticmethod
+    async def _close_bus(bus: Bus) -> None:
+        with contextlib.suppress(nats.errors.Error):
+            await bus.close()
 
 
 def _subject_project(subject: str | None) -> str | None:

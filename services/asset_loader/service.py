@@ -88,7 +88,7 @@ from jidocode.shared.events.tools import (
     ToolSpec,
 )
 from jidocode.shared.registry import ProjectDirectory
-from jidocode.shared.service import ServiceHost, scoped_project_id
+from jidocode.shared.service import ServiceHost, ServiceLifecycle, scoped_project_id
 from jidocode.shared.telemetry import metrics
 
 __all__ = ["AssetService", "serve"]
@@ -416,24 +416,23 @@ class AssetService:
 
     # -- endpoints -------------------------------------------------------------------------
 
-    async def _gen(self, env: Envelope) -> tuple[ProjectAssets, Generation]:
-        pa = await self.project(scoped_project_id(env))
+    async def _gen(self, project_id: str) -> tuple[ProjectAssets, Generation]:
+        pa = await self.project(project_id)
         return pa, pa.store.current
 
-    async def get_endpoint(self, req: GetAsset, env: Envelope) -> AssetDocument:
-        _, gen = await self._gen(env)
+    async def get_endpoint(self, pid: str, req: GetAsset, env: Envelope) -> AssetDocument:
+        _, gen = await self._gen(pid)
         return AssetDocument(asset=dict(get_asset(gen, req.kind, req.name)))
 
-    async def list_endpoint(self, req: ListAssets, env: Envelope) -> AssetItems:
-        _, gen = await self._gen(env)
+    async def list_endpoint(self, pid: str, req: ListAssets, env: Envelope) -> AssetItems:
+        _, gen = await self._gen(pid)
         return AssetItems(items=list(list_assets(gen, req.kind)))
 
-    async def search_endpoint(self, req: SearchAssets, env: Envelope) -> AssetItems:
-        _, gen = await self._gen(env)
+    async def search_endpoint(self, pid: str, req: SearchAssets, env: Envelope) -> AssetItems:
+        _, gen = await self._gen(pid)
         return AssetItems(items=list(search_assets(gen, req.query, req.kind, req.limit)))
 
-    async def reload_endpoint(self, req: ReloadAssets, env: Envelope) -> AssetReport:
-        pid = scoped_project_id(env)
+    async def reload_endpoint(self, pid: str, req: ReloadAssets, env: Envelope) -> AssetReport:
         fresh = pid not in self.projects
         pa = await self.project(pid)
         if fresh:
@@ -442,34 +441,34 @@ class AssetService:
         await self._rewatch_if_layers_changed(pa)
         return _report(gen)
 
-    async def diagnostics(self, req: GetDiagnostics, env: Envelope) -> AssetReport:
-        _, gen = await self._gen(env)
+    async def diagnostics(self, pid: str, req: GetDiagnostics, env: Envelope) -> AssetReport:
+        _, gen = await self._gen(pid)
         return _report(gen).model_copy(update={"settings_files": list(gen.settings_files)})
 
-    async def graph(self, req: GraphQuery, env: Envelope) -> GraphResult:
-        _, gen = await self._gen(env)
+    async def graph(self, pid: str, req: GraphQuery, env: Envelope) -> GraphResult:
+        _, gen = await self._gen(pid)
         result = graph_query(gen, req.op, req.model_dump(exclude={"type", "op"}, exclude_none=True))
         return GraphResult(op=req.op, result=result)
 
-    async def tools(self, req: ListTools, env: Envelope) -> ToolCatalog:
-        _, gen = await self._gen(env)
+    async def tools(self, pid: str, req: ListTools, env: Envelope) -> ToolCatalog:
+        _, gen = await self._gen(pid)
         return ToolCatalog(tools=[ToolSpec.model_validate(s) for s in tool_specs(gen)])
 
-    async def call_tool(self, call: RunTool, env: Envelope) -> ToolResult:
-        pa, gen = await self._gen(env)
+    async def call_tool(self, pid: str, call: RunTool, env: Envelope) -> ToolResult:
+        pa, gen = await self._gen(pid)
         assert pa.runtime is not None
         return await call_asset_tool(gen, pa.runtime, call)
 
     def serve_on(self, host: ServiceHost) -> None:
         """Serve every asset-loader endpoint of ``shared.endpoints`` on ``host``."""
-        host.serve(endpoint("asset_loader", "get"), self.get_endpoint)
-        host.serve(endpoint("asset_loader", "list"), self.list_endpoint)
-        host.serve(endpoint("asset_loader", "search"), self.search_endpoint)
-        host.serve(endpoint("asset_loader", "reload"), self.reload_endpoint)
-        host.serve(endpoint("asset_loader", "diagnostics"), self.diagnostics)
-        host.serve(endpoint("asset_loader", "graph"), self.graph)
-        host.serve(endpoint("asset_loader", "tools"), self.tools)
-        host.serve(endpoint("asset_loader", "call_tool"), self.call_tool)
+        host.serve_project(endpoint("asset_loader", "get"), self.get_endpoint)
+        host.serve_project(endpoint("asset_loader", "list"), self.list_endpoint)
+        host.serve_project(endpoint("asset_loader", "search"), self.search_endpoint)
+        host.serve_project(endpoint("asset_loader", "reload"), self.reload_endpoint)
+        host.serve_project(endpoint("asset_loader", "diagnostics"), self.diagnostics)
+        host.serve_project(endpoint("asset_loader", "graph"), self.graph)
+        host.serve_project(endpoint("asset_loader", "tools"), self.tools)
+        host.serve_project(endpoint("asset_loader", "call_tool"), self.call_tool)
 
 
 def _report(gen: Generation) -> AssetReport:
@@ -483,15 +482,14 @@ def _report(gen: Generation) -> AssetReport:
 
 
 async def serve(config: Config, stop: asyncio.Event) -> None:
-    bus = await Bus.connect(config, "asset_loader")
-    service = AssetService(bus, config, await ProjectDirectory.open(bus))
-    try:
+    async with ServiceLifecycle(config, "asset_loader") as life:
+        bus = life.bus
+        service = AssetService(bus, config, await ProjectDirectory.open(bus))
+        life.on_close(service.close)
         # Concurrent requests matter here: a workflow step that is itself an asset
         # tool comes back to call_tool through the tool runner while the outer call runs.
-        host = ServiceHost(
-            bus,
+        host = life.host(
             max_concurrent=MAX_INFLIGHT,
-            name="asset_loader",
             description="JidoCode asset loader: skills, commands, workflows, skill graph",
         )
         service.serve_on(host)
@@ -500,11 +498,4 @@ async def serve(config: Config, stop: asyncio.Event) -> None:
         await bus.subscribe(subjects.signal(ToolCancelRequested.TYPE), service.on_signal)
         # Routed skill signals: one replica takes each.
         await bus.subscribe(subjects.assets_pattern(SIGNAL_VERB), service.on_skill_signal, queue=SIGNAL_QUEUE)
-        await host.start()
-        log.info("asset loader ready")
-        await stop.wait()
-        await host.stop()
-    finally:
-        await service.close()
-        with contextlib.suppress(nats.errors.Error):
-            await bus.close()
+        await life.run(stop, ready="asset loader ready")

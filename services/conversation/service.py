@@ -39,7 +39,7 @@ from jidocode.shared.events.conversation import (
 )
 from jidocode.shared.events.engine import ProjectInfo
 from jidocode.shared.registry import WatchedDirectory
-from jidocode.shared.service import ServiceHost, scoped_project_id
+from jidocode.shared.service import ServiceHost, ServiceLifecycle
 from jidocode.shared.settings import load_settings, require_usable
 from jidocode.shared.telemetry import metrics
 from jidocode.shared.telemetry.export import ensure_trace_stream
@@ -107,90 +107,88 @@ async def serve(
     """Serve until ``stop`` is set. ``on_runtime`` is handed the runtime once it runs (tests
     and benchmarks look at what it has loaded)."""
     settings = settings or RuntimeSettings.from_env()
-    bus = await Bus.connect(config, "conversation")
-    try:
+    async with ServiceLifecycle(config, "conversation") as life:
+        bus = life.bus
         metadata: dict[str, str] = {}
         if llm is None:
-            from .llm import ModelPicker, make_llm_port
-            from .llm.adapter import load_litellm_async
-
-            picker = ModelPicker(os.environ)
-            llm = make_llm_port(config, bus=bus, picker=picker)
-            await picker.pick()
-            # The model a conversation gets when it configures none (`jidocode models` reads it).
-            metadata.update(picker.metadata())
-            log.info("model when none is configured: %s", picker.describe())
-            # litellm's import takes seconds of CPU: finish it before taking any
-            # lease, so heartbeats are never starved by the first model call.
-            await load_litellm_async()
+            llm = await _default_llm(config, bus, metadata)
         runtime = Runtime(
             bus, llm=llm, tools=tools or NatsToolPort(bus, timeout=settings.tool_timeout_s), settings=settings
         )
         await runtime.start()
+        life.on_close(runtime.close)
         metrics.CONVERSATIONS_OWNED.labels(bus.source).set_function(lambda: len(runtime.owned))
         if bus.tracer is not None:  # the spans stream that `jidocode trace` reads
             await ensure_trace_stream(bus)
         if on_runtime is not None:
             on_runtime(runtime)
         directory = await WatchedDirectory.open(bus)
-        host = ServiceHost(
-            bus,
-            name="conversation",
-            description="JidoCode conversations: reducer, journal, projections",
-            metadata=metadata,
+        life.on_close(directory.close)
+        host = life.host(
+            description="JidoCode conversations: reducer, journal, projections", metadata=metadata
         )
+        _serve_endpoints(host, runtime, directory, config)
+        ready = None if started is None else started.set
+        await life.run(stop, ready=f"conversation service ready ({bus.source})", on_ready=ready)
 
-        async def start(cmd: StartConversation, env: Envelope) -> ConversationInfo:
-            project_id = scoped_project_id(env)
-            info = await directory.get(project_id)  # NotFound: the engine has no such project
-            try:
-                llm_settings = await asyncio.to_thread(
-                    project_llm_settings, info, cmd.settings, jido_home=config.jido_home
-                )
-            except OSError:
-                llm_settings = dict(cmd.settings)
-            cmd = cmd.model_copy(update={"settings": llm_settings})
-            return ConversationInfo.model_validate(await runtime.start_conversation(project_id, cmd))
 
-        async def stop_(cmd: StopConversation, env: Envelope) -> ConversationInfo:
-            return ConversationInfo.model_validate(
-                await runtime.stop_conversation(scoped_project_id(env), cmd)
-            )
+async def _default_llm(config: Config, bus: Bus, metadata: dict[str, str]) -> LlmPort:
+    """The LLM port of the environment's model picker; the picked model goes into ``metadata``."""
+    from .llm import ModelPicker, make_llm_port
+    from .llm.adapter import load_litellm_async
 
-        async def list_(cmd: ListConversations, env: Envelope) -> ConversationList:
-            return await runtime.list_conversations(scoped_project_id(env), cmd)
+    picker = ModelPicker(os.environ)
+    llm = make_llm_port(config, bus=bus, picker=picker)
+    await picker.pick()
+    # The model a conversation gets when it configures none (`jidocode models` reads it).
+    metadata.update(picker.metadata())
+    log.info("model when none is configured: %s", picker.describe())
+    # litellm's import takes seconds of CPU: finish it before taking any
+    # lease, so heartbeats are never starved by the first model call.
+    await load_litellm_async()
+    return llm
 
-        async def delete(cmd: DeleteConversation, env: Envelope) -> ConversationDeleted:
-            return await runtime.delete_conversation(scoped_project_id(env), cmd)
 
-        async def send_event(cmd: SendEvent, env: Envelope) -> EventAccepted:
-            project_id = scoped_project_id(env)
-            await directory.get(project_id)  # Conflict: the project is stopped (no new input then)
-            return EventAccepted.model_validate(await runtime.send_event(project_id, cmd, env))
+def _serve_endpoints(
+    host: ServiceHost, runtime: Runtime, directory: WatchedDirectory, config: Config
+) -> None:
+    """Serve every conversation endpoint of ``shared.endpoints`` on ``host``."""
 
-        async def get_projection(cmd: GetProjection, env: Envelope) -> Projection:
-            value = await runtime.get_projection(scoped_project_id(env), cmd)
-            return Projection(conversation_id=cmd.conversation_id, name=cmd.name, value=value)
-
-        async def replay(cmd: Subscribe, env: Envelope) -> ReplayInfo:
-            return await runtime.replay_info(scoped_project_id(env), cmd)
-
-        host.serve(endpoint("conversation", "start"), start)
-        host.serve(endpoint("conversation", "stop"), stop_)
-        host.serve(endpoint("conversation", "delete"), delete)
-        host.serve(endpoint("conversation", "list"), list_)
-        host.serve(endpoint("conversation", "send_event"), send_event)
-        host.serve(endpoint("conversation", "get_projection"), get_projection)
-        host.serve(endpoint("conversation", "replay"), replay)
-        await host.start()
-        log.info("conversation service ready (%s)", bus.source)
-        if started is not None:
-            started.set()
+    async def start(project_id: str, cmd: StartConversation, env: Envelope) -> ConversationInfo:
+        info = await directory.get(project_id)  # NotFound: the engine has no such project
         try:
-            await stop.wait()
-        finally:
-            await host.stop()
-            await runtime.close()
-            await directory.close()
-    finally:
-        await bus.close()
+            llm_settings = await asyncio.to_thread(
+                project_llm_settings, info, cmd.settings, jido_home=config.jido_home
+            )
+        except OSError:
+            llm_settings = dict(cmd.settings)
+        cmd = cmd.model_copy(update={"settings": llm_settings})
+        return ConversationInfo.model_validate(await runtime.start_conversation(project_id, cmd))
+
+    async def stop_(project_id: str, cmd: StopConversation, env: Envelope) -> ConversationInfo:
+        return ConversationInfo.model_validate(await runtime.stop_conversation(project_id, cmd))
+
+    async def list_(project_id: str, cmd: ListConversations, env: Envelope) -> ConversationList:
+        return await runtime.list_conversations(project_id, cmd)
+
+    async def delete(project_id: str, cmd: DeleteConversation, env: Envelope) -> ConversationDeleted:
+        return await runtime.delete_conversation(project_id, cmd)
+
+    async def send_event(project_id: str, cmd: SendEvent, env: Envelope) -> EventAccepted:
+        await directory.get(project_id)  # Conflict: the project is stopped (no new input then)
+        return EventAccepted.model_validate(await runtime.send_event(project_id, cmd, env))
+
+    async def get_projection(project_id: str, cmd: GetProjection, env: Envelope) -> Projection:
+        value = await runtime.get_projection(project_id, cmd)
+        return Projection(conversation_id=cmd.conversation_id, name=cmd.name, value=value)
+
+    async def replay(project_id: str, cmd: Subscribe, env: Envelope) -> ReplayInfo:
+        return await runtime.replay_info(project_id, cmd)
+
+    host.serve_project(endpoint("conversation", "start"), start)
+    host.serve_project(endpoint("conversation", "stop"), stop_)
+    host.serve_project(endpoint("conversation", "delete"), delete)
+    host.serve_project(endpoint("conversation", "list"), list_)
+    host.serve_project(endpoint("conversation", "send_event"), send_event)
+    host.serve_project(endpoint("conversation", "get_projection"), get_projection)
+    host.serve_project(endpoint("conversation", "replay"), replay)

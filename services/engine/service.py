@@ -33,7 +33,7 @@ from jidocode.shared.events.engine import (
     StopProject,
     WhereisProject,
 )
-from jidocode.shared.service import ServiceHost
+from jidocode.shared.service import ServiceLifecycle
 
 from .paths import validate_data_dir, validate_root
 from .registry import ProjectRegistry
@@ -102,18 +102,12 @@ def _check_id(project_id: str) -> None:
 
 
 async def serve(config: Config, stop: asyncio.Event) -> None:
-    bus = await Bus.connect(config, "engine")
-    try:
-        kv = await bus.kv(subjects.BUCKET_PROJECTS, history=1)
-        engine = Engine(bus, ProjectRegistry(kv))
-        host = ServiceHost(bus, name="engine", description="JidoCode engine: project lifecycle and registry")
+    async with ServiceLifecycle(config, "engine") as life:
+        kv = await life.bus.kv(subjects.BUCKET_PROJECTS, history=1)
+        engine = Engine(life.bus, ProjectRegistry(kv))
+        host = life.host(description="JidoCode engine: project lifecycle and registry")
         host.serve(endpoint("engine", "start_project"), engine.start_project)
         host.serve(endpoint("engine", "stop_project"), engine.stop_project)
         host.serve(endpoint("engine", "list_projects"), engine.list_projects)
         host.serve(endpoint("engine", "whereis_project"), engine.whereis_project)
-        await host.start()
-        log.info("engine ready")
-        await stop.wait()
-        await host.stop()
-    finally:
-        await bus.close()
+        await life.run(stop, ready="engine ready")

@@ -19,6 +19,7 @@ from starlette.applications import Starlette
 
 from jidocode.shared.bus import Bus
 from jidocode.shared.config import Config
+from jidocode.shared.service import ServiceLifecycle
 
 from .app import create_app
 from .auth import TokenChecker, load_or_create_token
@@ -116,12 +117,7 @@ def make_context(bus: Bus, config: Config, settings: GatewaySettings) -> Gateway
 
 async def serve(config: Config, stop: asyncio.Event, settings: GatewaySettings | None = None) -> None:
     settings = settings or GatewaySettings.from_env()
-    bus = await Bus.connect(config, "gateway")
-    try:
-        server = GatewayServer(make_context(bus, config, settings))
-        await server.start()
-        log.info("gateway ready on %s", server.base_url)
-        await stop.wait()
-        await server.stop()
-    finally:
-        await bus.close()
+    async with ServiceLifecycle(config, "gateway") as life:
+        server = GatewayServer(make_context(life.bus, config, settings))
+        await life.start(server)
+        await life.run(stop, ready=f"gateway ready on {server.base_url}")

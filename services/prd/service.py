@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 
 from jidocode.shared.bus import Bus
@@ -44,7 +45,7 @@ from jidocode.shared.events.prd import (
     StopPrd,
 )
 from jidocode.shared.registry import WatchedDirectory
-from jidocode.shared.service import ServiceHost, scoped_project_id
+from jidocode.shared.service import ServiceHost, ServiceLifecycle
 
 from . import files, ops
 from .config import PrdConfig, load_config
@@ -117,9 +118,10 @@ async def serve(
     resolve_provider: ProviderResolver | None = None,
     settings: LoopSettings | None = None,
 ) -> None:
-    bus = await Bus.connect(config, "prd")
-    try:
+    async with ServiceLifecycle(config, "prd") as life:
+        bus = life.bus
         directory = await WatchedDirectory.open(bus)
+        life.on_close(directory.close)
         await ensure_stream(bus)
         store = await LoopStore.open(bus)
 
@@ -137,95 +139,96 @@ async def serve(
             config_of=config_of,
             settings=settings or LoopSettings.from_env(),
         )
-        host = ServiceHost(bus, name="prd", description="JidoCode PRD loops (seed 004)")
+        life.on_close(manager.close)
+        _serve_endpoints(life.host(description="JidoCode PRD loops (seed 004)"), store, manager, root_of)
+        await life.run(stop, ready="prd service ready", on_ready=manager.start_recovery)
 
-        async def loop_of(project_id: str, name: str) -> LoopInfo | None:
-            stored = await store.get(project_id, name)
-            return stored.record.info if stored is not None else None
 
-        async def create(cmd: CreatePrd, env: Envelope) -> PrdView:
-            project_id = scoped_project_id(env)
-            root = await root_of(project_id)
-            prd = _new_prd(cmd)
-            await asyncio.to_thread(files.create_prd, files.PrdPaths(root, cmd.name), prd)
-            await asyncio.to_thread(files.ensure_gitignored, root)  # runtime state stays out of git
-            return _view(project_id, root, prd, await loop_of(project_id, cmd.name))
+def _serve_endpoints(
+    host: ServiceHost, store: LoopStore, manager: LoopManager, root_of: Callable[[str], Awaitable[Path]]
+) -> None:
+    """Serve every PRD endpoint of ``shared.endpoints`` on ``host``."""
 
-        async def list_prds(cmd: ListPrds, env: Envelope) -> PrdList:
-            project_id = scoped_project_id(env)
-            root = await root_of(project_id)
-            loops = {s.record.info.prd: s.record.info for s in await store.records(project_id)}
-            out: list[PrdSummary] = []
-            for name in await asyncio.to_thread(files.list_prds, root):
-                loop = loops.get(name)
-                state = loop.state if loop is not None else "ready"
-                try:
-                    prd = await asyncio.to_thread(files.load_prd, files.PrdPaths(root, name).prd_json)
-                except JidoError as exc:
-                    out.append(PrdSummary(name=name, state=state, problem=exc.message[:500]))
-                    continue
-                states = [story_state(s) for s in prd.user_stories]
-                current = next((s.id for s in prd.user_stories if s.in_progress), "")
-                out.append(
-                    PrdSummary(
-                        name=name,
-                        title=prd.title,
-                        stories=len(states),
-                        passed=states.count("passed"),
-                        in_progress=current,
-                        state=state,
-                    )
-                )
-            return PrdList(prds=out)
+    async def loop_of(project_id: str, name: str) -> LoopInfo | None:
+        stored = await store.get(project_id, name)
+        return stored.record.info if stored is not None else None
 
-        async def get(cmd: GetPrd, env: Envelope) -> PrdView:
-            project_id = scoped_project_id(env)
-            root = await root_of(project_id)
-            prd = await asyncio.to_thread(files.load_prd, files.PrdPaths(root, cmd.name).prd_json)
-            return _view(project_id, root, prd, await loop_of(project_id, cmd.name))
+    async def create(project_id: str, cmd: CreatePrd, env: Envelope) -> PrdView:
+        root = await root_of(project_id)
+        prd = _new_prd(cmd)
+        await asyncio.to_thread(files.create_prd, files.PrdPaths(root, cmd.name), prd)
+        await asyncio.to_thread(files.ensure_gitignored, root)  # runtime state stays out of git
+        return _view(project_id, root, prd, await loop_of(project_id, cmd.name))
 
-        async def run(cmd: RunPrd, env: Envelope) -> LoopInfo:
-            return await manager.run(scoped_project_id(env), cmd)
+    async def list_prds(project_id: str, cmd: ListPrds, env: Envelope) -> PrdList:
+        root = await root_of(project_id)
+        loops = {s.record.info.prd: s.record.info for s in await store.records(project_id)}
+        return PrdList(prds=await asyncio.to_thread(_summaries, root, loops))
 
-        async def pause(cmd: PausePrd, env: Envelope) -> LoopInfo:
-            return await manager.pause(scoped_project_id(env), cmd.name)
+    async def get(project_id: str, cmd: GetPrd, env: Envelope) -> PrdView:
+        root = await root_of(project_id)
+        prd = await asyncio.to_thread(files.load_prd, files.PrdPaths(root, cmd.name).prd_json)
+        return _view(project_id, root, prd, await loop_of(project_id, cmd.name))
 
-        async def resume(cmd: ResumePrd, env: Envelope) -> LoopInfo:
-            return await manager.resume(scoped_project_id(env), cmd.name)
+    async def run(project_id: str, cmd: RunPrd, env: Envelope) -> LoopInfo:
+        return await manager.run(project_id, cmd)
 
-        async def stop_(cmd: StopPrd, env: Envelope) -> LoopInfo:
-            return await manager.stop(scoped_project_id(env), cmd.name, cmd.reason)
+    async def pause(project_id: str, cmd: PausePrd, env: Envelope) -> LoopInfo:
+        return await manager.pause(project_id, cmd.name)
 
-        async def reset_story(cmd: ResetStory, env: Envelope) -> PrdView:
-            project_id = scoped_project_id(env)
-            root = await root_of(project_id)
-            loop = await loop_of(project_id, cmd.name)
-            if manager.holds(project_id, cmd.name) or (loop is not None and loop.state == "running"):
-                raise Conflict(
-                    f"the loop of PRD {cmd.name!r} is running: pause or stop it before resetting "
-                    f"story {cmd.story_id!r}",
-                    details={"prd": cmd.name, "story_id": cmd.story_id, "state": "running"},
-                )
-            paths = files.PrdPaths(root, cmd.name)
-            prd = await asyncio.to_thread(files.load_prd, paths.prd_json)
-            prd = ops.reset_story(prd, cmd.story_id)
-            await asyncio.to_thread(files.save_prd, paths.prd_json, prd)
-            return _view(project_id, root, prd, loop)
+    async def resume(project_id: str, cmd: ResumePrd, env: Envelope) -> LoopInfo:
+        return await manager.resume(project_id, cmd.name)
 
-        host.serve(endpoint("prd", "create"), create)
-        host.serve(endpoint("prd", "list"), list_prds)
-        host.serve(endpoint("prd", "get"), get)
-        host.serve(endpoint("prd", "run"), run)
-        host.serve(endpoint("prd", "pause"), pause)
-        host.serve(endpoint("prd", "resume"), resume)
-        host.serve(endpoint("prd", "stop"), stop_)
-        host.serve(endpoint("prd", "reset_story"), reset_story)
-        await host.start()
-        manager.start_recovery()
-        log.info("prd service ready")
-        await stop.wait()
-        await host.stop()
-        await manager.close()
-        await directory.close()
-    finally:
-        await bus.close()
+    async def stop_(project_id: str, cmd: StopPrd, env: Envelope) -> LoopInfo:
+        return await manager.stop(project_id, cmd.name, cmd.reason)
+
+    async def reset_story(project_id: str, cmd: ResetStory, env: Envelope) -> PrdView:
+        root = await root_of(project_id)
+        loop = await loop_of(project_id, cmd.name)
+        if manager.holds(project_id, cmd.name) or (loop is not None and loop.state == "running"):
+            raise Conflict(
+                f"the loop of PRD {cmd.name!r} is running: pause or stop it before resetting "
+                f"story {cmd.story_id!r}",
+                details={"prd": cmd.name, "story_id": cmd.story_id, "state": "running"},
+            )
+        paths = files.PrdPaths(root, cmd.name)
+        prd = await asyncio.to_thread(files.load_prd, paths.prd_json)
+        prd = ops.reset_story(prd, cmd.story_id)
+        await asyncio.to_thread(files.save_prd, paths.prd_json, prd)
+        return _view(project_id, root, prd, loop)
+
+    host.serve_project(endpoint("prd", "create"), create)
+    host.serve_project(endpoint("prd", "list"), list_prds)
+    host.serve_project(endpoint("prd", "get"), get)
+    host.serve_project(endpoint("prd", "run"), run)
+    host.serve_project(endpoint("prd", "pause"), pause)
+    host.serve_project(endpoint("prd", "resume"), resume)
+    host.serve_project(endpoint("prd", "stop"), stop_)
+    host.serve_project(endpoint("prd", "reset_story"), reset_story)
+
+
+def _summaries(root: Path, loops: Mapping[str, LoopInfo]) -> list[PrdSummary]:
+    """One line per PRD under ``root`` with its loop's state (``ready`` without one); a PRD
+    whose files do not load is listed with the problem."""
+    out: list[PrdSummary] = []
+    for name in files.list_prds(root):
+        loop = loops.get(name)
+        state = loop.state if loop is not None else "ready"
+        try:
+            prd = files.load_prd(files.PrdPaths(root, name).prd_json)
+        except JidoError as exc:
+            out.append(PrdSummary(name=name, state=state, problem=exc.message[:500]))
+            continue
+        states = [story_state(s) for s in prd.user_stories]
+        current = next((s.id for s in prd.user_stories if s.in_progress), "")
+        out.append(
+            PrdSummary(
+                name=name,
+                title=prd.title,
+                stories=len(states),
+                passed=states.count("passed"),
+                in_progress=current,
+                state=state,
+            )
+        )
+    return out

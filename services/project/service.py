@@ -19,7 +19,6 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from jidocode.shared.bus import Bus
 from jidocode.shared.clients import AssetsClient
 from jidocode.shared.config import Config
 from jidocode.shared.endpoints import endpoint
@@ -27,7 +26,7 @@ from jidocode.shared.envelope import Envelope
 from jidocode.shared.events.assets import AssetReport, ReloadAssets
 from jidocode.shared.events.engine import GetProject, ProjectInfo
 from jidocode.shared.registry import WatchedDirectory
-from jidocode.shared.service import ServiceHost, scoped_project_id
+from jidocode.shared.service import ServiceLifecycle
 
 from . import tooling
 
@@ -43,28 +42,22 @@ _PARTS = (tooling,)
 
 
 async def serve(config: Config, stop: asyncio.Event) -> None:
-    bus = await Bus.connect(config, "project")
-    try:
+    async with ServiceLifecycle(config, "project") as life:
+        bus = life.bus
         directory = await WatchedDirectory.open(bus)
-        host = ServiceHost(bus, name="project", description="JidoCode project control plane")
+        life.on_close(directory.close)
+        host = life.host(description="JidoCode project control plane")
 
-        async def info(request: GetProject, env: Envelope) -> ProjectInfo:
-            return await directory.get(scoped_project_id(env))
+        async def info(project_id: str, request: GetProject, env: Envelope) -> ProjectInfo:
+            return await directory.get(project_id)
 
-        async def reload_assets(request: ReloadAssets, env: Envelope) -> AssetReport:
+        async def reload_assets(project_id: str, request: ReloadAssets, env: Envelope) -> AssetReport:
             """Seed 000 ``Project.Server`` forwards ``:reload_assets`` to its ``AssetStore``."""
-            project_id = scoped_project_id(env)
             await directory.get(project_id)  # unknown or stopped: said here, not by the loader
             return await AssetsClient(bus, project_id, timeout=RELOAD_TIMEOUT_S).reload()
 
-        host.serve(endpoint("project", "info"), info)
-        host.serve(endpoint("project", "reload_assets"), reload_assets)
+        host.serve_project(endpoint("project", "info"), info)
+        host.serve_project(endpoint("project", "reload_assets"), reload_assets)
         for part in _PARTS:
             part.register(host, bus, directory)
-        await host.start()
-        log.info("project service ready")
-        await stop.wait()
-        await host.stop()
-        await directory.close()
-    finally:
-        await bus.close()
+        await life.run(stop, ready="project service ready")

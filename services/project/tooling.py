@@ -25,7 +25,7 @@ from jidocode.shared.events.tools import GetPolicy, ListTools, ToolCatalog, Tool
 from jidocode.shared.policy import filter_tools
 from jidocode.shared.policy.loader import PolicyCache
 from jidocode.shared.registry import ProjectDirectory
-from jidocode.shared.service import ServiceHost, scoped_project_id
+from jidocode.shared.service import ServiceHost
 from jidocode.shared.tools import builtin_specs
 
 __all__ = ["ASSET_TOOLS_TIMEOUT_S", "register"]
@@ -67,8 +67,7 @@ def register(host: ServiceHost, bus: Bus, directory: ProjectDirectory) -> None:
     """Add ``list_tools`` and ``policy`` to the project service."""
     policies = PolicyCache(None)
 
-    async def list_tools(request: ListTools, env: Envelope) -> ToolCatalog:
-        project_id = scoped_project_id(env)
+    async def list_tools(project_id: str, request: ListTools, env: Envelope) -> ToolCatalog:
         info = await directory.get(project_id)
         policy, _ = policies.get(project_id, info.root_path, info.data_dir)
         specs: list[dict[str, Any]] = builtin_specs() + [
@@ -78,11 +77,10 @@ def register(host: ServiceHost, bus: Bus, directory: ProjectDirectory) -> None:
         tools = [ToolSpec.model_validate(s) for s in shown]
         return ToolCatalog(tools=tools + await mcp_tools(bus, project_id, request.include_hidden))
 
-    async def policy(request: GetPolicy, env: Envelope) -> ToolPolicy:
-        project_id = scoped_project_id(env)
+    async def policy(project_id: str, request: GetPolicy, env: Envelope) -> ToolPolicy:
         info = await directory.get(project_id)
         pol, tools = policies.get(project_id, info.root_path, info.data_dir)
         return ToolPolicy(project_id=project_id, **pol.summary(), limits=tools.model_dump())
 
-    host.serve(endpoint("project", "list_tools"), list_tools)
-    host.serve(endpoint("project", "policy"), policy)
+    host.serve_project(endpoint("project", "list_tools"), list_tools)
+    host.serve_project(endpoint("project", "policy"), policy)

@@ -61,7 +61,7 @@ from jidocode.shared.events.tools import (
     ToolCatalog,
     ToolResult,
 )
-from jidocode.shared.service import ServiceHost, scoped_project_id
+from jidocode.shared.service import ServiceHost, ServiceLifecycle
 
 from .call import Call
 from .idempotency import Ledger, ledger_key
@@ -131,10 +131,10 @@ class ToolRunner:
         self._subs.append(
             await self.bus.subscribe(subjects.signal(ToolCancelRequested.TYPE), self._on_cancel_signal)
         )
-        host.serve(endpoint("tool_runner", "run"), self.handle_run)
-        host.serve(endpoint("tool_runner", "cancel"), self.handle_cancel)
-        host.serve(endpoint("tool_runner", "mcp_tools"), self.handle_mcp_tools)
-        host.serve(endpoint("tool_runner", "mcp_servers"), self.handle_mcp_servers)
+        host.serve_project(endpoint("tool_runner", "run"), self.handle_run)
+        host.serve_project(endpoint("tool_runner", "cancel"), self.handle_cancel)
+        host.serve_project(endpoint("tool_runner", "mcp_tools"), self.handle_mcp_tools)
+        host.serve_project(endpoint("tool_runner", "mcp_servers"), self.handle_mcp_servers)
         self._subs.append(
             await self.bus.subscribe(subjects.signal(ProjectStopped.TYPE), self._on_project_stopped)
         )
@@ -159,11 +159,10 @@ class ToolRunner:
             raise RuntimeError("the tool runner is not started")
         return self.pipeline
 
-    async def handle_run(self, request: RunTool, env: Envelope) -> ToolResult:
-        return await self._pipeline().run(Call.of(scoped_project_id(env), request, env))
+    async def handle_run(self, project_id: str, request: RunTool, env: Envelope) -> ToolResult:
+        return await self._pipeline().run(Call.of(project_id, request, env))
 
-    async def handle_cancel(self, cancel: CancelTool, env: Envelope) -> ToolCancelAccepted:
-        project_id = scoped_project_id(env)
+    async def handle_cancel(self, project_id: str, cancel: CancelTool, env: Envelope) -> ToolCancelAccepted:
         owner = cancel.conversation_id
         if owner is None:
             owner = env.conversation_id
@@ -178,10 +177,9 @@ class ToolRunner:
             )
         return ToolCancelAccepted(request_id=cancel.request_id, cancel_requested=applies)
 
-    async def handle_mcp_tools(self, request: ListTools, env: Envelope) -> ToolCatalog:
+    async def handle_mcp_tools(self, project_id: str, request: ListTools, env: Envelope) -> ToolCatalog:
         """The tools of the project's MCP servers on this replica (started on first use)."""
         pipeline = self._pipeline()
-        project_id = scoped_project_id(env)
         project = await pipeline.projects.get(project_id)
         specs = await pipeline.mcp.specs(
             project_id,
@@ -191,10 +189,11 @@ class ToolRunner:
         )
         return ToolCatalog(tools=specs)
 
-    async def handle_mcp_servers(self, request: ListMcpServers, env: Envelope) -> McpServerList:
+    async def handle_mcp_servers(
+        self, project_id: str, request: ListMcpServers, env: Envelope
+    ) -> McpServerList:
         """The project's MCP servers as this replica sees them (starts none)."""
         pipeline = self._pipeline()
-        project_id = scoped_project_id(env)
         project = await pipeline.projects.get(project_id)
         servers, problems = await pipeline.mcp.status(project_id, project.policy)
         return McpServerList(
@@ -242,14 +241,8 @@ def _say_sandbox(config: Config) -> None:
 
 async def serve(config: Config, stop: asyncio.Event) -> None:
     """Run one tool-runner replica until ``stop`` is set."""
-    bus = await Bus.connect(config, "tool_runner")
-    try:
+    async with ServiceLifecycle(config, "tool_runner") as life:
         wait = float(os.environ.get("JIDO_TOOL_QUOTA_WAIT_S", DEFAULT_QUOTA_WAIT_S))
-        runner = ToolRunner(bus, config, quota_wait_s=wait)
-        await runner.start()
+        await life.start(ToolRunner(life.bus, config, quota_wait_s=wait))
         await asyncio.to_thread(_say_sandbox, config)
-        log.info("tool runner ready")
-        await stop.wait()
-        await runner.stop()
-    finally:
-        await bus.close()
+        await life.run(stop, ready="tool runner ready")
