@@ -34,17 +34,19 @@ from datetime import datetime
 from pathlib import Path
 
 os.environ["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
+# the checkout's root, for the test helpers this uses (tests.sse_reader, tests.helpers)
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import httpx
 
 from jidocode.cli.dev.scripted_llm import ScriptedLlm, one_tool_responder
 from jidocode.client import JidoClient
-from jidocode.services.gateway.sse_client import SseMessage, read_sse
 from jidocode.services.registry import SERVICES
 from jidocode.shared.bus import Bus
 from jidocode.shared.config import Config
 from jidocode.shared.natsserver import NatsServer
 from jidocode.shared.trust import trust_project
+from tests.sse_reader import SseMessage, read_sse
 
 MODEL = "openai/scripted"
 TOKEN = "bench-token-" + "b" * 32
@@ -176,7 +178,6 @@ async def main(rounds: int, per_round: int, viewers: int, fanout_turns: int) -> 
             base_url=url, headers={"Authorization": f"Bearer {TOKEN}"}, timeout=60, limits=limits
         )
         try:
-            sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
             from tests.helpers import wait_for_services
 
             await wait_for_services(config, SERVICES, timeout=180)  # a loaded machine starts slowly

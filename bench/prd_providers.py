@@ -37,6 +37,8 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 sys.path[:] = [
     p for p in sys.path if os.path.realpath(p or ".") != os.path.dirname(os.path.realpath(__file__))
 ]
+# the checkout's root, for the test helpers this uses (tests.helpers)
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.realpath(__file__))))
 
 from jidocode.cli.dev.scripted_llm import Reply, ScriptedLlm
 from jidocode.client import JidoClient

@@ -26,9 +26,9 @@ import httpx
 import pytest
 
 from jidocode.cli.dev.scripted_llm import Reply, call
-from jidocode.services.gateway.sse_client import SseMessage
 from tests.integration.gateway.conftest import PATIENCE_S, TOKEN, Gateway
 from tests.integration.gateway.conftest import gateway as gateway  # the module's running system
+from tests.sse_reader import SseMessage
 
 pytestmark = [pytest.mark.slow, pytest.mark.asyncio(loop_scope="module")]
 

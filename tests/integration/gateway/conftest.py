@@ -19,13 +19,13 @@ from jidocode.cli.dev.scripted_llm import ScriptedLlm
 from jidocode.services.conversation.llm import make_llm_port
 from jidocode.services.gateway.service import GatewayServer, make_context
 from jidocode.services.gateway.settings import GatewaySettings
-from jidocode.services.gateway.sse_client import SseMessage, read_sse
 from jidocode.services.registry import SERVICES, serve_many
 from jidocode.shared.bus import Bus
 from jidocode.shared.config import Config
 from jidocode.shared.natsserver import NatsServer
 from jidocode.shared.trust import trust_project
 from tests.helpers import wait_for_services
+from tests.sse_reader import SseMessage, read_sse
 
 #: Bounds of waits on conditions (two loaded cores).
 PATIENCE_S = 60.0

@@ -15,10 +15,10 @@ import nats.js.errors
 import pytest
 
 from jidocode.cli.dev.scripted_llm import Reply, call
-from jidocode.services.gateway.sse_client import SseMessage
 from jidocode.services.gateway.streams import CONSUMER_PREFIX
 from jidocode.shared import subjects
 from tests.integration.gateway.conftest import PATIENCE_S, TOKEN, Gateway, until
+from tests.sse_reader import SseMessage
 
 pytestmark = [pytest.mark.slow, pytest.mark.asyncio(loop_scope="module")]
 

@@ -16,8 +16,8 @@ import pytest
 import pytest_asyncio
 
 from jidocode.cli.dev.scripted_llm import Reply
-from jidocode.services.gateway.sse_client import SseMessage
 from tests.integration.gateway.conftest import PATIENCE_S, Gateway
+from tests.sse_reader import SseMessage
 
 pytestmark = [pytest.mark.slow, pytest.mark.asyncio(loop_scope="module")]
 

@@ -28,7 +28,6 @@ from jidocode.cli.main import app
 from jidocode.cli.prd_tui import BusSource, PrdApp
 from jidocode.services.gateway.service import GatewayServer, make_context
 from jidocode.services.gateway.settings import GatewaySettings
-from jidocode.services.gateway.sse_client import SseMessage, read_sse
 from jidocode.services.prd import service as prd_service
 from jidocode.services.prd.config import PrdConfig
 from jidocode.services.prd.loop import LoopSettings
@@ -43,6 +42,7 @@ from jidocode.shared.trust import trust_project
 from tests.helpers import wait_for_services
 from tests.integration.prd.helpers import git, git_repo
 from tests.integration.prd.instant import Act, InstantProvider
+from tests.sse_reader import SseMessage, read_sse
 
 pytestmark = [pytest.mark.slow, pytest.mark.asyncio(loop_scope="module")]
 

@@ -12,10 +12,10 @@ from hypothesis import strategies as st
 from jidocode.services.gateway.api import API_ROUTES
 from jidocode.services.gateway.errors import STATUS_BY_TYPE, error_response
 from jidocode.services.gateway.openapi import openapi_document
-from jidocode.services.gateway.sse_client import read_sse
 from jidocode.services.gateway.streams import BusFilter, RecentIds, error_event, sse_event
 from jidocode.shared.envelope import Envelope
 from jidocode.shared.errors import InvalidInput
+from tests.sse_reader import read_sse
 
 
 def _env(type_: str, project: str | None = "p1", conversation: str | None = "c1") -> Envelope:
