@@ -47,14 +47,36 @@ def start(
         console.print(f"{info.project_id}  {info.root_path}")
 
 
+def project_to_stop(given: str, projects: list[ProjectInfo]) -> str:
+    """The id of the project ``given`` names: a project id as it is, or a directory (a path that
+    exists, or one with a ``/``) as the project whose root it is; :class:`InvalidInput` when no
+    project has that root."""
+    if "/" not in given and given not in (".", "..") and not Path(given).is_dir():
+        return given
+    root = str(Path(given).expanduser().resolve())
+    for info in projects:
+        if info.root_path == root:
+            return info.project_id
+    raise InvalidInput(
+        f"no project has the root {root} (`jidocode projects list` shows the projects)",
+        details={"root": root},
+    )
+
+
 @app.command()
-def stop(project_id: str = typer.Argument(...), json_out: bool = JSON) -> None:
+def stop(
+    project: str = typer.Argument(..., help="the project's id, or its directory"),
+    json_out: bool = JSON,
+) -> None:
     """Stop a project: its running turns and tool calls are cancelled, its conversations stopped;
     `projects start <dir>` runs it again under the same id, with its conversations."""
 
     async def main() -> ProjectInfo:
         async with cli_bus() as bus:
-            return await EngineClient(bus).stop_project(project_id)
+            engine = EngineClient(bus)
+            return await engine.stop_project(
+                project_to_stop(project, (await engine.list_projects()).projects)
+            )
 
     info = run(main)
     if json_out:

@@ -158,7 +158,8 @@ async def test_projects_stop_ends_a_running_calls_whole_tree_and_the_waiting_cli
     marker = f"47.{os.getpid()}{MODES.index(mode)}1"
     project_id, cli = await _started_tree(stack, tmp_path, mode, marker, "stop-me")
     try:
-        code, out = await _cli(stack, "projects", "stop", project_id)
+        # by its directory, as a user types it (the id works too: tests/unit/cli/test_projects_stop.py)
+        code, out = await _cli(stack, "projects", "stop", str(tmp_path / "proj"))
         assert code == 0 and "stopped" in out, out
         # the CLI, the launcher (or bubblewrap) and every sleep, daemons included
         await _until("no process of the call is left", lambda: not processes_with(marker))
