@@ -281,12 +281,6 @@ class EventLog:
                 await self._task
         self._task = None
 
-    def abort(self) -> None:
-        """Stop the writer at once (what is queued is lost: the process is going away)."""
-        if self._task is not None:
-            self._task.cancel()
-            self._task = None
-
     @property
     def pending(self) -> int:
         """Events queued and not written yet."""
