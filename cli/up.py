@@ -1,12 +1,15 @@
 """`jidocode up`: embedded NATS (when no ``NATS_URL``) and every service, supervised.
 
-This is seed 000's supervision tree as processes: each service is a child
-process (an isolated ``python -I -m jidocode.services.<name>`` in ``/``, never in
-the directory ``up`` was started from, which may be a project: decision 0302) restarted with bounded exponential backoff when it dies (and the
-restart is logged); each output line is prefixed with the service's name;
-Ctrl-C (or SIGTERM) asks every service to drain, waits, kills what is left,
-then stops NATS. Children also watch this process and stop if it disappears,
-so no orphan survives the supervisor.
+This is seed 000's supervision tree as processes (:mod:`.supervisor`): each
+service is a child process (an isolated ``python -I -m jidocode.services.<name>``
+in ``/``, never in the directory ``up`` was started from, which may be a
+project: decision 0302) restarted with bounded exponential backoff when it dies
+(and the restart is logged); each output line is prefixed with the service's
+name; Ctrl-C (or SIGTERM) asks every service to drain, waits, kills what is
+left, then stops NATS. Children die with this process, even when it is killed
+with ``kill -9`` (Linux sends them SIGKILL), so no orphan survives the
+supervisor; and while a child an earlier ``up`` started on the data home still
+runs, a new ``up`` refuses to start, naming its pid (decision 0323).
 
 The embedded server always runs with NATS users (decision 0140): one per
 service and a ``client`` user, with the permissions ``jidocode deploy`` gives
@@ -28,7 +31,8 @@ Port: an explicit ``--port`` is used or refused, never moved; without one,
 so the TIME-WAIT sockets of a server just stopped do not count.
 
 NATS itself is supervised too: the embedded server is restarted with backoff
-on the same store and port when it dies, and it dies with ``up`` (SIGTERM on
+on the same store and port when it dies or its ``/healthz`` (served on a loopback
+port) keeps failing, as a stream does after a full disk; and it dies with ``up`` (SIGTERM on
 the supervisor's death, Linux); a server an earlier ``up`` left running on the
 store (its pid in ``<store>/nats-server.pid``) is stopped before a new one
 starts, so two servers never share a store.
@@ -57,14 +61,11 @@ import os
 import signal
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
 
 import nats.errors
 import typer
-from rich.console import Console
-from rich.markup import escape
 
 from jidocode.services.gateway.auth import load_or_create_token
 from jidocode.services.gateway.settings import DEFAULT_PORT as GATEWAY_DEFAULT_PORT
@@ -84,9 +85,22 @@ from jidocode.shared.config import (
     same_server,
 )
 from jidocode.shared.natsserver import NatsServer, ensure_credentials, free_port, stop_orphan, write_private
-from jidocode.shared.runner import HOST_CWD, python_module_argv
 
 from .console import check_gateway, login_url
+from .supervisor import (
+    Backoff,
+    Child,
+    LiveChildren,
+    absolute_paths,
+    children_file,
+    describe_survivors,
+    say,
+    spawn_service,
+    stop_children,
+    supervise_child,
+    supervise_nats,
+    survivors,
+)
 
 __all__ = [
     "DEFAULT_PORT",
@@ -96,6 +110,7 @@ __all__ = [
     "absolute_paths",
     "claim_data_home",
     "port_free",
+    "refuse_while_children_live",
     "service_env",
     "spawn_service",
     "up",
@@ -106,62 +121,8 @@ DEFAULT_PORT = 4222
 #: Seconds after which ``up`` names the services that still do not answer ``$SRV.PING``.
 SLOW_AFTER = (10.0, 30.0, 60.0)
 
-#: Variables naming a path: made absolute for the children, which run in ``/``.
-_PATH_VARS = ("JIDO_CODE_HOME", "JIDO_DATA_HOME", "XDG_DATA_HOME", "NATS_CREDS")
-
 #: Variables naming a NATS identity: a child gets its own, never the supervisor's.
 _IDENTITY_VARS = ("NATS_USER", "NATS_PASSWORD", "NATS_CREDS", "NATS_TOKEN", "NATS_NKEY", "NATS_INBOX_PREFIX")
-
-_COLORS = {
-    "engine": "cyan",
-    "project": "green",
-    "conversation": "magenta",
-    "tool_runner": "yellow",
-    "asset_loader": "blue",
-    "prd": "bright_magenta",
-    "gateway": "bright_white",
-}
-out = Console(highlight=False, soft_wrap=True)
-
-
-@dataclass
-class Backoff:
-    """Restart delays: ``base`` doubling to ``cap``; reset after ``stable`` seconds of good running."""
-
-    base: float = 0.5
-    cap: float = 30.0
-    stable: float = 60.0
-    attempt: int = 0
-
-    def next_delay(self, ran_for: float) -> float:
-        if ran_for >= self.stable:
-            self.attempt = 0
-        delay: float = min(self.cap, self.base * 2.0**self.attempt)
-        self.attempt += 1
-        return delay
-
-
-@dataclass
-class Child:
-    name: str
-    replica: int = 0
-    process: asyncio.subprocess.Process | None = None
-    backoff: Backoff = field(default_factory=Backoff)
-    restarts: int = 0
-
-    @property
-    def label(self) -> str:
-        return self.name if self.replica == 0 else f"{self.name}#{self.replica}"
-
-
-def say(label: str, text: str, color: str = "white") -> None:
-    out.print(f"[{color}]{label:>14}[/] | {escape(text)}")
-
-
-async def _pump(child: Child, stream: asyncio.StreamReader) -> None:
-    color = _COLORS.get(child.name, "white")
-    while line := await stream.readline():
-        say(child.label, line.decode(errors="replace").rstrip(), color)
 
 
 def service_env(base: dict[str, str], name: str, passwords: dict[str, str] | None) -> dict[str, str]:
@@ -188,103 +149,6 @@ def _known_passwords(nats_url: str) -> dict[str, str] | None:
     if any(creds is None for creds in found.values()):
         return None
     return {user: creds.password for user, creds in found.items() if creds is not None}
-
-
-def absolute_paths(env: dict[str, str], cwd: str) -> dict[str, str]:
-    """``env`` with its path variables (:data:`_PATH_VARS`) made absolute against ``cwd`` (pure):
-    a service runs in :data:`HOST_CWD`, not in the directory ``up`` was started from."""
-    out = dict(env)
-    for name in _PATH_VARS:
-        value = out.get(name)
-        if value and not os.path.isabs(os.path.expanduser(value)):
-            out[name] = os.path.normpath(os.path.join(cwd, value))
-    return out
-
-
-async def spawn_service(child: Child, env: dict[str, str]) -> asyncio.subprocess.Process:
-    """Start ``child``'s service process: isolated Python (``-I``) in :data:`HOST_CWD`, so no
-    project ``up`` was started from can shadow the package (docs/decisions/0302)."""
-    return await asyncio.create_subprocess_exec(
-        *python_module_argv(f"jidocode.services.{child.name}"),
-        cwd=HOST_CWD,
-        env={
-            **absolute_paths(env, os.getcwd()),
-            "JIDO_INSTANCE": f"{child.label}-{os.getpid()}",
-            "JIDO_LOG_FORMAT": env.get("JIDO_LOG_FORMAT", "text"),
-        },
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.STDOUT,
-        start_new_session=True,  # Ctrl-C reaches the supervisor only; it stops children in order
-    )
-
-
-async def _supervise(child: Child, env: dict[str, str], stopping: asyncio.Event) -> None:
-    while not stopping.is_set():
-        started = time.monotonic()
-        child.process = await spawn_service(child, env)
-        assert child.process.stdout is not None
-        pump = asyncio.create_task(_pump(child, child.process.stdout))
-        code = await child.process.wait()
-        await pump
-        if stopping.is_set():
-            return
-        delay = child.backoff.next_delay(time.monotonic() - started)
-        child.restarts += 1
-        say("up", f"{child.label} exited with code {code}; restart #{child.restarts} in {delay:.1f} s", "red")
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(stopping.wait(), delay)
-
-
-async def _supervise_nats(server: NatsServer, stopping: asyncio.Event) -> None:
-    """Restart the embedded nats-server when it dies, on the same store and port, with backoff.
-
-    The services ride out the gap (they reconnect by themselves) and, JetStream
-    being synced on every write, find their journals as they were.
-    """
-    backoff = Backoff()
-    restarts = 0
-    while not stopping.is_set():
-        process = server.process
-        if process is None:
-            return
-        started = time.monotonic()
-        code = await asyncio.to_thread(process.wait)
-        if stopping.is_set():
-            return
-        restarts += 1
-        delay = backoff.next_delay(time.monotonic() - started)
-        say("up", f"nats-server exited with code {code}; restart #{restarts} in {delay:.1f} s", "red")
-        while not stopping.is_set():
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stopping.wait(), delay)
-            if stopping.is_set():
-                return
-            try:
-                await asyncio.to_thread(server.start)
-            except RuntimeError as exc:
-                delay = backoff.next_delay(0.0)
-                say("up", f"nats-server did not start again ({exc}); next try in {delay:.1f} s", "red")
-                continue
-            say("up", f"NATS listening again on {server.url} (same store)", "bold")
-            break
-
-
-async def _stop_children(children: list[Child], grace: float) -> None:
-    live = [c for c in children if c.process and c.process.returncode is None]
-    for c in live:
-        with contextlib.suppress(ProcessLookupError):
-            assert c.process is not None
-            c.process.send_signal(signal.SIGTERM)
-    deadline = time.monotonic() + grace
-    for c in live:
-        assert c.process is not None
-        try:
-            await asyncio.wait_for(c.process.wait(), max(0.1, deadline - time.monotonic()))
-        except TimeoutError:
-            say("up", f"{c.label} did not drain in {grace:g} s: killing it", "red")
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(c.process.pid, signal.SIGKILL)
-            await c.process.wait()
 
 
 async def _run(
@@ -337,6 +201,7 @@ async def _run(
             users=passwords,
             pid_file=pid_file,
             die_with_parent=True,
+            monitor_port=0,  # /healthz on loopback: a wedged server is restarted
         )
         await asyncio.to_thread(server.start)
         nats_url = server.url
@@ -358,8 +223,10 @@ async def _run(
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stopping.set)
     children = [Child(name, replica=i) for name in names for i in range(replicas.get(name, 1))]
+    live = LiveChildren(children_file(claim.data_home)) if claim is not None else None
     tasks = [
-        asyncio.create_task(_supervise(c, service_env(env, c.name, passwords), stopping)) for c in children
+        asyncio.create_task(supervise_child(c, service_env(env, c.name, passwords), stopping, live))
+        for c in children
     ]
     say("up", f"starting {', '.join(c.label for c in children)} — Ctrl-C to stop", "bold")
     if passwords is not None:
@@ -372,7 +239,7 @@ async def _run(
         if chosen_gateway_port is not None
         else None
     )
-    watch_nats = asyncio.create_task(_supervise_nats(server, stopping)) if server is not None else None
+    watch_nats = asyncio.create_task(supervise_nats(server, stopping)) if server is not None else None
     try:
         await stopping.wait()
     finally:
@@ -383,7 +250,7 @@ async def _run(
             watch_nats.cancel()
         await asyncio.gather(progress, *([watch_nats] if watch_nats else []), return_exceptions=True)
         say("up", "stopping: draining services", "bold")
-        await _stop_children(children, grace)
+        await stop_children(children, grace)
         for t in tasks:
             t.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
@@ -580,6 +447,15 @@ class _Claim:
         write_private(running_file(self.data_home), info.model_dump_json() + "\n")
 
 
+def refuse_while_children_live(data_home: Path) -> None:
+    """Exit 1, naming them, while services an earlier ``up`` started on ``data_home`` still run:
+    they would join this system's server and answer there."""
+    found = survivors(children_file(data_home))
+    if found:
+        say("up", describe_survivors(found, data_home), "red")
+        raise typer.Exit(1)
+
+
 @contextlib.contextmanager
 def claim_data_home(data_home: Path) -> Iterator[_Claim]:
     """Hold ``<data home>/up.lock`` (an exclusive ``flock``) while the block runs; if another
@@ -660,6 +536,7 @@ def up(
             asyncio.run(_run(nats_url, replicas, grace, store, 0, names, nats_wait, gateway_port))
         return
     with claim_data_home(default_data_home()) as claim:  # exits if another `up` runs there
+        refuse_while_children_live(claim.data_home)
         chosen = _choose_port(port)
         claim.announce(f"nats://127.0.0.1:{chosen}")
         with contextlib.suppress(KeyboardInterrupt):

@@ -39,19 +39,22 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TextIO
+from typing import IO
 
 from jidocode.shared import nats_permissions as perms
 from jidocode.shared.config import NatsCredentials, credentials_dir, read_credentials
+from jidocode.shared.runner import die_with_parent as parent_death_preexec
 
 __all__ = [
+    "LogPump",
     "NatsServer",
     "ensure_credentials",
     "find_nats_server",
     "free_port",
+    "healthz_problem",
     "stop_orphan",
     "write_private",
 ]
@@ -115,6 +118,57 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+class LogPump:
+    """Copies a nats-server's stderr into its log file and keeps the last lines in memory.
+
+    The copy never dies of its file: a write that fails (``ENOSPC`` on a full disk, ``EIO``) is
+    counted, the line is still kept in memory and in the tail, and the next line tries the file
+    again; the first line written after a gap says how many were lost and why. A reader that
+    stopped would leave the server blocked on a full pipe: a wedged server (issue 31).
+    """
+
+    def __init__(self, stream: IO[bytes], log_file: Path | None, keep: int = 200) -> None:
+        self.stream = stream
+        self.log_file = log_file
+        self.keep = keep
+        self.lines: list[str] = []
+        self.ready = threading.Event()
+        self.lost = 0
+        self.lost_reason = ""
+        self._fd: int | None = None
+
+    def run(self) -> None:
+        """Read until the stream ends (the process exited); then wake :attr:`ready`'s waiter."""
+        try:
+            for raw in self.stream:
+                line = raw.decode(errors="replace").rstrip()
+                self.lines.append(line)
+                del self.lines[: -self.keep]
+                self._write(line)
+                if "Server is ready" in line:
+                    self.ready.set()
+        finally:
+            self.ready.set()  # the waiter checks poll()
+            if self._fd is not None:
+                os.close(self._fd)
+
+    def _write(self, line: str) -> None:
+        if self.log_file is None:
+            return
+        text = line + "\n"
+        if self.lost:
+            text = f"[jidocode] {self.lost} log line(s) lost: {self.lost_reason}\n" + text
+        try:
+            if self._fd is None:
+                self._fd = os.open(self.log_file, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+            os.write(self._fd, text.encode())
+        except OSError as exc:
+            self.lost += 1
+            self.lost_reason = f"{self.log_file}: {exc.strerror or exc}"
+            return
+        self.lost = 0
+
+
 @dataclass
 class NatsServer:
     """One nats-server process. ``start()`` returns once it accepts clients."""
@@ -136,9 +190,10 @@ class NatsServer:
     pid_file: Path | None = None
     #: Linux: the server gets SIGTERM when the thread that started it ends (``PR_SET_PDEATHSIG``).
     die_with_parent: bool = False
+    #: Serve the monitoring endpoints (``/healthz``) on loopback: ``0`` picks a free port at start.
+    monitor_port: int | None = None
     process: subprocess.Popen[bytes] | None = field(default=None, init=False)
-    _log: TextIO | None = field(default=None, init=False, repr=False)
-    _lines: list[str] = field(default_factory=list, init=False)
+    _pump: LogPump | None = field(default=None, init=False, repr=False)
 
     @property
     def url(self) -> str:
@@ -163,6 +218,8 @@ class NatsServer:
                 "  routes: [" + ", ".join(f'"{r}"' for r in self.routes) + "]",
                 "}",
             ]
+        if self.monitor_port is not None:
+            lines.append(f'http: "127.0.0.1:{self.monitor_port}"')  # loopback only, whatever ``host``
         if self.pid_file is not None:
             lines.append(f'pid_file: "{self.pid_file}"')
         if self.users is not None:
@@ -174,38 +231,24 @@ class NatsServer:
     def start(self, timeout: float = 15.0) -> NatsServer:
         if not self.port:
             self.port = free_port()
+        if self.monitor_port == 0:
+            self.monitor_port = free_port()
         self.store_dir.mkdir(parents=True, exist_ok=True)
         config = self.config_file or self.store_dir / f"{self.server_name}.conf"
         if self.config_file is None:
             write_private(config, self.render_config())  # it may hold passwords
-        ready = threading.Event()
         self.process = subprocess.Popen(
             [find_nats_server(), "-c", str(config)],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
             start_new_session=True,
-            preexec_fn=_die_with_parent() if self.die_with_parent else None,
+            preexec_fn=parent_death_preexec(signal.SIGTERM) if self.die_with_parent else None,
         )
-        if self._log is not None:  # a restart: the previous process's log is done
-            self._log.close()
-        log = self._log = self.log_file.open("a") if self.log_file else None
-
-        def _pump() -> None:
-            assert self.process is not None and self.process.stderr is not None
-            for raw in self.process.stderr:
-                line = raw.decode(errors="replace").rstrip()
-                self._lines.append(line)
-                del self._lines[:-200]
-                if log:
-                    log.write(line + "\n")
-                    log.flush()
-                if "Server is ready" in line:
-                    ready.set()
-            ready.set()  # the process ended: wake the waiter, which checks poll()
-
-        threading.Thread(target=_pump, name=f"nats-{self.server_name}", daemon=True).start()
-        if not ready.wait(timeout) or self.process.poll() is not None:
-            tail = "\n".join(self._lines[-20:])
+        assert self.process.stderr is not None
+        pump = self._pump = LogPump(self.process.stderr, self.log_file)
+        threading.Thread(target=pump.run, name=f"nats-{self.server_name}", daemon=True).start()
+        if not pump.ready.wait(timeout) or self.process.poll() is not None:
+            tail = "\n".join(pump.lines[-20:])
             self.stop()
             raise RuntimeError(f"nats-server did not start on {self.url}:\n{tail}")
         return self
@@ -227,32 +270,53 @@ class NatsServer:
             self.process.kill()
             self.process.wait(10)
 
+    def health(self, timeout: float = 5.0) -> str | None:
+        """What is wrong with the running server, by its ``/healthz`` (``None``: healthy).
+
+        A JetStream write error (a full disk) leaves the process alive but the stream unusable
+        until a restart: the endpoint says so with a 503 and the server's reason. Needs
+        :attr:`monitor_port`.
+        """
+        if self.monitor_port is None:
+            raise ValueError("health needs the monitoring endpoint: start the server with monitor_port")
+        return healthz_problem(f"http://127.0.0.1:{self.monitor_port}/healthz", timeout)
+
     @property
     def log_tail(self) -> list[str]:
-        return list(self._lines)
+        return list(self._pump.lines) if self._pump is not None else []
+
+    @property
+    def log_pump(self) -> LogPump | None:
+        """The reader of the running (or last) process's log."""
+        return self._pump
 
     async def wait_ready_async(self, timeout: float = 15.0) -> None:
         await asyncio.to_thread(self.start, timeout)
 
 
-def _die_with_parent() -> Callable[[], None] | None:
-    """A ``preexec_fn`` asking Linux to SIGTERM the child when its parent thread ends; ``None``
-    elsewhere. The parent's pid is checked after the call: a parent that died in between
-    would never send the signal."""
-    if not sys.platform.startswith("linux"):
+def healthz_problem(url: str, timeout: float = 5.0) -> str | None:
+    """``None`` when ``url`` (a nats-server's ``/healthz``) answers ``ok``; else why not, in the
+    server's words (its ``error``) or the connection's."""
+    import json
+    import urllib.error
+    import urllib.request
+
+    direct = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # loopback: never a proxy
+    try:
+        with direct.open(url, timeout=timeout) as reply:
+            body = reply.read()
+    except urllib.error.HTTPError as exc:
+        body = exc.read()
+    except OSError as exc:  # refused, timed out: a server that does not answer is not healthy
+        return f"no answer from {url}: {exc}"
+    try:
+        doc = json.loads(body)
+    except ValueError:
+        return f"not a health answer from {url}: {body[:200]!r}"
+    if isinstance(doc, dict) and doc.get("status") == "ok":
         return None
-    import ctypes
-
-    libc = ctypes.CDLL(None, use_errno=True)
-    parent = os.getpid()
-    pr_set_pdeathsig = 1
-
-    def preexec() -> None:
-        libc.prctl(pr_set_pdeathsig, int(signal.SIGTERM), 0, 0, 0)
-        if os.getppid() != parent:
-            os.kill(os.getpid(), signal.SIGTERM)
-
-    return preexec
+    problem = doc.get("error") or doc.get("status") if isinstance(doc, dict) else doc
+    return str(problem)
 
 
 def stop_orphan(pid_file: Path, timeout: float = 10.0) -> int | None:

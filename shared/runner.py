@@ -4,7 +4,10 @@ Each service's ``__main__`` (``python -m jidocode.services.<name>``) and
 ``jidocode serve <name>`` end here. SIGTERM or SIGINT sets the stop event:
 the service stops taking requests, drains its NATS connection and exits 0.
 When started by ``jidocode up`` (``JIDO_SUPERVISOR_PID`` set) the service
-also stops if its parent dies, so no orphan outlives the supervisor.
+also stops if its parent dies, so no orphan outlives the supervisor: on Linux
+the kernel signals it the moment the supervisor dies (:func:`die_with_parent`,
+``PR_SET_PDEATHSIG``, set by ``up`` when it starts the process); elsewhere the
+service notices within a second (it watches its parent's pid).
 
 The collector is tuned for a long-lived service (:func:`tune_gc`): a larger
 first generation and, once the service has started, everything that exists is
@@ -40,7 +43,15 @@ from jidocode.shared.errors import JidoError
 from jidocode.shared.log_limits import install_repeat_limiter
 from jidocode.shared.telemetry import make_formatter
 
-__all__ = ["HOST_CWD", "Serve", "configure_logging", "python_module_argv", "run_service", "tune_gc"]
+__all__ = [
+    "HOST_CWD",
+    "Serve",
+    "configure_logging",
+    "die_with_parent",
+    "python_module_argv",
+    "run_service",
+    "tune_gc",
+]
 
 #: The working directory of every Python the runtime starts on the host: no project's.
 HOST_CWD: Final = "/"
@@ -55,6 +66,29 @@ def python_module_argv(module: str, *args: str) -> list[str]:
     if not module or module.startswith("-"):
         raise ValueError(f"not a module name: {module!r}")
     return [sys.executable, "-I", "-m", module, *args]
+
+
+def die_with_parent(sig: signal.Signals = signal.SIGTERM) -> Callable[[], None] | None:
+    """A ``preexec_fn`` asking Linux to send ``sig`` to the child when the thread that starts it
+    ends (``prctl(PR_SET_PDEATHSIG)``); ``None`` elsewhere.
+
+    The parent's pid is checked after the call: a parent that died in between would never send
+    the signal, so the child sends it to itself.
+    """
+    if not sys.platform.startswith("linux"):
+        return None
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    parent = os.getpid()
+    pr_set_pdeathsig = 1
+
+    def preexec() -> None:
+        libc.prctl(pr_set_pdeathsig, int(sig), 0, 0, 0)
+        if os.getppid() != parent:
+            os.kill(os.getpid(), sig)
+
+    return preexec
 
 
 #: A service's entry point: ``async def serve(config, stop)`` (its ``service.py``).
