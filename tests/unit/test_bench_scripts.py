@@ -2,8 +2,9 @@
 
 ``python bench/x.py`` puts ``bench/`` first on ``sys.path``: a script there named like a package
 the services import (``mcp``) is imported in its place, and the benchmark breaks far from the
-cause. So no script is named like an importable module, and each one's ``--help`` runs: it
-imports everything the script imports, as a script, from outside the checkout."""
+cause. So no script (nor a folder of the checkout's root, which is on the path of the tests and
+of the scripts that import ``tests.*``) is named like an importable module, and each script's
+``--help`` runs: it imports everything the script imports, as a script, from outside the checkout."""
 
 from __future__ import annotations
 
@@ -14,13 +15,27 @@ from pathlib import Path
 
 import pytest
 
-BENCH = Path(__file__).resolve().parents[2] / "bench"
+ROOT = Path(__file__).resolve().parents[2]
+BENCH = ROOT / "bench"
 SCRIPTS = sorted(BENCH.glob("*.py"))
 
 
-def test_no_bench_script_shadows_an_installed_module(tmp_path: Path) -> None:
+def _top_level_names() -> list[str]:
+    """What the checkout's root offers as top-level modules when it is on ``sys.path`` (the test
+    run, and the bench scripts that import ``tests.*``): its folders and ``.py`` files."""
+    return sorted(
+        p.stem
+        for p in ROOT.iterdir()
+        if not p.name.startswith(".") and ((p.is_dir() and p.name.isidentifier()) or p.suffix == ".py")
+    )
+
+
+def test_no_bench_script_or_top_folder_shadows_an_installed_module(tmp_path: Path) -> None:
     stems = [p.stem for p in SCRIPTS]
     assert "mcp_server" in stems
+    stems += [
+        name for name in _top_level_names() if name != "setup"
+    ]  # setup.py: pip runs it, none imports it
     # a Python of this environment, isolated: neither the checkout nor bench/ on its path
     probe = (
         "import importlib.util, json, sys\n"
@@ -31,7 +46,7 @@ def test_no_bench_script_shadows_an_installed_module(tmp_path: Path) -> None:
     )
     assert found.returncode == 0, found.stderr
     shadowed = sorted(name for name, importable in json.loads(found.stdout).items() if importable)
-    assert shadowed == [], f"bench scripts named like importable modules: {shadowed}"
+    assert shadowed == [], f"bench scripts or checkout folders named like importable modules: {shadowed}"
 
 
 @pytest.mark.parametrize("script", SCRIPTS, ids=[p.name for p in SCRIPTS])
