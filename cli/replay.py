@@ -40,7 +40,7 @@ from jidocode.shared import subjects
 from jidocode.shared.bus import Bus, gather
 from jidocode.shared.clients import ConversationsClient
 from jidocode.shared.config import Config
-from jidocode.shared.envelope import decode, now_iso
+from jidocode.shared.envelope import now_iso
 from jidocode.shared.errors import InvalidInput, JidoError, RequestTimeout
 from jidocode.shared.events.conversation import (
     EXTERNAL_TYPES,
@@ -478,14 +478,17 @@ class _JournalCount:
         self.changed = asyncio.Condition()
 
     async def on_message(self, msg: Any) -> None:
-        try:
-            kind: str | None = decode(msg.data, msg.headers).type
+        from jidocode.services.conversation.codec import journal_entries
+
+        try:  # a journal message carries one or more entries (decision 0322)
+            kinds: list[str | None] = [entry.type for entry in journal_entries(msg.data)]
         except Exception:  # an unreadable entry differs from any recorded one
-            kind = None
+            kinds = [None]
         async with self.changed:
-            if self.count >= len(self.recorded) or self.recorded[self.count].get("type") != kind:
-                self.diverged = True
-            self.count += 1
+            for kind in kinds:
+                if self.count >= len(self.recorded) or self.recorded[self.count].get("type") != kind:
+                    self.diverged = True
+                self.count += 1
             self.changed.notify_all()
 
     async def reach(self, n: int, timeout: float) -> None:

@@ -5,16 +5,18 @@ It rebuilds the state from the journal, carries on what was outstanding
 results of its own directives through one mailbox, one signal at a time:
 ``ingest`` → ``drain`` → intents. Intents become directives here:
 
-* ``emit``: append the entry to the journal (fenced, effectively once), then
-  publish it on ``jido.evt.<p>.<c>.<type>`` (kept by ``STREAM_EVENTS``);
+* ``emit``: the entries of one step are appended to the journal as one message
+  (fenced, effectively once), then published in one flush on
+  ``jido.evt.<p>.<c>.<type>`` (kept by ``STREAM_EVENTS``: :mod:`.outbox`);
 * ``run_llm`` / ``run_tool``: a task calling the :class:`LlmPort` /
   :class:`ToolPort`; the result comes back as a signal whose id is derived from
-  the request id, so a directive re-run after a crash cannot apply twice;
+  the request id, so a directive re-run after a crash cannot apply twice
+  (:mod:`.outcomes`);
 * ``cancel_*``: cancel those tasks and tell the tool runner.
 
 Input is validated once. Whatever arrives on the input stream is validated here
 (:func:`normalize`), except a message that is exactly what this replica's
-``send_event`` validated and published (:class:`ValidatedInput`).
+``send_event`` validated and published (:class:`ValidatedInput`, :mod:`.inbox`).
 
 A journal failure stops the actor (crash-only): the runtime rebuilds it.
 
@@ -30,7 +32,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections import OrderedDict
 from collections.abc import Coroutine
 from typing import Any, Final
 
@@ -41,23 +42,18 @@ from nats.js.api import DeliverPolicy
 from jidocode.shared import subjects
 from jidocode.shared.envelope import Envelope, decode, now_iso
 from jidocode.shared.errors import JidoError
-from jidocode.shared.events import EventModel
 from jidocode.shared.events.conversation import (
     ApprovalRequested,
     AssistantDelta,
     ConversationError,
-    EventIngested,
     LlmCompleted,
     LlmFailed,
     ToolCallCompleted,
     ToolCallFailed,
 )
-from jidocode.shared.events.tools import ToolCallMeta
 
-from .codec import to_envelope, to_payload
 from .compaction import compact
 from .core import (
-    CORE_SOURCE,
     CancelLlm,
     CancelPendingSubagents,
     CancelPendingTools,
@@ -78,7 +74,10 @@ from .core import (
     resume,
 )
 from .host import ActorHost
+from .inbox import ValidatedInput, rejection
 from .llm.options import ToolExposure
+from .outbox import APPROVAL_SOURCE, publish_step
+from .outcomes import LLM_SOURCE, TOOLS_SOURCE, call_tool, result_signal, tool_failure
 from .ports import ContextWindows, LlmRequest, LlmToolSpec
 from .record import ConversationRecord
 from .subagents.core import TASK_TOOL
@@ -92,16 +91,6 @@ TASK_SPEC_WAIT_S = 5.0
 
 log = logging.getLogger("jidocode.conversation.actor")
 
-#: Stable sources of result signals, so a rebuilt run equals an uninterrupted one.
-LLM_SOURCE = "conversation/llm"
-TOOLS_SOURCE = "conversation/tools"
-INGEST_SOURCE = "conversation/ingest"
-#: Source of the journaled approval requests of the tool runner.
-APPROVAL_SOURCE = "tool_runner/approval"
-
-#: Validated input kept for its message to arrive, per conversation (the oldest is dropped first).
-MAX_VALIDATED_PENDING: Final = 256
-
 #: Key prefix of the tasks that ask the tool runner to cancel a call.
 _CANCEL_PREFIX: Final = "cancel:"
 
@@ -111,52 +100,6 @@ CONTINUE: Final = "continue"
 #: A mailbox item: a signal and the ``JIDO_CONV_IN`` sequence it came from (0 for a
 #: directive's result), :data:`CONTINUE`, or ``None``, the tick that asks whether the actor is idle.
 _Item = tuple[Signal, int] | str | None
-
-
-class ValidatedInput:
-    """Input that this replica's ``send_event`` validated and is publishing, by event id.
-
-    The actor takes an arriving message as the validated signal only when it is
-    exactly the envelope ``send_event`` published for it (:func:`to_envelope` of
-    the signal): trust goes by content, never by a mark on the message, since
-    anyone allowed to publish conversation input could set a mark. A message
-    with the id of a pending signal but anything else different is validated
-    like any outside input, and the pending signal stays for its own message.
-
-    Bounded: an entry whose message never comes (a copy the stream's duplicate
-    window dropped) gives way to newer ones; its message, should it still come,
-    is then validated in the actor.
-    """
-
-    def __init__(self, project_id: str, conversation_id: str, *, limit: int = MAX_VALIDATED_PENDING) -> None:
-        self.project_id = project_id
-        self.conversation_id = conversation_id
-        self.limit = limit
-        self._pending: OrderedDict[str, Signal] = OrderedDict()
-
-    def __len__(self) -> int:
-        return len(self._pending)
-
-    def expect(self, signal: Signal) -> None:
-        """``signal`` was validated and is being published to the conversation's input."""
-        self._pending[signal.id] = signal
-        self._pending.move_to_end(signal.id)
-        while len(self._pending) > self.limit:
-            self._pending.popitem(last=False)
-
-    def discard(self, signal_id: str) -> None:
-        """The publish of ``signal_id`` failed: nothing to wait for."""
-        self._pending.pop(signal_id, None)
-
-    def take(self, env: Envelope) -> Signal | None:
-        """The validated signal ``env`` carries unchanged, or ``None`` (then validate ``env``)."""
-        signal = self._pending.get(env.id)
-        if signal is not None and "traceparent" in env.extensions:  # the trace context is no content
-            env = env.with_extensions(traceparent=None, tracestate=None)
-        if signal is None or to_envelope(signal, self.project_id, self.conversation_id) != env:
-            return None
-        del self._pending[env.id]
-        return signal
 
 
 class ConversationActor:
@@ -183,7 +126,6 @@ class ConversationActor:
         self._closed = False
         #: Runs this conversation's ``task`` calls (created on the first one: ``subagents``).
         self._subagents: SubagentRunner | None = None
-
         #: The turns in flight as spans and metrics (``tracing.py``).
         self.traces = TurnTraces(runtime.bus.tracer, self.project_id, self.conversation_id)
 
@@ -329,7 +271,7 @@ class ConversationActor:
                 raw = env.to_dict()
                 signal = normalize(raw, external=True, max_data_bytes=self.rt.settings.max_message_bytes)
         except JidoError as exc:
-            signal = self._rejection(exc, seq, raw)
+            signal = rejection(exc, seq, raw, self.project_id, self.conversation_id)
         self.traces.begin(signal, env)
         await self.mailbox.put((signal, seq))
 
@@ -353,21 +295,6 @@ class ConversationActor:
                 ),
                 0,
             )
-        )
-
-    def _rejection(self, exc: JidoError, seq: int, raw: dict[str, Any]) -> Signal:
-        rid = f"{self.project_id}:{self.conversation_id}:in:{seq}"
-        corr = raw.get("correlationid") or raw.get("id") or rid
-        details = {**exc.details, "input_sequence": seq}
-        if raw.get("id"):
-            details["rejected_id"] = raw["id"]
-        return Signal.of(
-            ConversationError(error_type=exc.type, message=exc.message, details=details),
-            id=rid,
-            source=INGEST_SOURCE,
-            correlation_id=str(corr),
-            causation_id=str(raw["id"]) if raw.get("id") else None,
-            time=now_iso(),
         )
 
     async def deliver(self, signal: Signal) -> None:
@@ -406,57 +333,45 @@ class ConversationActor:
             if entries:
                 await self._emit(entries)
                 entries = []
-            if isinstance(intent, RunLlm):
-                self._spawn(intent.request_id, self._run_llm(intent))
-            elif isinstance(intent, RunToolIntent) and intent.name == TASK_TOOL and self.subagents_enabled:
-                self._spawn(intent.request_id, self._run_task(intent))
-            elif isinstance(intent, RunToolIntent):
-                self._spawn(intent.request_id, self._run_tool(intent))
-            elif isinstance(intent, RunCompaction):
-                self._spawn(intent.request_id, self._run_compaction(intent))
-            elif isinstance(intent, CancelLlm):
-                self._cancel(intent.request_id)
-            elif isinstance(intent, CancelPendingTools):
-                for request_id in intent.request_ids:
-                    self._cancel(request_id)
-                    self._spawn(
-                        f"{_CANCEL_PREFIX}{request_id}",
-                        self.rt.tools.cancel(self.project_id, request_id, self.conversation_id),
-                    )
-            elif isinstance(intent, CancelPendingSubagents):
-                for child in intent.subagent_ids:
-                    self._spawn(
-                        f"{_CANCEL_PREFIX}subagent:{child}",
-                        self.subagents.cancel_child(self.project_id, child, "the parent was cancelled"),
-                    )
-            elif isinstance(intent, ContinueDrain):
-                self.mailbox.put_nowait(CONTINUE)
+            self._direct(intent)
         if entries:
             await self._emit(entries)
 
+    def _direct(self, intent: Intent) -> None:
+        """Start (or cancel) the directive ``intent`` asks for; its result comes as a signal."""
+        if isinstance(intent, RunLlm):
+            self._spawn(intent.request_id, self._run_llm(intent))
+        elif isinstance(intent, RunToolIntent) and intent.name == TASK_TOOL and self.subagents_enabled:
+            self._spawn(intent.request_id, self._run_task(intent))
+        elif isinstance(intent, RunToolIntent):
+            self._spawn(intent.request_id, self._run_tool(intent))
+        elif isinstance(intent, RunCompaction):
+            self._spawn(intent.request_id, self._run_compaction(intent))
+        elif isinstance(intent, CancelLlm):
+            self._cancel(intent.request_id)
+        elif isinstance(intent, CancelPendingTools):
+            for request_id in intent.request_ids:
+                self._cancel(request_id)
+                self._spawn(
+                    f"{_CANCEL_PREFIX}{request_id}",
+                    self.rt.tools.cancel(self.project_id, request_id, self.conversation_id),
+                )
+        elif isinstance(intent, CancelPendingSubagents):
+            for child in intent.subagent_ids:
+                self._spawn(
+                    f"{_CANCEL_PREFIX}subagent:{child}",
+                    self.subagents.cancel_child(self.project_id, child, "the parent was cancelled"),
+                )
+        elif isinstance(intent, ContinueDrain):
+            self.mailbox.put_nowait(CONTINUE)
+
     async def _emit(self, entries: list[Signal]) -> None:
+        """Journal one step's ``entries`` (one message: :mod:`.journal`), then send them out."""
         p, c = self.project_id, self.conversation_id
         with self.traces.journal_write(entries):
             self.last_seq = await self.rt.journal.append_many(p, c, entries, expected_last=self.last_seq)
-        for entry in entries:
-            await self._publish(entry)
+        await publish_step(self.rt.bus, p, c, entries)
         self.traces.observe(entries)
-
-    async def _publish(self, entry: Signal) -> None:
-        p, c = self.project_id, self.conversation_id
-        if entry.source != APPROVAL_SOURCE:  # the tool runner published its question itself
-            payload, headers = to_payload(entry, p, c)
-            await self.rt.bus.nc.publish(
-                subjects.conversation_out(p, c, entry.type), payload, headers=headers
-            )
-        if entry.source != CORE_SOURCE:
-            await self.rt.bus.emit(
-                EventIngested(project_id=p, conversation_id=c, event_id=entry.id, event_type=entry.type),
-                project_id=p,
-                conversation_id=c,
-                correlation_id=entry.correlation_id,
-                causation_id=entry.id,
-            )
 
     def _spawn(self, key: str, coro: Coroutine[Any, Any, None]) -> None:
         task = asyncio.create_task(coro, name=f"conv-{self.conversation_id}-{key}")
@@ -476,17 +391,6 @@ class ConversationActor:
             task.cancel()
 
     # -- directives ----------------------------------------------------------------
-
-    def _result(self, event: EventModel, request_id: str, correlation_id: str, source: str) -> Signal:
-        """The signal of a directive's result; its id derives from the request's (see the module docstring)."""
-        return Signal.of(
-            event,
-            id=f"{request_id}:result",
-            source=source,
-            correlation_id=correlation_id,
-            causation_id=request_id,
-            time=now_iso(),
-        )
 
     async def _tool_specs(self, intent: RunLlm) -> list[LlmToolSpec]:
         try:
@@ -574,7 +478,7 @@ class ConversationActor:
                 offered_tools=self._offered(tools),
                 context_window=await self._context_window(result.model),
             )
-            signal = self._result(completed, intent.request_id, intent.correlation_id, LLM_SOURCE)
+            signal = result_signal(completed, intent.request_id, intent.correlation_id, LLM_SOURCE)
         except JidoError as exc:
             signal = self._failed_llm(intent, exc.type, exc.message, exc.retryable)
         except Exception as exc:  # the port broke its contract: still an answer, never a hang
@@ -602,19 +506,19 @@ class ConversationActor:
             conversation_id=self.conversation_id,
             settings=self.record.settings,
         )
-        await self.deliver(self._result(outcome, intent.request_id, intent.correlation_id, LLM_SOURCE))
+        await self.deliver(result_signal(outcome, intent.request_id, intent.correlation_id, LLM_SOURCE))
 
     def _failed_llm(self, intent: RunLlm, error_type: str, message: str, retryable: bool) -> Signal:
         failed = LlmFailed(
             request_id=intent.request_id, error_type=error_type, message=message, retryable=retryable
         )
-        return self._result(failed, intent.request_id, intent.correlation_id, LLM_SOURCE)
+        return result_signal(failed, intent.request_id, intent.correlation_id, LLM_SOURCE)
 
     async def _run_tool(self, intent: RunToolIntent) -> None:
         with self.traces.tool_call(
             intent.correlation_id, intent.name, intent.call_id, intent.request_id
         ) as sp:
-            outcome = await self._tool_call(intent)
+            outcome = await call_tool(self.rt.tools, self.project_id, self.conversation_id, intent)
             if sp is not None:
                 sp.set_attribute(
                     "jido.outcome", "completed" if isinstance(outcome, ToolCallCompleted) else "failed"
@@ -623,54 +527,7 @@ class ConversationActor:
                     from jidocode.shared.telemetry.spans import record_error
 
                     record_error(sp, outcome.message, outcome.error_type)
-        await self.deliver(self._result(outcome, intent.request_id, intent.correlation_id, TOOLS_SOURCE))
-
-    async def _tool_call(self, intent: RunToolIntent) -> ToolCallCompleted | ToolCallFailed:
-        meta = ToolCallMeta(
-            conversation_id=self.conversation_id,
-            request_id=intent.request_id,
-            correlation_id=intent.correlation_id,
-            causation_id=intent.request_id,
-        )
-        rid, call_id, name = intent.request_id, intent.call_id, intent.name
-        outcome: ToolCallCompleted | ToolCallFailed
-        try:
-            result = await self.rt.tools.run(self.project_id, intent.name, intent.args, meta)
-        except Exception as raised:  # a port that raises must still end the call: never wait forever
-            if isinstance(raised, JidoError):
-                exc = raised
-            else:
-                log.exception("tool port failed on %s (%s)", rid, name)
-                exc = JidoError(f"the tool call failed: {raised}", error_type="internal", retryable=True)
-            outcome = ToolCallFailed(
-                request_id=rid,
-                call_id=call_id,
-                name=name,
-                error_type=exc.type,
-                message=exc.message,
-                details=exc.details,
-            )
-        else:
-            if result.ok:
-                outcome = ToolCallCompleted(
-                    request_id=rid,
-                    call_id=call_id,
-                    name=name,
-                    data=result.data,
-                    artifacts=result.artifacts,
-                    logs=result.logs,
-                )
-            else:
-                err = result.error
-                outcome = ToolCallFailed(
-                    request_id=rid,
-                    call_id=call_id,
-                    name=name,
-                    error_type=err.type if err else "tool_error",
-                    message=err.message if err else "the tool failed",
-                    details=err.details if err else {},
-                )
-        return outcome
+        await self.deliver(result_signal(outcome, intent.request_id, intent.correlation_id, TOOLS_SOURCE))
 
     # -- sub-agents (the ``task`` tool: subagents/runner.py) ---------------------------
 
@@ -726,15 +583,8 @@ class ConversationActor:
             )
             if not isinstance(raised, JidoError):
                 log.exception("task call %s failed", intent.request_id)
-            outcome = ToolCallFailed(
-                request_id=intent.request_id,
-                call_id=intent.call_id,
-                name=intent.name,
-                error_type=exc.type,
-                message=exc.message,
-                details=exc.details,
-            )
-        await self.deliver(self._result(outcome, intent.request_id, intent.correlation_id, TOOLS_SOURCE))
+            outcome = tool_failure(intent, exc)
+        await self.deliver(result_signal(outcome, intent.request_id, intent.correlation_id, TOOLS_SOURCE))
 
     # -- reads -------------------------------------------------------------------------
 

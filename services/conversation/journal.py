@@ -5,12 +5,16 @@ conversation, read back by subject filter). Appends are fenced: each carries
 ``Nats-Expected-Last-Subject-Sequence``, so a replica that lost ownership of a
 conversation can never interleave entries with the new owner's
 (:class:`LostOwnership`).
+
+A message carries the entries of one reducer step (format 2, :mod:`.codec`;
+decision 0322), so a step is one acknowledged append. An append is idempotent
+by its message id: a retry after a lost acknowledgement, refused by the fence
+because the first try was stored, is recognised as the same write.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import secrets
 
@@ -24,7 +28,7 @@ from jidocode.shared.bus import Bus
 from jidocode.shared.envelope import MSG_ID_HEADER, decode
 from jidocode.shared.errors import JidoError, RequestTimeout
 
-from .codec import to_payload
+from .codec import journal_entries, journal_messages
 from .core import Signal
 from .retention import StreamLimits
 
@@ -37,26 +41,12 @@ _WRONG_LAST_SEQUENCE = 10071
 _READ_TIMEOUT = 30.0
 #: Entries per atomic batch (the server accepts up to 1000).
 _BATCH_MAX = 500
-#: Up to this many entries are appended one fenced publish after another: an atomic
+#: Up to this many messages are appended one fenced publish after another: an atomic
 #: batch costs the server about 1.8 ms whatever its size, a single append about
 #: 0.15-0.3 ms (measured on nats-server 2.12 with bench/conversation.py's store), so
-#: atomic batches pay off only for bursts.
+#: atomic batches pay off only for bursts. (A message holds as many entries as fit
+#: the payload limit: a step of the reducer is one message.)
 SMALL_BATCH = 4
-
-
-def _fast_signal(payload: bytes) -> Signal:
-    """A journal entry (written by us, in structured mode) as a :class:`Signal`, without re-validation."""
-    raw = json.loads(payload)
-    data = raw["data"]
-    return Signal.trusted(
-        id=raw["id"],
-        type=raw["type"],
-        source=raw["source"],
-        data=data if isinstance(data, dict) else {},
-        correlation_id=raw.get("correlationid") or raw["id"],
-        causation_id=raw.get("causationid"),
-        time=raw.get("time"),
-    )
 
 
 class LostOwnership(JidoError):  # type: ignore[misc]
@@ -133,70 +123,110 @@ class Journal:
     async def append_many(
         self, project_id: str, conversation_id: str, entries: list[Signal], *, expected_last: int
     ) -> int:
-        """Append ``entries`` in order; return the sequence of the last one.
+        """Append ``entries`` in order; return the sequence of the last message.
 
-        A burst (more than :data:`SMALL_BATCH` entries) goes as atomic batches
-        when the server has them: the entries of a chunk are stored all or none,
-        the first one carrying the fence. A batch is not retried: any doubt (a
-        timeout, a rejected commit) stops the actor, which then rebuilds from
-        what the journal really holds. A few entries are appended one at a time,
-        each fenced on the one before, as on a server without atomic batches.
+        They are packed into as few messages as fit (one for a step of the reducer).
+        Up to :data:`SMALL_BATCH` messages are appended one at a time, each fenced
+        on the one before (:meth:`append_message`). More go as atomic batches when
+        the server has them: a chunk's messages are stored all or none, the first
+        one carrying the fence. A batch is not retried: any doubt (a timeout, a
+        rejected commit) stops the actor, which then rebuilds from what the journal
+        really holds.
         """
-        if not self.atomic or len(entries) <= SMALL_BATCH:
-            for entry in entries:
-                expected_last = await self.append(
-                    project_id, conversation_id, entry, expected_last=expected_last
+        messages = list(journal_messages(entries, project_id, conversation_id))
+        if not self.atomic or len(messages) <= SMALL_BATCH:
+            for payload, headers in messages:
+                expected_last = await self.append_message(
+                    project_id, conversation_id, payload, headers, expected_last=expected_last
                 )
             return expected_last
-        subject = subjects.journal(project_id, conversation_id)
-        for start in range(0, len(entries), _BATCH_MAX):
-            chunk = entries[start : start + _BATCH_MAX]
-            batch_id = secrets.token_hex(12)
-            for index, entry in enumerate(chunk, 1):
-                payload, headers = to_payload(entry, project_id, conversation_id)
-                headers["Nats-Batch-Id"] = batch_id
-                headers["Nats-Batch-Sequence"] = str(index)
-                if index == 1:
-                    headers[EXPECTED_LAST_SUBJECT_SEQ] = str(expected_last)
-                if index < len(chunk):
-                    await self.bus.nc.publish(subject, payload, headers=headers)
-                    continue
-                headers["Nats-Batch-Commit"] = "1"
-                try:
-                    ack = await self.bus.js.publish(subject, payload, timeout=5.0, headers=headers)
-                except nats.js.errors.APIError as exc:
-                    if exc.err_code == _WRONG_LAST_SEQUENCE:
-                        raise LostOwnership(
-                            f"journal of {project_id}/{conversation_id} moved past {expected_last}: "
-                            "another replica owns it now",
-                            details={"project_id": project_id, "conversation_id": conversation_id},
-                        ) from None
-                    raise
-                except nats.errors.TimeoutError:
-                    raise RequestTimeout(
-                        f"JetStream did not acknowledge a journal batch of {len(chunk)} entries",
-                        details={"subject": subject},
-                    ) from None
-                expected_last = int(ack.seq)
+        for start in range(0, len(messages), _BATCH_MAX):
+            expected_last = await self._append_batch(
+                project_id, conversation_id, messages[start : start + _BATCH_MAX], expected_last
+            )
         return expected_last
+
+    async def _append_batch(
+        self,
+        project_id: str,
+        conversation_id: str,
+        chunk: list[tuple[bytes, dict[str, str]]],
+        expected_last: int,
+    ) -> int:
+        """One atomic batch of journal messages, fenced at its first; the sequence of its last."""
+        subject = subjects.journal(project_id, conversation_id)
+        batch_id = secrets.token_hex(12)
+        for index, (payload, headers) in enumerate(chunk, 1):
+            headers = {**headers, "Nats-Batch-Id": batch_id, "Nats-Batch-Sequence": str(index)}
+            if index == 1:
+                headers[EXPECTED_LAST_SUBJECT_SEQ] = str(expected_last)
+            if index < len(chunk):
+                await self.bus.nc.publish(subject, payload, headers=headers)
+                continue
+            headers["Nats-Batch-Commit"] = "1"
+            try:
+                ack = await self.bus.js.publish(subject, payload, timeout=5.0, headers=headers)
+            except nats.js.errors.APIError as exc:
+                if exc.err_code == _WRONG_LAST_SEQUENCE:
+                    raise _lost(project_id, conversation_id, expected_last) from None
+                raise
+            except nats.errors.TimeoutError:
+                raise RequestTimeout(
+                    f"JetStream did not acknowledge a journal batch of {len(chunk)} messages",
+                    details={"subject": subject},
+                ) from None
+        return int(ack.seq)
 
     async def append(
         self, project_id: str, conversation_id: str, entry: Signal, *, expected_last: int, attempts: int = 5
     ) -> int:
-        """Append ``entry``; return its stream sequence. Retries keep the same message id."""
+        """Append ``entry`` as a message of its own; return its stream sequence."""
+        ((payload, headers),) = journal_messages([entry], project_id, conversation_id)
+        return await self.append_message(
+            project_id, conversation_id, payload, headers, expected_last=expected_last, attempts=attempts
+        )
+
+    async def append_message(
+        self,
+        project_id: str,
+        conversation_id: str,
+        payload: bytes,
+        headers: dict[str, str],
+        *,
+        expected_last: int,
+        attempts: int = 5,
+    ) -> int:
+        """Append one journal message fenced on ``expected_last``; return its stream sequence.
+
+        Retries keep the same message id. The fence refusing it while the journal's last
+        message carries that id is not a rival: it is this write, stored by an attempt
+        whose acknowledgement was lost, and its sequence is returned.
+        """
         subject = subjects.journal(project_id, conversation_id)
-        payload, headers = to_payload(entry, project_id, conversation_id)
-        headers[EXPECTED_LAST_SUBJECT_SEQ] = str(expected_last)
+        headers = {**headers, EXPECTED_LAST_SUBJECT_SEQ: str(expected_last)}
         try:
             return await publish_with_retry(self.bus, subject, payload, headers, attempts=attempts)
         except nats.js.errors.APIError as exc:
-            if exc.err_code == _WRONG_LAST_SEQUENCE:
-                raise LostOwnership(
-                    f"journal of {project_id}/{conversation_id} moved past {expected_last}: "
-                    "another replica owns it now",
-                    details={"project_id": project_id, "conversation_id": conversation_id},
-                ) from None
-            raise
+            if exc.err_code != _WRONG_LAST_SEQUENCE:
+                raise
+        stored = await self._last_with_id(subject, headers[MSG_ID_HEADER], after=expected_last)
+        if stored is None:
+            raise _lost(project_id, conversation_id, expected_last)
+        log.info(
+            "journal append %s was stored by an earlier attempt (seq %d)", headers[MSG_ID_HEADER], stored
+        )
+        return stored
+
+    async def _last_with_id(self, subject: str, msg_id: str, *, after: int) -> int | None:
+        """The sequence of ``subject``'s last message when it is past ``after`` and is ``msg_id``."""
+        try:
+            msg = await self.bus.js.get_last_msg(subjects.STREAM_JOURNAL, subject)
+        except nats.js.errors.NotFoundError:
+            return None
+        seq = int(msg.seq or 0)
+        if seq > after and (msg.headers or {}).get(MSG_ID_HEADER) == msg_id:
+            return seq
+        return None
 
     async def last_sequence(self, project_id: str, conversation_id: str) -> int:
         try:
@@ -216,7 +246,7 @@ class Journal:
         except nats.js.errors.NotFoundError:
             return 0, None
         try:
-            when = _fast_signal(msg.data or b"").time
+            when = journal_entries(msg.data or b"")[-1].time
         except Exception:  # an unreadable entry: its time is unknown, the journal still there
             when = None
         return int(msg.seq or 0), when
@@ -232,7 +262,7 @@ class Journal:
         return int(msg.seq or 0)
 
     async def read(self, project_id: str, conversation_id: str) -> tuple[list[Signal], int]:
-        """Every journal entry of the conversation, in order, and the sequence of the last one."""
+        """Every journal entry of the conversation, in order, and the sequence of the last message."""
         subject = subjects.journal(project_id, conversation_id)
         last = await self.last_sequence(project_id, conversation_id)
         if last == 0:
@@ -240,17 +270,20 @@ class Journal:
         info = await self.bus.js.stream_info(subjects.STREAM_JOURNAL, subjects_filter=subject)
         count = int((info.state.subjects or {}).get(subject, 0))
         entries: list[Signal] = []
+        read = 0
         done = asyncio.Event()
         problem: list[BaseException] = []
 
         async def _cb(msg: Msg) -> None:
+            nonlocal read
             try:
-                entries.append(_fast_signal(msg.data))
+                entries.extend(journal_entries(msg.data))
             except Exception as exc:  # a corrupt journal must not be half-read silently
                 problem.append(exc)
                 done.set()
                 return
-            if len(entries) >= count:
+            read += 1
+            if read >= count:
                 done.set()
 
         sub = await self.bus.js.subscribe(
@@ -267,7 +300,7 @@ class Journal:
             await sub.unsubscribe()
         if problem:
             raise JidoError(
-                f"journal of {project_id}/{conversation_id} has an unreadable entry: {problem[0]}",
+                f"journal of {project_id}/{conversation_id} has an unreadable message: {problem[0]}",
                 error_type="journal_corrupt",
             )
         return entries, last
@@ -305,3 +338,10 @@ class Journal:
         finally:
             await sub.unsubscribe()
         return found[0] if found else None
+
+
+def _lost(project_id: str, conversation_id: str, expected_last: int) -> LostOwnership:
+    return LostOwnership(
+        f"journal of {project_id}/{conversation_id} moved past {expected_last}: another replica owns it now",
+        details={"project_id": project_id, "conversation_id": conversation_id},
+    )
