@@ -15,12 +15,24 @@ from jidocode.services.conversation.journal import (
     LostOwnership,
     ensure_streams,
 )
+from jidocode.services.conversation.ports import LlmToolSpec
 from jidocode.shared import subjects
 from jidocode.shared.bus import Bus
+from jidocode.shared.config import Config
 from jidocode.shared.envelope import MSG_ID_HEADER
 from jidocode.shared.errors import JidoError
 
-from ._support import P
+from ._support import (
+    P,
+    ScriptLlm,
+    ToolsDouble,
+    answer,
+    answer_list_tools,
+    conversations,
+    follow,
+    running_service,
+    tool_calls,
+)
 
 
 def _entries(n: int, prefix: str, text: str = "") -> list[Signal]:
@@ -118,3 +130,22 @@ async def test_a_retry_after_a_lost_ack_is_the_same_write_not_a_rival(bus: Bus) 
     with pytest.raises(LostOwnership):
         await journal.append_message(P, "retry", payload, dict(headers), expected_last=first)
     assert headers[MSG_ID_HEADER].endswith("+2")
+
+
+async def test_a_one_tool_turn_journals_one_message_per_step(bus: Bus, config: Config) -> None:
+    """The service journals each reducer step as one message: a one-tool turn's entries
+    (user message, model request and answer, tool request and result, model request and
+    answer, the final message) take fewer messages than entries, and read back whole."""
+    llm = ScriptLlm(tool_calls("read_file"), answer("It says hello."))
+    await answer_list_tools(bus, [LlmToolSpec(name="read_file")])
+    async with running_service(config, llm, ToolsDouble()):
+        out = await follow(bus, "turn")
+        await conversations(bus).start("turn")
+        await conversations(bus).send_event("turn", "conversation.user.message", {"text": "read it"})
+        [done] = await out.wait_type("conversation.assistant.message", timeout=60)
+        assert done.data["text"] == "It says hello."
+        timeline = (await conversations(bus).get_projection("turn", "timeline")).value
+    entries, _ = await Journal(bus).read(P, "turn")
+    assert [e.id for e in entries] == [e["id"] for e in timeline]
+    # four steps: the message, the model's tool call, the tool's result, the model's answer
+    assert await _messages_on(bus, "turn") == 4 < len(entries)
