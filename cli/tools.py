@@ -10,6 +10,8 @@ message saying so; allow it in settings.json to run it here.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import uuid
 from typing import Any, Final
@@ -20,7 +22,7 @@ from rich.table import Table
 from rich.text import Text
 
 from jidocode.shared.clients import ProjectClient, ToolsClient
-from jidocode.shared.errors import InvalidInput
+from jidocode.shared.errors import InvalidInput, JidoError
 from jidocode.shared.events.tools import ToolCallMeta, ToolCatalog, ToolPolicy, ToolResult, ToolSpec
 from jidocode.shared.policy.rules import InvalidRule, parse_rule
 from jidocode.shared.settings import global_home
@@ -28,6 +30,9 @@ from jidocode.shared.tools import BUILTIN_SPECS
 from jidocode.shared.trust import trust_state
 
 from .common import cli_bus, console, fields, print_json, resolve_project, run
+
+#: Seconds a Ctrl-C waits for the tool runner to take the call's cancel.
+CANCEL_WAIT_S: Final = 5.0
 
 #: The built-in tools' names.
 BUILTINS: Final = frozenset(spec.name for spec in BUILTIN_SPECS)
@@ -185,7 +190,13 @@ def run_(
         async with cli_bus() as bus:
             info = await resolve_project(bus, project_dir, data_dir=data_dir)
             meta = ToolCallMeta(request_id=request_id or f"cli-{uuid.uuid4()}")
-            return await ToolsClient(bus, info.project_id).run(tool, call_args, meta=meta, timeout=timeout)
+            tools = ToolsClient(bus, info.project_id)
+            try:
+                return await tools.run(tool, call_args, meta=meta, timeout=timeout)
+            except asyncio.CancelledError:  # Ctrl-C: the call stops too, not only this wait
+                with contextlib.suppress(JidoError, TimeoutError):
+                    await tools.cancel(meta.request_id, timeout=CANCEL_WAIT_S)
+                raise
 
     result = run(main)
     print_json(fields(result))  # the seed's {ok, data, artifacts, logs, error}

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import signal
 import sys
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -23,6 +24,8 @@ from pathlib import Path
 import pytest
 
 from jidocode.services.registry import serve_many
+from jidocode.services.tool_runner.idempotency import ledger_key
+from jidocode.shared import subjects
 from jidocode.shared.bus import Bus
 from jidocode.shared.clients import EngineClient, ToolsClient
 from jidocode.shared.config import Config
@@ -191,3 +194,25 @@ async def test_a_cancel_ends_a_running_calls_whole_tree(mode: str, stack: Stack,
     assert code == 1, result
     error = result["error"]
     assert isinstance(error, dict) and error == {**error, "type": "cancelled"}, result
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_ctrl_c_on_the_waiting_cli_ends_the_calls_whole_tree(
+    mode: str, stack: Stack, tmp_path: Path
+) -> None:
+    """A person who presses Ctrl-C on `jidocode tools run` stops the call, not only the wait."""
+    marker = f"49.{os.getpid()}{MODES.index(mode)}1"
+    project_id, cli = await _started_tree(stack, tmp_path, mode, marker, "interrupt-me")
+    try:
+        cli.send_signal(signal.SIGINT)
+        await _until("no process of the call is left", lambda: not processes_with(marker))
+        await asyncio.wait_for(cli.wait(), PATIENCE_S)
+    finally:
+        if cli.returncode is None:
+            cli.kill()
+            await cli.wait()
+    assert cli.returncode == 130
+    # ended by the cancel the CLI sent, not by running out its deadline after the CLI left
+    kv = await stack.bus.js.key_value(subjects.BUCKET_TOOL_CALLS)
+    record = json.loads((await kv.get(ledger_key(project_id, "interrupt-me"))).value or b"{}")
+    assert record["state"] == "done" and record["result"]["error"]["type"] == "cancelled", record
