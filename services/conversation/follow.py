@@ -9,6 +9,7 @@ subject the answer names (``docs/conversation.md``, "Subscribers").
 from __future__ import annotations
 
 import asyncio
+import contextlib
 
 from nats.aio.msg import Msg
 from nats.js.api import ConsumerConfig, DeliverPolicy
@@ -34,10 +35,8 @@ async def replay_events(bus: Bus, info: ReplayInfo, timeout: float = 10.0) -> li
     done = asyncio.Event()
 
     async def _cb(msg: Msg) -> None:
-        try:
+        with contextlib.suppress(JidoError):
             out.append(decode(msg.data, msg.headers))
-        except JidoError:
-            pass
         if msg.metadata.num_pending == 0:
             done.set()
 

@@ -1,9 +1,10 @@
 """Who runs a conversation: its lease, its actor while held, and taking over from a dead owner.
 
 ``subjects.BUCKET_OWNERS``, key ``<p>.<c>``, a bucket whose entries expire after
-``lease_ttl_s``. A replica owns a conversation while it holds the lease: it is
-created with ``create`` (succeeds only when nobody holds it) and renewed every third
-of the TTL with a compare-and-set ``update`` on the revision it holds. A dead owner
+``lease_ttl_s``, written through the one lease primitive (``shared/lease.py``). A
+replica owns a conversation while it holds the lease: it takes it by a
+compare-and-set write that succeeds only when nobody holds it, and renews it every
+third of the TTL by a compare-and-set on the revision it holds. A dead owner
 stops renewing; its lease expires and the next scan of another replica takes the
 conversation over, rebuilding it from the journal (the scan looks at leases it saw
 and at the loaded set, never at every conversation). The journal append is fenced
@@ -11,15 +12,14 @@ too (see ``journal.py``), so even a paused owner that wakes up after losing its
 lease cannot write.
 
 The decisions are pure functions (:func:`lease_is_free`, :func:`stale_leases`,
-:func:`sort_marks`, :func:`lease_value`, :func:`lease_owner`); :class:`Ownership`
-does the bus round trips around them.
+:func:`sort_marks`, :func:`lease_owner`, and the lease's own in ``shared/lease.py``);
+:class:`Ownership` does the bus round trips around them.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -30,8 +30,8 @@ from nats.js.kv import KeyValue
 
 from jidocode.shared import subjects
 from jidocode.shared.bus import Bus
-from jidocode.shared.envelope import now_iso
 from jidocode.shared.errors import NotFound
+from jidocode.shared.lease import BUS_ERRORS, Held, LeaseBucket, Lost, Seen, holder_of
 
 from .actor import ConversationActor
 from .journal import LostOwnership
@@ -46,7 +46,6 @@ __all__ = [
     "Ownership",
     "lease_is_free",
     "lease_owner",
-    "lease_value",
     "sort_marks",
     "stale_leases",
 ]
@@ -56,6 +55,8 @@ log = logging.getLogger("jidocode.conversation")
 #: Asking the KV store failed (not: someone else holds the lease).
 ASK_FAILED = (nats.errors.TimeoutError, nats.js.errors.APIError, nats.errors.ConnectionClosedError)
 _LET_GO_FAILED = (nats.js.errors.KeyWrongLastSequenceError, *ASK_FAILED)
+#: Taking a key never written (or expired): a write on revision 0, without reading it first.
+_NEVER_WRITTEN = Seen()
 
 #: Makes the actor of a conversation this replica has just taken.
 MakeActor = Callable[[ConversationRecord], ConversationActor]
@@ -66,20 +67,11 @@ OnIdleRelease = Callable[[str, ConversationActor], Awaitable[None]]
 # -- decisions ---------------------------------------------------------------------------
 
 
-def lease_value(token: str, at: str) -> bytes:
-    """What a lease holds: its holder's token and when it was written."""
-    return json.dumps({"owner": token, "at": at}).encode()
-
-
 def lease_owner(value: bytes | None) -> str | None:
-    """The instance (bus source) holding a lease from its stored value; ``None`` when unreadable."""
-    try:
-        held = json.loads(value or b"{}")
-    except ValueError:
-        return None
-    if not isinstance(held, dict):
-        return None
-    return str(held.get("owner") or "").rsplit("/", 1)[0] or None
+    """The instance (bus source) holding a lease from its stored value (its holder is the
+    replica's token, ``<source>/<random>``); ``None`` when it names nobody."""
+    holder = holder_of(value)
+    return (holder.rsplit("/", 1)[0] or None) if holder else None
 
 
 def lease_is_free(seen: float | None, now: float, ttl: float) -> bool:
@@ -121,11 +113,11 @@ def sort_marks(keys: Sequence[str], marks: Sequence[bool | BaseException], stale
 
 
 class Owned:
-    """A conversation this replica owns: its actor, the lease revision it holds, the actor's task."""
+    """A conversation this replica owns: its actor, the lease it holds, the actor's task."""
 
-    def __init__(self, actor: ConversationActor, revision: int) -> None:
+    def __init__(self, actor: ConversationActor, held: Held) -> None:
         self.actor = actor
-        self.revision = revision
+        self.held = held
         self.task: asyncio.Task[None] | None = None
         #: Held while the lease is written (renewed, deleted): a release never deletes with a
         #: revision a renewal in flight is about to replace (the lease would then stay behind).
@@ -169,7 +161,7 @@ class Ownership:
         self.scans = 0
         self.closing = False
         self._changed = asyncio.Event()
-        self._owners: KeyValue | None = None
+        self._leases: LeaseBucket | None = None
         self._loaded: LoadedSet | None = None
         self._actor_tasks: set[asyncio.Task[None]] = set()
         self._leases_ready = asyncio.Event()
@@ -177,7 +169,8 @@ class Ownership:
         self._scan_now = asyncio.Event()
 
     async def open(self) -> None:
-        self._owners = await self.bus.kv(subjects.BUCKET_OWNERS, history=1, ttl=self.settings.lease_ttl_s)
+        ttl = self.settings.lease_ttl_s
+        self._leases = await LeaseBucket.open(self.bus, subjects.BUCKET_OWNERS, ttl_s=ttl, history=1, ttl=ttl)
         self._loaded = LoadedSet(self.bus, self.records.kv, token=self.token)
 
     def background(self) -> list[asyncio.Task[None]]:
@@ -198,9 +191,14 @@ class Ownership:
             await asyncio.wait(set(self._actor_tasks), timeout=10)
 
     @property
+    def leases(self) -> LeaseBucket:
+        assert self._leases is not None, "Ownership.open() first"
+        return self._leases
+
+    @property
     def owners(self) -> KeyValue:
-        assert self._owners is not None, "Ownership.open() first"
-        return self._owners
+        """The leases' bucket (watched, and read by lists)."""
+        return self.leases.kv
 
     @property
     def loaded(self) -> LoadedSet:
@@ -279,14 +277,21 @@ class Ownership:
         taking.set_result(taken)
         return taken
 
+    async def _write_lease(self, key: str) -> Held | None:
+        """Take the lease if nobody holds it: the lease held, or ``None``."""
+        # Most keys were never written (or expired): one write on revision 0; else read it first.
+        taken = await self.leases.take(key, self.token, _NEVER_WRITTEN)
+        if isinstance(taken, Lost):
+            taken = await self.leases.take(key, self.token)
+        return taken if isinstance(taken, Held) else None
+
     async def _take_lease(self, key: str, record: ConversationRecord) -> bool:
-        try:
-            revision = await self.owners.create(key, lease_value(self.token, now_iso()))
-        except nats.js.errors.KeyWrongLastSequenceError:
+        held = await self._write_lease(key)
+        if held is None:
             # Someone holds it: if its holder stops renewing, the scan takes it over.
             self.lease_seen.setdefault(key, asyncio.get_running_loop().time())
             return False
-        owned = Owned(self.make_actor(record), revision)
+        owned = Owned(self.make_actor(record), held)
         self.owned[key] = owned
         self.loads += 1
         try:
@@ -355,8 +360,8 @@ class Ownership:
             except _LET_GO_FAILED as exc:
                 log.warning("unmarking %s: %s", key, exc)
         async with owned.lease_lock:
-            with contextlib.suppress(*_LET_GO_FAILED):
-                await self.owners.delete(key, last=owned.revision)
+            with contextlib.suppress(*BUS_ERRORS):
+                await self.leases.release(owned.held)  # a lease lost meanwhile is left alone
         self.lease_seen.pop(key, None)
         self._notify()
 
@@ -365,9 +370,10 @@ class Ownership:
         with the key still in the loaded set) or to the next start."""
         try:
             await self.loaded.mark(key)
-            revision = await self.owners.create(key, lease_value(self.token, now_iso()))
-            await self.owners.delete(key, last=revision)
-        except ASK_FAILED as exc:
+            held = await self._write_lease(key)
+            if held is not None:
+                await self.leases.release(held)
+        except BUS_ERRORS as exc:
             log.debug("handing over %s: %s", key, exc)
 
     # -- renewing ----------------------------------------------------------------------
@@ -380,20 +386,21 @@ class Ownership:
 
     async def _renew_locked(self, key: str, owned: Owned) -> None:
         try:
-            owned.revision = await self.owners.update(
-                key, lease_value(self.token, now_iso()), last=owned.revision
-            )
-        except nats.js.errors.KeyWrongLastSequenceError:
-            log.warning("lease of %s lost: stopping its actor", key)
-            if self.owned.get(key) is owned:
-                del self.owned[key]
-            if owned.task is not None:
-                owned.task.cancel()
-                await asyncio.gather(owned.task, return_exceptions=True)
-            await owned.actor.close()
-            self._notify()
-        except (nats.errors.TimeoutError, nats.js.errors.APIError) as exc:
+            renewed = await self.leases.renew(owned.held)
+        except BUS_ERRORS as exc:
             log.warning("renewing lease of %s: %s", key, exc)
+            return
+        if isinstance(renewed, Held):
+            owned.held = renewed
+            return
+        log.warning("lease of %s lost: stopping its actor", key)
+        if self.owned.get(key) is owned:
+            del self.owned[key]
+        if owned.task is not None:
+            owned.task.cancel()
+            await asyncio.gather(owned.task, return_exceptions=True)
+        await owned.actor.close()
+        self._notify()
 
     async def _watch_leases(self) -> None:
         watcher = await self.owners.watchall()

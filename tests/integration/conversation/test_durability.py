@@ -28,6 +28,7 @@ from jidocode.shared.config import Config
 from jidocode.shared.envelope import Envelope, encode
 from jidocode.shared.events.conversation import UserMessage
 from jidocode.shared.events.tools import RunTool, ToolResult
+from jidocode.shared.lease import holder_of
 from tests.helpers import ping_services
 
 from ._support import Outputs, P, answer_list_tools, conversations, follow, normalized, register_project
@@ -257,7 +258,7 @@ async def test_two_replicas_one_owner_and_failover(
     # other tests): a run with both cores busy took more than 30 s to fail over
     await out.wait_type("conversation.assistant.message", timeout=90)
     entry = await owners.get(record_key(P, "fo"))
-    owner = json.loads(entry.value or b"{}")["owner"]
+    owner = holder_of(entry.value) or ""
     victim = next(p for p in procs if f"conversation/{p.name}/" in owner)
     survivor = next(p for p in procs if p is not victim)
     await victim.kill()
@@ -265,6 +266,6 @@ async def test_two_replicas_one_owner_and_failover(
     answers = await out.wait_type("conversation.assistant.message", 2, timeout=90)
     assert [a.data["text"] for a in answers] == ["first", "second"]
     entry = await owners.get(record_key(P, "fo"))
-    assert f"conversation/{survivor.name}/" in json.loads(entry.value or b"{}")["owner"]
+    assert f"conversation/{survivor.name}/" in (holder_of(entry.value) or "")
     timeline = (await conversations(bus).get_projection("fo", "timeline")).value
     assert [e["type"] for e in timeline].count("conversation.user.message") == 2

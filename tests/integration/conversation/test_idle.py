@@ -26,6 +26,7 @@ from jidocode.shared.bus import Bus
 from jidocode.shared.config import Config
 from jidocode.shared.envelope import decode
 from jidocode.shared.events.conversation import AssistantMessage, UserMessage
+from jidocode.shared.lease import Held
 
 from ._support import P, ToolsDouble, conversations, follow, running_service
 
@@ -182,19 +183,19 @@ async def test_release_and_reload_in_the_middle_of_use_lose_and_duplicate_nothin
             await publish(queue.pop(0)[1])
 
     def hook(rt: Runtime) -> None:
-        unmark, delete = rt.loaded.unmark, rt.owners.delete
+        unmark, release = rt.loaded.unmark, rt.ownership.leases.release
 
         async def unmark_then(key: str) -> None:
             await maybe_inject("unmark")
             await unmark(key)
 
-        async def delete_then(key: str, last: int | None = None) -> bool:
-            done: bool = await delete(key, last=last)
+        async def release_then(held: Held) -> bool:  # the lease deleted
+            done = await release(held)
             await maybe_inject("delete")
             return done
 
         monkeypatch.setattr(rt.loaded, "unmark", unmark_then)
-        monkeypatch.setattr(rt.owners, "delete", delete_then)
+        monkeypatch.setattr(rt.ownership.leases, "release", release_then)
 
     rounds = 6
     async with (

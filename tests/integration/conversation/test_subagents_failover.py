@@ -10,7 +10,6 @@ again), so the child is surely mid-tool-call when its replica dies.
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -25,6 +24,7 @@ from jidocode.services.conversation.subagents.core import child_conversation_id
 from jidocode.shared import subjects
 from jidocode.shared.bus import Bus
 from jidocode.shared.config import Config
+from jidocode.shared.lease import holder_of
 
 from ._support import P, answer_list_tools, conversations, follow, register_project
 from .test_durability import LEASE_TTL, Proc, ToolResponder
@@ -89,7 +89,7 @@ async def test_replica_killed_while_a_child_runs_the_child_finishes(
     [requested] = await out.wait_type("conversation.tool.requested", timeout=WAIT)
     child = child_conversation_id("kp", requested.id)
     entry = await owners.get(record_key(P, child))
-    owner = json.loads(entry.value or b"{}")["owner"]
+    owner = holder_of(entry.value) or ""
     victim = next(p for p in replicas if f"conversation/{p.name}/" in owner)
     survivor = next(p for p in replicas if p is not victim)
     await victim.kill()
@@ -112,7 +112,7 @@ async def test_replica_killed_while_a_child_runs_the_child_finishes(
         [p.log.read_text()[-3000:] for p in replicas],
     )
     entry = await owners.get(record_key(P, child))
-    assert f"conversation/{survivor.name}/" in json.loads(entry.value or b"{}")["owner"]
+    assert f"conversation/{survivor.name}/" in (holder_of(entry.value) or "")
     child_timeline = (await conversations(bus).get_projection(child, "timeline")).value
     types = [e["type"] for e in child_timeline]
     assert types.count("conversation.user.message") == 1  # the prompt was applied once

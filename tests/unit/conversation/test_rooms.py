@@ -20,7 +20,6 @@ from jidocode.services.conversation.endpoints import RUNTIME_SOURCE, client_inpu
 from jidocode.services.conversation.ownership import (
     lease_is_free,
     lease_owner,
-    lease_value,
     sort_marks,
     stale_leases,
 )
@@ -37,6 +36,7 @@ from jidocode.services.conversation.wakeups import conversation_of
 from jidocode.shared import subjects
 from jidocode.shared.envelope import Envelope
 from jidocode.shared.events.conversation import Cancel, SendEvent
+from jidocode.shared.lease import encode_holder
 
 NOW = "2026-11-28T23:00:00+00:00"
 
@@ -101,9 +101,12 @@ def test_limits_take_the_records_max_turns_when_it_is_a_positive_int() -> None:
 
 
 def test_a_lease_names_its_holders_instance() -> None:
-    assert lease_owner(lease_value("conversation@host/ab12cd34", NOW)) == "conversation@host"
-    for unreadable in (None, b"", b"not json", b"[1, 2]", b'{"at": "now"}'):
-        assert lease_owner(unreadable) is None
+    assert lease_owner(encode_holder("conversation@host/ab12cd34")) == "conversation@host"
+    # a lease written before the shared primitive named its holder "owner"
+    legacy = b'{"owner": "conversation@old/ffff0000", "at": "2026-11-28T23:00:00+00:00"}'
+    assert lease_owner(legacy) == "conversation@old"
+    for nobody in (None, b"", b"/x"):
+        assert lease_owner(nobody) is None
 
 
 def test_a_lease_may_be_free_once_unseen_for_a_ttl() -> None:
