@@ -54,6 +54,7 @@ __all__ = [
     "LlmFailed",
     "LlmRequested",
     "LoopStopped",
+    "ModelToolCall",
     "Projection",
     "QueueOverflow",
     "ReplayInfo",
@@ -70,6 +71,8 @@ __all__ = [
     "TurnEndOutcome",
     "TurnEnded",
     "UserMessage",
+    "usage_cost",
+    "usage_count",
 ]
 
 ApprovalDecision = Literal["approve_once", "approve_session", "deny"]
@@ -160,6 +163,38 @@ class LlmCompleted(_Output):
     #: The model's context window in tokens when it answered (0: unknown); with ``usage`` it
     #: tells the reducer when to compact (``llm.compact_at``).
     context_window: int = Field(default=0, ge=0)
+
+    def calls(self) -> list[ModelToolCall]:
+        """:attr:`tool_calls` as typed calls (an entry that is no object reads as an empty call)."""
+        return [
+            ModelToolCall.model_validate(call) if isinstance(call, dict) else ModelToolCall()
+            for call in self.tool_calls
+        ]
+
+    def context_fill(self) -> int:
+        """The context this call filled: its prompt plus completion tokens (from ``usage``)."""
+        return usage_count(self.usage, "prompt_tokens") + usage_count(self.usage, "completion_tokens")
+
+
+class ModelToolCall(BaseModel):
+    """One tool call of a model's answer, read from :attr:`LlmCompleted.tool_calls` leniently."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    id: object = None
+    name: object = None
+    arguments: Any = None
+
+
+def usage_count(usage: Mapping[str, Any], key: str) -> int:
+    """The count ``key`` of a ``usage`` map (0 when it is missing or empty)."""
+    return int(usage.get(key) or 0)
+
+
+def usage_cost(usage: Mapping[str, Any]) -> float | None:
+    """The price of a call from its ``usage`` map (``None``: the call had none)."""
+    cost = usage.get("cost_usd")
+    return float(cost) if isinstance(cost, int | float) and not isinstance(cost, bool) else None
 
 
 class LlmFailed(_Output):

@@ -63,25 +63,14 @@ def summary_message(summary: str) -> dict[str, Any]:
     return {"role": "user", "content": f"{SUMMARY_PREFIX}\n{summary}"}
 
 
-_USER = UserMessage.TYPE
-_LLM_REQUESTED = LlmRequested.TYPE
-_ASSISTANT = AssistantMessage.TYPE
-_TOOL_REQUESTED = ToolCallRequested.TYPE
-_TOOL_FAILED = ToolCallFailed.TYPE
-_TOOL_RESULTS = frozenset({ToolCallCompleted.TYPE, _TOOL_FAILED})
-_COMPACTED = CompactionCompleted.TYPE
-_COMPACTION_ENDS = frozenset({CompactionFailed.TYPE, Cancel.TYPE})
-
-
-def _tool_content(result: Signal | None) -> str:
+def _tool_content(result: ToolCallCompleted | ToolCallFailed | None) -> str:
     if result is None:
         return NO_RESULT
-    if result.type == _TOOL_FAILED:
-        return f"error ({result.data.get('error_type')}): {result.data.get('message')}"
-    data = result.data.get("data")
-    if isinstance(data, str):
-        return data
-    return json.dumps(data, sort_keys=True, ensure_ascii=False, default=str)
+    if isinstance(result, ToolCallFailed):
+        return f"error ({result.error_type}): {result.message}"
+    if isinstance(result.data, str):
+        return result.data
+    return json.dumps(result.data, sort_keys=True, ensure_ascii=False, default=str)
 
 
 class _Run:
@@ -109,7 +98,8 @@ class _Answer:
     def __init__(self, anchor: int) -> None:
         self.anchor = anchor
         self.text: str | None = None
-        self.calls: list[Signal] = []
+        #: The answer's tool calls: (entry id, call), in call order.
+        self.calls: list[tuple[str, ToolCallRequested]] = []
         self.tool_calls: list[dict[str, Any]] = []
         self.run: _Run | None = None
 
@@ -123,7 +113,7 @@ class ContextBuilder:
         self._runs: list[_Run] = []
         self._answers: dict[str, _Answer] = {}
         #: tool request id -> its first result, wherever it came
-        self._results: dict[str, Signal] = {}
+        self._results: dict[str, ToolCallCompleted | ToolCallFailed] = {}
         #: tool request id -> (answer, index of the call in it) of every call with that id
         self._calls: dict[str, list[tuple[_Answer, int]]] = {}
         self._position = 0
@@ -135,58 +125,66 @@ class ContextBuilder:
         return tuple(self._messages)
 
     def add(self, entry: Signal) -> None:
+        """Take the next timeline entry (dispatch on its typed event)."""
         position = self._position
         self._position += 1
-        t = entry.type
-        if t == _USER:
-            self._messages.append({"role": "user", "content": entry.data["text"]})
-            self._runs.append(_Run(position, len(self._messages) - 1, 1, user=True))
-        elif t == CompactionRequested.TYPE:
-            self._open_compaction = entry.id
-        elif t == _COMPACTED:
-            if entry.data.get("request_id") == self._open_compaction:
+        match entry.event:
+            case UserMessage(text=text):
+                self._messages.append({"role": "user", "content": text})
+                self._runs.append(_Run(position, len(self._messages) - 1, 1, user=True))
+            case CompactionRequested():
+                self._open_compaction = entry.id
+            case CompactionCompleted() as done:
+                if done.request_id == self._open_compaction:
+                    self._open_compaction = None
+                    self._compact(done.to_index, done.summary)
+            case CompactionFailed() | Cancel():
                 self._open_compaction = None
-                self._compact(int(entry.data["to_index"]), str(entry.data["summary"]))
-        elif t in _COMPACTION_ENDS:
-            self._open_compaction = None
-        elif t in _TOOL_RESULTS:
-            request_id = str(entry.data["request_id"])
-            if request_id not in self._results:
-                self._results[request_id] = entry
-                for answer, index in self._calls.get(request_id, ()):
-                    assert answer.run is not None
-                    if not answer.run.compacted:
-                        self._messages[answer.run.start + 1 + index] = self._tool_message(answer.calls[index])
-        elif t == _LLM_REQUESTED:
-            self._answer(entry.id, position)
-        elif t == _ASSISTANT:
-            answer = self._answer(str(entry.data["request_id"]), position)
-            if answer.text is None:
-                answer.text = str(entry.data["text"])
-                if answer.run is None:
-                    self._place(answer, [self._assistant_message(answer)])
-                elif not answer.run.compacted:
-                    self._messages[answer.run.start] = self._assistant_message(answer)
-        elif t == _TOOL_REQUESTED:
-            answer = self._answer(str(entry.data["llm_request_id"]), position)
-            answer.calls.append(entry)
-            self._calls.setdefault(entry.id, []).append((answer, len(answer.calls) - 1))
-            answer.tool_calls = [
-                *answer.tool_calls,
-                {
-                    "id": entry.data["call_id"],
-                    "type": "function",
-                    "function": {
-                        "name": entry.data["name"],
-                        "arguments": json.dumps(entry.data.get("args", {}), sort_keys=True),
-                    },
-                },
-            ]
-            if answer.run is None:
-                self._place(answer, [self._assistant_message(answer), self._tool_message(entry)])
-            elif not answer.run.compacted:
-                self._messages[answer.run.start] = self._assistant_message(answer)
-                self._insert(answer.run, [self._tool_message(entry)])
+            case ToolCallCompleted() | ToolCallFailed() as result:
+                self._add_result(result)
+            case LlmRequested():
+                self._answer(entry.id, position)
+            case AssistantMessage() as said:
+                self._add_text(said, position)
+            case ToolCallRequested() as call:
+                self._add_call(entry.id, call, position)
+
+    def _add_result(self, result: ToolCallCompleted | ToolCallFailed) -> None:
+        if result.request_id in self._results:
+            return
+        self._results[result.request_id] = result
+        for answer, index in self._calls.get(result.request_id, ()):
+            assert answer.run is not None
+            if not answer.run.compacted:
+                self._messages[answer.run.start + 1 + index] = self._tool_message(*answer.calls[index])
+
+    def _add_text(self, said: AssistantMessage, position: int) -> None:
+        answer = self._answer(said.request_id, position)
+        if answer.text is not None:
+            return
+        answer.text = said.text
+        if answer.run is None:
+            self._place(answer, [self._assistant_message(answer)])
+        elif not answer.run.compacted:
+            self._messages[answer.run.start] = self._assistant_message(answer)
+
+    def _add_call(self, entry_id: str, call: ToolCallRequested, position: int) -> None:
+        answer = self._answer(call.llm_request_id, position)
+        answer.calls.append((entry_id, call))
+        self._calls.setdefault(entry_id, []).append((answer, len(answer.calls) - 1))
+        answer.tool_calls = [
+            *answer.tool_calls,
+            {
+                "id": call.call_id,
+                "type": "function",
+                "function": {"name": call.name, "arguments": json.dumps(call.args, sort_keys=True)},
+            },
+        ]
+        if answer.run is None:
+            self._place(answer, [self._assistant_message(answer), self._tool_message(entry_id, call)])
+        elif not answer.run.compacted:
+            self._messages[answer.run.start] = self._assistant_message(answer)
+            self._insert(answer.run, [self._tool_message(entry_id, call)])
 
     def cut(self, keep_turns: int) -> tuple[int, int] | None:
         """Where a compaction now would cut: ``(to_index, messages)``, or ``None`` when nothing new
@@ -232,12 +230,12 @@ class ContextBuilder:
             message["tool_calls"] = answer.tool_calls
         return message
 
-    def _tool_message(self, call: Signal) -> dict[str, Any]:
+    def _tool_message(self, entry_id: str, call: ToolCallRequested) -> dict[str, Any]:
         return {
             "role": "tool",
-            "tool_call_id": call.data["call_id"],
-            "name": call.data["name"],
-            "content": _tool_content(self._results.get(call.id)),
+            "tool_call_id": call.call_id,
+            "name": call.name,
+            "content": _tool_content(self._results.get(entry_id)),
         }
 
     def _place(self, answer: _Answer, messages: list[dict[str, Any]]) -> None:

@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from jidocode.shared.events.conversation import (
@@ -16,6 +17,8 @@ from jidocode.shared.events.conversation import (
     LoopStopped,
     QueueOverflow,
     ToolCallFailed,
+    usage_cost,
+    usage_count,
 )
 
 from .context import NO_RESULT, llm_context
@@ -71,13 +74,20 @@ def pending_tool_calls(state: ConversationState) -> list[dict[str, Any]]:
     return [call.model_dump(mode="json") for call in state.pending_tool_calls]
 
 
-def _add_cost(totals: dict[str, Any], used: dict[str, Any]) -> None:
-    """Add a call's price to ``cost_usd``, or count it in ``unpriced_calls`` when it has none."""
-    cost = used.get("cost_usd")
-    if isinstance(cost, int | float) and not isinstance(cost, bool):
-        totals["cost_usd"] += float(cost)
-    else:
+_COUNTS = ("prompt_tokens", "completion_tokens", "cached_tokens", "total_tokens")
+
+
+def _add_usage(totals: dict[str, Any], used: Mapping[str, Any]) -> None:
+    """Add one call's ``usage`` to ``totals``; its price to ``cost_usd``, or count it in
+    ``unpriced_calls`` when it has none."""
+    totals["calls"] += 1
+    for key in _COUNTS:
+        totals[key] += usage_count(used, key)
+    cost = usage_cost(used)
+    if cost is None:
         totals["unpriced_calls"] += 1
+    else:
+        totals["cost_usd"] += cost
 
 
 def usage(state: ConversationState) -> dict[str, Any]:
@@ -104,25 +114,14 @@ def usage(state: ConversationState) -> dict[str, Any]:
         "context_window": 0,
     }
     for entry in state.timeline:
-        if entry.type == CompactionCompleted.TYPE:  # the summary call is paid for too
-            used = entry.data.get("usage") or {}
-            totals["calls"] += 1
-            for key in ("prompt_tokens", "completion_tokens", "cached_tokens", "total_tokens"):
-                totals[key] += int(used.get(key) or 0)
-            _add_cost(totals, used)
-            totals["context_tokens"] = int(entry.data.get("tokens_after") or 0)
-            continue
-        if entry.type != LlmCompleted.TYPE:
-            continue
-        used = entry.data.get("usage") or {}
-        totals["calls"] += 1
-        for key in ("prompt_tokens", "completion_tokens", "cached_tokens", "total_tokens"):
-            totals[key] += int(used.get(key) or 0)
-        _add_cost(totals, used)
-        totals["model"] = str(entry.data.get("model") or "") or None
-        totals["context_tokens"] = int(used.get("prompt_tokens") or 0) + int(
-            used.get("completion_tokens") or 0
-        )
+        match entry.event:
+            case CompactionCompleted() as summary:  # the summary call is paid for too
+                _add_usage(totals, summary.usage)
+                totals["context_tokens"] = summary.tokens_after
+            case LlmCompleted() as answer:
+                _add_usage(totals, answer.usage)
+                totals["model"] = answer.model or None
+                totals["context_tokens"] = answer.context_fill()
     totals["cost_usd"] = round(totals["cost_usd"], 10)
     return totals
 

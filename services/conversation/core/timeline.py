@@ -36,8 +36,10 @@ def dedup_keys(entry: Signal) -> tuple[tuple[str, str], ...]:
     entry also the dropped input's (so a copy of it delivered again, e.g. when the input stream
     is read again after a reload, stays dropped: decided once, the same way on every replica)."""
     own = (entry.id, entry.correlation_id)
-    dropped = entry.data.get("dropped_id") if entry.type == QueueOverflow.TYPE else None
-    return (own, (str(dropped), entry.correlation_id)) if dropped else (own,)
+    if entry.type != QueueOverflow.TYPE:
+        return (own,)
+    dropped = entry.event_as(QueueOverflow).dropped_id
+    return (own, (dropped, entry.correlation_id)) if dropped else (own,)
 
 
 class Fold(Protocol):
