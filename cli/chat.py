@@ -34,12 +34,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import shlex
 import signal
 import sys
 import threading
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, Final, Literal
+from typing import Any, Final
 
 import typer
 from rich.console import Console
@@ -51,7 +51,6 @@ from jidocode.client import (
     JidoClient,
     RenderedCommand,
     TurnFailed,
-    parse_slash_command,
 )
 from jidocode.shared.config import Config
 from jidocode.shared.envelope import Envelope
@@ -63,132 +62,33 @@ from jidocode.shared.events.conversation import (
     ToolCallRequested,
 )
 
-from .chat_markdown import MarkdownBlocks, print_markdown, strip_controls
+from .chat_lines import (
+    BUILTINS,
+    ChatInput,
+    builtins_line,
+    command_line,
+    denied_line,
+    envelope_json,
+    help_lines,
+    history_line,
+    outcome,
+    parse_input,
+    preview,
+    trust_command,
+    trust_line,
+    trust_question,
+)
+from .chat_markdown import MarkdownBlocks, print_markdown
 from .common import NatsReach, run
 
 __all__ = ["BUILTINS", "ChatInput", "chat", "parse_input", "trust_line"]
 
-out = Console(highlight=False)
-err = Console(stderr=True, highlight=False)
-
-_ARG_PREVIEW = 60
-
-#: The chat's own commands (``/exit`` is ``/quit``); every other ``/name`` is the project's
-#: (a project command of one of these names is shadowed by the chat's own).
-BUILTINS: Final = ("help", "usage", "reset", "resume", "history", "quit", "exit", "compact")
-#: What ``/help`` says of each built-in command.
-BUILTIN_HELP: Final = (
-    ("/help", "this list"),
-    ("/usage", "tokens used against the context window, calls and cost"),
-    ("/reset", "start a fresh conversation"),
-    ("/resume", "go on with a cancelled conversation"),
-    ("/history", "the conversation so far"),
-    ("/compact [what to keep]", "summarise the older part of the conversation now"),
-    ("/quit", "leave (also /exit, Ctrl-D)"),
-)
 #: What a sub-agent's conversation id holds (``subagents.core.child_conversation_id``):
 #: ``--continue`` never picks one.
 _SUBAGENT_MARK: Final = "-sa-"
 
-
-@dataclass(frozen=True)
-class ChatInput:
-    """What a line typed at the chat is.
-
-    ==========  ===========================================================
-    ``empty``   nothing (blank line)
-    ``builtin`` one of :data:`BUILTINS` (``name``; only ``/compact`` reads its ``arguments``)
-    ``command`` a project slash command: ``name`` and ``arguments``
-    ``unknown`` a lone ``/word`` that cannot name a command (``name`` = the word)
-    ``message`` anything else: sent to the model as written (``text``)
-    ==========  ===========================================================
-    """
-
-    kind: Literal["empty", "builtin", "command", "unknown", "message"]
-    text: str = ""
-    name: str = ""
-    arguments: str = ""
-
-
-def parse_input(line: str) -> ChatInput:
-    """Classify one typed line (pure). A line that only starts with a slash, such as
-    ``/etc/hosts is empty?``, is a message; a lone ``/Word`` is an unknown command."""
-    text = line.strip()
-    if not text:
-        return ChatInput("empty")
-    command = parse_slash_command(text)
-    if command is not None:
-        kind: Literal["builtin", "command"] = "builtin" if command.name in BUILTINS else "command"
-        return ChatInput(kind, text=text, name=command.name, arguments=command.arguments)
-    if text.startswith("/") and len(text.split()) == 1:
-        return ChatInput("unknown", text=text, name=text[1:])
-    return ChatInput("message", text=text)
-
-
-def _builtins_line() -> str:
-    return " ".join(f"/{name}" for name in BUILTINS if name != "exit")
-
-
-def _preview(args: dict[str, Any]) -> str:
-    parts = []
-    for key, value in args.items():
-        text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
-        text = " ".join(str(text).split())
-        if len(text) > _ARG_PREVIEW:
-            text = text[: _ARG_PREVIEW - 1] + "…"
-        parts.append(f"{key}={text}")
-    return ", ".join(parts)
-
-
-def _outcome(value: Any) -> str:
-    """One short line about a tool's result data."""
-    if isinstance(value, dict):
-        if "exit_code" in value:
-            return f"exit {value['exit_code']}"
-        if "total_lines" in value:
-            return f"lines {value.get('start_line')}-{value.get('end_line')} of {value['total_lines']}"
-        if "bytes" in value:
-            return f"{value['bytes']} bytes written" + (" (new file)" if value.get("created") else "")
-        if "replacements" in value:
-            return f"{value['replacements']} replacement(s)"
-        for key in ("entries", "matches", "files", "paths"):
-            if isinstance(value.get(key), list):
-                more = "+" if value.get("truncated") else ""
-                return f"{len(value[key])}{more} {key}"
-        return f"{len(value)} fields"
-    if isinstance(value, list):
-        return f"{len(value)} items"
-    if isinstance(value, str):
-        return f"{len(value.splitlines())} lines"
-    return "ok"
-
-
-def denied_line(request: ApprovalRequest, *, asked: bool) -> str:
-    """What chat prints when it denies an ask itself: why, and the policy's reason (which names
-    the rule that would allow the call without asking)."""
-    why = "nobody can answer: stdin is not a terminal" if asked else "--approve no"
-    reason = request.reason or "it needs approval"
-    return strip_controls(
-        f"denied {request.tool}({_preview(request.args)}) ({why}): {reason}; "
-        "--approve yes approves every asked call of this chat"
-    )
-
-
-def envelope_json(env: Envelope) -> str:
-    return json.dumps(
-        {
-            "id": env.id,
-            "type": env.type,
-            "time": env.time,
-            "source": env.source,
-            "project_id": env.project_id,
-            "conversation_id": env.conversation_id,
-            "correlation_id": env.correlation_id,
-            "data": env.data,
-        },
-        ensure_ascii=False,
-        default=str,
-    )
+out = Console(highlight=False)
+err = Console(stderr=True, highlight=False)
 
 
 class _Screen:
@@ -261,11 +161,11 @@ class _Screen:
             self.stop_wait()
             self._flush_markdown()
             self._newline()
-            out.print(f"[cyan]⏺ {escape(event.name)}[/]({escape(_preview(event.args))})")
+            out.print(f"[cyan]⏺ {escape(event.name)}[/]({escape(preview(event.args))})")
             self.wait(f"running {event.name} …")
         elif isinstance(event, ToolCallCompleted):
             self.stop_wait()
-            out.print(f"  [green]✓[/] {escape(event.name)}: {escape(_outcome(event.data))}")
+            out.print(f"  [green]✓[/] {escape(event.name)}: {escape(outcome(event.data))}")
             self.wait("thinking …")
         elif isinstance(event, ToolCallFailed):
             self.stop_wait()
@@ -293,7 +193,7 @@ class _Screen:
         self._flush_markdown()
         self._newline()
         err.print(
-            f"[bold yellow]? {escape(request.tool)}[/]({escape(_preview(request.args))}) needs approval"
+            f"[bold yellow]? {escape(request.tool)}[/]({escape(preview(request.args))}) needs approval"
             + (f": {escape(request.reason)}" if request.reason else "")
         )
         answer = await _read_line("  [y]es once / [a]lways this session / [N]o: ")
@@ -317,14 +217,7 @@ class _Screen:
             sys.stdout.flush()
             return
         self._newline()
-        first = next((ln.strip() for ln in rendered.prompt.splitlines() if ln.strip()), "")
-        if len(first) > _ARG_PREVIEW:
-            first = first[: _ARG_PREVIEW - 1] + "…"
-        args = f" {rendered.arguments}" if rendered.arguments else ""
-        out.print(
-            f"[magenta]» /{escape(rendered.name)}[/]{escape(args)} [dim](project command: "
-            f"{len(rendered.prompt)} characters sent as your message: {escape(first)})[/]"
-        )
+        out.print(command_line(rendered))
 
     def end_turn(self, answer: str | None) -> None:
         self.stop_wait()
@@ -403,7 +296,7 @@ async def _turn(client: JidoClient, screen: _Screen, text: str, timeout: float |
     return True
 
 
-async def _usage(client: JidoClient) -> None:
+async def _usage(client: JidoClient, _arguments: str) -> None:
     from jidocode.shared.cost import cost_text
 
     usage = await client.get_context_usage()
@@ -412,32 +305,6 @@ async def _usage(client: JidoClient) -> None:
         f" · {usage.calls} calls · {usage.prompt_tokens} prompt + {usage.completion_tokens} completion"
         f" ({usage.cached_tokens} cached) · {cost_text(usage.cost_usd, usage.unpriced_calls)}"
         + (f" · {usage.model}" if usage.model else "")
-    )
-
-
-def trust_command(root: str) -> str:
-    """The exact command that trusts ``root`` (quoted for a shell)."""
-    return f"jidocode projects trust {shlex.quote(root)}"
-
-
-def trust_line(root: str) -> str:
-    """What chat prints (stderr) for an untrusted project."""
-    return (
-        "project is untrusted: its settings can only restrict and the assistant may only read it; "
-        f"run `{trust_command(root)}`"
-    )
-
-
-def trust_question(root: str) -> str:
-    """The trust dialog (stderr): the folder, and what trusting it means."""
-    return (
-        "Do you trust the files in this folder?\n\n"
-        f"  {root}\n\n"
-        "Untrusted, the assistant may only read files inside it, and the folder's own settings can "
-        "only restrict. Trusting it lets its settings (.jido/settings.json), hooks and MCP servers "
-        "take effect, and lets the assistant ask to edit files and run commands here. Trust only "
-        "folders whose authors you trust: files in it can try to steer the assistant.\n"
-        f"(the same as `{trust_command(root)}`; `jidocode projects untrust` undoes it)"
     )
 
 
@@ -468,21 +335,6 @@ async def _check_trust(client: JidoClient, *, offer: bool) -> None:
     err.print(f"[green]trusted[/] {escape(state.root)} (recorded in {escape(state.store)})")
 
 
-def _history_line(message: dict[str, Any]) -> str:
-    """One ``/history`` line: the role and its text, or the tool calls of a tool-call turn."""
-    role = escape(str(message.get("role")))
-    content = message.get("content")
-    parts: list[str] = [escape(str(content)[:300])] if content else []
-    for call in message.get("tool_calls") or []:
-        fn = call.get("function") or {} if isinstance(call, dict) else {}
-        name = str(fn.get("name") or "?")
-        args = str(fn.get("arguments") or "")
-        parts.append(f"[cyan]→ {escape(name)}[/]({escape(args[:200])})")
-    if not parts:
-        parts.append("[dim](empty)[/]")
-    return f"[bold]{role}[/]: " + " ".join(parts)
-
-
 def _unknown(name: str, available: list[str] | None) -> None:
     """Say that ``/name`` is no command, with the chat's own and the project's."""
     project = (
@@ -492,42 +344,15 @@ def _unknown(name: str, available: list[str] | None) -> None:
         if available is not None
         else ""
     )
-    err.print(f"unknown command /{escape(name)}: built-in {_builtins_line()}{project}")
+    err.print(f"unknown command /{escape(name)}: built-in {builtins_line()}{project}")
 
 
-def _help_lines(commands: list[dict[str, Any]] | None) -> list[str]:
-    """``/help``: the chat's own commands, then the project's (name, description, where from).
-
-    Names and descriptions come from project files: shown as text, never as markup."""
-    lines = ["[bold]built-in commands[/]"]
-    lines += [f"  {escape(name):<26} {escape(what)}" for name, what in BUILTIN_HELP]
-    if commands is None:
-        lines.append("[dim]the project's commands are unavailable right now[/]")
-        return lines
-    if not commands:
-        lines.append(
-            "[bold]project commands[/]: none (add .jido/commands/<name>.md or .claude/commands/<name>.md)"
-        )
-        return lines
-    lines.append("[bold]project commands[/] (/<name> [arguments] sends the command's prompt)")
-    for command in sorted(commands, key=lambda c: str(c.get("name"))):
-        name = strip_controls(str(command.get("name") or "?"))
-        description = " ".join(strip_controls(str(command.get("description") or "")).split())
-        if len(description) > 100:
-            description = description[:99] + "…"
-        layer = strip_controls(str(command.get("layer") or ""))
-        shadowed = " (shadowed by the built-in)" if name in BUILTINS else ""
-        where = f" [dim]\\[{escape(layer)}][/]" if layer else ""
-        lines.append(f"  /{escape(name):<25} {escape(description)}{where}{shadowed}")
-    return lines
-
-
-async def _help(client: JidoClient) -> None:
+async def _help(client: JidoClient, _arguments: str) -> None:
     try:
         commands: list[dict[str, Any]] | None = await client.list_commands()
     except JidoError:
         commands = None  # the built-ins still help
-    for line in _help_lines(commands):
+    for line in help_lines(commands):
         out.print(line)
 
 
@@ -551,32 +376,41 @@ async def _dispatch(client: JidoClient, screen: _Screen, typed: ChatInput, timeo
     if typed.kind == "empty":
         return True
     if typed.kind == "unknown":
-        try:
-            available: list[str] | None = sorted(str(c.get("name")) for c in await client.list_commands())
-        except JidoError:
-            available = None  # the built-ins still help
-        _unknown(typed.name, available)
+        await _unknown_typed(client, typed.name)
         return False
     if typed.kind == "command":
         return await _command(client, screen, typed, timeout)
     if typed.kind == "message":
         return await _turn(client, screen, typed.text, timeout)
-    if typed.name == "help":
-        await _help(client)
-    elif typed.name == "usage":
-        await _usage(client)
-    elif typed.name == "reset":
-        cid = await client.reset_session()
-        out.print(f"[dim]new conversation {cid}[/]")
-    elif typed.name == "resume":
-        await client.resume()
-        out.print("[dim]resumed[/]")
-    elif typed.name == "history":
-        for message in await client.get_history():
-            out.print(_history_line(message))
-    elif typed.name == "compact":
-        await _compact(client, typed.arguments)
+    run_builtin = _BUILTIN_RUNS.get(typed.name)
+    if run_builtin is not None:
+        await run_builtin(client, typed.arguments)
     return True
+
+
+async def _unknown_typed(client: JidoClient, name: str) -> None:
+    """Say that the lone ``/name`` typed is no command, with the project's commands if they can
+    be listed."""
+    try:
+        available: list[str] | None = sorted(str(c.get("name")) for c in await client.list_commands())
+    except JidoError:
+        available = None  # the built-ins still help
+    _unknown(name, available)
+
+
+async def _reset(client: JidoClient, _arguments: str) -> None:
+    cid = await client.reset_session()
+    out.print(f"[dim]new conversation {cid}[/]")
+
+
+async def _resume(client: JidoClient, _arguments: str) -> None:
+    await client.resume()
+    out.print("[dim]resumed[/]")
+
+
+async def _history(client: JidoClient, _arguments: str) -> None:
+    for message in await client.get_history():
+        out.print(history_line(message))
 
 
 async def _compact(client: JidoClient, instructions: str) -> None:
@@ -592,10 +426,21 @@ async def _compact(client: JidoClient, instructions: str) -> None:
         out.print(f"[yellow]not compacted[/]: {escape(result.message)}")
 
 
+#: What each built-in command (but ``/quit``, the caller's) runs, given its arguments.
+_BUILTIN_RUNS: Final[dict[str, Callable[[JidoClient, str], Awaitable[None]]]] = {
+    "help": _help,
+    "usage": _usage,
+    "reset": _reset,
+    "resume": _resume,
+    "history": _history,
+    "compact": _compact,
+}
+
+
 async def _interactive(client: JidoClient, screen: _Screen, timeout: float | None) -> int:
     out.print(
         f"[dim]project {escape(client.root_path)} · conversation {client.conversation_id} · "
-        f"{_builtins_line()} · /<command> runs a project command · Ctrl-C cancels a turn[/]"
+        f"{builtins_line()} · /<command> runs a project command · Ctrl-C cancels a turn[/]"
     )
     while True:
         line = await _read_line("> ")
@@ -656,55 +501,88 @@ def chat(
         raise typer.BadParameter("--approve must be ask, yes or no")
     if continue_last and conversation is not None:
         raise typer.BadParameter("--continue and --conversation both name a conversation: give one")
-    text = message
-    if text is None and not sys.stdin.isatty():
-        text = sys.stdin.read().strip() or None
-        if text is None:
-            raise typer.BadParameter("no message: give one as an argument or on stdin")
-    interactive = text is None
+    session = _Session(
+        project_dir=project_dir,
+        model=model,
+        api_base=api_base,
+        api_key_env=api_key_env,
+        conversation=conversation,
+        continue_last=continue_last,
+        as_json=as_json,
+        timeout=timeout,
+        text=_one_shot_text(message),
+    )
     screen = _Screen(as_json=as_json, approve=approve, interactive=sys.stdin.isatty())
-
-    async def main() -> int:
-        client = await JidoClient.connect(
-            project_dir=project_dir,
-            model=model,
-            api_base=api_base,
-            api_key_env=api_key_env,
-            config=Config.from_env(),
-            wait=False,
-        )
-        lost = asyncio.Event()
-        reach = NatsReach(client.bus, lost.set, "chat")  # up died: say so and exit, never hang
-
-        async def session() -> int:
-            await _check_trust(client, offer=screen.interactive and not as_json)
-            client.on_event(screen.event)
-            await client.configure_tools(approve=screen.ask)
-            reopen = await _latest_conversation(client) if continue_last else conversation
-            await client.start_conversation(reopen)
-            if interactive:
-                return await _interactive(client, screen, timeout)
-            assert text is not None
-            typed = parse_input(text)
-            if typed.kind == "builtin" and typed.name in ("quit", "exit"):
-                return 0
-            return 0 if await _dispatch(client, screen, typed, timeout) else 1
-
-        talking = asyncio.create_task(session())
-        gone = asyncio.create_task(lost.wait())
-        try:
-            await asyncio.wait({talking, gone}, return_when=asyncio.FIRST_COMPLETED)
-            if talking.done():
-                return talking.result()
-            talking.cancel()
-            await asyncio.gather(talking, return_exceptions=True)
-            screen.stop_wait()
-            reach.check()
-            return 1
-        finally:
-            gone.cancel()
-            await client.close()
-
-    code = run(main)
+    code = run(lambda: _chat(session, screen))
     if code:
         raise typer.Exit(code)
+
+
+def _one_shot_text(message: str | None) -> str | None:
+    """The one message to send: the argument, else what a non-terminal stdin holds; ``None``
+    (interactive) on a terminal with no argument."""
+    if message is not None or sys.stdin.isatty():
+        return message
+    text = sys.stdin.read().strip() or None
+    if text is None:
+        raise typer.BadParameter("no message: give one as an argument or on stdin")
+    return text
+
+
+@dataclass(frozen=True)
+class _Session:
+    """What one ``jidocode chat`` was asked for (the options, checked)."""
+
+    project_dir: str
+    model: str | None
+    api_base: str | None
+    api_key_env: str | None
+    conversation: str | None
+    continue_last: bool
+    as_json: bool
+    timeout: float | None
+    #: The one-shot message; ``None``: interactive.
+    text: str | None
+
+
+async def _chat(session: _Session, screen: _Screen) -> int:
+    """Connect, talk, and close; the exit code. When ``up`` dies, say so and exit (never hang)."""
+    client = await JidoClient.connect(
+        project_dir=session.project_dir,
+        model=session.model,
+        api_base=session.api_base,
+        api_key_env=session.api_key_env,
+        config=Config.from_env(),
+        wait=False,
+    )
+    lost = asyncio.Event()
+    reach = NatsReach(client.bus, lost.set, "chat")
+    talking = asyncio.create_task(_talk(client, session, screen))
+    gone = asyncio.create_task(lost.wait())
+    try:
+        await asyncio.wait({talking, gone}, return_when=asyncio.FIRST_COMPLETED)
+        if talking.done():
+            return talking.result()
+        talking.cancel()
+        await asyncio.gather(talking, return_exceptions=True)
+        screen.stop_wait()
+        reach.check()
+        return 1
+    finally:
+        gone.cancel()
+        await client.close()
+
+
+async def _talk(client: JidoClient, session: _Session, screen: _Screen) -> int:
+    """Offer trust, open the conversation, then run the one message or the prompt loop."""
+    await _check_trust(client, offer=screen.interactive and not session.as_json)
+    client.on_event(screen.event)
+    await client.configure_tools(approve=screen.ask)
+    reopen = await _latest_conversation(client) if session.continue_last else session.conversation
+    await client.start_conversation(reopen)
+    if session.text is None:
+        return await _interactive(client, screen, session.timeout)
+    typed = parse_input(session.text)
+    if typed.kind == "builtin" and typed.name in ("quit", "exit"):
+        return 0
+    return 0 if await _dispatch(client, screen, typed, session.timeout) else 1

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from jidocode.cli.chat import denied_line
+from jidocode.cli.chat_lines import denied_line
 from jidocode.client import ApprovalRequest
 
 REASON = (

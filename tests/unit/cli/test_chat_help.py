@@ -6,7 +6,7 @@ import io
 
 from rich.console import Console
 
-from jidocode.cli.chat import BUILTIN_HELP, BUILTINS, ChatInput, _help_lines, parse_input
+from jidocode.cli.chat_lines import BUILTIN_HELP, BUILTINS, ChatInput, help_lines, parse_input
 
 
 def _shown(lines: list[str]) -> str:
@@ -25,7 +25,7 @@ def test_help_is_a_builtin_and_every_builtin_is_listed() -> None:
 
 def test_project_commands_are_listed_as_text() -> None:
     shown = _shown(
-        _help_lines(
+        help_lines(
             [
                 {
                     "name": "review",
@@ -43,5 +43,5 @@ def test_project_commands_are_listed_as_text() -> None:
 
 
 def test_no_project_commands_or_none_available() -> None:
-    assert "add .jido/commands/<name>.md or .claude/commands/<name>.md" in _shown(_help_lines([]))
-    assert "the project's commands are unavailable right now" in _shown(_help_lines(None))
+    assert "add .jido/commands/<name>.md or .claude/commands/<name>.md" in _shown(help_lines([]))
+    assert "the project's commands are unavailable right now" in _shown(help_lines(None))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from rich.console import Console
 
-from jidocode.cli.chat import _history_line
+from jidocode.cli.chat_lines import history_line
 
 
 def _render(markup: str) -> str:
@@ -16,7 +16,7 @@ def _render(markup: str) -> str:
 
 def test_tool_call_turn_shows_calls() -> None:
     line = _render(
-        _history_line(
+        history_line(
             {
                 "role": "assistant",
                 "content": None,
@@ -36,4 +36,4 @@ def test_tool_call_turn_shows_calls() -> None:
 
 
 def test_text_turn_shows_text() -> None:
-    assert _render(_history_line({"role": "user", "content": "hi [there]"})) == "user: hi [there]"
+    assert _render(history_line({"role": "user", "content": "hi [there]"})) == "user: hi [there]"

@@ -6,26 +6,27 @@ import json
 
 import pytest
 
-from jidocode.cli.chat import _outcome, _preview, _Screen, envelope_json
+from jidocode.cli.chat import _Screen
+from jidocode.cli.chat_lines import envelope_json, outcome, preview
 from jidocode.client._client import _decision
 from jidocode.shared.envelope import Envelope
 from jidocode.shared.events.conversation import ToolCallCompleted, ToolCallFailed, ToolCallRequested
 
 
 def test_preview_is_one_short_line() -> None:
-    text = _preview({"path": "a.py", "content": "x\n" * 100, "n": 3})
+    text = preview({"path": "a.py", "content": "x\n" * 100, "n": 3})
     assert "\n" not in text
     assert text.startswith("path=a.py, content=x x x")
     assert "…" in text and text.endswith("n=3")
 
 
 def test_outcomes() -> None:
-    assert _outcome({"exit_code": 0, "stdout": ""}) == "exit 0"
-    assert _outcome({"start_line": 1, "end_line": 9, "total_lines": 9}) == "lines 1-9 of 9"
-    assert _outcome({"bytes": 5, "created": True}) == "5 bytes written (new file)"
-    assert _outcome({"entries": [1, 2], "truncated": True}) == "2+ entries"
-    assert _outcome("a\nb") == "2 lines"
-    assert _outcome(None) == "ok"
+    assert outcome({"exit_code": 0, "stdout": ""}) == "exit 0"
+    assert outcome({"start_line": 1, "end_line": 9, "total_lines": 9}) == "lines 1-9 of 9"
+    assert outcome({"bytes": 5, "created": True}) == "5 bytes written (new file)"
+    assert outcome({"entries": [1, 2], "truncated": True}) == "2+ entries"
+    assert outcome("a\nb") == "2 lines"
+    assert outcome(None) == "ok"
 
 
 def test_envelope_json_line() -> None:
