@@ -31,7 +31,7 @@ from collections import Counter, OrderedDict
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from datetime import time as dtime
-from typing import Any
+from typing import Any, Literal
 
 import nats.js.errors
 import typer
@@ -286,72 +286,87 @@ def watch(
     """Tail every event on the bus, one line each: each event once, in arrival order, with its subject."""
     if tree and json_out:
         raise typer.BadParameter("--tree and --json are two ways to print: choose one")
-    flt = EventFilter(project, conversation, type_, preset)
-    turns = TurnTree()
+    printer = _Printer(
+        EventFilter(project, conversation, type_, preset),
+        mode="json" if json_out else "tree" if tree else "lines",
+        limit=limit,
+    )
     start = parse_since(since) if since is not None else None
-    counts: Counter[str] = Counter()
-    seen = Seen()
+    run(lambda: _tail(printer, start))
+    if preset == "skill" and not json_out:
+        for event_type, n in sorted(printer.counts.items()):
+            err_console.print(f"{event_type}: {n}")
 
-    def show(msg: Any) -> None:
+
+class _Printer:
+    """Prints each matching event once (``mode``: one line, a turn tree, or JSON), counting them by
+    type up to ``limit`` (0: no limit)."""
+
+    def __init__(self, flt: EventFilter, *, mode: Literal["lines", "tree", "json"], limit: int) -> None:
+        self.flt = flt
+        self.mode = mode
+        self.limit = limit
+        self.counts: Counter[str] = Counter()
+        self.seen = Seen()
+        self.turns = TurnTree()
+
+    @property
+    def full(self) -> bool:
+        """Whether ``limit`` events were shown."""
+        return bool(self.limit) and sum(self.counts.values()) >= self.limit
+
+    def show(self, msg: Any) -> None:
         """Print one message (synchronous: nothing interleaves with it)."""
         try:
             env = decode(msg.data, msg.headers)
         except JidoError as exc:
-            if not json_out:
+            if self.mode != "json":
                 err_console.print(f"[red]invalid[/] {escape(msg.subject)}: {escape(exc.message)}")
             return
-        if not seen.first(env.id) or not flt.matches(env, msg.subject):
+        if not self.seen.first(env.id) or not self.flt.matches(env, msg.subject) or self.full:
             return
-        if limit and sum(counts.values()) >= limit:
-            return
-        counts[env.type] += 1
-        if json_out:
+        self.counts[env.type] += 1
+        if self.mode == "json":
             print(cloudevent_line(env, msg.subject), flush=True)
-        elif tree:
-            for line in turns.add(env):
+        elif self.mode == "tree":
+            for line in self.turns.add(env):
                 console.print(escape(line), highlight=False, soft_wrap=True)
         else:
             console.print(format_line(env, msg.subject), highlight=False, soft_wrap=True)
 
-    async def main() -> None:
-        done = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(sig, done.set)
-        async with cli_bus("watch") as bus:
-            reach = NatsReach(
-                bus, done.set, "watch"
-            )  # NATS lost for good: say so, exit 1, never retry forever
-            backlog: list[Any] = []
-            live = start is None
 
-            async def on_msg(msg: Any) -> None:
-                if live:
-                    show(msg)
-                else:
-                    backlog.append(msg)  # arrived during the replay: shown after it
-                if limit and sum(counts.values()) >= limit:
-                    done.set()
+async def _tail(printer: _Printer, start: datetime | str | None) -> None:
+    """Show the stored events from ``start`` (if given), then live ones until Ctrl-C or the limit.
 
-            await bus.nc.subscribe(subjects.all_subjects(), cb=on_msg)
-            await bus.nc.flush()  # the server has the subscription: nothing published from now on is missed
-            url = bus.nc.connected_url.netloc if bus.nc.connected_url else ""
-            err_console.print(f"[dim]watching {url} — Ctrl-C to stop[/]")
-            if start is not None:
-                n = await replay(bus, start, flt, show, done)
-                live = True
-                for msg in backlog:
-                    show(msg)
-                backlog.clear()
-                err_console.print(
-                    f"[dim]replayed {n} stored event(s) from {subjects.STREAM_EVENTS}; now live[/]"
-                )
-                if limit and sum(counts.values()) >= limit:
-                    done.set()
-            await done.wait()
-            reach.check()
+    The live subscription is made first; what it gets during the replay is held back and shown
+    after it (:class:`Seen` drops the copies the replay already showed)."""
+    done = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, done.set)
+    async with cli_bus("watch") as bus:
+        reach = NatsReach(bus, done.set, "watch")  # NATS lost for good: say so, exit 1, never retry forever
+        backlog: list[Any] | None = None if start is None else []
 
-    run(main)
-    if preset == "skill" and not json_out:
-        for event_type, n in sorted(counts.items()):
-            err_console.print(f"{event_type}: {n}")
+        async def on_msg(msg: Any) -> None:
+            if backlog is None:
+                printer.show(msg)
+            else:
+                backlog.append(msg)  # arrived during the replay: shown after it
+            if printer.full:
+                done.set()
+
+        await bus.nc.subscribe(subjects.all_subjects(), cb=on_msg)
+        await bus.nc.flush()  # the server has the subscription: nothing published from now on is missed
+        url = bus.nc.connected_url.netloc if bus.nc.connected_url else ""
+        err_console.print(f"[dim]watching {url} — Ctrl-C to stop[/]")
+        if start is not None and backlog is not None:
+            n = await replay(bus, start, printer.flt, printer.show, done)
+            held, backlog = backlog, None
+            for msg in held:
+                printer.show(msg)
+            err_console.print(f"[dim]replayed {n} stored event(s) from {subjects.STREAM_EVENTS}; now live[/]")
+            if printer.full:
+                done.set()
+        await done.wait()
+        reach.check()
