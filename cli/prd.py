@@ -328,22 +328,33 @@ async def follow_loop(
         event = await follower.next()
         if event is None:
             continue
+        started = started or _run_started(event)
         if not started:
-            started = isinstance(event, PrdLoopStateChanged) and event.to_state == "running"
-            if not started:
-                continue
+            continue
         if on_event is not None:
             on_event(event)
         else:
             for text in renderer.feed(event):
                 emit(text)
-        code = exit_code_for(event)
-        if code is None and asked and isinstance(event, PrdLoopStateChanged) and event.to_state == "paused":
-            code = EXIT_INTERRUPTED
+        code = _end_code(event, pause_asked=asked)
         if code is not None:
             for text in renderer.flush():
                 emit(text)
             return code
+
+
+def _run_started(event: PrdEvent) -> bool:
+    """Whether ``event`` is the loop's ``→ running`` (a follower ``from_start`` shows from there)."""
+    return isinstance(event, PrdLoopStateChanged) and event.to_state == "running"
+
+
+def _end_code(event: PrdEvent, *, pause_asked: bool) -> int | None:
+    """The exit code ``event`` ends the follower with (:func:`exit_code_for`), else ``None``; once
+    Ctrl-C asked for a pause, the loop's ``→ paused`` ends it with :data:`EXIT_INTERRUPTED`."""
+    code = exit_code_for(event)
+    if code is None and pause_asked and isinstance(event, PrdLoopStateChanged) and event.to_state == "paused":
+        return EXIT_INTERRUPTED
+    return code
 
 
 @app.command("run")
