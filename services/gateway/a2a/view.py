@@ -159,6 +159,16 @@ def _ending(ended: TurnEnded) -> tuple[Literal["completed", "failed", "canceled"
             return "failed", ended.message or ended.error_type or "failed"
 
 
+def _turn_end(data: Mapping[str, Any], last_user: str | None) -> tuple[State, str | None, str] | None:
+    """The state, answer and reason a :class:`TurnEnded` gives the task, if it ends the turn of
+    the task's last user message."""
+    ended = TurnEnded.read(data)
+    if ended is None or not ended.ends(last_user):
+        return None
+    state, said = _ending(ended)
+    return (state, said, "") if state == "completed" else (state, None, said)
+
+
 def fold(entries: Iterable[Mapping[str, Any]]) -> TaskView:
     """The view of a task from its conversation's timeline entries (``{id, type, data, …}``)."""
     state: State = "submitted"
@@ -178,13 +188,10 @@ def fold(entries: Iterable[Mapping[str, Any]]) -> TaskView:
         elif kind == AssistantMessage.TYPE:
             history.append(Utterance(id=eid, role="agent", text=_text(data, "text")))
         elif kind == TurnEnded.TYPE:
-            ended = TurnEnded.read(data)
-            if ended is not None and ended.ends(last_user):
-                state, said = _ending(ended)
-                answer, reason = (said, "") if state == "completed" else (None, said)
-                if state == "canceled":
-                    pending.clear()
-        elif kind == Cancel.TYPE:
+            end = _turn_end(data, last_user)
+            if end is not None:
+                state, answer, reason = end
+        elif kind == Cancel.TYPE:  # before its turn's end: no approval waits any more
             pending.clear()
         elif kind == ApprovalRequested.TYPE:
             rid = _text(data, "request_id")
