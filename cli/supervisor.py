@@ -313,7 +313,7 @@ async def _start_again(
     while not await _wait_stopping(stopping, delay):
         try:
             await asyncio.to_thread(server.start)
-        except RuntimeError as exc:
+        except (RuntimeError, OSError) as exc:  # OSError: its config cannot be written (a full disk)
             delay = next_delay()
             say("up", f"nats-server did not start again ({exc}); next try in {delay:.1f} s", "red")
             continue

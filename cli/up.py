@@ -58,6 +58,7 @@ import contextlib
 import fcntl
 import json
 import os
+import shutil
 import signal
 import time
 from collections.abc import Iterator
@@ -85,6 +86,14 @@ from jidocode.shared.config import (
     same_server,
 )
 from jidocode.shared.natsserver import NatsServer, ensure_credentials, free_port, stop_orphan, write_private
+from jidocode.shared.store_space import (
+    StreamBudget,
+    budget_env,
+    format_bytes,
+    refusal,
+    sizes_in_effect,
+    stream_budget,
+)
 
 from .console import check_gateway, login_url
 from .supervisor import (
@@ -178,42 +187,8 @@ async def _run(
         )
         await _reach_nats(probe, nats_wait)
     else:
-        data_home = default_data_home()
-        store_dir = data_home / "nats" if store is None else Path(store)
-        if store is None:  # journals and tool results: this user's alone
-            store_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
-            os.chmod(store_dir, 0o700)
-        url = f"nats://127.0.0.1:{port}"
-        passwords = await asyncio.to_thread(ensure_credentials, url)
-        pid_file = store_dir / "nats-server.pid"
-        orphan = await asyncio.to_thread(stop_orphan, pid_file)
-        if orphan is not None:
-            say(
-                "up",
-                f"stopped the nats-server (pid {orphan}) an earlier up left running on {store_dir}",
-                "yellow",
-            )
-        server = NatsServer(
-            store_dir=store_dir,
-            port=port,
-            sync="always",
-            log_file=store_dir / "nats-server.log",
-            users=passwords,
-            pid_file=pid_file,
-            die_with_parent=True,
-            monitor_port=0,  # /healthz on loopback: a wedged server is restarted
-        )
-        await asyncio.to_thread(server.start)
+        server, passwords = await _start_embedded(store, port, env)
         nats_url = server.url
-        say(
-            "up", f"NATS listening on {nats_url} (JetStream store {store_dir}, sync_interval: always)", "bold"
-        )
-        say(
-            "up",
-            f"NATS users: one per service and `client` (credentials in {credentials_dir()}, this user only); "
-            "other terminals find them: just run `jidocode chat`",
-            "bold",
-        )
     env["NATS_URL"] = nats_url
     chosen_gateway_port = _choose_gateway_port(gateway_port) if "gateway" in names else None
     if chosen_gateway_port is not None:
@@ -258,6 +233,66 @@ async def _run(
             await asyncio.to_thread(server.stop)
             say("up", "NATS stopped", "bold")
         say("up", "all stopped", "bold")
+
+
+async def _start_embedded(
+    store: str | None, port: int, env: dict[str, str]
+) -> tuple[NatsServer, dict[str, str]]:
+    """Start the embedded server on ``store`` (default ``<data home>/nats``) and ``port``; its
+    users' passwords. ``env`` gets the streams' sizes (:func:`_size_streams`)."""
+    store_dir = default_data_home() / "nats" if store is None else Path(store)
+    store_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+    if store is None:  # journals and tool results: this user's alone
+        os.chmod(store_dir, 0o700)
+    budget = await _size_streams(store_dir, env)
+    url = f"nats://127.0.0.1:{port}"
+    passwords = await asyncio.to_thread(ensure_credentials, url)
+    pid_file = store_dir / "nats-server.pid"
+    orphan = await asyncio.to_thread(stop_orphan, pid_file)
+    if orphan is not None:
+        say(
+            "up",
+            f"stopped the nats-server (pid {orphan}) an earlier up left running on {store_dir}",
+            "yellow",
+        )
+    server = NatsServer(
+        store_dir=store_dir,
+        port=port,
+        sync="always",
+        log_file=store_dir / "nats-server.log",
+        users=passwords,
+        pid_file=pid_file,
+        die_with_parent=True,
+        monitor_port=0,  # /healthz on loopback: a wedged server is restarted
+        max_file_store=budget.server_max_bytes,  # not the free space of a full disk at a restart
+    )
+    await asyncio.to_thread(server.start)
+    say("up", f"NATS listening on {server.url} (JetStream store {store_dir}, sync_interval: always)", "bold")
+    say(
+        "up",
+        f"NATS users: one per service and `client` (credentials in {credentials_dir()}, this user only); "
+        "other terminals find them: just run `jidocode chat`",
+        "bold",
+    )
+    return server, passwords
+
+
+async def _size_streams(store_dir: Path, env: dict[str, str]) -> StreamBudget:
+    """Put the streams' sizes chosen for ``store_dir`` (:mod:`jidocode.shared.store_space`) into
+    ``env`` where the user set none; exit 1, saying why, when a new store's streams cannot fit."""
+    budget = await asyncio.to_thread(stream_budget, store_dir)
+    sized = budget_env(budget, env)
+    env.update(sized)
+    if not (store_dir / "jetstream").exists():  # a new store: nats-server checks every reservation
+        free = (await asyncio.to_thread(shutil.disk_usage, store_dir)).free
+        problem = refusal(sizes_in_effect(env), free, store_dir)
+        if problem is not None:
+            say("up", problem, "red")
+            raise typer.Exit(1)
+    if sized:
+        shown = ", ".join(f"{var}={format_bytes(int(value))}" for var, value in sized.items())
+        say("up", f"streams sized from the free space of the store's disk when it was made: {shown}")
+    return budget
 
 
 async def _reach_nats(config: Config, wait: float) -> None:

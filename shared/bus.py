@@ -606,6 +606,8 @@ async def _retry_js(what: str, attempt: Callable[[], Awaitable[T]], deadline: fl
         try:
             return await attempt()
         except (*_JS_TRANSIENT, nats.js.errors.ServerError) as exc:
+            if isinstance(exc, nats.js.errors.APIError) and exc.err_code == _JS_NO_STORAGE:
+                raise _storage_full(what, exc) from None  # retrying cannot make room
             if time.monotonic() + delay >= give_up:
                 raise ServiceUnavailable(
                     f"JetStream could not set up {what} within {deadline:g} s ({type(exc).__name__}): "
@@ -615,6 +617,23 @@ async def _retry_js(what: str, attempt: Callable[[], Awaitable[T]], deadline: fl
             log.warning("JetStream not ready for %s (%s); retrying", what, type(exc).__name__)
             await asyncio.sleep(delay)
             delay = min(delay * 2, 2.0)
+
+
+#: JetStream's "insufficient storage resources available": a stream reserves more than the server grants.
+_JS_NO_STORAGE = 10047
+
+
+def _storage_full(what: str, exc: nats.js.errors.APIError) -> JidoError:
+    """The ``storage_full`` error of a refused reservation for ``what``: the server's reason and
+    what to change (not retryable: only freeing space or a smaller stream helps)."""
+    return JidoError(
+        f"JetStream has no room for {what}: {exc.description} (nats-server grants streams at most 75 % "
+        "of the free space of its store's disk). Free space on that disk, or lower the stream's size: "
+        "JIDO_INPUT_MAX_BYTES, JIDO_EVENTS_MAX_BYTES or JIDO_PRD_MAX_BYTES (unset, `jidocode up` "
+        "sizes them from the free space)",
+        error_type="storage_full",
+        details={"what": what, "err_code": _JS_NO_STORAGE},
+    )
 
 
 def subject_of(event: EventModel, project_id: str | None = None, conversation_id: str | None = None) -> str:

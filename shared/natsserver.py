@@ -190,6 +190,9 @@ class NatsServer:
     pid_file: Path | None = None
     #: Linux: the server gets SIGTERM when the thread that started it ends (``PR_SET_PDEATHSIG``).
     die_with_parent: bool = False
+    #: The JetStream store's limit (``max_file_store``); ``None``: 75 % of the disk's free space
+    #: when the server starts (nats-server's default).
+    max_file_store: int | None = None
     #: Serve the monitoring endpoints (``/healthz``) on loopback: ``0`` picks a free port at start.
     monitor_port: int | None = None
     process: subprocess.Popen[bytes] | None = field(default=None, init=False)
@@ -209,6 +212,8 @@ class NatsServer:
         ]
         if self.sync == "always":
             lines.append("  sync_interval: always")
+        if self.max_file_store is not None:
+            lines.append(f"  max_file_store: {self.max_file_store}")
         lines.append("}")
         if self.cluster_name:
             lines += [
@@ -236,7 +241,7 @@ class NatsServer:
         self.store_dir.mkdir(parents=True, exist_ok=True)
         config = self.config_file or self.store_dir / f"{self.server_name}.conf"
         if self.config_file is None:
-            write_private(config, self.render_config())  # it may hold passwords
+            _write_config(config, self.render_config())
         self.process = subprocess.Popen(
             [find_nats_server(), "-c", str(config)],
             stdout=subprocess.DEVNULL,
@@ -292,6 +297,15 @@ class NatsServer:
 
     async def wait_ready_async(self, timeout: float = 15.0) -> None:
         await asyncio.to_thread(self.start, timeout)
+
+
+def _write_config(path: Path, text: str) -> None:
+    """Write the server's config, private (it may hold passwords), unless it already says ``text``:
+    a restart on a full disk must not need a write."""
+    with contextlib.suppress(OSError):
+        if path.read_text() == text:
+            return
+    write_private(path, text)
 
 
 def healthz_problem(url: str, timeout: float = 5.0) -> str | None:

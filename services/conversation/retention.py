@@ -19,6 +19,14 @@ conversation whose oldest entries vanished could not be rebuilt); with
 with an error event) instead. Every limit is an environment variable of the
 conversation service (``-1``: no limit); each replica applies them when it
 starts (``ensure_streams`` updates an existing stream).
+
+The byte limits above are the defaults of a server ``jidocode up`` does not
+run. On its embedded store, ``up`` sizes ``JIDO_INPUT_MAX_BYTES`` and
+``JIDO_EVENTS_MAX_BYTES`` from the free space of the store's disk when the store
+is made (5 % and 25 %, at most the sizes above) and keeps those sizes for the
+store's life (:mod:`jidocode.shared.store_space`, decision 0323): nats-server
+refuses reservations over 75 % of its disk's free space (error 10047), so fixed
+sizes left ``up`` never ready on a small disk. A variable the user sets wins.
 """
 
 from __future__ import annotations

@@ -29,7 +29,8 @@ import asyncio
 import contextlib
 import json
 import logging
-from collections.abc import Awaitable, Callable
+import os
+from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import Any, Final, TypeVar
 
@@ -54,6 +55,7 @@ __all__ = [
     "is_event_log",
     "last_seq",
     "msg_id",
+    "stream_max_bytes",
 ]
 
 log = logging.getLogger("jidocode.prd.eventlog")
@@ -64,6 +66,8 @@ E = TypeVar("E", bound=PrdEvent)
 DEFAULT_QUEUE_SIZE: Final = 256
 #: The stream keeps a week of loop events (``events.jsonl`` keeps them all).
 STREAM_MAX_AGE_S: Final = 7 * 24 * 3600.0
+#: Its size without ``JIDO_PRD_MAX_BYTES`` (``jidocode up`` sets that from its store's free space:
+#: :mod:`jidocode.shared.store_space`; ``-1``: no limit).
 STREAM_MAX_BYTES: Final = 1 << 30
 #: Bytes read from the end of ``events.jsonl`` to find its last line (one event is far smaller).
 _TAIL_BYTES: Final = 1 << 20
@@ -76,14 +80,30 @@ Publisher = Callable[[str, Envelope, str], Awaitable[None]]
 
 
 async def ensure_stream(bus: Bus) -> None:
-    """``JIDO_PRD`` over ``jido.prd.>``: a week, at most 1 GiB, oldest discarded first."""
+    """``JIDO_PRD`` over ``jido.prd.>``: a week, at most :func:`stream_max_bytes`, oldest
+    discarded first."""
     await bus.ensure_stream(
         subjects.STREAM_PRD,
         [subjects.prd_event_filter()],
         max_age=STREAM_MAX_AGE_S,
-        max_bytes=STREAM_MAX_BYTES,
+        max_bytes=stream_max_bytes(),
         discard=DiscardPolicy.OLD,
     )
+
+
+def stream_max_bytes(env: Mapping[str, str] | None = None) -> int:
+    """``JIDO_PRD_MAX_BYTES`` (an integer, ``-1`` or more), else :data:`STREAM_MAX_BYTES`; a bad
+    value is a ``ValueError`` naming the variable."""
+    raw = (os.environ if env is None else env).get("JIDO_PRD_MAX_BYTES")
+    if not raw:
+        return STREAM_MAX_BYTES
+    try:
+        value = int(raw)
+    except ValueError:
+        value = -2
+    if value < -1:
+        raise ValueError(f"JIDO_PRD_MAX_BYTES: expected a number of bytes (-1: no limit), got {raw!r}")
+    return value
 
 
 def msg_id(project_id: str, prd: str, seq: int) -> str:
