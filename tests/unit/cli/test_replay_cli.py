@@ -29,10 +29,10 @@ def test_the_commands_are_there() -> None:
 
 
 def test_a_recording_line_over_the_limit_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from jidocode.cli import replay
+    from jidocode.cli import recording
     from jidocode.shared.errors import InvalidInput
 
-    monkeypatch.setattr(replay, "MAX_LINE_BYTES", 100)
+    monkeypatch.setattr(recording, "MAX_LINE_BYTES", 100)
     path = tmp_path / "big.jsonl"
     header = (
         '{"kind": "header", "format": "jidocode.conversation-recording", "version": 1, '
@@ -40,4 +40,4 @@ def test_a_recording_line_over_the_limit_is_refused(tmp_path: Path, monkeypatch:
     )
     path.write_text(header + "\n")
     with pytest.raises(InvalidInput, match=r"big\.jsonl:1: a line of \d+ characters is over 100"):
-        replay.read_recording(path)
+        recording.read_recording(path)
