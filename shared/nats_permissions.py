@@ -80,6 +80,19 @@ from collections.abc import Iterable, Mapping
 from pydantic import BaseModel, ConfigDict, field_validator
 
 from jidocode.shared import subjects
+from jidocode.shared.nats_grants import (
+    BUCKET_LEDGER,
+    BUCKET_TOOL_QUOTAS,
+    JS_COMMON,
+    JS_DESTRUCTIVE_ANY,
+    SRV,
+    TOOL_CALLS_PRIVATE,
+    kv_read,
+    kv_write,
+    stream_admin,
+    stream_create,
+    stream_read,
+)
 
 __all__ = [
     "ACCOUNT",
@@ -116,13 +129,6 @@ INBOX_ENV_VAR = "NATS_INBOX_PREFIX"
 _ANY = "ANY0WILDCARD0TOKEN"
 _USER_NAME = re.compile(r"^[a-z][a-z0-9_]{0,31}$")
 _PASSWORD = re.compile(r"^[A-Za-z0-9_\-.~+/=]{16,256}$")
-
-# JetStream and protocol subject roots (NATS's own names, not ours).
-_JS_API = "$JS.API"
-_JS_ACK = "$JS.ACK"
-_JS_FC = "$JS.FC"
-_KV = "$KV"
-_SRV = "$SRV"
 
 
 def _wild(subject: str) -> str:
@@ -184,89 +190,6 @@ def _check_user(user: str) -> str:
     return user
 
 
-# --- JetStream grants -------------------------------------------------------------------------
-
-
-def _kv_stream(bucket: str) -> str:
-    return f"KV_{bucket}"
-
-
-def _stream_read(stream: str) -> tuple[str, ...]:
-    """Inspect a stream, read it through consumers, and ack what was read."""
-    return (
-        f"{_JS_API}.STREAM.INFO.{stream}",
-        f"{_JS_API}.STREAM.MSG.GET.{stream}",
-        f"{_JS_API}.DIRECT.GET.{stream}",
-        f"{_JS_API}.DIRECT.GET.{stream}.>",
-        f"{_JS_API}.CONSUMER.CREATE.{stream}",
-        f"{_JS_API}.CONSUMER.CREATE.{stream}.>",
-        f"{_JS_API}.CONSUMER.DURABLE.CREATE.{stream}.>",
-        f"{_JS_API}.CONSUMER.INFO.{stream}.>",
-        f"{_JS_API}.CONSUMER.DELETE.{stream}.>",
-        f"{_JS_API}.CONSUMER.MSG.NEXT.{stream}.>",
-        f"{_JS_API}.CONSUMER.LIST.{stream}",
-        f"{_JS_API}.CONSUMER.NAMES.{stream}",
-        f"{_JS_ACK}.{stream}.>",
-        f"{_JS_FC}.{stream}.>",
-    )
-
-
-def _stream_create(stream: str) -> tuple[str, ...]:
-    """Create (idempotent with the same config) or update a stream."""
-    return (f"{_JS_API}.STREAM.CREATE.{stream}", f"{_JS_API}.STREAM.UPDATE.{stream}")
-
-
-def _stream_admin(stream: str) -> tuple[str, ...]:
-    """Destructive operations: only a stream's owner gets them."""
-    return (
-        f"{_JS_API}.STREAM.DELETE.{stream}",
-        f"{_JS_API}.STREAM.PURGE.{stream}",
-        f"{_JS_API}.STREAM.MSG.DELETE.{stream}",
-    )
-
-
-def _kv_read(bucket: str) -> tuple[str, ...]:
-    # Binding a bucket may create it (same config, idempotent), so a reader that starts
-    # before the owner still works; it never gets UPDATE, DELETE or PURGE.
-    stream = _kv_stream(bucket)
-    return (*_stream_read(stream), f"{_JS_API}.STREAM.CREATE.{stream}")
-
-
-def _kv_write(bucket: str) -> tuple[str, ...]:
-    stream = _kv_stream(bucket)
-    return (*_stream_read(stream), *_stream_create(stream), *_stream_admin(stream), f"{_KV}.{bucket}.>")
-
-
-# The LLM token ledger's bucket (owned by the conversation service); subjects may not name it yet.
-_BUCKET_LEDGER: str = getattr(subjects, "BUCKET_LEDGER", "jido_llm_ledger")
-
-_JS_COMMON = (f"{_JS_API}.INFO", f"{_JS_API}.STREAM.NAMES")
-_JS_DESTRUCTIVE_ANY = (
-    f"{_JS_API}.STREAM.DELETE.>",
-    f"{_JS_API}.STREAM.PURGE.>",
-    f"{_JS_API}.STREAM.MSG.DELETE.>",
-)
-
-
-def _private_bucket(bucket: str) -> tuple[str, ...]:
-    """Every JetStream/KV subject that reads or changes ``bucket``: denied to all but its owner."""
-    stream = _kv_stream(bucket)
-    return (*_stream_read(stream), *_stream_create(stream), *_stream_admin(stream), f"{_KV}.{bucket}.>")
-
-
-#: The tool runner's quota leases (services/tool_runner/quota_leases.py); subjects may not name it yet.
-_BUCKET_TOOL_QUOTAS: str = subjects.BUCKET_TOOL_QUOTAS
-
-#: Stored tool results (and their claims) are the tool runner's alone; so are its quota leases
-#: (anybody else could fill a project's slots, or free them) and the cancel broadcast
-#: (it stops a running call: only the runner, after checking the canceller owns the call, sends it).
-_TOOL_CALLS_PRIVATE = (
-    *_private_bucket(subjects.BUCKET_TOOL_CALLS),
-    *_private_bucket(_BUCKET_TOOL_QUOTAS),
-    subjects.signal("tool.cancel_requested"),
-)
-
-
 # --- models -----------------------------------------------------------------------------------
 
 
@@ -310,11 +233,11 @@ class NatsUser(BaseModel):
 
 def _base(user: str, *, serves: Iterable[str], micro: str | None) -> tuple[list[str], list[str]]:
     """Grants every service has: its inbox, its endpoints, micro discovery, signals."""
-    pub = [*_JS_COMMON, subjects.signal_filter()]
+    pub = [*JS_COMMON, subjects.signal_filter()]
     pub.append(subjects.trace_filter())  # its finished spans, while tracing is on
     sub = [f"{inbox_prefix(user)}.>", *serves]
     if micro is not None:
-        sub.append(f"{_SRV}.>")  # nats.micro's discovery endpoints (answered via allow_responses)
+        sub.append(f"{SRV}.>")  # nats.micro's discovery endpoints (answered via allow_responses)
         pub.extend(micro_subjects(micro))
     return pub, sub
 
@@ -322,8 +245,8 @@ def _base(user: str, *, serves: Iterable[str], micro: str | None) -> tuple[list[
 def _engine() -> Permissions:
     pub, sub = _base("engine", serves=[engine_requests()], micro="engine")
     # It asks whether a project service runs before starting a project.
-    pub += [*_kv_write(subjects.BUCKET_PROJECTS), project_requests(), subjects.srv("PING", "project")]
-    return Permissions(publish_allow=tuple(pub), subscribe_allow=tuple(sub), publish_deny=_TOOL_CALLS_PRIVATE)
+    pub += [*kv_write(subjects.BUCKET_PROJECTS), project_requests(), subjects.srv("PING", "project")]
+    return Permissions(publish_allow=tuple(pub), subscribe_allow=tuple(sub), publish_deny=TOOL_CALLS_PRIVATE)
 
 
 def _project() -> Permissions:
@@ -331,12 +254,12 @@ def _project() -> Permissions:
     pub += [
         tools_requests(),
         assets_requests(),
-        *_kv_read(subjects.BUCKET_PROJECTS),
+        *kv_read(subjects.BUCKET_PROJECTS),
     ]
     return Permissions(
         publish_allow=tuple(pub),
         subscribe_allow=tuple(sub),
-        publish_deny=(*_JS_DESTRUCTIVE_ANY, *_TOOL_CALLS_PRIVATE),
+        publish_deny=(*JS_DESTRUCTIVE_ANY, *TOOL_CALLS_PRIVATE),
     )
 
 
@@ -344,15 +267,15 @@ def _conversation() -> Permissions:
     pub, sub = _base("conversation", serves=[conversations_requests()], micro="conversation")
     streams = (subjects.STREAM_CONV_IN, subjects.STREAM_JOURNAL, subjects.STREAM_EVENTS)
     for stream in streams:
-        pub += [*_stream_read(stream), *_stream_create(stream), *_stream_admin(stream)]
+        pub += [*stream_read(stream), *stream_create(stream), *stream_admin(stream)]
     pub += [
         subjects.conversation_in_filter(),
         subjects.conversation_out_filter(),
         subjects.journal_filter(),
-        *_kv_write(subjects.BUCKET_CONVERSATIONS),
-        *_kv_write(subjects.BUCKET_OWNERS),
-        *_kv_write(_BUCKET_LEDGER),
-        *_kv_read(subjects.BUCKET_PROJECTS),
+        *kv_write(subjects.BUCKET_CONVERSATIONS),
+        *kv_write(subjects.BUCKET_OWNERS),
+        *kv_write(BUCKET_LEDGER),
+        *kv_read(subjects.BUCKET_PROJECTS),
         tools_requests(),
         project_requests("list_tools"),
         project_requests("info"),
@@ -360,7 +283,7 @@ def _conversation() -> Permissions:
         # sub-agents: a parent's actor starts, feeds, reads and cancels its child conversations
         # through the conversation endpoints, and holds the project's sub-agent slots
         conversations_requests(),
-        *_kv_write(subjects.BUCKET_SUBAGENT_SLOTS),
+        *kv_write(subjects.BUCKET_SUBAGENT_SLOTS),
     ]
     # Signals (assets reloaded, project stopped, skill registry updated) invalidate its cached
     # tool specs; it listens on the whole signal space. It reads its conversations' output: a
@@ -368,8 +291,8 @@ def _conversation() -> Permissions:
     # requests.
     sub += [subjects.conversation_in_filter(), subjects.signal_filter(), subjects.conversation_out_filter()]
     # It creates the spans stream (`jidocode trace` reads it) when tracing is on.
-    pub += [*_stream_read(subjects.STREAM_TRACES), *_stream_create(subjects.STREAM_TRACES)]
-    return Permissions(publish_allow=tuple(pub), subscribe_allow=tuple(sub), publish_deny=_TOOL_CALLS_PRIVATE)
+    pub += [*stream_read(subjects.STREAM_TRACES), *stream_create(subjects.STREAM_TRACES)]
+    return Permissions(publish_allow=tuple(pub), subscribe_allow=tuple(sub), publish_deny=TOOL_CALLS_PRIVATE)
 
 
 def _tool_runner() -> Permissions:
@@ -377,21 +300,21 @@ def _tool_runner() -> Permissions:
     pub += [
         _approval_requested_filter(),
         assets_requests(),  # asset-derived tools: the loader's ``tools`` and ``call_tool``
-        *_kv_write(subjects.BUCKET_TOOL_CALLS),
-        *_kv_write(_BUCKET_TOOL_QUOTAS),
-        *_kv_read(subjects.BUCKET_PROJECTS),
-        *_stream_read(subjects.STREAM_CONV_IN),
+        *kv_write(subjects.BUCKET_TOOL_CALLS),
+        *kv_write(BUCKET_TOOL_QUOTAS),
+        *kv_read(subjects.BUCKET_PROJECTS),
+        *stream_read(subjects.STREAM_CONV_IN),
     ]
     # Approval answers arrive on conversation input; cancels are broadcast to every replica.
     sub += [subjects.conversation_in_filter(), subjects.signal("tool.cancel_requested")]
     sub += [subjects.signal("project.stopped")]  # a stopped project's MCP servers stop
-    deny = (subjects.conversation_in_filter(), *_JS_DESTRUCTIVE_ANY)
+    deny = (subjects.conversation_in_filter(), *JS_DESTRUCTIVE_ANY)
     return Permissions(publish_allow=tuple(pub), subscribe_allow=tuple(sub), publish_deny=deny)
 
 
 def _asset_loader() -> Permissions:
     pub, sub = _base("asset_loader", serves=[assets_requests()], micro="asset_loader")
-    pub += [subjects.hook_filter(), tools_requests("run"), *_kv_read(subjects.BUCKET_PROJECTS)]
+    pub += [subjects.hook_filter(), tools_requests("run"), *kv_read(subjects.BUCKET_PROJECTS)]
     # It loads and drops a project's assets as projects start and stop, and stops the
     # workflows of a cancelled tool call.
     sub += [
@@ -402,7 +325,7 @@ def _asset_loader() -> Permissions:
     return Permissions(
         publish_allow=tuple(pub),
         subscribe_allow=tuple(sub),
-        publish_deny=(*_JS_DESTRUCTIVE_ANY, *_TOOL_CALLS_PRIVATE),
+        publish_deny=(*JS_DESTRUCTIVE_ANY, *TOOL_CALLS_PRIVATE),
     )
 
 
@@ -410,25 +333,25 @@ def _prd() -> Permissions:
     pub, sub = _base("prd", serves=[prds_requests()], micro="prd")
     pub += [
         subjects.prd_event_filter(),
-        *_stream_read(subjects.STREAM_PRD),
-        *_stream_create(subjects.STREAM_PRD),
-        *_stream_admin(subjects.STREAM_PRD),
-        *_kv_write(subjects.BUCKET_PRD_LOOPS),
-        *_kv_read(subjects.BUCKET_PROJECTS),
+        *stream_read(subjects.STREAM_PRD),
+        *stream_create(subjects.STREAM_PRD),
+        *stream_admin(subjects.STREAM_PRD),
+        *kv_write(subjects.BUCKET_PRD_LOOPS),
+        *kv_read(subjects.BUCKET_PROJECTS),
         # the jidocode provider: a PRD iteration is a conversation of this system
         engine_requests(),
         project_requests("info"),
         conversations_requests(),
-        *_stream_read(subjects.STREAM_EVENTS),
+        *stream_read(subjects.STREAM_EVENTS),
     ]
     sub += [subjects.conversation_out_filter()]
-    deny = (subjects.conversation_in_filter(), *_TOOL_CALLS_PRIVATE)
+    deny = (subjects.conversation_in_filter(), *TOOL_CALLS_PRIVATE)
     return Permissions(publish_allow=tuple(pub), subscribe_allow=tuple(sub), publish_deny=deny)
 
 
 def _client() -> Permissions:
     pub = [
-        *_JS_COMMON,
+        *JS_COMMON,
         engine_requests(),
         project_requests(),
         conversations_requests(),
@@ -436,20 +359,20 @@ def _client() -> Permissions:
         assets_requests(),
         prds_requests(),
         subjects.conversation_in_filter(),
-        f"{_SRV}.>",
-        *_stream_read(subjects.STREAM_JOURNAL),
-        *_stream_read(subjects.STREAM_EVENTS),
-        *_kv_read(subjects.BUCKET_PROJECTS),
-        *_kv_read(_BUCKET_LEDGER),  # get_context_usage reads the token ledger
+        f"{SRV}.>",
+        *stream_read(subjects.STREAM_JOURNAL),
+        *stream_read(subjects.STREAM_EVENTS),
+        *kv_read(subjects.BUCKET_PROJECTS),
+        *kv_read(BUCKET_LEDGER),  # get_context_usage reads the token ledger
         subjects.trace_filter(),  # the SDK's own spans, while tracing is on
-        *_stream_read(subjects.STREAM_TRACES),  # jidocode trace
-        *_stream_read(subjects.STREAM_PRD),  # jidocode prd run / tui, the console's PRD page
+        *stream_read(subjects.STREAM_TRACES),  # jidocode trace
+        *stream_read(subjects.STREAM_PRD),  # jidocode prd run / tui, the console's PRD page
     ]
     sub = [f"{inbox_prefix(CLIENT)}.>", subjects.all_subjects()]
     return Permissions(
         publish_allow=tuple(pub),
         subscribe_allow=tuple(sub),
-        publish_deny=(*_JS_DESTRUCTIVE_ANY, *_TOOL_CALLS_PRIVATE),
+        publish_deny=(*JS_DESTRUCTIVE_ANY, *TOOL_CALLS_PRIVATE),
         allow_responses=False,
     )
 

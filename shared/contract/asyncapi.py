@@ -258,8 +258,25 @@ def _event_operation(
 
 
 def _channels_and_operations() -> tuple[dict[str, Any], dict[str, Any]]:
+    """Every channel and operation of the document, in the order they are written."""
     channels: dict[str, Any] = {}
     operations: dict[str, Any] = {}
+    outputs = [m for m in ALL_EVENTS if m.channel == "conversation"]
+    _add_requests(channels, operations)
+    _add_conversation_input(channels, operations)
+    _add_conversation_output(channels, operations, outputs)
+    _add_signals(channels, operations)
+    _add_journal(channels, operations, outputs)
+    _add_hooks(channels, operations)
+    _add_prd_events(channels, operations)
+    return channels, operations
+
+
+_CONV_PARAMS: Final = ("project_id", "conversation_id")
+
+
+def _add_requests(channels: dict[str, Any], operations: dict[str, Any]) -> None:
+    """One channel and operation per endpoint, then the reply inbox carrying every reply."""
     replies: list[str] = []
     for ep in ENDPOINTS:
         channel_id, channel, op_id, operation = _request_parts(ep)
@@ -277,10 +294,10 @@ def _channels_and_operations() -> tuple[dict[str, Any], dict[str, Any]]:
         "or an `error` event; the reply's `causationid` is the request's id.",
     )
 
-    outputs = [m for m in ALL_EVENTS if m.channel == "conversation"]
-    signals = [m for m in ALL_EVENTS if m.channel == "signal"]
-    conv = ["project_id", "conversation_id"]
 
+def _add_conversation_input(channels: dict[str, Any], operations: dict[str, Any]) -> None:
+    """The ``conv.in`` channel and one receive operation per external event type."""
+    conv = list(_CONV_PARAMS)
     channels["conv.in"] = _channel(
         _address(subjects.conversation_in_filter(), conv),
         sorted(EXTERNAL_TYPES),
@@ -297,36 +314,49 @@ def _channels_and_operations() -> tuple[dict[str, Any], dict[str, Any]]:
             "receive", "conv.in", event_type, ("conversation",), INPUT_RECEIVERS[event_type]
         )
 
+
+def _output_description(event_type: str) -> str:
+    """What the output channel of ``event_type`` says about where it is stored and what it carries."""
+    description = (
+        "Conversation output, one subject per event type; stored in the "
+        f"`{subjects.STREAM_EVENTS}` stream (replay from the `start_sequence` that "
+        "`replay` returns)."
+    )
+    if event_type == "conversation.error":
+        description += (
+            " Input sent to a conversation that does not exist is answered here with an "
+            "`error` event (`not_found`)."
+        )
+    if event_type in NOT_JOURNALED:
+        description += " Never journaled (not part of the timeline projection), but kept by the stream."
+    return description
+
+
+def _add_conversation_output(
+    channels: dict[str, Any], operations: dict[str, Any], outputs: list[type[EventModel]]
+) -> None:
+    """One ``evt.<type>`` channel and send operation per conversation output event."""
+    conv = list(_CONV_PARAMS)
     for model in outputs:
         event_type = _type_of(model)
         key = message_key(event_type)
         channel_id = f"evt.{key}"
-        messages = [event_type]
-        description = (
-            "Conversation output, one subject per event type; stored in the "
-            f"`{subjects.STREAM_EVENTS}` stream (replay from the `start_sequence` that "
-            "`replay` returns)."
-        )
-        if event_type == "conversation.error":
-            messages.append(ERROR_TYPE)
-            description += (
-                " Input sent to a conversation that does not exist is answered here with an "
-                "`error` event (`not_found`)."
-            )
-        if event_type in NOT_JOURNALED:
-            description += " Never journaled (not part of the timeline projection), but kept by the stream."
+        messages = [event_type, ERROR_TYPE] if event_type == "conversation.error" else [event_type]
         channels[channel_id] = _channel(
             _address(subjects.conversation_out_filter(), conv, subjects.type_tokens(event_type)),
             messages,
             conv,
             title=f"Conversation output: {event_type}",
-            description=description,
+            description=_output_description(event_type),
             extra={"x-jidocode-stream": subjects.STREAM_EVENTS},
         )
         senders = OUTPUT_SENDERS.get(event_type, ("conversation",))
         operations[f"output.{key}"] = _event_operation("send", channel_id, event_type, senders, ())
 
-    for model in signals:
+
+def _add_signals(channels: dict[str, Any], operations: dict[str, Any]) -> None:
+    """One ``sig.<type>`` channel and send operation per signal, with its route's senders and receivers."""
+    for model in (m for m in ALL_EVENTS if m.channel == "signal"):
         event_type = _type_of(model)
         key = message_key(event_type)
         route = SIGNALS[event_type]
@@ -337,6 +367,12 @@ def _channels_and_operations() -> tuple[dict[str, Any], dict[str, Any]]:
             "send", f"sig.{key}", event_type, route.senders, route.receivers
         )
 
+
+def _add_journal(
+    channels: dict[str, Any], operations: dict[str, Any], outputs: list[type[EventModel]]
+) -> None:
+    """The internal journal channel: every output the conversation's owner journals."""
+    conv = list(_CONV_PARAMS)
     journaled = [
         _type_of(m) for m in outputs if _type_of(m) not in NOT_JOURNALED and _type_of(m) not in OUTPUT_SENDERS
     ]
@@ -356,6 +392,10 @@ def _channels_and_operations() -> tuple[dict[str, Any], dict[str, Any]]:
         "x-jidocode-senders": ["conversation"],
         "x-jidocode-receivers": ["conversation"],
     }
+
+
+def _add_hooks(channels: dict[str, Any], operations: dict[str, Any]) -> None:
+    """The skill hook channel: its types come from settings, not from the catalogue."""
     channels["hook"] = _channel(
         _address(subjects.hook_filter(), [], "{hook_type}"),
         ["hook"],
@@ -366,6 +406,9 @@ def _channels_and_operations() -> tuple[dict[str, Any], dict[str, Any]]:
     )
     operations["asset_loader.hook"] = _event_operation("send", "hook", "hook", ("asset_loader",), ())
 
+
+def _add_prd_events(channels: dict[str, Any], operations: dict[str, Any]) -> None:
+    """One ``prd.<type>`` channel and send operation per event of a PRD's loop."""
     prd_params = ["project_id", "prd"]
     for model in (m for m in ALL_EVENTS if m.channel == "prd"):
         event_type = _type_of(model)
@@ -382,7 +425,6 @@ def _channels_and_operations() -> tuple[dict[str, Any], dict[str, Any]]:
             extra={"x-jidocode-stream": subjects.STREAM_PRD},
         )
         operations[f"prd.{key}"] = _event_operation("send", channel_id, event_type, ("prd",), ())
-    return channels, operations
 
 
 def _hook_message() -> dict[str, Any]:
