@@ -24,7 +24,9 @@ onto the bus only).
 
 Rounds alternate between the two. Prints medians, p99s and the ratio
 (goal: ≤ 1.15), then turns per second with ``--concurrent`` conversations
-each doing one turn at once (system and minimal, and their ratio: goal ≥ 0.9).
+each doing one turn at once (system and minimal, and their ratio: goal ≥ 0.9),
+then the NATS messages of one one-tool turn (every message the server routes,
+seen by a subscriber to ``>``, over ``--count-turns`` turns; goal ≤ 25), by kind.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ import statistics
 import sys
 import tempfile
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -64,6 +67,54 @@ from jidocode.shared.tools import builtin_specs
 from jidocode.shared.trust import trust_project
 
 MODEL = "openai/scripted"
+#: Goal for the NATS messages of one one-tool turn (issue 27).
+MESSAGES_GOAL = 25
+
+
+def message_kind(subject: str) -> str:
+    """A subject with its ids taken out, so the messages of one turn group by what they do."""
+    tokens = subject.split(".")
+    if tokens[0].startswith("_INBOX"):
+        return "_INBOX (replies)"
+    if tokens[:2] == ["$JS", "ACK"]:
+        return "$JS.ACK (consumer acks)"
+    if tokens[:2] == ["$JS", "API"]:
+        return ".".join(tokens[:5])
+    if tokens[0] == "$KV":
+        return ".".join(tokens[:2])
+    if tokens[:2] == ["jido", "evt"]:
+        return "jido.evt.<p>.<c>." + ".".join(tokens[4:])
+    if tokens[:2] in (["jido", "conv"], ["jido", "journal"]):
+        return f"jido.{tokens[1]}.<p>.<c>" + "".join(f".{t}" for t in tokens[4:])
+    return ".".join(tokens[:3])
+
+
+async def count_turn_messages(url: str, client: JidoClient, turns: int) -> tuple[float, Counter[str]]:
+    """Every NATS message routed during ``turns`` one-tool turns of ``client``: per turn, and by kind."""
+    import nats
+
+    counter = await nats.connect(url)
+    kinds: Counter[str] = Counter()
+
+    async def _count(msg: Any) -> None:
+        kinds[message_kind(msg.subject)] += 1
+
+    try:
+        sub = await counter.subscribe(">", cb=_count)
+        await counter.flush()
+        for _ in range(turns):
+            await client.send_message("read the readme", timeout=60)
+        # what follows a turn's answer (its last journal ack, signals) is counted too:
+        # wait until nothing more arrives for a moment
+        seen = -1
+        while seen != sum(kinds.values()):
+            seen = sum(kinds.values())
+            await counter.flush()
+            await asyncio.sleep(0.3)
+        await sub.unsubscribe()
+    finally:
+        await counter.close()
+    return sum(kinds.values()) / turns, kinds
 
 
 def pct(values: list[float], q: float) -> float:
@@ -156,6 +207,7 @@ async def main(
     turn_timeout: float = 120.0,
     services: str = "processes",
     tracing: str = "off",
+    count_turns: int = 10,
 ) -> None:
     logging.basicConfig(level=logging.CRITICAL)
     if tracing == "memory":
@@ -278,10 +330,21 @@ async def main(
             )
             for c in clients:
                 await c.close()
+
+            # -- NATS messages per one-tool turn -------------------------------------
+            await client.reset_session()
+            await client.send_message("read the readme", timeout=60)
+            per_turn_msgs, kinds = await count_turn_messages(server.url, client, count_turns)
+            print(
+                f"NATS messages per one-tool turn: {per_turn_msgs:.1f}   (goal <= {MESSAGES_GOAL};"
+                f" {count_turns} turns)"
+            )
+            for kind, n in kinds.most_common():
+                print(f"  {n / count_turns:5.1f}  {kind}")
             await client.close()
 
             # -- disk: what the streams hold per one-tool turn (docs/deploy.md's sizing) ----------
-            turns = 3 + rounds * (per_round + 1) + concurrent
+            turns = 3 + rounds * (per_round + 1) + concurrent + count_turns + 1
             sizes = {
                 name: (await bus.js.stream_info(name)).state.bytes
                 for name in (subjects.STREAM_CONV_IN, subjects.STREAM_JOURNAL, subjects.STREAM_EVENTS)
@@ -316,9 +379,20 @@ if __name__ == "__main__":
     )
     parser.add_argument("--services", choices=("processes", "inline"), default="processes")
     parser.add_argument("--tracing", choices=("off", "memory", "bus"), default="off")
+    parser.add_argument(
+        "--count-turns", type=int, default=10, help="turns over which the NATS messages are counted"
+    )
     args = parser.parse_args()
     if args.tracing == "memory" and args.services != "inline":
         parser.error("--tracing memory needs --services inline (the exporter is in this process)")
     asyncio.run(
-        main(args.rounds, args.per_round, args.concurrent, args.turn_timeout, args.services, args.tracing)
+        main(
+            args.rounds,
+            args.per_round,
+            args.concurrent,
+            args.turn_timeout,
+            args.services,
+            args.tracing,
+            args.count_turns,
+        )
     )
