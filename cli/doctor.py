@@ -59,6 +59,7 @@ from jidocode.shared.llm_choice import SETTINGS_KEY, choose_model, how_to_choose
 from jidocode.shared.llm_probe import OllamaProbe, check_endpoint, probe_ollama
 from jidocode.shared.natsserver import find_nats_server
 from jidocode.shared.settings import global_home, load_settings
+from jidocode.shared.store_space import describe_streams, format_bytes
 
 from .common import console, print_json
 from .console import find_console
@@ -69,6 +70,7 @@ __all__ = [
     "bubblewrap_install",
     "check_console",
     "check_data_home",
+    "check_disk",
     "check_model",
     "check_nats",
     "check_python",
@@ -164,6 +166,24 @@ def check_data_home(data_home: Path | None = None) -> Check:
             f"`chmod 700 {creds} && chmod 600 {creds}/*`",
         )
     return _check("data home", "ok", f"{home} ({where}), writable; credentials 0700")
+
+
+#: Free bytes on the data home's disk under which ``doctor`` warns.
+LOW_SPACE = 1024**3
+
+
+def check_disk(data_home: Path | None = None) -> Check:
+    """Free space on the data home's disk and what the streams of its store use (issue 31)."""
+    home = data_home or default_data_home()
+    disk = next((p for p in (home, *home.parents) if p.exists()), Path("/"))
+    usage = shutil.disk_usage(disk)
+    detail = f"{home}: {format_bytes(usage.free)} free of {format_bytes(usage.total)}"
+    streams = describe_streams(home / "nats")
+    detail += f"; streams: {streams}" if streams else "; no JetStream store yet"
+    if usage.free < LOW_SPACE:
+        fix = "free space on that disk: a full disk stops every JetStream write until there is room again"
+        return _check("disk", "warn", detail, fix)
+    return _check("disk", "ok", detail)
 
 
 async def _ping(config: Config) -> set[str]:
@@ -521,7 +541,15 @@ def doctor(
     no_check: bool = typer.Option(False, "--no-check", help="do not run a test command in the sandbox"),
 ) -> None:
     """Check Python, the NATS binary, the data home, a running system, the model and the sandbox."""
-    checks = [check_python(), check_nats(), check_data_home(), check_system(), check_console(), check_model()]
+    checks = [
+        check_python(),
+        check_nats(),
+        check_data_home(),
+        check_disk(),
+        check_system(),
+        check_console(),
+        check_model(),
+    ]
     # Settings: printed after the checks, and under their own key in --json (the sandbox report
     # already has a "settings" key: its own). A settings error is fatal (every call is refused).
     settings_check = check_settings(project or os.getcwd())

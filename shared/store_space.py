@@ -45,12 +45,14 @@ __all__ = [
     "SERVER_SHARE",
     "StreamBudget",
     "budget_env",
+    "describe_streams",
     "format_bytes",
     "measure",
     "refusal",
     "size_streams",
     "sizes_in_effect",
     "stream_budget",
+    "stream_use",
 ]
 
 GIB: Final = 1024**3
@@ -60,6 +62,8 @@ MIB: Final = 1024**2
 SHARES: Final = {"input": (0.05, 1 * GIB), "events": (0.25, 8 * GIB), "prd": (0.05, 1 * GIB)}
 #: Stream → the environment variable that sets its size (the user's value wins over the budget).
 ENV: Final = {"input": "JIDO_INPUT_MAX_BYTES", "events": "JIDO_EVENTS_MAX_BYTES", "prd": "JIDO_PRD_MAX_BYTES"}
+#: Stream → its JetStream name.
+STREAMS: Final = {"input": "JIDO_CONV_IN", "events": "JIDO_EVENTS", "prd": "JIDO_PRD"}
 #: The share of the free space nats-server grants to reservations (``diskAvailable``: 3/4).
 SERVER_SHARE: Final = 0.75
 #: The file in the store that keeps the sizes chosen when it was created.
@@ -97,13 +101,42 @@ def size_streams(free_bytes: int) -> StreamBudget:
 def measure(store_dir: Path) -> int:
     """The bytes a store could use: its disk's free space plus what the store already holds (a
     store older than its budget file counts its own data as room)."""
-    free = shutil.disk_usage(store_dir).free
+    return shutil.disk_usage(store_dir).free + _held(store_dir / "jetstream")
+
+
+def _held(folder: Path) -> int:
+    """The bytes the files under ``folder`` take on disk."""
     held = 0
-    for folder, _, files in os.walk(store_dir / "jetstream"):
+    for where, _, files in os.walk(folder):
         for name in files:
             with contextlib.suppress(OSError):
-                held += os.lstat(os.path.join(folder, name)).st_blocks * 512
-    return free + held
+                held += os.lstat(os.path.join(where, name)).st_blocks * 512
+    return held
+
+
+def stream_use(store_dir: Path) -> dict[str, int]:
+    """Stream name → the bytes its files take in the store at ``store_dir`` (every account)."""
+    use: dict[str, int] = {}
+    for streams in sorted((store_dir / "jetstream").glob("*/streams")):
+        for folder in sorted(streams.iterdir()):
+            use[folder.name] = use.get(folder.name, 0) + _held(folder)
+    return use
+
+
+def describe_streams(store_dir: Path) -> str | None:
+    """What the streams of the store at ``store_dir`` use, each with its size when it has one:
+    ``JIDO_EVENTS 3 MiB of 512 MiB, JIDO_JOURNAL 1 MiB``; ``None`` for a store not made yet."""
+    use = stream_use(store_dir)
+    if not use:
+        return None
+    limits: dict[str, int] = {}
+    with contextlib.suppress(OSError, ValidationError):
+        sizes = StreamBudget.model_validate_json((store_dir / BUDGET_FILE).read_bytes()).sizes
+        limits = {STREAMS[name]: size for name, size in sizes.items() if name in STREAMS}
+    return ", ".join(
+        f"{name} {format_bytes(held)}" + (f" of {format_bytes(limits[name])}" if name in limits else "")
+        for name, held in use.items()
+    )
 
 
 def stream_budget(store_dir: Path) -> StreamBudget:
