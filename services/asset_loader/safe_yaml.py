@@ -119,14 +119,85 @@ def _at(event: yaml.Event) -> str:
     return f" at line {mark.line + 1}" if mark is not None else ""
 
 
+class _NoKey:
+    pass
+
+
+_NOKEY: Final = _NoKey()
+
+
+class _Open:
+    """A collection being built: the container, its anchor, the node count where it started,
+    the key waiting for its value (a mapping's) and the ``<<`` sources to merge at its end."""
+
+    __slots__ = ("anchor", "container", "is_map", "key", "merges", "start")
+
+    def __init__(self, container: Any, anchor: str | None, start: int, is_map: bool) -> None:
+        self.container = container
+        self.anchor = anchor
+        self.start = start
+        self.is_map = is_map
+        self.key: Any = _NOKEY
+        self.merges: list[dict[Any, Any]] = []
+
+    def put(self, value: Any) -> None:
+        """Add a finished value: a sequence's next item, a mapping's next key or its value."""
+        if not self.is_map:
+            self.container.append(value)
+        elif self.key is _NOKEY:
+            if isinstance(value, dict | list):
+                raise YamlError("a mapping key must be a scalar")
+            self.key = value
+        else:
+            key, self.key = self.key, _NOKEY
+            self._set(key, value)
+
+    def _set(self, key: Any, value: Any) -> None:
+        if key is _Merge:
+            sources = value if isinstance(value, list) else [value]
+            if not all(isinstance(s, dict) for s in sources):
+                raise YamlError("a merge key (<<) needs a mapping or a list of mappings")
+            self.merges.extend(sources)
+            return
+        try:
+            duplicate = key in self.container
+        except TypeError:
+            raise YamlError(f"unhashable mapping key {key!r}") from None
+        if duplicate:
+            raise YamlError(f"duplicate key {key!r}")
+        self.container[key] = value
+
+    def close(self) -> Any:
+        """The finished container, with the merged keys it does not set itself."""
+        for source in reversed(self.merges):
+            for k, v in source.items():
+                self.container.setdefault(k, v)
+        return self.container
+
+
 class _Builder:
-    __slots__ = ("aliases", "anchored", "anchors", "depth", "limits", "sizes", "total")
+    """Builds the document from parser events, counting every limit as it goes."""
+
+    __slots__ = (
+        "aliases",
+        "anchored",
+        "anchors",
+        "depth",
+        "documents",
+        "limits",
+        "result",
+        "sizes",
+        "stack",
+        "total",
+    )
 
     def __init__(self, limits: YamlLimits) -> None:
         self.limits = limits
-        self.depth = self.anchors = self.aliases = self.total = 0
+        self.depth = self.anchors = self.aliases = self.total = self.documents = 0
         self.anchored: dict[str, Any] = {}
         self.sizes: dict[str, int] = {}
+        self.stack: list[_Open] = []
+        self.result: Any = None
 
     def count(self, n: int) -> None:
         self.total += n
@@ -139,6 +210,56 @@ class _Builder:
             if self.anchors > self.limits.max_anchors:
                 raise YamlLimitError(f"more than {self.limits.max_anchors} anchors")
 
+    def add(self, value: Any) -> None:
+        """A finished value goes into the open collection (or is the document)."""
+        if self.stack:
+            self.stack[-1].put(value)
+        else:
+            self.result = value
+
+    def scalar(self, event: yaml.ScalarEvent) -> None:
+        self.count(1)
+        self.anchor(event.anchor)
+        value = _scalar(event)
+        if event.anchor is not None:
+            self.anchored[event.anchor] = value
+            self.sizes[event.anchor] = 1
+        self.add(value)
+
+    def alias(self, event: yaml.AliasEvent) -> None:
+        """An alias counts the nodes of what it repeats."""
+        self.aliases += 1
+        if self.aliases > self.limits.max_aliases:
+            raise YamlLimitError(f"more than {self.limits.max_aliases} aliases")
+        if event.anchor not in self.anchored:
+            raise YamlError(f"undefined alias {event.anchor!r}{_at(event)}")
+        self.count(self.sizes.get(event.anchor, 1))
+        self.add(self.anchored[event.anchor])
+
+    def start(self, event: yaml.CollectionStartEvent, *, is_map: bool) -> None:
+        _check_tag(event, f"{_P}map" if is_map else f"{_P}seq")
+        self.depth += 1
+        if self.depth > self.limits.max_depth:
+            raise YamlLimitError(f"nested deeper than {self.limits.max_depth} levels")
+        self.count(1)
+        self.anchor(event.anchor)
+        container: Any = {} if is_map else []
+        if event.anchor is not None:
+            self.anchored[event.anchor] = container
+        self.stack.append(_Open(container, event.anchor, self.total - 1, is_map))
+
+    def end(self) -> None:
+        self.depth -= 1
+        done = self.stack.pop()
+        if done.anchor is not None:
+            self.sizes[done.anchor] = self.total - done.start
+        self.add(done.close())
+
+    def document(self, event: yaml.DocumentStartEvent) -> None:
+        self.documents += 1
+        if self.documents > 1:
+            raise YamlError(f"more than one YAML document{_at(event)}")
+
 
 def _check_tag(event: yaml.CollectionStartEvent, expected: str) -> None:
     if event.tag is not None and event.tag not in (expected, "!"):
@@ -146,95 +267,23 @@ def _check_tag(event: yaml.CollectionStartEvent, expected: str) -> None:
 
 
 def _build(events: Any, limits: YamlLimits) -> Any:
+    """The document the parser's ``events`` describe, each limit checked before it is passed."""
     b = _Builder(limits)
-    # Each open collection: [container, anchor, start_total, pending_key, is_mapping, merges]
-    stack: list[list[Any]] = []
-    result: Any = None
-    documents = 0
-
-    def add(value: Any) -> None:
-        nonlocal result
-        if not stack:
-            result = value
-            return
-        top = stack[-1]
-        if not top[4]:
-            top[0].append(value)
-            return
-        if top[3] is _NOKEY:
-            if isinstance(value, dict | list):
-                raise YamlError("a mapping key must be a scalar")
-            top[3] = value
-            return
-        key = top[3]
-        top[3] = _NOKEY
-        if key is _Merge:
-            sources = value if isinstance(value, list) else [value]
-            if not all(isinstance(s, dict) for s in sources):
-                raise YamlError("a merge key (<<) needs a mapping or a list of mappings")
-            top[5].extend(sources)
-            return
-        container = top[0]
-        try:
-            duplicate = key in container
-        except TypeError:
-            raise YamlError(f"unhashable mapping key {key!r}") from None
-        if duplicate:
-            raise YamlError(f"duplicate key {key!r}")
-        container[key] = value
-
     for event in events:
         cls = type(event)
         if cls is _SCALAR_EVENT:
-            b.count(1)
-            b.anchor(event.anchor)
-            value = _scalar(event)
-            if event.anchor is not None:
-                b.anchored[event.anchor] = value
-                b.sizes[event.anchor] = 1
-            add(value)
+            b.scalar(event)
         elif cls is _ALIAS_EVENT:
-            b.aliases += 1
-            if b.aliases > limits.max_aliases:
-                raise YamlLimitError(f"more than {limits.max_aliases} aliases")
-            if event.anchor not in b.anchored:
-                raise YamlError(f"undefined alias {event.anchor!r}{_at(event)}")
-            b.count(b.sizes.get(event.anchor, 1))
-            add(b.anchored[event.anchor])
-        elif cls is _MAP_START or cls is _SEQ_START:
-            is_map = cls is _MAP_START
-            _check_tag(event, f"{_P}map" if is_map else f"{_P}seq")
-            b.depth += 1
-            if b.depth > limits.max_depth:
-                raise YamlLimitError(f"nested deeper than {limits.max_depth} levels")
-            b.count(1)
-            b.anchor(event.anchor)
-            container: Any = {} if is_map else []
-            if event.anchor is not None:
-                b.anchored[event.anchor] = container
-            stack.append([container, event.anchor, b.total - 1, _NOKEY, is_map, []])
+            b.alias(event)
+        elif cls is _MAP_START:
+            b.start(event, is_map=True)
+        elif cls is _SEQ_START:
+            b.start(event, is_map=False)
         elif cls is _MAP_END or cls is _SEQ_END:
-            b.depth -= 1
-            container, anchor, start, _, is_map, merges = stack.pop()
-            if is_map and merges:
-                for source in reversed(merges):
-                    for k, v in source.items():
-                        container.setdefault(k, v)
-            if anchor is not None:
-                b.sizes[anchor] = b.total - start
-            add(container)
+            b.end()
         elif cls is _DOC_START:
-            documents += 1
-            if documents > 1:
-                raise YamlError(f"more than one YAML document{_at(event)}")
-    return result
-
-
-class _NoKey:
-    pass
-
-
-_NOKEY: Final = _NoKey()
+            b.document(event)
+    return b.result
 
 
 def load_yaml(text: str, *, limits: YamlLimits = DEFAULT_LIMITS) -> Any:

@@ -9,6 +9,7 @@ skills written for other assistants (``license``, ``metadata`` …) load.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass, field
 from typing import Any, Final
 
 from pydantic import ValidationError
@@ -53,17 +54,47 @@ def parse_skill(
         diags.append(Diagnostic(file=path, key="name", problem=problem))
         return None, diags
     name = folder  # checked equal above
-
-    description = fm.get("description")
+    description = _description(fm.get("description"), path, diags)
     if description is None:
+        return None, diags
+    version = _version(fm.get("version"), path, diags)
+    tools_key = "allowed-tools" if "allowed-tools" in fm else "allowed_tools"
+    allowed, tool_diags = parse_tool_list(fm.get(tools_key), path, tools_key)
+    diags.extend(tool_diags)
+    jido = _jido(fm.get("jido"), path, diags, scripts or [])
+    if jido is None:
+        return None, diags
+    extra = {k: jsonable(v) for k, v in fm.items() if k not in _KNOWN}
+    skill = Skill(
+        name=name,
+        description=description,
+        version=version,
+        allowed_tools=allowed,
+        skill_module=jido.module,
+        actions=jido.actions,
+        router=jido.router,
+        hooks=jido.hooks,
+        extra=extra,
+        body=body,
+        path=path,
+        layer=layer,
+        scripts=sorted(scripts or []),
+    )
+    return skill, diags
+
+
+def _description(value: Any, path: str, diags: list[Diagnostic]) -> str | None:
+    """The description (``""`` with a warning when missing); ``None`` when it is no string (an
+    error: the skill is not loaded). Over :data:`MAX_DESCRIPTION` characters is a warning."""
+    if value is None:
         diags.append(
             Diagnostic(file=path, key="description", problem="missing description", severity="warning")
         )
-        description = ""
-    elif not isinstance(description, str):
+        return ""
+    if not isinstance(value, str):
         diags.append(Diagnostic(file=path, key="description", problem="description must be a string"))
-        return None, diags
-    elif len(description) > MAX_DESCRIPTION:
+        return None
+    if len(value) > MAX_DESCRIPTION:
         diags.append(
             Diagnostic(
                 file=path,
@@ -72,56 +103,50 @@ def parse_skill(
                 severity="warning",
             )
         )
+    return value
 
-    version = fm.get("version")
-    if version is not None and not isinstance(version, str):
-        version = str(version) if isinstance(version, int | float) else None
-        if version is None:
-            diags.append(
-                Diagnostic(file=path, key="version", problem="version must be a string", severity="warning")
-            )
 
-    tools_key = "allowed-tools" if "allowed-tools" in fm else "allowed_tools"
-    allowed, tool_diags = parse_tool_list(fm.get(tools_key), path, tools_key)
-    diags.extend(tool_diags)
+def _version(value: Any, path: str, diags: list[Diagnostic]) -> str | None:
+    """The version as text (a number is written out); anything else is dropped with a warning."""
+    if value is None or isinstance(value, str):
+        return value
+    if isinstance(value, int | float):
+        return str(value)
+    diags.append(Diagnostic(file=path, key="version", problem="version must be a string", severity="warning"))
+    return None
 
-    jido = fm.get("jido")
+
+@dataclass(frozen=True)
+class _JidoBlock:
+    """What a skill's ``jido:`` frontmatter block declares (all empty when it has none)."""
+
     module: str | None = None
-    actions: list[SkillAction] = []
-    router: list[SkillRoute] = []
-    hooks = SkillHooks()
-    if jido is not None:
-        if not isinstance(jido, dict):
-            diags.append(Diagnostic(file=path, key="jido", problem="jido must be a mapping"))
-            return None, diags
-        module_value = jido.get("skill_module")
-        if module_value is not None and not isinstance(module_value, str):
-            diags.append(
-                Diagnostic(file=path, key="jido.skill_module", problem="must be a string", severity="warning")
-            )
-        elif isinstance(module_value, str):
-            module = module_value
-        actions = _actions(jido.get("actions"), path, diags, scripts or [])
-        router = _router(jido.get("router"), path, diags, actions)
-        hooks = _hooks(jido.get("hooks"), path, diags)
+    actions: list[SkillAction] = field(default_factory=list)
+    router: list[SkillRoute] = field(default_factory=list)
+    hooks: SkillHooks = field(default_factory=SkillHooks)
 
-    extra = {k: jsonable(v) for k, v in fm.items() if k not in _KNOWN}
-    skill = Skill(
-        name=name,
-        description=description,
-        version=version,
-        allowed_tools=allowed,
-        skill_module=module,
+
+def _jido(value: Any, path: str, diags: list[Diagnostic], scripts: list[str]) -> _JidoBlock | None:
+    """The ``jido:`` block; ``None`` when it is no mapping (an error: the skill is not loaded). A
+    bad part of it is left out with a diagnostic."""
+    if value is None:
+        return _JidoBlock()
+    if not isinstance(value, dict):
+        diags.append(Diagnostic(file=path, key="jido", problem="jido must be a mapping"))
+        return None
+    module = value.get("skill_module")
+    if module is not None and not isinstance(module, str):
+        diags.append(
+            Diagnostic(file=path, key="jido.skill_module", problem="must be a string", severity="warning")
+        )
+        module = None
+    actions = _actions(value.get("actions"), path, diags, scripts)
+    return _JidoBlock(
+        module=module,
         actions=actions,
-        router=router,
-        hooks=hooks,
-        extra=extra,
-        body=body,
-        path=path,
-        layer=layer,
-        scripts=sorted(scripts or []),
+        router=_router(value.get("router"), path, diags, actions),
+        hooks=_hooks(value.get("hooks"), path, diags),
     )
-    return skill, diags
 
 
 def _kind(value: Any) -> str:

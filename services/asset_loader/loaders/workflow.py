@@ -47,6 +47,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any, Final
 
 from pydantic import ValidationError
@@ -96,25 +97,10 @@ def parse_workflow(
     text, diags = decode_text(raw, path)
     if text is None:
         return None, diags
-    body = ""
-    definition: Any
-    if path.endswith((".yaml", ".yml")):
-        try:
-            definition = load_yaml(text)
-        except YamlError as exc:
-            diags.append(Diagnostic(file=path, problem=str(exc)))
-            return None, diags
-    else:
-        definition, body, fm_diags = split_frontmatter(text, path)
-        diags.extend(fm_diags)
-        if definition is None:
-            return None, diags
-    if not isinstance(definition, dict):
-        diags.append(Diagnostic(file=path, problem="workflow definition must be a mapping"))
+    read = _definition(text, path, diags)
+    if read is None:
         return None, diags
-    if any(not isinstance(k, str) for k in definition):
-        diags.append(Diagnostic(file=path, problem="workflow keys must be strings"))
-        return None, diags
+    definition, body = read
     name = definition.get("name", stem)
     problem = name_problem(name, stem, "file name")
     if problem is not None:
@@ -132,15 +118,10 @@ def parse_workflow(
     if steps is None:
         return None, diags
     outputs = definition.get("outputs", {})
-    if not isinstance(outputs, dict) or any(not isinstance(k, str) for k in outputs):
-        diags.append(Diagnostic(file=path, key="outputs", problem="must be a mapping of names to templates"))
-        return None, diags
-    if not _check_refs(outputs, "outputs", {s.id for s in steps}, {i.name for i in inputs}, path, diags):
+    if not _outputs_ok(outputs, {s.id for s in steps}, {i.name for i in inputs}, path, diags):
         return None, diags
     max_steps = definition.get("max_steps")
-    if max_steps is not None and (
-        not isinstance(max_steps, int) or isinstance(max_steps, bool) or not 1 <= max_steps <= MAX_STEP_BUDGET
-    ):
+    if max_steps is not None and not _is_step_budget(max_steps):
         diags.append(
             Diagnostic(
                 file=path, key="max_steps", problem=f"must be a whole number from 1 to {MAX_STEP_BUDGET}"
@@ -164,6 +145,44 @@ def parse_workflow(
         diags.append(Diagnostic(file=path, problem=str(exc.errors()[0]["msg"])))
         return None, diags
     return workflow, diags
+
+
+def _definition(text: str, path: str, diags: list[Diagnostic]) -> tuple[dict[str, Any], str] | None:
+    """The definition (a YAML file, or a markdown file's frontmatter) and the markdown body;
+    ``None`` when it is unreadable or not a mapping with string keys (said in ``diags``)."""
+    body = ""
+    definition: Any
+    if path.endswith((".yaml", ".yml")):
+        try:
+            definition = load_yaml(text)
+        except YamlError as exc:
+            diags.append(Diagnostic(file=path, problem=str(exc)))
+            return None
+    else:
+        definition, body, fm_diags = split_frontmatter(text, path)
+        diags.extend(fm_diags)
+        if definition is None:
+            return None
+    if not isinstance(definition, dict):
+        diags.append(Diagnostic(file=path, problem="workflow definition must be a mapping"))
+        return None
+    if any(not isinstance(k, str) for k in definition):
+        diags.append(Diagnostic(file=path, problem="workflow keys must be strings"))
+        return None
+    return definition, body
+
+
+def _outputs_ok(outputs: Any, steps: set[str], inputs: set[str], path: str, diags: list[Diagnostic]) -> bool:
+    """Whether ``outputs`` maps names to templates that read only the workflow's steps and inputs."""
+    if not isinstance(outputs, dict) or any(not isinstance(k, str) for k in outputs):
+        diags.append(Diagnostic(file=path, key="outputs", problem="must be a mapping of names to templates"))
+        return False
+    return _check_refs(outputs, "outputs", steps, inputs, path, diags)
+
+
+def _is_step_budget(value: Any) -> bool:
+    """Whether ``value`` is a ``max_steps``: a whole number from 1 to :data:`MAX_STEP_BUDGET`."""
+    return isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= MAX_STEP_BUDGET
 
 
 def _inputs(value: Any, path: str, diags: list[Diagnostic]) -> list[WorkflowInput] | None:
@@ -218,13 +237,41 @@ def _declared_deps(item: Mapping[str, Any], key: str, path: str, diags: list[Dia
 
 
 def _steps(value: Any, path: str, inputs: set[str], diags: list[Diagnostic]) -> list[WorkflowStep] | None:
+    """Compile the steps: ids first (a graph step may name any step, wherever it is listed), then
+    each step, then the check that their dependencies form no cycle."""
     if not isinstance(value, list) or not value:
         diags.append(Diagnostic(file=path, key="steps", problem="a workflow needs a non-empty list of steps"))
         return None
     if len(value) > MAX_STEPS:
         diags.append(Diagnostic(file=path, key="steps", problem=f"more than {MAX_STEPS} steps"))
         return None
-    # First pass: the ids, so a graph step may name (and read) any step, wherever it is listed.
+    ids = _step_ids(value, path, diags)
+    if ids is None:
+        return None
+    where = _StepsBeingRead(ids=ids, graph=_is_graph(value), inputs=inputs, path=path, diags=diags)
+    steps: list[WorkflowStep] = []
+    for i, item in enumerate(value):
+        step = _step(item, i, where)
+        if step is None:
+            return None
+        steps.append(step)
+    cycle = find_cycle({s.id: s.depends_on for s in steps})
+    if cycle is not None:
+        names = " -> ".join(cycle)
+        diags.append(
+            Diagnostic(
+                file=path,
+                key="steps",
+                problem=f"steps depend on each other in a cycle: {names} (step {cycle[0]!r} can never run)",
+            )
+        )
+        return None
+    return steps
+
+
+def _step_ids(value: list[Any], path: str, diags: list[Diagnostic]) -> list[str] | None:
+    """Each step's id (default ``step<n>``); ``None`` when a step is no mapping or an id is
+    invalid or repeated."""
     ids: list[str] = []
     for i, item in enumerate(value):
         key = f"steps[{i}]"
@@ -238,74 +285,74 @@ def _steps(value: Any, path: str, inputs: set[str], diags: list[Diagnostic]) -> 
             )
             return None
         ids.append(step_id)
-    graph = _is_graph(value)
-    steps: list[WorkflowStep] = []
-    for i, (item, step_id) in enumerate(zip(value, ids, strict=True)):
-        key = f"steps[{i}]"
-        kinds = [k for k in _KINDS if k in item]
-        if len(kinds) != 1:
-            diags.append(
-                Diagnostic(
-                    file=path, key=key, problem="a step needs exactly one of tool, command, skill, workflow"
-                )
-            )
-            return None
-        kind: StepKind = kinds[0]
-        target = item[kind]
-        if not isinstance(target, str) or not target:
-            diags.append(Diagnostic(file=path, key=f"{key}.{kind}", problem="must be a name"))
-            return None
-        route = item.get("route")
-        if kind == "skill" and not isinstance(route, str):
-            diags.append(Diagnostic(file=path, key=f"{key}.route", problem="a skill step needs a route"))
-            return None
-        args = jsonable(item.get("args", item.get("with")))
-        visible = set(ids) if graph else set(ids[:i])
-        if not _check_refs(args, f"{key}.args", visible, inputs, path, diags, graph=graph):
-            return None
-        needs: list[str] = []
-        for ref in references(args):
-            parts = ref.split(".")
-            if parts[0] == "steps" and parts[1] not in needs:
-                needs.append(parts[1])
-        declared = _declared_deps(item, key, path, diags)
-        if declared is None:
-            return None
-        for dep in declared:
-            if dep not in visible:
-                diags.append(
-                    Diagnostic(
-                        file=path,
-                        key=f"{key}.depends_on",
-                        problem=f"step {step_id!r} depends on unknown step {dep!r}",
-                    )
-                )
-                return None
-        previous = [ids[i - 1]] if not graph and i else []
-        steps.append(
-            WorkflowStep(
-                id=step_id,
-                kind=kind,
-                target=target,
-                route=route if kind == "skill" else None,
-                args=args,
-                needs=needs,
-                depends_on=list(dict.fromkeys([*previous, *declared, *needs])),
-                continue_on_error=item.get("continue_on_error") is True,
-            )
-        )
-    cycle = find_cycle({s.id: s.depends_on for s in steps})
-    if cycle is not None:
-        names = " -> ".join(cycle)
-        diags.append(
-            Diagnostic(
-                file=path,
-                key="steps",
-                problem=f"steps depend on each other in a cycle: {names} (step {cycle[0]!r} can never run)",
-            )
-        )
+    return ids
+
+
+@dataclass(frozen=True)
+class _StepsBeingRead:
+    """What compiling one step needs to know of the others (and where to say what is wrong)."""
+
+    ids: list[str]
+    graph: bool
+    inputs: set[str]
+    path: str
+    diags: list[Diagnostic]
+
+    def visible(self, index: int) -> set[str]:
+        """The steps step ``index`` may read and name: any (graph), else the earlier ones."""
+        return set(self.ids) if self.graph else set(self.ids[:index])
+
+    def problem(self, key: str, problem: str) -> None:
+        self.diags.append(Diagnostic(file=self.path, key=key, problem=problem))
+
+
+def _step(item: dict[str, Any], i: int, where: _StepsBeingRead) -> WorkflowStep | None:
+    """Compile step ``i``: its kind and target, the steps it reads and the ones it depends on."""
+    key = f"steps[{i}]"
+    step_id = where.ids[i]
+    kinds = [k for k in _KINDS if k in item]
+    if len(kinds) != 1:
+        where.problem(key, "a step needs exactly one of tool, command, skill, workflow")
         return None
-    return steps
+    kind: StepKind = kinds[0]
+    target = item[kind]
+    if not isinstance(target, str) or not target:
+        where.problem(f"{key}.{kind}", "must be a name")
+        return None
+    route = item.get("route")
+    if kind == "skill" and not isinstance(route, str):
+        where.problem(f"{key}.route", "a skill step needs a route")
+        return None
+    args = jsonable(item.get("args", item.get("with")))
+    visible = where.visible(i)
+    if not _check_refs(
+        args, f"{key}.args", visible, where.inputs, where.path, where.diags, graph=where.graph
+    ):
+        return None
+    declared = _declared_deps(item, key, where.path, where.diags)
+    if declared is None:
+        return None
+    unknown = next((dep for dep in declared if dep not in visible), None)
+    if unknown is not None:
+        where.problem(f"{key}.depends_on", f"step {step_id!r} depends on unknown step {unknown!r}")
+        return None
+    needs = _steps_read(args)
+    previous = [where.ids[i - 1]] if not where.graph and i else []
+    return WorkflowStep(
+        id=step_id,
+        kind=kind,
+        target=target,
+        route=route if kind == "skill" else None,
+        args=args,
+        needs=needs,
+        depends_on=list(dict.fromkeys([*previous, *declared, *needs])),
+        continue_on_error=item.get("continue_on_error") is True,
+    )
+
+
+def _steps_read(args: Any) -> list[str]:
+    """The steps ``args`` reads (``{{steps.X…}}``), each once, in order of first reference."""
+    return list(dict.fromkeys(ref.split(".")[1] for ref in references(args) if ref.split(".")[0] == "steps"))
 
 
 def _check_refs(
