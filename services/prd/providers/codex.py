@@ -54,99 +54,121 @@ def _mcp_result(item: dict[str, Any]) -> str:
     return ""
 
 
-def _item(phase: str, item: dict[str, Any]) -> list[ProviderEvent]:
-    kind = item.get("type")
+def _opening(phase: str, start: ProviderEvent) -> list[ProviderEvent]:
+    """What an unfinished item shows: its start on ``item.started``, nothing on ``item.updated``."""
+    return [start] if phase == "item.started" else []
+
+
+def _command(phase: str, item: dict[str, Any], meta: dict[str, str]) -> list[ProviderEvent]:
+    """A ``command_execution`` item: the shell call's start, then its output and its finish."""
     call_id = _text(item.get("id"))
-    done = phase == "item.completed"
+    command = _text(item.get("command"))
+    start = ProviderEvent(
+        kind="tool_started",
+        tool="shell",
+        call_id=call_id,
+        command=command,
+        input={"command": command},
+        metadata=meta,
+    )
+    if phase != "item.completed":
+        return _opening(phase, start)
     status = _text(item.get("status"))
+    code = item.get("exit_code")
+    exit_code = code if isinstance(code, int) and not isinstance(code, bool) else None
+    output = _text(item.get("aggregated_output"))
+    return [
+        start,
+        ProviderEvent(
+            kind="command_output",
+            call_id=call_id,
+            tool="shell",
+            command=command,
+            text=output,
+            exit_code=exit_code,
+        ),
+        ProviderEvent(
+            kind="tool_finished",
+            tool="shell",
+            call_id=call_id,
+            ok=status == "completed" and exit_code == 0,
+            text=output,
+            exit_code=exit_code,
+            metadata={**meta, "status": status},
+        ),
+    ]
+
+
+def _file_change(phase: str, item: dict[str, Any], meta: dict[str, str]) -> list[ProviderEvent]:
+    """A ``file_change`` item: the edit's start, then its finish summing up the changes."""
+    call_id = _text(item.get("id"))
+    changes = item.get("changes")
+    listed = [c for c in changes if isinstance(c, dict)] if isinstance(changes, list) else []
+    start = ProviderEvent(
+        kind="tool_started",
+        tool="file_change",
+        call_id=call_id,
+        input=clip_input({"changes": listed}),
+        metadata=meta,
+    )
+    if phase != "item.completed":
+        return _opening(phase, start)
+    status = _text(item.get("status"))
+    summary = ", ".join(f"{_text(c.get('kind'))} {_text(c.get('path'))}" for c in listed)
+    return [
+        start,
+        ProviderEvent(
+            kind="tool_finished",
+            tool="file_change",
+            call_id=call_id,
+            ok=status == "completed",
+            text=summary,
+            metadata={**meta, "status": status},
+        ),
+    ]
+
+
+def _tool_call(phase: str, item: dict[str, Any], meta: dict[str, str]) -> list[ProviderEvent]:
+    """An ``mcp_tool_call`` or ``web_search`` item: the call's start, then its finish with the result."""
+    call_id = _text(item.get("id"))
+    if item.get("type") == "mcp_tool_call":
+        tool = f"mcp:{_text(item.get('server'))}.{_text(item.get('tool'))}"
+        args = item.get("arguments")
+    else:
+        tool, args = "web_search", {"query": item.get("query")}
+    start = ProviderEvent(
+        kind="tool_started", tool=tool, call_id=call_id, input=clip_input(args), metadata=meta
+    )
+    if phase != "item.completed":
+        return _opening(phase, start)
+    status = _text(item.get("status"))
+    return [
+        start,
+        ProviderEvent(
+            kind="tool_finished",
+            tool=tool,
+            call_id=call_id,
+            ok=status in ("completed", "") and not item.get("error"),
+            text=_mcp_result(item),
+            metadata={**meta, "status": status},
+        ),
+    ]
+
+
+def _item(phase: str, item: dict[str, Any]) -> list[ProviderEvent]:
+    """One ``item.*`` event to normalized events, by the item's type."""
+    kind = item.get("type")
     meta = {"native": _text(kind)}
     match kind:
         case "agent_message":
+            done = phase == "item.completed"
             return [ProviderEvent(kind="assistant_text", text=_text(item.get("text")))] if done else []
         case "command_execution":
-            command = _text(item.get("command"))
-            start = ProviderEvent(
-                kind="tool_started",
-                tool="shell",
-                call_id=call_id,
-                command=command,
-                input={"command": command},
-                metadata=meta,
-            )
-            if not done:
-                return [start] if phase == "item.started" else []
-            code = item.get("exit_code")
-            exit_code = code if isinstance(code, int) and not isinstance(code, bool) else None
-            output = _text(item.get("aggregated_output"))
-            ok = status == "completed" and exit_code == 0
-            return [
-                start,
-                ProviderEvent(
-                    kind="command_output",
-                    call_id=call_id,
-                    tool="shell",
-                    command=command,
-                    text=output,
-                    exit_code=exit_code,
-                ),
-                ProviderEvent(
-                    kind="tool_finished",
-                    tool="shell",
-                    call_id=call_id,
-                    ok=ok,
-                    text=output,
-                    exit_code=exit_code,
-                    metadata={**meta, "status": status},
-                ),
-            ]
+            return _command(phase, item, meta)
         case "file_change":
-            changes = item.get("changes")
-            listed = [c for c in changes if isinstance(c, dict)] if isinstance(changes, list) else []
-            start = ProviderEvent(
-                kind="tool_started",
-                tool="file_change",
-                call_id=call_id,
-                input=clip_input({"changes": listed}),
-                metadata=meta,
-            )
-            if not done:
-                return [start] if phase == "item.started" else []
-            summary = ", ".join(f"{_text(c.get('kind'))} {_text(c.get('path'))}" for c in listed)
-            return [
-                start,
-                ProviderEvent(
-                    kind="tool_finished",
-                    tool="file_change",
-                    call_id=call_id,
-                    ok=status == "completed",
-                    text=summary,
-                    metadata={**meta, "status": status},
-                ),
-            ]
+            return _file_change(phase, item, meta)
         case "mcp_tool_call" | "web_search":
-            tool = (
-                f"mcp:{_text(item.get('server'))}.{_text(item.get('tool'))}"
-                if kind == "mcp_tool_call"
-                else "web_search"
-            )
-            args = item.get("arguments") if kind == "mcp_tool_call" else {"query": item.get("query")}
-            start = ProviderEvent(
-                kind="tool_started", tool=tool, call_id=call_id, input=clip_input(args), metadata=meta
-            )
-            if not done:
-                return [start] if phase == "item.started" else []
-            ok = status in ("completed", "") and not item.get("error")
-            return [
-                start,
-                ProviderEvent(
-                    kind="tool_finished",
-                    tool=tool,
-                    call_id=call_id,
-                    ok=ok,
-                    text=_mcp_result(item),
-                    metadata={**meta, "status": status},
-                ),
-            ]
+            return _tool_call(phase, item, meta)
     # reasoning, todo_list, error items (warnings the turn goes on after), anything newer
     return []
 

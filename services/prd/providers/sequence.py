@@ -158,37 +158,47 @@ class Sequencer:
                 self._deltas.append(ev.text)
                 continue
             out += self._flush()
-            match ev.kind:
-                case "iteration_started":
-                    self.metadata.update(ev.metadata)
-                case "assistant_text":
-                    if ev.text:
-                        self._last_text = ev.text
-                        out.append(ev.model_copy(update={"text": clip(ev.text)}))
-                case "tool_started":
-                    out += self._tool_started(ev)
-                case "command_output":
-                    if ev.call_id and (ev.call_id in self._outputs or ev.call_id in self._finished):
-                        continue
-                    if ev.call_id:
-                        if ev.call_id not in self._started:
-                            out += self._tool_started(
-                                ProviderEvent(
-                                    kind="tool_started", tool=ev.tool, call_id=ev.call_id, command=ev.command
-                                )
-                            )
-                        self._outputs.add(ev.call_id)
-                        start = self._started.get(ev.call_id)
-                        if start is not None and not ev.command:
-                            ev = ev.model_copy(update={"command": start.command})
-                    out.append(ev.model_copy(update={"text": clip(ev.text)}))
-                case "tool_finished":
-                    out += self._tool_finished(ev)
-                case "iteration_finished":
-                    if self._done is None:
-                        self._done = ev
-                case "error":
-                    self._errors.append(ev)
+            out += self._one(ev)
+        return out
+
+    def _one(self, ev: ProviderEvent) -> list[ProviderEvent]:
+        """The events to emit now for one event that is no text delta (none for a terminal one)."""
+        match ev.kind:
+            case "iteration_started":
+                self.metadata.update(ev.metadata)
+            case "assistant_text":
+                if ev.text:
+                    self._last_text = ev.text
+                    return [ev.model_copy(update={"text": clip(ev.text)})]
+            case "tool_started":
+                return self._tool_started(ev)
+            case "command_output":
+                return self._command_output(ev)
+            case "tool_finished":
+                return self._tool_finished(ev)
+            case "iteration_finished":
+                if self._done is None:
+                    self._done = ev
+            case "error":
+                self._errors.append(ev)
+        return []
+
+    def _command_output(self, ev: ProviderEvent) -> list[ProviderEvent]:
+        """A call's one ``command_output`` (its start first when missing); none after its first or its finish."""
+        if not ev.call_id:
+            return [ev.model_copy(update={"text": clip(ev.text)})]
+        if ev.call_id in self._outputs or ev.call_id in self._finished:
+            return []
+        out: list[ProviderEvent] = []
+        if ev.call_id not in self._started:
+            out += self._tool_started(
+                ProviderEvent(kind="tool_started", tool=ev.tool, call_id=ev.call_id, command=ev.command)
+            )
+        self._outputs.add(ev.call_id)
+        start = self._started.get(ev.call_id)
+        if start is not None and not ev.command:
+            ev = ev.model_copy(update={"command": start.command})
+        out.append(ev.model_copy(update={"text": clip(ev.text)}))
         return out
 
     def _tool_started(self, ev: ProviderEvent) -> list[ProviderEvent]:
@@ -243,41 +253,13 @@ class Sequencer:
             raise RuntimeError("the sequence is finished already")
         self._closed = True
         out += self._flush()
-        for call_id, start in self._started.items():
-            if call_id not in self._finished:
-                self._finished.add(call_id)
-                out.append(
-                    ProviderEvent(
-                        kind="tool_finished",
-                        tool=start.tool,
-                        call_id=call_id,
-                        ok=False,
-                        text="the tool call did not finish",
-                        metadata={"unfinished": "true"},
-                    )
-                )
+        out += self._close_open_calls()
         meta = dict(self.metadata)
         if exit_code is not None:
             meta["exit_code"] = str(exit_code)
-        quote = clip(stderr.strip()[-STDERR_QUOTE:], STDERR_QUOTE)
-        failure: FailureKind | None = None
-        message = ""
-        if stopped is not None:
-            failure, message = stopped
-        elif self._done is not None and exit_code in (0, None):
-            if self._errors:  # errors the provider recovered from (a reconnect, a warning)
-                meta["recovered_errors"] = str(len(self._errors))
-        elif self._errors:
-            first = self._errors[-1]  # the last word (a turn's failure after its retry notices)
-            kind = first.metadata.get("failure", "")
-            failure = kind if kind in _FAILURES else classify(first.text)  # type: ignore[assignment]
-            message = first.text or "the provider reported an error"
-        elif exit_code not in (0, None):
-            failure = "transient"
-            message = f"{self.provider} exited with status {exit_code}" + (f": {quote}" if quote else "")
-        elif self._done is None:
-            failure = "transient"
-            message = f"{self.provider} ended without a result" + (f": {quote}" if quote else "")
+        if stopped is None and self._done is not None and exit_code in (0, None) and self._errors:
+            meta["recovered_errors"] = str(len(self._errors))  # a reconnect, a warning
+        failure, message = stopped if stopped is not None else self._failure(exit_code, stderr)
         if failure is not None:
             errmeta: dict[str, str] = {"failure": failure}
             if self._errors and stopped is None:
@@ -295,6 +277,39 @@ class Sequencer:
         return out, IterationResult(
             ok=True, summary=summary, usage=_usage(self._done.metadata), metadata=meta
         )
+
+    def _close_open_calls(self) -> list[ProviderEvent]:
+        """A failed ``tool_finished`` for every call started and never finished."""
+        out: list[ProviderEvent] = []
+        for call_id, start in self._started.items():
+            if call_id not in self._finished:
+                self._finished.add(call_id)
+                out.append(
+                    ProviderEvent(
+                        kind="tool_finished",
+                        tool=start.tool,
+                        call_id=call_id,
+                        ok=False,
+                        text="the tool call did not finish",
+                        metadata={"unfinished": "true"},
+                    )
+                )
+        return out
+
+    def _failure(self, exit_code: int | None, stderr: str) -> tuple[FailureKind | None, str]:
+        """How the stream and the process's end say the iteration failed (``None``: it did not)."""
+        if self._done is not None and exit_code in (0, None):
+            return None, ""  # errors the provider recovered from do not count
+        quote = clip(stderr.strip()[-STDERR_QUOTE:], STDERR_QUOTE)
+        said = f": {quote}" if quote else ""
+        if self._errors:
+            last = self._errors[-1]  # the last word (a turn's failure after its retry notices)
+            kind = last.metadata.get("failure", "")
+            failure = kind if kind in _FAILURES else classify(last.text)
+            return failure, last.text or "the provider reported an error"  # type: ignore[return-value]
+        if exit_code not in (0, None):
+            return "transient", f"{self.provider} exited with status {exit_code}{said}"
+        return "transient", f"{self.provider} ended without a result{said}"
 
 
 def replay(
