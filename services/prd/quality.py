@@ -27,6 +27,7 @@ import codecs
 import os
 import time
 from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
 from typing import Final
 
 from jidocode.shared import sandbox
@@ -88,6 +89,22 @@ def _validate(
     stream_cap: int,
     additional_directories: Sequence[str],
 ) -> None:
+    """``InvalidInput`` (``NotFound`` for a missing work dir) naming the first bad argument."""
+    _validate_commands(commands)
+    _validate_limits(timeout_s, output_cap, stream_cap)
+    if isinstance(additional_directories, str) or len(additional_directories) > MAX_COMMANDS:
+        raise InvalidInput(f"additional_directories must be a list of at most {MAX_COMMANDS} paths")
+    for d in additional_directories:
+        if not isinstance(d, str) or not os.path.isabs(d) or "\0" in d:
+            raise InvalidInput(f"additional directory {d!r} is not an absolute path")
+    if not work_dir or "\0" in work_dir:
+        raise InvalidInput(f"work_dir {work_dir!r} is not a path")
+    if not os.path.isdir(work_dir):
+        raise NotFound(f"work_dir {work_dir!r} is not a directory", details={"work_dir": work_dir})
+
+
+def _validate_commands(commands: Sequence[str]) -> None:
+    """A list of at most :data:`MAX_COMMANDS` commands, each non-empty text without NUL and not too long."""
     if isinstance(commands, str):
         raise InvalidInput("quality commands must be a list of commands, not one string")
     if len(commands) > MAX_COMMANDS:
@@ -102,6 +119,10 @@ def _validate(
             )
         if "\0" in command:
             raise InvalidInput(f"quality command #{i + 1} holds a NUL character", details={"index": i})
+
+
+def _validate_limits(timeout_s: float, output_cap: int, stream_cap: int) -> None:
+    """Each check's timeout, kept output and streamed output within their ranges."""
     if not 0 < timeout_s <= MAX_TIMEOUT_S:
         raise InvalidInput(f"check timeout_s must be in (0, {MAX_TIMEOUT_S:g}] s, not {timeout_s!r}")
     if not MIN_OUTPUT_CAP <= output_cap <= MAX_OUTPUT_CAP:
@@ -110,15 +131,6 @@ def _validate(
         )
     if stream_cap < 0:
         raise InvalidInput(f"check stream_cap must be >= 0, not {stream_cap!r}")
-    if isinstance(additional_directories, str) or len(additional_directories) > MAX_COMMANDS:
-        raise InvalidInput(f"additional_directories must be a list of at most {MAX_COMMANDS} paths")
-    for d in additional_directories:
-        if not isinstance(d, str) or not os.path.isabs(d) or "\0" in d:
-            raise InvalidInput(f"additional directory {d!r} is not an absolute path")
-    if not work_dir or "\0" in work_dir:
-        raise InvalidInput(f"work_dir {work_dir!r} is not a path")
-    if not os.path.isdir(work_dir):
-        raise NotFound(f"work_dir {work_dir!r} is not a directory", details={"work_dir": work_dir})
 
 
 class _Stream:
@@ -180,6 +192,77 @@ class _Stream:
         self._task.cancel()
 
 
+@dataclass
+class _Ran:
+    """How a check's process ended: its exit code, a timeout, the sandbox mode, a note for its
+    output (a refusal, a timeout, a failed start, protected paths put back) and those paths."""
+
+    exit_code: int | None = None
+    timed_out: bool = False
+    mode: str = ""
+    note: str = ""
+    repaired: list[str] = field(default_factory=list)
+
+    def add_note(self, text: str) -> None:
+        self.note += ("\n" if self.note else "") + text
+
+
+async def _run_sandboxed(
+    work_dir: str,
+    command: str,
+    on_chunk: sandbox.OnChunk,
+    *,
+    timeout_s: float,
+    additional_directories: Sequence[str],
+    jido_home: str | None,
+    data_dir: str,
+) -> _Ran:
+    """Run one check through the sandbox to its end; a refusal of the sandbox is a :class:`_Ran` too."""
+    ran = _Ran()
+    try:
+        launch = await sandbox.prepare(
+            [*SHELL, command],
+            root=work_dir,
+            data_dir=data_dir,
+            jido_home=jido_home,
+            additional_directories=additional_directories,
+        )
+    except PermissionDenied as exc:
+        hint = exc.details.get("hint")
+        ran.note = f"[the sandbox refused the check: {exc.message}]" + (f"\n[{hint}]" if hint else "")
+        ran.mode = str(exc.details.get("sandbox", "refused"))
+        return ran
+    ran.mode = launch.mode
+    try:
+        result = await sandbox.run_command(
+            launch.argv,
+            cwd=launch.cwd,
+            timeout_s=timeout_s,
+            # the runner's own copy is not used (the caller keeps head and tail): keep it small
+            output_cap=MIN_OUTPUT_CAP,
+            env=launch.env,
+            pass_fds=launch.pass_fds,
+            graceful=launch.graceful_stop,
+            info_fd=launch.info_fd,
+            on_chunk=on_chunk,
+            on_spawn=launch.attach,  # a protected path changed: put back, the check stopped
+        )
+        ran.exit_code = result["exit_code"]
+    except RequestTimeout:
+        ran.timed_out = True
+        ran.note = f"[check timed out after {timeout_s:g} s; everything it started was killed]"
+    except OSError as exc:  # the shell could not be started at all
+        ran.note = f"[the check could not be started: {exc}]"
+    finally:
+        ran.repaired = await launch.close()
+    if ran.repaired:
+        ran.add_note(
+            f"[sandbox: protected paths changed by the check were put back: {', '.join(ran.repaired)}; "
+            "the check fails]"
+        )
+    return ran
+
+
 async def _run_one(
     work_dir: str,
     command: str,
@@ -192,6 +275,7 @@ async def _run_one(
     jido_home: str | None,
     data_dir: str,
 ) -> CheckOutcome:
+    """One check: run it, stream its output to ``on_output`` as it comes, and judge it."""
     started = time.monotonic()
     kept = HeadTail(output_cap)
     stream = _Stream(command, on_output, stream_cap) if on_output is not None else None
@@ -201,74 +285,37 @@ async def _run_one(
         if stream is not None:
             stream.feed(chunk)
 
-    exit_code: int | None = None
-    timed_out = False
-    mode = ""
-    note = ""
-    repaired: list[str] = []
     try:
-        try:
-            launch = await sandbox.prepare(
-                [*SHELL, command],
-                root=work_dir,
-                data_dir=data_dir,
-                jido_home=jido_home,
-                additional_directories=additional_directories,
-            )
-        except PermissionDenied as exc:
-            hint = exc.details.get("hint")
-            note = f"[the sandbox refused the check: {exc.message}]" + (f"\n[{hint}]" if hint else "")
-            mode = str(exc.details.get("sandbox", "refused"))
-        else:
-            mode = launch.mode
-            try:
-                result = await sandbox.run_command(
-                    launch.argv,
-                    cwd=launch.cwd,
-                    timeout_s=timeout_s,
-                    # the runner's own copy is not used (``kept`` holds head and tail): keep it small
-                    output_cap=MIN_OUTPUT_CAP,
-                    env=launch.env,
-                    pass_fds=launch.pass_fds,
-                    graceful=launch.graceful_stop,
-                    info_fd=launch.info_fd,
-                    on_chunk=on_chunk,
-                    on_spawn=launch.attach,  # a protected path changed: put back, the check stopped
-                )
-                exit_code = result["exit_code"]
-            except RequestTimeout:
-                timed_out = True
-                note = f"[check timed out after {timeout_s:g} s; everything it started was killed]"
-            except OSError as exc:  # the shell could not be started at all
-                note = f"[the check could not be started: {exc}]"
-            finally:
-                repaired = await launch.close()
-            if repaired:
-                note += ("\n" if note else "") + (
-                    f"[sandbox: protected paths changed by the check were put back: {', '.join(repaired)}; "
-                    "the check fails]"
-                )
+        ran = await _run_sandboxed(
+            work_dir,
+            command,
+            on_chunk,
+            timeout_s=timeout_s,
+            additional_directories=additional_directories,
+            jido_home=jido_home,
+            data_dir=data_dir,
+        )
         if stream is not None:
-            if note:
-                stream.feed(("\n" + note + "\n").encode())
+            if ran.note:
+                stream.feed(("\n" + ran.note + "\n").encode())
             await stream.close()
     except BaseException:
         if stream is not None:
             stream.cancel()
         raise
     output, truncated = kept.text()
-    if note:
-        output = f"{output}\n{note}" if output else note
+    if ran.note:
+        output = f"{output}\n{ran.note}" if output else ran.note
     return CheckOutcome(
         command=command,
-        exit_code=exit_code,
+        exit_code=ran.exit_code,
         # a check that changed a protected path fails whatever it exited with (decision 0307)
-        ok=exit_code == 0 and not timed_out and not repaired,
+        ok=ran.exit_code == 0 and not ran.timed_out and not ran.repaired,
         output=output,
         truncated=truncated,
-        timed_out=timed_out,
+        timed_out=ran.timed_out,
         duration_s=round(time.monotonic() - started, 3),
-        sandbox=mode,
+        sandbox=ran.mode,
     )
 
 
