@@ -14,12 +14,14 @@ from hypothesis import given, settings
 
 from jidocode.services.conversation.core import (
     ConversationState,
+    Emit,
     Limits,
     RunCompaction,
     Signal,
     Status,
     initial_state,
     replay,
+    resume,
     run_to_idle,
 )
 from jidocode.shared.events.conversation import TurnEnded
@@ -208,3 +210,15 @@ def test_every_turn_the_reducer_opens_ends_exactly_once(acts: list[Action], lim:
     assert len(ended_messages) == len(set(ended_messages)), "a user message ended twice"
     users = {e.id for e in state.timeline if e.type == "conversation.user.message"}
     assert set(ended_messages) <= users
+
+
+def test_a_step_cut_before_its_turn_end_gets_the_end_on_resume() -> None:
+    """A crash between the answer's append and the turn end's: the rebuild journals the end."""
+    state, _ = run_to_idle(initial_state("p", "c"), [user(id="u1")])
+    state, _ = run_to_idle(state, [llm_done(state, "done")])
+    journal = list(state.timeline)
+    assert journal[-1].type == ENDED
+    resumed, intents = resume("p", "c", journal[:-1])
+    emitted = [i.entry for i in intents if isinstance(i, Emit)]
+    assert [e.id for e in emitted] == [journal[-1].id] and emitted[0].data == journal[-1].data
+    assert resumed == state
