@@ -334,12 +334,12 @@ async def main(
             # -- NATS messages per one-tool turn -------------------------------------
             await client.reset_session()
             await client.send_message("read the readme", timeout=60)
-            per_turn_msgs, kinds = await count_turn_messages(server.url, client, count_turns)
+            per_turn_msgs, by_kind = await count_turn_messages(server.url, client, count_turns)
             print(
                 f"NATS messages per one-tool turn: {per_turn_msgs:.1f}   (goal <= {MESSAGES_GOAL};"
                 f" {count_turns} turns)"
             )
-            for kind, n in kinds.most_common():
+            for kind, n in by_kind.most_common():
                 print(f"  {n / count_turns:5.1f}  {kind}")
             await client.close()
 
