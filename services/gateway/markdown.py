@@ -108,6 +108,12 @@ def _children(node: SyntaxTreeNode) -> list[MarkdownNode]:
 
 def _node(node: SyntaxTreeNode) -> list[MarkdownNode]:
     """One markdown-it node as tree nodes (a hidden or unknown wrapper gives its children)."""
+    leaf = _leaf(node)
+    return leaf if leaf is not None else _container(node)
+
+
+def _leaf(node: SyntaxTreeNode) -> list[MarkdownNode] | None:
+    """A node without children (text, a break, a rule, code) as tree nodes; ``None`` for others."""
     kind = node.type
     if kind in ("text", "html_inline", "html_block"):  # raw HTML is off: any left is text
         return [node.content] if node.content else []
@@ -121,6 +127,12 @@ def _node(node: SyntaxTreeNode) -> list[MarkdownNode]:
         return [["code", {}, [node.content]]]
     if kind in ("fence", "code_block"):
         return [["pre", {}, [["code", {}, [node.content]]]]]
+    return None
+
+
+def _container(node: SyntaxTreeNode) -> list[MarkdownNode]:
+    """A node with children as its element; a hidden or unknown wrapper gives its children."""
+    kind = node.type
     if kind == "paragraph":
         return _children(node) if node.hidden else [["p", {}, _children(node)]]
     if kind == "heading" and node.tag in TAGS:

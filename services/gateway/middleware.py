@@ -114,16 +114,29 @@ class BodyLimit:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        for name, value in scope["headers"]:
-            if name == b"content-length":
-                try:
-                    declared = int(value)
-                except ValueError:
-                    await _send_json(send, 400, error_body("invalid_input", "Content-Length is not a number"))
-                    return
-                if declared > self.limit:
-                    await _send_json(send, 413, self._message())
-                    return
+        refused = self._declared_refusal(scope["headers"])
+        if refused is not None:
+            await _send_json(send, *refused)
+            return
+        await self._streamed(scope, receive, send)
+
+    def _declared_refusal(self, headers: list[tuple[bytes, bytes]]) -> tuple[int, bytes] | None:
+        """The status and body refusing a ``Content-Length`` that is no number (400) or over the
+        limit (413); ``None`` when the declared length (if any) is within it."""
+        for name, value in headers:
+            if name != b"content-length":
+                continue
+            try:
+                declared = int(value)
+            except ValueError:
+                return 400, error_body("invalid_input", "Content-Length is not a number")
+            if declared > self.limit:
+                return 413, self._message()
+        return None
+
+    async def _streamed(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Run the app, counting the body as it is read: past the limit, 413 (if no response
+        has started yet)."""
         received = 0
         started = False
         too_large = False
