@@ -144,7 +144,7 @@ async def test_three_recorded_conversations_replay_to_identical_projections(
         runner.invoke, app, ["replay", str(tmp_path / "tools.jsonl"), "--project", str(snapshot)]
     )
     assert same.exit_code == 0, same.output
-    assert "same: every projection matches (16 entries, 4 model answers)" in same.output
+    assert "same: every projection matches (18 entries, 4 model answers)" in same.output
     different = await asyncio.to_thread(
         runner.invoke, app, ["replay", str(tmp_path / "changed.jsonl"), "--project", str(snapshot), "--json"]
     )
