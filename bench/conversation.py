@@ -66,6 +66,7 @@ from jidocode.shared.errors import ServiceUnavailable
 from jidocode.shared.events.conversation import AssistantMessage, LlmRequested, UserMessage
 from jidocode.shared.events.engine import ProjectInfo
 from jidocode.shared.events.tools import ToolCatalog, ToolResult, ToolSpec
+from jidocode.shared.events.turn import TurnEnded
 from jidocode.shared.natsserver import NatsServer
 
 #: Project of the synthetic journal: the rebuild reads the journal directly, no registry needed.
@@ -338,6 +339,12 @@ def _user(mid: str) -> Signal:
     )
 
 
+def whole_turns(entries: list[Signal]) -> list[Signal]:
+    """``entries`` up to the end of their last whole turn: a turn cut short would be carried on
+    when the conversation loads, and take the first timed message into it (no answer of its own)."""
+    return entries[: max(i for i, e in enumerate(entries) if e.type == TurnEnded.TYPE) + 1]
+
+
 def _finish_turn(state: Any) -> Any:
     """The rest of a one-tool turn whose user message was just applied."""
     for step in range(3):
@@ -380,7 +387,7 @@ def bench_reducer_turns(entries: list[Signal], turns: int) -> tuple[float, float
         return out
 
     fresh = turn_times(initial_state(P, "fresh"))
-    long = turn_times(replay(P, "long", entries))
+    long = turn_times(replay(P, "long", whole_turns(entries)))
     return statistics.median(fresh), statistics.median(long)
 
 
@@ -394,6 +401,7 @@ async def bench_long_conversation(
     busy moment of the machine weighs on both alike.
     """
     client = ConversationsClient(bus, pid, timeout=30)
+    entries = whole_turns(entries)
     await store_journal(bus, pid, "long", entries)
     answers: dict[str, asyncio.Future[float]] = {}
 
