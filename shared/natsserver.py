@@ -25,6 +25,14 @@ Linux to get SIGTERM when the process that started it dies (``prctl``
 server holding its store; with ``pid_file`` the server writes its pid, and
 :func:`stop_orphan` stops a server a dead supervisor left on the same store
 (two servers must never share one).
+
+Health and log (issue 31): with ``monitor_port`` the server serves ``/healthz`` on
+loopback and :meth:`NatsServer.health` reads it (a stream that met a full disk leaves
+the process alive and the endpoint failing until a restart); ``max_file_store`` pins
+the store's limit, which nats-server otherwise takes from the free space at each
+start. The server's stderr is read by a :class:`LogPump` that outlives a log file it
+cannot write (``ENOSPC``): a reader that stopped would leave the server blocked on a
+full pipe.
 """
 
 from __future__ import annotations
