@@ -4,6 +4,8 @@
 :class:`~jidocode.services.conversation.ports.LlmPort`. Modules:
 
 - :mod:`.adapter`  the only importer of litellm: streaming, tool-call assembly, usage, cost, errors, retries
+- :mod:`.request`  pure: the arguments of one litellm call, the usage a chunk reports
+- :mod:`.errors`   what litellm raised as a typed ``JidoError`` (litellm passed in)
 - :mod:`.options`  model settings: settings.json ``llm``, environment, per-conversation overrides
 - :mod:`.pick`     the model picked from the provider keys when none is configured
 - :mod:`.stream`   pure assembly of a streamed completion

@@ -57,6 +57,7 @@ from jidocode.shared.events._base import EventModel
 from jidocode.shared.events.llm import UsageTotals
 
 from .deltas import DEFAULT_DELTA_INTERVAL_S, DEFAULT_DELTA_MAX_CHARS, check_delta_limits
+from .errors import litellm_error
 from .ledger import EventSink, MemoryLedger, UsageStore, check_budget
 from .options import (
     DEFAULT_CONTEXT_WINDOW,
@@ -67,6 +68,7 @@ from .options import (
 )
 from .pick import ModelPicker
 from .prompt import SystemPrompts
+from .request import completion_kwargs, tools_param, usage_of
 from .retry import backoff_delay
 from .stream import StreamAssembler
 from .telemetry import CallSignals
@@ -166,114 +168,11 @@ def _cost(model: str, usage: LlmTokenUsage) -> float | None:
     return float(prompt_cost) + float(completion_cost)
 
 
-def _retry_after(exc: BaseException) -> float | None:
-    """The provider's ``Retry-After`` in seconds, wherever litellm kept the headers."""
-    candidates = (
-        getattr(exc, "litellm_response_headers", None),
-        getattr(exc, "headers", None),
-        getattr(getattr(exc, "response", None), "headers", None),
-    )
-    for headers in candidates:
-        if headers is None:
-            continue
-        value = headers.get("retry-after")
-        if value is None:
-            continue
-        try:
-            return float(value)
-        except (TypeError, ValueError):
-            return None
-    return None
-
-
 def map_error(exc: BaseException, model: str) -> JidoError:
-    """Turn what litellm raised into a typed ``JidoError`` (see the module table)."""
+    """Turn what litellm raised into a typed ``JidoError`` (see the module table; :mod:`.errors`)."""
     if isinstance(exc, JidoError):
         return exc
-    lib = load_litellm()
-    message = str(getattr(exc, "message", None) or exc)
-    details: dict[str, Any] = {"model": model, "exception": type(exc).__name__}
-    status = getattr(exc, "status_code", None)
-    if isinstance(status, int):
-        details["status"] = status
-
-    def err(error_type: str, text: str, retryable: bool = False) -> JidoError:
-        return JidoError(text, error_type=error_type, retryable=retryable, details=details)
-
-    if isinstance(exc, lib.ContextWindowExceededError):
-        return err(
-            "llm_context_overflow",
-            f"the conversation no longer fits the context window of {model}: {message}",
-        )
-    if isinstance(exc, (lib.AuthenticationError, lib.PermissionDeniedError)):
-        return err(
-            "llm_auth", f"the provider refused the API key for {model} (check llm.api_key_env): {message}"
-        )
-    if isinstance(exc, lib.NotFoundError):
-        return err("llm_unknown_model", f"unknown model {model!r}: {message}")
-    if isinstance(exc, lib.RateLimitError):
-        retry_after = _retry_after(exc)
-        if retry_after is not None:
-            details["retry_after_s"] = retry_after
-        return err("llm_rate_limited", f"rate limited by the provider of {model}: {message}", True)
-    if isinstance(exc, lib.Timeout):
-        return err("llm_timeout", f"{model} did not answer in time: {message}", True)
-    if isinstance(exc, lib.BadRequestError):
-        lowered = message.lower()
-        if "llm provider not provided" in lowered or isinstance(exc, lib.LiteLLMUnknownProvider):
-            return err(
-                "llm_unknown_model",
-                f"litellm does not know the model {model!r}: use a provider prefix such as "
-                f"openai/…, anthropic/…, ollama/…",
-            )
-        return err("llm_bad_request", f"the provider rejected the request: {message}")
-    if isinstance(
-        exc,
-        (
-            lib.InternalServerError,
-            lib.ServiceUnavailableError,
-            lib.BadGatewayError,
-            lib.APIConnectionError,
-        ),
-    ):
-        return err("llm_unavailable", f"the provider of {model} failed transiently: {message}", True)
-    if isinstance(exc, lib.APIError) and isinstance(status, int) and status >= 500:
-        return err("llm_unavailable", f"the provider of {model} failed transiently: {message}", True)
-    return err("llm_error", f"the call to {model} failed: {type(exc).__name__}: {message}")
-
-
-def _own_copy(value: Any) -> Any:
-    """A copy of JSON-shaped ``value``: the messages are shared with the conversation's
-    projection, and the provider SDK is free to change what it is given."""
-    if isinstance(value, dict):
-        return {k: _own_copy(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_own_copy(v) for v in value]
-    return value
-
-
-def _tools_param(request: LlmRequest, options: LlmOptions) -> list[dict[str, Any]]:
-    return [
-        {
-            "type": "function",
-            "function": {"name": t.name, "description": t.description, "parameters": t.input_schema},
-        }
-        for t in request.tools
-        if options.tools.shown(t.name)
-    ]
-
-
-def _usage_of(raw: Any) -> LlmTokenUsage | None:
-    if raw is None:
-        return None
-    prompt = int(getattr(raw, "prompt_tokens", 0) or 0)
-    completion = int(getattr(raw, "completion_tokens", 0) or 0)
-    details = getattr(raw, "prompt_tokens_details", None)
-    cached = int(getattr(details, "cached_tokens", 0) or 0) if details is not None else 0
-    total = int(getattr(raw, "total_tokens", 0) or 0) or prompt + completion
-    return LlmTokenUsage(
-        prompt_tokens=prompt, completion_tokens=completion, cached_tokens=cached, total_tokens=total
-    )
+    return litellm_error(exc, model, load_litellm())
 
 
 def _check_provider_key(model: str) -> None:
@@ -390,7 +289,7 @@ class LitellmPort:
         await self._check_budget(request, options)
         request = await self._with_system_prompt(request)
         signals.request = request
-        await signals.started(options.model, len(_tools_param(request, options)))
+        await signals.started(options.model, len(tools_param(request, options)))
         try:
             return await self._attempts(request, options, api_key, on_delta, on_retry, signals)
         except asyncio.CancelledError:
@@ -560,52 +459,34 @@ class LitellmPort:
         on_delta: Callable[[str], Awaitable[None]],
     ) -> LlmResult:
         lib = load_litellm()
-        kwargs: dict[str, Any] = {
-            "model": options.model,
-            "messages": _own_copy(request.messages),
-            "stream": True,
-            "stream_options": {"include_usage": True},
-            "timeout": options.timeout_s,
-            # Retries are ours (visible, bounded); the provider SDK must not add its own.
-            "max_retries": 0,
-            # Our tools are plain functions, never litellm's MCP gateway; without this
-            # litellm imports its proxy's MCP handler (and the optional ``mcp`` package)
-            # on every call that has tools.
-            "_skip_mcp_handler": True,
-        }
-        if options.api_base:
-            kwargs["api_base"] = options.api_base
-        if api_key is not None:
-            kwargs["api_key"] = api_key
-        if options.temperature is not None:
-            kwargs["temperature"] = options.temperature
-        if options.max_tokens is not None:
-            kwargs["max_tokens"] = options.max_tokens
-        tools = _tools_param(request, options)
-        if tools:
-            kwargs["tools"] = tools
-        response = await lib.acompletion(**kwargs)
+        response = await lib.acompletion(**completion_kwargs(options, api_key, request))
         acc = StreamAssembler(model=options.model)
         async for chunk in response:
-            usage = _usage_of(getattr(chunk, "usage", None))
-            if usage is not None and usage.total_tokens:
-                acc.usage = usage
-            for choice in getattr(chunk, "choices", None) or []:
-                d = getattr(choice, "delta", None)
-                if d is not None:
-                    text = getattr(d, "content", None)
-                    if text:
-                        acc.add_text(text)
-                        await on_delta(text)
-                    for tc in getattr(d, "tool_calls", None) or []:
-                        fn = getattr(tc, "function", None)
-                        acc.add_tool_fragment(
-                            int(getattr(tc, "index", 0) or 0),
-                            getattr(tc, "id", None),
-                            getattr(fn, "name", None) if fn is not None else None,
-                            getattr(fn, "arguments", None) if fn is not None else None,
-                        )
-                reason = getattr(choice, "finish_reason", None)
-                if reason:
-                    acc.finish_reason = str(reason)
+            await _take_chunk(acc, chunk, on_delta)
         return acc.result()
+
+
+async def _take_chunk(acc: StreamAssembler, chunk: Any, on_delta: Callable[[str], Awaitable[None]]) -> None:
+    """Feed one streamed chunk to ``acc``: its usage, text (also sent to ``on_delta``), tool-call
+    fragments and finish reason."""
+    usage = usage_of(getattr(chunk, "usage", None))
+    if usage is not None and usage.total_tokens:
+        acc.usage = usage
+    for choice in getattr(chunk, "choices", None) or []:
+        d = getattr(choice, "delta", None)
+        if d is not None:
+            text = getattr(d, "content", None)
+            if text:
+                acc.add_text(text)
+                await on_delta(text)
+            for tc in getattr(d, "tool_calls", None) or []:
+                fn = getattr(tc, "function", None)
+                acc.add_tool_fragment(
+                    int(getattr(tc, "index", 0) or 0),
+                    getattr(tc, "id", None),
+                    getattr(fn, "name", None) if fn is not None else None,
+                    getattr(fn, "arguments", None) if fn is not None else None,
+                )
+        reason = getattr(choice, "finish_reason", None)
+        if reason:
+            acc.finish_reason = str(reason)
