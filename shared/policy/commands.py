@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Final
 
 from .builtins import READ_TOOLS, WRITE_TOOLS
@@ -46,6 +46,7 @@ from .expand import MAX_GLOB_ENTRIES, MAX_GLOB_MATCHES, glob_paths
 from .fallback import fallback_decision
 from .model import Decision, Effect, Policy, worst
 from .operands import ALL, NON_FILE, Operands, Transfer, operands
+from .path_uses import covers, judge_path
 from .paths import PROTECTED_DIR_NAMES, PROTECTED_FILE_NAMES, is_within
 from .rules import PermissionRule
 from .shell import Redirect, ShellAnalysis, ShellCommand, Word, analyze
@@ -53,14 +54,9 @@ from .suggest import bash_rule
 
 __all__ = ["bash_decision"]
 
-_DEV_OK: Final = frozenset({"/dev/null", "/dev/stdin", "/dev/stdout", "/dev/stderr", "/dev/tty", "/dev/zero"})
 _LITERAL: Final = Word()
 #: Taint entries: (index of the command that may create links there, absolute prefix or ALL).
 _Taint = list[tuple[int, str]]
-
-
-def _covers(rule: PermissionRule, tools: tuple[str, ...]) -> bool:
-    return rule.kind == "path" and any(rule.covers_tool(t) for t in tools)
 
 
 # --- where a word points -------------------------------------------------------------------
@@ -101,33 +97,6 @@ def _locate(
     return list(dict.fromkeys(out))
 
 
-#: A recursive read is checked against a wildcard rule (``Read(**/.env)``) by walking at most this many entries.
-MAX_TREE_ENTRIES: Final = 5000
-
-
-def _matches_below(rule: PermissionRule, directory: str, root: str, home: str) -> bool:
-    """Whether ``rule`` may match something a recursive read of ``directory`` would open.
-
-    When the rule's literal part lies below the directory (``secrets/**`` under
-    the root) it may. When the directory lies below it (``**/.env`` and
-    ``src``), the tree is walked — bounded; an unfinished walk counts as a match.
-    """
-    if not rule.may_match_under(directory, root=root, home=home):
-        return False
-    literal = rule.literal_prefix(root=root, home=home)
-    if literal != directory and is_within(literal, directory):
-        return True
-    budget = MAX_TREE_ENTRIES
-    for top, dirs, files in os.walk(directory, followlinks=False):
-        for name in (*dirs, *files):
-            budget -= 1
-            if budget < 0:
-                return True
-            if rule.matches_path(os.path.join(top, name), root=root, home=home):
-                return True
-    return False
-
-
 def _tainted(taint: _Taint, path: str, me: int) -> bool:
     return any(i != me and (t == ALL or is_within(path, t)) for i, t in taint)
 
@@ -139,7 +108,7 @@ def _unknown_path(policy: Policy, kind: str, label: str) -> Decision:
     could otherwise reach a denied file (``cd sec*; cat k``).
     """
     tools = WRITE_TOOLS if kind == "write" else READ_TOOLS
-    rules = [r.raw for r in policy.deny if _covers(r, tools)]
+    rules = [r.raw for r in policy.deny if covers(r, tools)]
     if rules:
         return Decision(
             effect=Effect.DENY,
@@ -157,7 +126,7 @@ def _through_new_link(policy: Policy, label: str) -> Decision:
     otherwise read a denied file through ``ln -s . l; cat l/secrets/k``);
     in separate calls the link exists and is resolved.
     """
-    rules = [r.raw for r in policy.deny if _covers(r, (*READ_TOOLS, *WRITE_TOOLS))]
+    rules = [r.raw for r in policy.deny if covers(r, (*READ_TOOLS, *WRITE_TOOLS))]
     if rules:
         return Decision(
             effect=Effect.DENY,
@@ -169,139 +138,6 @@ def _through_new_link(policy: Policy, label: str) -> Decision:
         effect=Effect.ASK,
         reason=f"{label}: may go through a link made earlier in the same command; its target is unknown",
     )
-
-
-# --- one path ------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class _Use:
-    """One use of a path by a command: the path as written and resolved, and how it is used."""
-
-    policy: Policy
-    lexical: str
-    resolved: str
-    kind: str
-    label: str
-
-    @property
-    def reads(self) -> bool:
-        return self.kind in ("read", "read_tree", "mention", "link", "cwd")
-
-    @property
-    def writes(self) -> bool:
-        return self.kind == "write"
-
-    @property
-    def tree(self) -> bool:
-        return self.kind in ("read_tree", "link")  # a link to a directory exposes all of it
-
-    def hits(self, rule: PermissionRule) -> bool:
-        root, home = self.policy.root, self.policy.home
-        candidates = (self.lexical, self.resolved)
-        if any(rule.matches_path(p, root=root, home=home, below=True) for p in candidates):
-            return True
-        return self.tree and any(_matches_below(rule, p, root, home) for p in candidates)
-
-    def covered(self, rule: PermissionRule) -> bool:
-        """Whether ``rule`` is of the tools this use stands for (reading or writing files)."""
-        return (self.reads and _covers(rule, READ_TOOLS)) or (self.writes and _covers(rule, WRITE_TOOLS))
-
-
-def _judge_path(
-    policy: Policy,
-    lexical: str,
-    kind: str,
-    *,
-    label: str,
-    reader: bool = False,
-    redirect: bool = False,
-) -> Decision | None:
-    """``None`` when ``kind`` of use of ``lexical`` is fine, else the decision it calls for."""
-    if lexical in _DEV_OK or lexical.startswith("/dev/fd/"):
-        return None
-    use = _Use(policy, lexical, os.path.realpath(lexical), kind, label)
-    return _denied_use(use) or _sandbox_use(use, reader=reader, redirect=redirect) or _asked_use(use)
-
-
-def _denied_use(use: _Use) -> Decision | None:
-    """A deny rule of the use's tools matching the path."""
-    for r in use.policy.deny:
-        if use.covered(r) and use.hits(r):
-            verb = "reads" if use.reads else "writes"
-            hint = (
-                "; name the paths to search outside it, or use the grep/glob tools, which skip denied files"
-                if use.tree
-                else ""
-            )
-            return Decision(
-                effect=Effect.DENY,
-                reason=f"{use.label} {verb} a path denied by rule {r.raw}{hint}",
-                rule=r.raw,
-            )
-    return None
-
-
-def _sandbox_use(use: _Use, *, reader: bool, redirect: bool) -> Decision | None:
-    """What the sandbox says of the path: protected, outside the root, sensitive."""
-    sandbox, label, lexical, resolved = use.policy.sandbox, use.label, use.lexical, use.resolved
-    protected = sandbox.is_protected(lexical) or sandbox.is_protected(resolved)
-    if use.writes and protected:
-        return Decision(
-            effect=Effect.DENY,
-            reason=f"{label} would modify a protected file (runtime settings, MCP config or git internals)",
-            details={"sandbox": "protected"},
-        )
-    if use.kind == "mention" and protected and not reader:
-        return Decision(
-            effect=Effect.ASK,
-            reason=f"{label} names a protected file; not covered by allow rules",
-            details={"sandbox": "protected"},
-        )
-    if sandbox.base_of(resolved) is None and use.kind != "mention":
-        return Decision(
-            effect=Effect.ASK,
-            reason=f"{label} is outside the project root ({resolved}); not covered by allow rules",
-            details={"sandbox": "outside_root"},
-        )
-    if (sandbox.is_sensitive(lexical) or sandbox.is_sensitive(resolved)) and not _explicitly_read(use):
-        return Decision(
-            effect=Effect.DENY if redirect else Effect.ASK,
-            reason=f"{label} is a sensitive file (secrets)",
-            details={"sandbox": "sensitive"},
-        )
-    return None
-
-
-def _explicitly_read(use: _Use) -> bool:
-    """A read the allow rules name with a pattern matching the path (it lifts the sensitive default)."""
-    root, home = use.policy.root, use.policy.home
-    return use.reads and any(
-        r.pattern is not None
-        and _covers(r, READ_TOOLS)
-        and r.matches_path(use.resolved, root=root, home=home)
-        for r in use.policy.allow
-    )
-
-
-def _asked_use(use: _Use) -> Decision | None:
-    """An ask rule matching the path; for a mere mention, a rule denying edits of it asks too."""
-    mention = use.kind == "mention"
-    for r in use.policy.ask:
-        covered = _covers(r, (*READ_TOOLS, *WRITE_TOOLS)) if mention else use.covered(r)
-        if covered and use.hits(r):
-            return Decision(
-                effect=Effect.ASK, reason=f"{use.label} needs approval (rule {r.raw})", rule=r.raw
-            )
-    if mention:
-        for r in use.policy.deny:
-            if _covers(r, WRITE_TOOLS) and use.hits(r):
-                return Decision(
-                    effect=Effect.ASK,
-                    reason=f"{use.label} names a path denied to edits by rule {r.raw}",
-                    rule=r.raw,
-                )
-    return None
 
 
 # --- one command -----------------------------------------------------------------------------
@@ -355,63 +191,99 @@ def _transfer_targets(policy: Policy, cmd: ShellCommand, tr: Transfer) -> tuple[
 def _path_decisions(
     policy: Policy, cmd: ShellCommand, ops: Operands, taint: _Taint, me: int
 ) -> list[Decision]:
-    out: list[Decision] = []
-    text = cmd.text if len(cmd.text) <= 200 else cmd.text[:200] + "…"
-    reader = not any(u.kind == "mention" for u in ops.uses)
+    """Every decision about the paths command ``me`` names, reads at run time, or transfers into."""
+    judge = _PathJudge(policy, cmd, ops, taint, me)
+    judge.named_paths()
+    judge.run_time_names()
+    if ops.transfer is not None:
+        judge.transfer(ops.transfer)
+    return judge.out
 
-    def judge(path: str, kind: str, label: str) -> None:
-        d = _judge_path(policy, path, kind, label=label, reader=reader)
-        tainted = kind not in ("link", "mention") and _tainted(taint, path, me)
+
+@dataclass
+class _PathJudge:
+    """The path decisions of one command, collected in :attr:`out`."""
+
+    policy: Policy
+    cmd: ShellCommand
+    ops: Operands
+    taint: _Taint
+    me: int
+    out: list[Decision] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        text = self.cmd.text
+        self.text = text if len(text) <= 200 else text[:200] + "…"
+        self.reader = not any(u.kind == "mention" for u in self.ops.uses)
+
+    def judge(self, path: str, kind: str, label: str) -> None:
+        """Judge one resolved path; a path a link made earlier in the call may redirect is asked."""
+        d = judge_path(self.policy, path, kind, label=label, reader=self.reader)
+        tainted = kind not in ("link", "mention") and _tainted(self.taint, path, self.me)
         if (d is None or d.effect is not Effect.DENY) and tainted:
-            d = _through_new_link(policy, label)
+            d = _through_new_link(self.policy, label)
         if d is not None:
-            out.append(d)
+            self.out.append(d)
 
-    for use in ops.uses:
-        word = cmd.word(use.index) if use.index > 0 else _LITERAL
-        label = f"{text!r} ({use.text!r})"
-        located = _locate(policy, use.text, word, use.whole, cmd.cwd)
-        if isinstance(located, str):
-            if use.kind != "mention" or word.tilde:
-                out.append(_unknown_path(policy, use.kind, f"{label}: the path {located}"))
-            continue
-        for path in located:
-            judge(path, use.kind, label)
-    if cmd.open_args and ops.known and os.path.basename(cmd.argv[0]) not in NON_FILE:
-        found = [
-            _unknown_path(policy, k, f"{text!r} gets file names at run time (xargs)")
-            for k in ops.operand_kinds
-        ]
-        out.append(worst(found))
-    tr = ops.transfer
-    if tr is not None:
-        targets = _transfer_targets(policy, cmd, tr)
-        label = f"{text!r}"
+    def named_paths(self) -> None:
+        """Each word (or value) that names a path, at each directory the shell may be in."""
+        for use in self.ops.uses:
+            word = self.cmd.word(use.index) if use.index > 0 else _LITERAL
+            label = f"{self.text!r} ({use.text!r})"
+            located = _locate(self.policy, use.text, word, use.whole, self.cmd.cwd)
+            if isinstance(located, str):
+                if use.kind != "mention" or word.tilde:
+                    self.out.append(_unknown_path(self.policy, use.kind, f"{label}: the path {located}"))
+                continue
+            for path in located:
+                self.judge(path, use.kind, label)
+
+    def run_time_names(self) -> None:
+        """File names that arrive at run time (``xargs``): unknown paths of each operand kind."""
+        cmd, ops = self.cmd, self.ops
+        if cmd.open_args and ops.known and os.path.basename(cmd.argv[0]) not in NON_FILE:
+            found = [
+                _unknown_path(self.policy, k, f"{self.text!r} gets file names at run time (xargs)")
+                for k in ops.operand_kinds
+            ]
+            self.out.append(worst(found))
+
+    def transfer(self, tr: Transfer) -> None:
+        """Where a copy, move or link lands: each written name, link target and spread directory."""
+        targets = _transfer_targets(self.policy, self.cmd, tr)
+        label = f"{self.text!r}"
         if isinstance(targets, str):
-            out.append(_unknown_path(policy, "write", f"{label}: {targets}"))
-        else:
-            written, spread = targets
-            for path in written:
-                judge(path, "write", f"{label} ({os.path.relpath(path, policy.root)!r})")
-                # a relative symlink target is resolved from the link's directory, not the shell's
-                for i, src in tr.sources:
-                    if ops.uses and any(u.kind == "link" and u.index == i for u in ops.uses):
-                        if not os.path.isabs(src) and not cmd.word(i).dynamic:
-                            target = os.path.normpath(os.path.join(os.path.dirname(path), src))
-                            judge(target, "link", f"{label} (link target {src!r})")
-            for d in spread:
-                if _holds_protected(policy, d):
-                    out.append(
-                        Decision(
-                            effect=Effect.DENY,
-                            reason=f"{label} copies names that are not in the command into {d}, "
-                            "which holds protected files",
-                            details={"sandbox": "protected"},
-                        )
+            self.out.append(_unknown_path(self.policy, "write", f"{label}: {targets}"))
+            return
+        written, spread = targets
+        for path in written:
+            self.judge(path, "write", f"{label} ({os.path.relpath(path, self.policy.root)!r})")
+            self.link_targets(tr, path, label)
+        for d in spread:
+            if _holds_protected(self.policy, d):
+                self.out.append(
+                    Decision(
+                        effect=Effect.DENY,
+                        reason=f"{label} copies names that are not in the command into {d}, "
+                        "which holds protected files",
+                        details={"sandbox": "protected"},
                     )
-                else:
-                    judge(d, "write", label)
-    return out
+                )
+            else:
+                self.judge(d, "write", label)
+
+    def link_targets(self, tr: Transfer, path: str, label: str) -> None:
+        """A relative symlink target is resolved from the link's directory, not the shell's."""
+        uses = self.ops.uses
+        for i, src in tr.sources:
+            if (
+                uses
+                and any(u.kind == "link" and u.index == i for u in uses)
+                and not os.path.isabs(src)
+                and not self.cmd.word(i).dynamic
+            ):
+                target = os.path.normpath(os.path.join(os.path.dirname(path), src))
+                self.judge(target, "link", f"{label} (link target {src!r})")
 
 
 def _cwd_decision(policy: Policy, cmd: ShellCommand, taint: _Taint, me: int) -> Decision | None:
@@ -430,17 +302,20 @@ def _cwd_decision(policy: Policy, cmd: ShellCommand, taint: _Taint, me: int) -> 
 
 
 def _command_decision(policy: Policy, cmd: ShellCommand, ops: Operands, taint: _Taint, me: int) -> Decision:
+    """One command: deny rules, denied paths, ask rules, other path decisions, flags, where, allow."""
     text = cmd.text
-    for r in policy.deny:
-        if r.covers_tool("bash") and r.matches_command(cmd.argv, loose=True):
-            return Decision(effect=Effect.DENY, reason=f"{text!r} denied by rule {r.raw}", rule=r.raw)
+    denied = _first_match(policy.deny, cmd)
+    if denied is not None:
+        return Decision(effect=Effect.DENY, reason=f"{text!r} denied by rule {denied.raw}", rule=denied.raw)
     by_paths = _path_decisions(policy, cmd, ops, taint, me) if cmd.argv else []
     for d in by_paths:
         if d.effect is Effect.DENY:
             return d
-    for r in policy.ask:
-        if r.covers_tool("bash") and r.matches_command(cmd.argv, loose=True):
-            return Decision(effect=Effect.ASK, reason=f"{text!r} needs approval (rule {r.raw})", rule=r.raw)
+    asked = _first_match(policy.ask, cmd)
+    if asked is not None:
+        return Decision(
+            effect=Effect.ASK, reason=f"{text!r} needs approval (rule {asked.raw})", rule=asked.raw
+        )
     if by_paths:
         return by_paths[0]
     if cmd.flags:
@@ -455,6 +330,17 @@ def _command_decision(policy: Policy, cmd: ShellCommand, ops: Operands, taint: _
             return where
     if cmd.neutral:
         return Decision(effect=Effect.ALLOW, reason=f"{text!r} runs nothing")
+    return _allowed_or_default(policy, cmd)
+
+
+def _first_match(rules: tuple[PermissionRule, ...], cmd: ShellCommand) -> PermissionRule | None:
+    """The first bash rule of ``rules`` whose pattern matches the command's words (loosely)."""
+    return next((r for r in rules if r.covers_tool("bash") and r.matches_command(cmd.argv, loose=True)), None)
+
+
+def _allowed_or_default(policy: Policy, cmd: ShellCommand) -> Decision:
+    """The first allow rule covering the command, else the policy's default."""
+    text = cmd.text
     for r in policy.allow:
         if not r.covers_tool("bash"):
             continue
@@ -477,7 +363,7 @@ def _redirect_decision(policy: Policy, red: Redirect, taint: _Taint) -> Decision
     for path in located:
         kinds = ("read", "write") if red.op == "<>" else ("write",) if red.write else ("read",)
         for kind in kinds:
-            d = _judge_path(policy, path, kind, label=label, redirect=True)
+            d = judge_path(policy, path, kind, label=label, redirect=True)
             if d is not None:
                 found.append(d)
         if _tainted(taint, path, -1):

@@ -38,12 +38,21 @@ from __future__ import annotations
 import os
 import re
 import unicodedata
-from collections.abc import Callable
 from typing import Any, Final
 
-from pydantic import BaseModel, ConfigDict
-
 from .programs import OPTION_CHECKED, inert, option_flags
+from .shell_model import (
+    ROOT_CWD,
+    SAFE_ENV_NAMES,
+    Redirect,
+    ShellAnalysis,
+    ShellCommand,
+    Unprovable,
+    Word,
+    env_flag,
+)
+from .shell_text import expands_tilde, parameter_problem, unquote_heredocs, unquoted
+from .wrappers import Inner, unwrap
 
 __all__ = [
     "MAX_COMMAND_CHARS",
@@ -61,77 +70,6 @@ MAX_COMMAND_CHARS: Final = 64 * 1024
 _MAX_DEPTH: Final = 6
 _MAX_COMMANDS: Final = 512
 _MAX_CWDS: Final = 8
-#: The working directory a command string starts in: the project root.
-ROOT_CWD: Final[tuple[str, ...]] = (".",)
-
-#: Environment variables a command prefix may set and still be covered by an allow rule.
-SAFE_ENV_NAMES: Final[frozenset[str]] = frozenset(
-    {
-        "LANG",
-        "LANGUAGE",
-        "TZ",
-        "TERM",
-        "NO_COLOR",
-        "FORCE_COLOR",
-        "CLICOLOR",
-        "CI",
-        "DEBUG",
-        "VERBOSE",
-        "NODE_ENV",
-        "RUST_LOG",
-        "RUST_BACKTRACE",
-        "PYTHONUNBUFFERED",
-        "PYTHONDONTWRITEBYTECODE",
-        "PYTHONHASHSEED",
-        "COLUMNS",
-        "LINES",
-        "TMPDIR",
-    }
-)
-_SAFE_ENV_PREFIXES: Final = ("LC_",)
-#: Named in the flag so the reason is clear (all are refused anyway, being off the safe list).
-_PROGRAM_VALUED_ENV: Final[frozenset[str]] = frozenset(
-    {
-        "LD_PRELOAD",
-        "LD_LIBRARY_PATH",
-        "LD_AUDIT",
-        "GIT_SSH",
-        "GIT_SSH_COMMAND",
-        "GIT_EXTERNAL_DIFF",
-        "GIT_PAGER",
-        "GIT_EDITOR",
-        "GIT_ASKPASS",
-        "GIT_PROXY_COMMAND",
-        "GIT_EXEC_PATH",
-        "GIT_DIR",
-        "GIT_CONFIG",
-        "GIT_CONFIG_GLOBAL",
-        "GIT_CONFIG_PARAMETERS",
-        "SSH_ASKPASS",
-        "PAGER",
-        "EDITOR",
-        "VISUAL",
-        "BROWSER",
-        "BASH_ENV",
-        "ENV",
-        "PROMPT_COMMAND",
-        "PATH",
-        "IFS",
-        "SHELLOPTS",
-        "BASHOPTS",
-        "PYTHONPATH",
-        "PYTHONSTARTUP",
-        "PYTHONHOME",
-        "NODE_OPTIONS",
-        "PERL5OPT",
-        "PERL5LIB",
-        "RUBYOPT",
-        "LESSOPEN",
-        "LESSCLOSE",
-        "MANPAGER",
-        "JAVA_TOOL_OPTIONS",
-    }
-)
 
 #: Builtins whose effect on later commands the analysis cannot follow.
 _UNPROVABLE_BUILTINS: Final[frozenset[str]] = frozenset(
@@ -175,175 +113,48 @@ _DEV_OK: Final[frozenset[str]] = frozenset({"/dev/null", "/dev/stdout", "/dev/st
 _INVISIBLE: Final = frozenset({"Cf", "Co", "Cs", "Zl", "Zp"})
 
 
-class Word(BaseModel):
-    """How bash treats one argument beyond quote removal."""
-
-    model_config = ConfigDict(frozen=True)
-
-    #: Its value comes from an expansion at run time (``$x``, ``$(…)``, backticks, ``$'…'``).
-    dynamic: bool = False
-    #: It holds an unquoted ``*``, ``?`` or ``[`` (bash replaces it by the matching file names).
-    glob: bool = False
-    #: bash expands a ``~`` in it (at its start, or after ``=``/``:`` in an assignment-like word).
-    tilde: bool = False
-
-
-_LITERAL: Final = Word()
-
-
-class ShellCommand(BaseModel):
-    """One simple command bash would run."""
-
-    model_config = ConfigDict(frozen=True)
-
-    argv: tuple[str, ...]
-    #: ``NAME=value`` prefixes (and ``env NAME=value``) that reach this command.
-    assignments: tuple[str, ...] = ()
-    #: More arguments arrive at run time (``xargs``): only a ``:*`` rule can cover it.
-    open_args: bool = False
-    #: Why no allow rule may cover this command (empty: rules decide).
-    flags: tuple[str, ...] = ()
-    #: Needs no rule (``cd``, ``true`` …).
-    neutral: bool = False
-    #: One :class:`Word` per ``argv`` entry (empty: every word is literal).
-    words: tuple[Word, ...] = ()
-    #: Where the shell may be when it runs (relative to the root, or absolute); ``None``: unknown.
-    cwd: tuple[str, ...] | None = ROOT_CWD
-
-    @property
-    def text(self) -> str:
-        return " ".join(self.argv)
-
-    def word(self, index: int) -> Word:
-        return self.words[index] if index < len(self.words) else _LITERAL
-
-
-class Redirect(BaseModel):
-    """A redirection to or from a file."""
-
-    model_config = ConfigDict(frozen=True)
-
-    op: str
-    target: str
-    write: bool
-    #: bash expands the leading ``~`` of the target.
-    tilde: bool = False
-    #: The target is computed at run time (``> $f``, ``< *.txt``): ``target`` is its text as written.
-    dynamic: bool = False
-    #: Where the shell may be when it opens the target (see :class:`ShellCommand`).
-    cwd: tuple[str, ...] | None = ROOT_CWD
-
-    @property
-    def after_cd(self) -> bool:
-        """A relative target whose directory a ``cd`` may have changed."""
-        return not self.target.startswith("/") and self.cwd != ROOT_CWD
-
-
-class ShellAnalysis(BaseModel):
-    """Everything :func:`analyze` found in one command string."""
-
-    model_config = ConfigDict(frozen=True)
-
-    source: str
-    commands: tuple[ShellCommand, ...] = ()
-    redirects: tuple[Redirect, ...] = ()
-    #: Reasons the string as a whole cannot be proven safe (empty: it can be judged command by command).
-    unprovable: tuple[str, ...] = ()
-
-
-def env_flag(name: str) -> str | None:
-    """Why setting ``name`` for a command keeps allow rules from covering it (``None``: safe)."""
-    if name in SAFE_ENV_NAMES or name.startswith(_SAFE_ENV_PREFIXES):
-        return None
-    if name in _PROGRAM_VALUED_ENV or name.startswith(("LD_", "DYLD_", "GIT_", "BASH_FUNC_", "npm_config_")):
-        return f"environment variable {name} can make the command run another program"
-    return f"environment variable {name} is not on the safe list"
-
-
 # --- the walk ------------------------------------------------------------------
 
-
-class _Unprovable(Exception):
-    pass
-
-
-def _unquoted(raw: str) -> str:
-    """The characters of ``raw`` outside quotes and escapes (what bash may expand)."""
-    out: list[str] = []
-    i, quote = 0, ""
-    while i < len(raw):
-        c = raw[i]
-        if quote == "'":
-            if c == "'":
-                quote = ""
-        elif quote == '"':
-            if c == "\\":
-                i += 1
-            elif c == '"':
-                quote = ""
-        elif c == "\\":
-            i += 1
-        elif c in "'\"":
-            quote = c
-        else:
-            out.append(c)
-        i += 1
-    return "".join(out)
-
-
-_PARAM_NAME: Final = r"(?:[A-Za-z_][A-Za-z0-9_]*(?:\[(?:[0-9]+|@|\*)\])?|[0-9]+|[@*#?$!_-])"
-_PARAM_PLAIN: Final = re.compile(rf"#?{_PARAM_NAME}")
-_PARAM_OP: Final = re.compile(
-    rf"{_PARAM_NAME}(?::?[-+=?]|##?|%%?|//?|/#|/%|\^\^?|,,?)(?P<word>.*)", re.DOTALL
-)
-_PARAM_SUBSTRING: Final = re.compile(rf"{_PARAM_NAME}:[ ]*-?[0-9]+(?::[ ]*-?[0-9]+)?")
-#: Characters that would make the word of ``${x:-word}`` run or expand something.
-_PARAM_WORD_UNSAFE: Final = re.compile(r"[$`\\'\"(){}\[\]<>!]")
 _CD_WORD: Final = re.compile(r"(?<![\w.-])(?:cd|pushd|popd)(?![\w.-])")
-_ASSIGNMENT_LIKE: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\+?=")
+_SEPARATORS: Final = ("operator", "pipe", "reservedword")
 
 
-def _parameter_problem(raw: str) -> str | None:
-    """Why the parameter expansion ``raw`` (``$x``, ``${…}``) may run code; ``None`` when it cannot."""
-    if not raw.startswith("${"):
-        return None  # $x, $1, $@, $'…' (its value is only dynamic)
-    inner = raw[2:-1] if raw.endswith("}") else raw[2:]
-    if _PARAM_PLAIN.fullmatch(inner) or _PARAM_SUBSTRING.fullmatch(inner):
-        return None
-    m = _PARAM_OP.fullmatch(inner)
-    if m is not None and not _PARAM_WORD_UNSAFE.search(m.group("word")):
-        return None
-    return f"parameter expansion {raw[:60]} (operators, subscripts, indirection or nested expansions can run code)"
+def _runnable(parts: list[Any]) -> list[Any]:
+    """The parts of a list or pipeline that run (not ``;``, ``&&``, ``|`` or ``!``)."""
+    return [p for p in parts if p.kind not in _SEPARATORS]
 
 
-def _tilde(raw: str) -> bool:
-    """Whether bash expands a ``~`` in the word written as ``raw``."""
-    if raw.startswith("~"):
-        return True
-    return _ASSIGNMENT_LIKE.match(raw) is not None and re.search(r"[=:]~", raw) is not None
+def _assignment_flags(assignments: tuple[str, ...]) -> list[str]:
+    """Why the ``NAME=value`` prefixes of a command keep allow rules from covering it."""
+    flags: list[str] = []
+    for a in assignments:
+        reason = env_flag(a.split("=", 1)[0].rstrip("+"))
+        if reason:
+            flags.append(reason)
+    return flags
 
 
-_QUOTED_HEREDOC: Final = re.compile(
-    r"<<(-?)([ \t]*)(?:(['\"])([A-Za-z_][A-Za-z0-9_]*)\3|\\([A-Za-z_][A-Za-z0-9_]*))"
-)
+def _check_words(words: list[Word], raws: list[str]) -> None:
+    """Raise when the program name is computed at run time or a word uses brace expansion."""
+    if words[0].dynamic or (raws[0] != "[" and any(c in unquoted(raws[0]) for c in "*?[{")):
+        raise Unprovable("the program name is computed at run time")
+    for raw in raws:
+        unq = unquoted(raw)
+        if "{" in unq and ("," in unq or ".." in unq) and unq != "{}":
+            raise Unprovable("brace expansion")
 
 
-def _unquote_heredocs(command: str) -> tuple[str, frozenset[int]]:
-    """bashlex reads ``<<'EOF'`` as wanting a line ``'EOF'``: blank the quotes out (same length).
-
-    Returns the text to parse and where each quoted delimiter word now starts
-    (its body is literal: no expansion is checked there).
-    """
-    starts: list[int] = []
-
-    def blank(m: re.Match[str]) -> str:
-        name = m.group(4) or m.group(5)
-        head = "<<" + m.group(1) + m.group(2)
-        starts.append(m.start() + len(head) + 1)
-        tail = " " if m.group(4) else ""
-        return head + " " + name + tail
-
-    return _QUOTED_HEREDOC.sub(blank, command), frozenset(starts)
+def _run_time_option_flags(base: str, words: list[Word], raws: list[str], *, open_args: bool) -> list[str]:
+    """For a program whose options are checked: the arguments that could carry unseen options."""
+    flags: list[str] = []
+    if any(w.dynamic for w in words[1:]):
+        flags.append(f"{base} arguments computed at run time could carry program-valued options")
+    if any(w.glob and unquoted(r)[:1] in ("*", "?", "[") for w, r in zip(words[1:], raws[1:], strict=True)):
+        # src/*.py only expands to names starting with src/; *.py may expand to "-e…"
+        flags.append(f"{base} arguments expanded from file names could carry options")
+    if open_args:
+        flags.append(f"{base} gets extra arguments at run time (xargs)")
+    return flags
 
 
 class _Walker:
@@ -365,56 +176,54 @@ class _Walker:
     # -- nodes ----------------------------------------------------------------
 
     def node(self, n: Any) -> None:
+        """Walk one bashlex node: what it runs, where, and with which redirections."""
         kind = n.kind
         if kind == "list":
-            for p in n.parts:
-                if p.kind in ("operator", "pipe", "reservedword"):
-                    continue
+            for p in _runnable(n.parts):
                 self.node(p)
         elif kind == "pipeline":
             # every part of a pipeline runs in a subshell: a cd there does not last
-            for p in n.parts:
-                if p.kind in ("operator", "pipe", "reservedword"):
-                    continue
+            for p in _runnable(n.parts):
                 self.isolated(p)
         elif kind == "compound":
-            items = [p for p in n.list if p.kind != "reservedword"]
-            first = n.list[0] if n.list else None
-            if (
-                first is not None
-                and first.kind == "reservedword"
-                and first.word == "("
-                and items
-                and items[0].kind == "compound"
-                and items[0].pos[0] == n.pos[0] + 1
-            ):
-                raise _Unprovable("arithmetic command (( … ))")
-            # a compound's redirections are opened before its body runs
-            for r in getattr(n, "redirects", None) or ():
-                self.redirect(r)
-            subshell = first is not None and first.kind == "reservedword" and first.word == "("
-            for p in items:
-                if subshell:
-                    self.isolated(p)
-                else:
-                    self.node(p)
+            self.compound(n)
         elif kind in ("if", "for", "while", "until"):
-            if kind != "if" and _CD_WORD.search(self.raw(n)):
-                # a later iteration runs where an earlier one moved to
-                self.cwd = None
-            for p in n.parts:
-                if p.kind == "reservedword":
-                    continue
-                if p.kind == "word":
-                    self.word_parts(p)
-                else:
-                    self.node(p)
+            self.control(n)
         elif kind == "command":
             self.command(n)
         elif kind == "function":
-            raise _Unprovable("function definition (it can shadow any command)")
+            raise Unprovable("function definition (it can shadow any command)")
         else:
-            raise _Unprovable(f"unsupported shell construct {kind!r}")
+            raise Unprovable(f"unsupported shell construct {kind!r}")
+
+    def compound(self, n: Any) -> None:
+        """A subshell ``( … )`` or a brace group ``{ …; }`` (and its redirections)."""
+        items = [p for p in n.list if p.kind != "reservedword"]
+        first = n.list[0] if n.list else None
+        subshell = first is not None and first.kind == "reservedword" and first.word == "("
+        if subshell and items and items[0].kind == "compound" and items[0].pos[0] == n.pos[0] + 1:
+            raise Unprovable("arithmetic command (( … ))")
+        # a compound's redirections are opened before its body runs
+        for r in getattr(n, "redirects", None) or ():
+            self.redirect(r)
+        for p in items:
+            if subshell:
+                self.isolated(p)
+            else:
+                self.node(p)
+
+    def control(self, n: Any) -> None:
+        """``if``, ``for``, ``while`` or ``until``: its words and every body."""
+        if n.kind != "if" and _CD_WORD.search(self.raw(n)):
+            # a later iteration runs where an earlier one moved to
+            self.cwd = None
+        for p in n.parts:
+            if p.kind == "reservedword":
+                continue
+            if p.kind == "word":
+                self.word_parts(p)
+            else:
+                self.node(p)
 
     def isolated(self, n: Any) -> None:
         """Walk ``n`` as a subshell: its directory changes do not reach what follows."""
@@ -431,13 +240,13 @@ class _Walker:
                 self.isolated(p.command)
             elif p.kind == "parameter":
                 dynamic = True
-                problem = _parameter_problem(self.raw(p))
+                problem = parameter_problem(self.raw(p))
                 if problem:
-                    raise _Unprovable(problem)
+                    raise Unprovable(problem)
             elif p.kind == "tilde":
                 continue
             else:
-                raise _Unprovable(f"unsupported word part {p.kind!r}")
+                raise Unprovable(f"unsupported word part {p.kind!r}")
         return dynamic
 
     def word(self, w: Any) -> Word:
@@ -446,8 +255,8 @@ class _Walker:
         parts: list[Any] = list(getattr(w, "parts", None) or ())
         if len(parts) == 1 and parts[0].kind == "processsubstitution" and parts[0].pos == w.pos:
             return Word()  # <(cmd) is a /dev/fd/N path (cmd itself was walked above)
-        unq = _unquoted(raw)
-        return Word(dynamic=dynamic, glob=any(c in unq for c in "*?["), tilde=_tilde(raw))
+        unq = unquoted(raw)
+        return Word(dynamic=dynamic, glob=any(c in unq for c in "*?["), tilde=expands_tilde(raw))
 
     def raw(self, n: Any) -> str:
         start, end = n.pos
@@ -461,7 +270,7 @@ class _Walker:
             delim_raw = self.raw(target) if hasattr(target, "pos") else ""
             quoted = hasattr(target, "pos") and target.pos[0] in self.quoted_heredocs
             if not quoted and not any(q in delim_raw for q in "'\"\\") and ("$" in body or "`" in body):
-                raise _Unprovable("here-document with expansions")
+                raise Unprovable("here-document with expansions")
             return
         if op == "<<<":
             if hasattr(target, "kind"):
@@ -473,10 +282,10 @@ class _Walker:
             return
         dynamic = self.word_parts(target)
         raw = self.raw(target)
-        unq = _unquoted(raw)
+        unq = unquoted(raw)
         write = op in _WRITE_OPS
         if op not in _WRITE_OPS and op not in _READ_OPS:
-            raise _Unprovable(f"unsupported redirection {op!r}")
+            raise Unprovable(f"unsupported redirection {op!r}")
         if dynamic or any(c in unq for c in "*?[{"):
             self.redirects.append(Redirect(op=op, target=raw, write=write, dynamic=True, cwd=self.cwd))
             return
@@ -493,7 +302,7 @@ class _Walker:
         for p in n.parts:
             if p.kind == "assignment":
                 if "[" in p.word.split("=", 1)[0]:
-                    raise _Unprovable("array assignment (subscripts run code)")
+                    raise Unprovable("array assignment (subscripts run code)")
                 self.word_parts(p)
                 assignments.append(p.word)
             elif p.kind == "word":
@@ -501,7 +310,7 @@ class _Walker:
             elif p.kind == "redirect":
                 self.redirect(p)
             else:
-                raise _Unprovable(f"unsupported command part {p.kind!r}")
+                raise Unprovable(f"unsupported command part {p.kind!r}")
         infos = [self.word(w) for w in words]
         argv = tuple(w.word for w in words)
         if not argv:
@@ -532,83 +341,24 @@ class _Walker:
         *,
         open_args: bool = False,
     ) -> None:
+        """Record the command ``argv`` (or the one a wrapper or ``sh -c`` runs) with its flags."""
         if len(self.commands) > _MAX_COMMANDS:
-            raise _Unprovable("too many commands")
-        flags: list[str] = []
-        for a in assignments:
-            name = a.split("=", 1)[0].rstrip("+")
-            reason = env_flag(name)
-            if reason:
-                flags.append(reason)
-        if words[0].dynamic or (raws[0] != "[" and any(c in _unquoted(raws[0]) for c in "*?[{")):
-            raise _Unprovable("the program name is computed at run time")
-        for raw in raws:
-            unq = _unquoted(raw)
-            if "{" in unq and ("," in unq or ".." in unq) and unq != "{}":
-                raise _Unprovable("brace expansion")
+            raise Unprovable("too many commands")
+        flags = _assignment_flags(assignments)
+        _check_words(words, raws)
         prog = argv[0]
         base = os.path.basename(prog)
         if base in _UNPROVABLE_BUILTINS or prog in _UNPROVABLE_BUILTINS:
-            raise _Unprovable(f"{prog} changes how later commands run; cannot be judged")
-        if base in _SHELLS:
-            if self.shell_c(argv, words):
-                if flags:  # BASH_ENV=… bash -c '…': the prefix reaches the shell itself
-                    self.commands.append(
-                        ShellCommand(argv=argv, assignments=assignments, flags=tuple(flags), cwd=self.cwd)
-                    )
-                return
-            if not argv[1:] or any(a not in ("--version", "--help") for a in argv[1:]):
-                # `echo 'rm -rf x' | sh`, `bash script.sh`, `bash <<EOF`: commands the walk cannot see
-                raise _Unprovable(f"{base} reads its commands from stdin or a script file")
-        inner = _unwrap(argv)
+            raise Unprovable(f"{prog} changes how later commands run; cannot be judged")
+        if base in _SHELLS and self.shell(argv, words, assignments, flags):
+            return
+        inner = unwrap(argv)
         if inner is not None:
-            start, extra_assign, inner_open = inner
-            if any(w.dynamic for w in words[1:start]):
-                raise _Unprovable(f"{base} arguments computed at run time")
-            if base in _PRIVILEGED:
-                self.commands.append(
-                    ShellCommand(
-                        argv=argv,
-                        assignments=assignments,
-                        flags=tuple(flags),
-                        open_args=open_args,
-                        words=tuple(words),
-                        cwd=self.cwd,
-                    )
-                )
-            if start >= len(argv):
-                # a wrapper without a command (env prints the environment, exec only redirects)
-                if base not in _PRIVILEGED:
-                    self.commands.append(
-                        ShellCommand(
-                            argv=argv,
-                            assignments=assignments,
-                            flags=tuple(flags),
-                            words=tuple(words),
-                            cwd=self.cwd,
-                        )
-                    )
-                return
-            self.simple(
-                argv[start:],
-                words[start:],
-                raws[start:],
-                assignments + extra_assign,
-                open_args=open_args or inner_open,
-            )
+            self.wrapped(argv, words, raws, assignments, flags, inner, open_args=open_args)
             return
         flags.extend(option_flags(argv, base))
         if base in OPTION_CHECKED:
-            if any(w.dynamic for w in words[1:]):
-                flags.append(f"{base} arguments computed at run time could carry program-valued options")
-            if any(
-                w.glob and _unquoted(r)[:1] in ("*", "?", "[")
-                for w, r in zip(words[1:], raws[1:], strict=True)
-            ):
-                # src/*.py only expands to names starting with src/; *.py may expand to "-e…"
-                flags.append(f"{base} arguments expanded from file names could carry options")
-            if open_args:
-                flags.append(f"{base} gets extra arguments at run time (xargs)")
+            flags.extend(_run_time_option_flags(base, words, raws, open_args=open_args))
         literal = not any(w.dynamic or w.glob or w.tilde for w in words[1:])
         neutral = prog == base and not open_args and inert(argv, literal)
         self.commands.append(
@@ -624,6 +374,69 @@ class _Walker:
         )
         if prog == base and base in ("cd", "pushd", "popd"):
             self.chdir(argv, words)
+
+    def shell(
+        self, argv: tuple[str, ...], words: list[Word], assignments: tuple[str, ...], flags: list[str]
+    ) -> bool:
+        """A shell: walk its ``-c`` string and return ``True``; ``False`` for ``--version``/``--help``."""
+        if self.shell_c(argv, words):
+            if flags:  # BASH_ENV=… bash -c '…': the prefix reaches the shell itself
+                self.commands.append(
+                    ShellCommand(argv=argv, assignments=assignments, flags=tuple(flags), cwd=self.cwd)
+                )
+            return True
+        if not argv[1:] or any(a not in ("--version", "--help") for a in argv[1:]):
+            # `echo 'rm -rf x' | sh`, `bash script.sh`, `bash <<EOF`: commands the walk cannot see
+            raise Unprovable(f"{os.path.basename(argv[0])} reads its commands from stdin or a script file")
+        return False
+
+    def wrapped(
+        self,
+        argv: tuple[str, ...],
+        words: list[Word],
+        raws: list[str],
+        assignments: tuple[str, ...],
+        flags: list[str],
+        inner: Inner,
+        *,
+        open_args: bool,
+    ) -> None:
+        """A wrapper: record it when it is privileged or runs nothing, then walk its inner command."""
+        base = os.path.basename(argv[0])
+        start, extra_assign, inner_open = inner
+        if any(w.dynamic for w in words[1:start]):
+            raise Unprovable(f"{base} arguments computed at run time")
+        if base in _PRIVILEGED:
+            self.commands.append(
+                ShellCommand(
+                    argv=argv,
+                    assignments=assignments,
+                    flags=tuple(flags),
+                    open_args=open_args,
+                    words=tuple(words),
+                    cwd=self.cwd,
+                )
+            )
+        if start >= len(argv):
+            # a wrapper without a command (env prints the environment, exec only redirects)
+            if base not in _PRIVILEGED:
+                self.commands.append(
+                    ShellCommand(
+                        argv=argv,
+                        assignments=assignments,
+                        flags=tuple(flags),
+                        words=tuple(words),
+                        cwd=self.cwd,
+                    )
+                )
+            return
+        self.simple(
+            argv[start:],
+            words[start:],
+            raws[start:],
+            assignments + extra_assign,
+            open_args=open_args or inner_open,
+        )
 
     def chdir(self, argv: tuple[str, ...], words: list[Word]) -> None:
         """Follow ``cd``: the candidates become the old ones plus each joined with the target."""
@@ -653,13 +466,13 @@ class _Walker:
             if w.startswith(("-", "+")) and not w.startswith("--") and len(w) > 1:
                 if "c" in w[1:]:
                     if i + 1 >= len(argv):
-                        raise _Unprovable(f"{argv[0]} -c without a command string")
+                        raise Unprovable(f"{argv[0]} -c without a command string")
                     if words[i + 1].dynamic:
-                        raise _Unprovable(f"{argv[0]} -c string computed at run time")
+                        raise Unprovable(f"{argv[0]} -c string computed at run time")
                     if self.depth >= _MAX_DEPTH:
-                        raise _Unprovable("shell strings nested too deeply")
+                        raise Unprovable("shell strings nested too deeply")
                     if set(w[1:]) & {"i", "l"}:
-                        raise _Unprovable(f"{argv[0]} {w} reads startup files")
+                        raise Unprovable(f"{argv[0]} {w} reads startup files")
                     inner = analyze(argv[i + 1], _depth=self.depth + 1, _cwd=self.cwd)
                     self.commands.extend(inner.commands)
                     self.redirects.extend(inner.redirects)
@@ -674,124 +487,8 @@ class _Walker:
         return False
 
 
-def _unwrap(argv: tuple[str, ...]) -> tuple[int, tuple[str, ...], bool] | None:
-    """For a wrapper: (index of the inner command, env assignments it adds, open args); else ``None``."""
-    base = os.path.basename(argv[0])
-    n = len(argv)
-
-    def skip(i: int, with_value: frozenset[str], flags_ok: Callable[[str], bool]) -> int:
-        while i < n:
-            w = argv[i]
-            if w == "--":
-                return i + 1
-            if w in with_value:
-                i += 2
-            elif w.startswith("-") and len(w) > 1 and flags_ok(w):
-                i += 1
-            else:
-                return i
-        return i
-
-    any_flag: Callable[[str], bool] = lambda w: True  # noqa: E731
-    if base in ("nohup", "builtin"):
-        return (1, (), False)
-    if base == "nice":
-        return (skip(1, frozenset({"-n", "--adjustment"}), any_flag), (), False)
-    if base == "timeout":
-        i = skip(1, frozenset({"-s", "--signal", "-k", "--kill-after"}), any_flag)
-        return (i + 1, (), False)  # the duration
-    if base == "stdbuf":
-        return (skip(1, frozenset({"-i", "-o", "-e"}), any_flag), (), False)
-    if base == "setsid":
-        return (skip(1, frozenset(), any_flag), (), False)
-    if base == "ionice":
-        if "-p" in argv or "-P" in argv:
-            return None
-        return (skip(1, frozenset({"-c", "-n"}), any_flag), (), False)
-    if base == "command":
-        if n > 1 and argv[1] in ("-v", "-V"):
-            return None
-        return (skip(1, frozenset(), lambda w: w == "-p"), (), False)
-    if base == "exec":
-        return (skip(1, frozenset({"-a"}), lambda w: w in ("-c", "-l", "-cl", "-lc")), (), False)
-    if base == "env":
-        i = 1
-        assigns: list[str] = []
-        while i < n:
-            w = argv[i]
-            if w in ("-S", "--split-string") or w.startswith(("-S", "--split-string")):
-                raise _Unprovable("env -S splits a string into a command")
-            if w.startswith(("-C", "--chdir")):
-                raise _Unprovable("env -C runs the command in another directory")
-            if w in ("-u", "--unset"):
-                i += 2
-            elif w == "--":
-                i += 1
-                break
-            elif w.startswith("-"):
-                i += 1
-            elif re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*=.*", w, re.DOTALL):
-                assigns.append(w)
-                i += 1
-            else:
-                break
-        while i < n and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*=.*", argv[i], re.DOTALL):
-            assigns.append(argv[i])
-            i += 1
-        return (i, tuple(assigns), False)
-    if base == "xargs":
-        with_value = frozenset(
-            {
-                "-a",
-                "-d",
-                "-E",
-                "-I",
-                "-L",
-                "-n",
-                "-P",
-                "-s",
-                "--arg-file",
-                "--delimiter",
-                "--max-args",
-                "--max-procs",
-                "--max-chars",
-                "--max-lines",
-                "--replace",
-            }
-        )
-        i = skip(1, with_value, any_flag)
-        return (i, (), True)
-    if base == "sudo":
-        for w in argv[1:]:
-            if not w.startswith("-"):
-                break
-            if w in ("-s", "-i", "-e", "--shell", "--login", "--edit") or (
-                not w.startswith("--") and set(w[1:]) & {"s", "i", "e"}
-            ):
-                raise _Unprovable(f"sudo {w} runs a shell or an editor")
-        i = skip(
-            1,
-            frozenset({"-u", "-g", "-C", "-D", "-h", "-p", "-r", "-t", "-U", "-T", "--user", "--group"}),
-            any_flag,
-        )
-        assigns = []
-        while i < n and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*=.*", argv[i], re.DOTALL):
-            assigns.append(argv[i])
-            i += 1
-        return (i, tuple(assigns), False)
-    if base == "doas":
-        if "-s" in argv[1:2] or "-C" in argv:
-            raise _Unprovable("doas -s/-C")
-        return (skip(1, frozenset({"-u"}), any_flag), (), False)
-    if base == "pkexec":
-        return (skip(1, frozenset({"--user"}), any_flag), (), False)
-    return None
-
-
-def analyze(command: str, *, _depth: int = 0, _cwd: tuple[str, ...] | None = ROOT_CWD) -> ShellAnalysis:
-    """Every command and redirection of ``command`` as bash would run it (see module doc)."""
-    if not isinstance(command, str):
-        return ShellAnalysis(source=str(command), unprovable=("command is not a string",))
+def _refused_outright(command: str) -> ShellAnalysis | None:
+    """The analysis of a string refused before parsing (too long, NUL, invisible characters …)."""
     if len(command) > MAX_COMMAND_CHARS:
         return ShellAnalysis(
             source=command[:200], unprovable=(f"command longer than {MAX_COMMAND_CHARS} characters",)
@@ -808,11 +505,21 @@ def analyze(command: str, *, _depth: int = 0, _cwd: tuple[str, ...] | None = ROO
     )
     if controls:
         return ShellAnalysis(source=command, unprovable=(f"control characters: {', '.join(controls)}",))
-    if "$[" in _unquoted(command):
+    if "$[" in unquoted(command):
         return ShellAnalysis(source=command, unprovable=("arithmetic expansion $[ … ]",))
     if not command.strip():
         return ShellAnalysis(source=command, unprovable=("empty command",))
-    text, quoted_heredocs = _unquote_heredocs(command) if "<<" in command else (command, frozenset[int]())
+    return None
+
+
+def analyze(command: str, *, _depth: int = 0, _cwd: tuple[str, ...] | None = ROOT_CWD) -> ShellAnalysis:
+    """Every command and redirection of ``command`` as bash would run it (see module doc)."""
+    if not isinstance(command, str):
+        return ShellAnalysis(source=str(command), unprovable=("command is not a string",))
+    refused = _refused_outright(command)
+    if refused is not None:
+        return refused
+    text, quoted_heredocs = unquote_heredocs(command) if "<<" in command else (command, frozenset[int]())
     # bashlex builds its parser tables when imported (~0.1 s): only a process that parses pays
     import bashlex  # type: ignore[import-untyped]
     import bashlex.errors  # type: ignore[import-untyped]
@@ -822,7 +529,7 @@ def analyze(command: str, *, _depth: int = 0, _cwd: tuple[str, ...] | None = ROO
         trees = bashlex.parse(text)
         for tree in trees:
             walker.node(tree)
-    except _Unprovable as exc:
+    except Unprovable as exc:
         # keep what was found before: a denied command next to an unprovable one is still denied
         return ShellAnalysis(
             source=command,
