@@ -28,18 +28,17 @@ Paths are as git reports them: relative to the repository's top-level. ``ignore`
 prefixes are relative to ``work_dir`` (the project root, or a worktree under it), passed to git as
 literal exclude pathspecs, and every command is limited to ``work_dir``'s subtree. The repository
 must be the root's own (``<root>/.git``): git looks no higher than the root.
+
+Rooms: the text handed to git and read back (messages, branch names, pathspecs, ``-z`` listings)
+is :mod:`.gittext` (pure); what runs on the host outside the sandbox (the global identity, the
+walk of a worktree path) is :mod:`.githost`; the sandboxed launch and the pins are :mod:`.gitrun`.
 """
 
 from __future__ import annotations
 
-import asyncio
 import os
-import re
-import stat
-import unicodedata
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from pathlib import PurePosixPath
 from typing import Final
 
 from jidocode.shared import sandbox
@@ -53,11 +52,29 @@ from jidocode.shared.errors import (
     RequestTimeout,
 )
 
+from .githost import first_link, global_identity, within
 from .gitrun import LOOP_PINS, GitRun, driver_pins, git_argv, protected_changes, run_git
+from .gittext import (
+    BRANCH_MAX,
+    SUBJECT_MAX,
+    commit_message,
+    exclude_specs,
+    gitlinks,
+    one_line,
+    parse_porcelain,
+    shown,
+    shown_list,
+    untracked_repos,
+    validate_branch_name,
+)
 
 __all__ = [
+    "BRANCH_MAX",
     "CAPABILITY",
     "DEFAULT_AUTHOR",
+    "MESSAGE_MAX",
+    "STDERR_CAP",
+    "SUBJECT_MAX",
     "Commit",
     "GitError",
     "GitRepo",
@@ -73,9 +90,7 @@ __all__ = [
 CAPABILITY: Final = "allow_destructive_git"
 #: Author and committer when neither ``JIDO_GIT_AUTHOR_NAME/EMAIL`` nor git's ``user.*`` is set.
 DEFAULT_AUTHOR: Final = ("JidoCode PRD loop", "prd@jidocode.invalid")
-SUBJECT_MAX: Final = 72
 MESSAGE_MAX: Final = 64 * 1024
-BRANCH_MAX: Final = 200
 STDERR_CAP: Final = 2000
 TIMEOUT_S: Final = 120.0
 #: Git variables of the service's environment that still count (who commits, and when); every other
@@ -89,13 +104,6 @@ _KEPT_GIT_VARS: Final = (
     "GIT_COMMITTER_EMAIL",
     "GIT_COMMITTER_DATE",
 )
-#: Mode of a gitlink (a nested repository's commit) in the index and in trees.
-_GITLINK: Final = b"160000"
-#: How long reading the user's global identity on the host may take.
-_IDENTITY_TIMEOUT_S: Final = 10.0
-_CONTROL: Final = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
-_SPACES: Final = re.compile(r"\s+")
-_BRANCH_CHARS: Final = re.compile(r"[A-Za-z0-9._/+-]+")
 _IN_USE: Final = ("already checked out", "is already used by worktree", "already used by worktree")
 
 
@@ -111,111 +119,6 @@ class Commit:
     sha: str
     message: str
     files: list[str] = field(default_factory=list)
-
-
-# --- pure helpers ---------------------------------------------------------------------------------
-
-
-def _one_line(text: str) -> str:
-    """``text`` on one line: control characters (newlines included) become spaces, runs of spaces one."""
-    return _SPACES.sub(" ", _CONTROL.sub(" ", unicodedata.normalize("NFC", text))).strip()
-
-
-def commit_message(story_id: str, title: str, prd_name: str) -> str:
-    """The commit message of a passed story: ``feat(<prd>): <story id> <title>`` (one line of at most
-    72 characters, control characters stripped), a blank line, and a body naming story and PRD
-    with the whole title."""
-    sid, full, prd = _one_line(story_id), _one_line(title), _one_line(prd_name)
-    subject = _one_line(f"feat({prd}): {sid} {full}")
-    if len(subject) > SUBJECT_MAX:
-        subject = subject[: SUBJECT_MAX - 1].rstrip() + "…"
-    body = [f"Story: {sid}", f"Title: {full}", f"PRD: {prd}", "", "Committed by the JidoCode PRD loop."]
-    return subject + "\n\n" + "\n".join(body) + "\n"
-
-
-def validate_branch_name(branch: str) -> str:
-    """The first check of a branch name (``InvalidInput``), before ``git check-ref-format --branch``:
-    no option look-alike, no ``HEAD``, and only a plain set of characters: shell metacharacters
-    (``;``, ``$``, backquotes) and ``@{…}`` (which that command would expand) are refused even
-    though git would take some of them."""
-    if not isinstance(branch, str) or not branch:
-        raise InvalidInput("branch name is empty")
-    if len(branch) > BRANCH_MAX:
-        raise InvalidInput(f"branch name is {len(branch)} characters long (at most {BRANCH_MAX})")
-    if branch.startswith("-"):
-        raise InvalidInput(f"branch name {branch!r} starts with '-'", details={"branch": branch})
-    if branch in {"HEAD", "@"} or not _BRANCH_CHARS.fullmatch(branch):
-        raise InvalidInput(
-            f"branch name {branch!r} is not allowed (letters, digits and . _ / + - only)",
-            details={"branch": branch},
-        )
-    return branch
-
-
-def _shown(path: bytes) -> str:
-    """A path git printed, as text that any JSON encoder takes (bytes that are not UTF-8 escaped)."""
-    return path.decode("utf-8", "backslashreplace")
-
-
-def parse_porcelain(data: bytes) -> list[str]:
-    """The paths of ``git status --porcelain=v1 -z``: each entry ``XY path``, a rename's or copy's
-    original path as the next NUL-terminated field (both are listed). Sorted, unique."""
-    fields = data.split(b"\0")
-    paths: set[str] = set()
-    i = 0
-    while i < len(fields):
-        entry = fields[i]
-        i += 1
-        if not entry:
-            continue
-        if len(entry) < 4 or entry[2:3] != b" ":
-            raise ValueError(f"not a porcelain v1 entry: {entry[:80]!r}")
-        xy = entry[:2]
-        paths.add(_shown(entry[3:]))
-        if b"R" in xy or b"C" in xy:
-            if i < len(fields) and fields[i]:
-                paths.add(_shown(fields[i]))
-            i += 1
-    return sorted(paths)
-
-
-def _exclude_specs(prefixes: tuple[str, ...]) -> list[str]:
-    """Literal exclude pathspecs (relative to the cwd) of ``prefixes``; ``InvalidInput`` for a prefix
-    that is absolute, climbs out (``..``), or holds a NUL."""
-    specs = []
-    for prefix in prefixes:
-        norm = prefix.strip("/")
-        if not norm or "\0" in prefix or os.path.isabs(prefix) or ".." in norm.split("/"):
-            raise InvalidInput(f"excluded path {prefix!r} must be a relative path inside the work dir")
-        specs.append(f":(exclude,literal){norm}")
-    return specs
-
-
-def untracked_repos(porcelain: bytes) -> list[str]:
-    """The untracked nested repositories of ``git status --porcelain=v1 -z --untracked-files=all``.
-
-    With every untracked file listed one by one, a directory is listed only when git would not
-    enter it: it holds a repository of its own (``?? sub/``).
-    """
-    found = []
-    for entry in porcelain.split(b"\0"):
-        if entry.startswith(b"?? ") and entry.endswith(b"/"):
-            found.append(_shown(entry[3:-1]))
-    return sorted(found)
-
-
-def gitlinks(listing: bytes) -> set[str]:
-    """The gitlinks (mode 160000) of ``git ls-files --stage -z`` or ``git ls-tree -r -z`` output."""
-    found = set()
-    for entry in listing.split(b"\0"):
-        meta, tab, path = entry.partition(b"\t")
-        if tab and meta.split(b" ", 1)[0] == _GITLINK:
-            found.add(_shown(path))
-    return found
-
-
-def _shown_list(paths: list[str], limit: int = 20) -> str:
-    return ", ".join(paths[:limit]) + (f" and {len(paths) - limit} more" if len(paths) > limit else "")
 
 
 # --- the repository -------------------------------------------------------------------------------
@@ -247,7 +150,7 @@ class GitRepo:
             raise InvalidInput(f"git timeout_s must be in (0, 3600] s, not {timeout_s!r}")
         self.work_dir = os.path.abspath(work_dir)
         self.root = os.path.abspath(root or work_dir)
-        if not _within(self.work_dir, self.root):
+        if not within(self.work_dir, self.root):
             raise InvalidInput(f"work_dir {self.work_dir} is not under the project root {self.root}")
         self.allow_destructive = allow_destructive
         self.timeout_s = timeout_s
@@ -385,7 +288,7 @@ class GitRepo:
     async def dirty_files(self, *, ignore: tuple[str, ...] = (".daedalus/",)) -> list[str]:
         """Uncommitted changes (tracked and untracked), outside ``ignore``; a nested repository
         is one entry ending in ``/``, never entered."""
-        return parse_porcelain(await self._status(_exclude_specs(ignore)))
+        return parse_porcelain(await self._status(exclude_specs(ignore)))
 
     async def ensure_clean(self, *, allow_dirty: bool = False) -> None:
         """``Conflict`` naming the changed files unless the tree is clean or ``allow_dirty``."""
@@ -395,7 +298,7 @@ class GitRepo:
         files = await self.dirty_files()
         if files:
             raise Conflict(
-                f"the working tree {self.work_dir} has uncommitted changes: {_shown_list(files)} "
+                f"the working tree {self.work_dir} has uncommitted changes: {shown_list(files)} "
                 "(commit or stash them, or allow a dirty tree)",
                 details={"files": files[:20], "count": len(files)},
             )
@@ -440,14 +343,14 @@ class GitRepo:
             )
         else:
             run = await self._git("ls-tree", "-r", "-z", "--name-only", "--full-tree", target)
-        changed = [_shown(p) for p in run.out.split(b"\0") if p]
+        changed = [shown(p) for p in run.out.split(b"\0") if p]
         return protected_changes(changed, sandbox.protected_rels(self.data_dir))
 
     async def _refuse_protected(self, branch: str) -> None:
         changed = await self.protected_changes(branch)
         if changed:
             raise PermissionDenied(
-                f"checking out branch {branch!r} would change protected paths: {_shown_list(changed)} "
+                f"checking out branch {branch!r} would change protected paths: {shown_list(changed)} "
                 "(files that decide what runs and what is allowed are changed by people, not by a "
                 "branch the loop checks out)",
                 details={"branch": branch, "paths": changed[:20], "count": len(changed)},
@@ -501,7 +404,7 @@ class GitRepo:
         data = message.encode("utf-8", "replace")  # a lone surrogate is no text: "?"
         if len(data) > MESSAGE_MAX:
             raise InvalidInput(f"commit message is {len(data)} bytes (at most {MESSAGE_MAX})")
-        specs = _exclude_specs(exclude)
+        specs = exclude_specs(exclude)
         await self._require_repo()
         await self._refuse_nested(specs)
         await self._git("add", "--all", "--", ".", *specs)
@@ -531,7 +434,7 @@ class GitRepo:
         )
         sha = (await self._git("rev-parse", "--verify", "HEAD")).out.decode().strip()
         tree = await self._git("diff-tree", "--no-commit-id", "--name-only", "-r", "-z", "--root", "HEAD")
-        files = sorted(_shown(p) for p in tree.out.split(b"\0") if p)
+        files = sorted(shown(p) for p in tree.out.split(b"\0") if p)
         return Commit(sha=sha, message=data.decode("utf-8"), files=files)
 
     async def _refuse_nested(self, specs: list[str]) -> None:
@@ -546,7 +449,7 @@ class GitRepo:
         found = sorted(nested | staged)
         if found:
             raise PermissionDenied(
-                f"nested git repositories in {self.work_dir}: {_shown_list(found)}; the PRD loop "
+                f"nested git repositories in {self.work_dir}: {shown_list(found)}; the PRD loop "
                 "never commits a repository inside the project (remove it, or add it yourself as a "
                 "submodule)",
                 details={"paths": found[:20], "count": len(found)},
@@ -572,7 +475,7 @@ class GitRepo:
                 if got.code == 0 and got.out.strip():
                     continue
                 value = await global_identity(part.lower(), self._source_env) or default
-            env[f"GIT_AUTHOR_{part}"] = env[f"GIT_COMMITTER_{part}"] = _one_line(value)
+            env[f"GIT_AUTHOR_{part}"] = env[f"GIT_COMMITTER_{part}"] = one_line(value)
         return env
 
     # -- worktrees --
@@ -583,11 +486,11 @@ class GitRepo:
         if not isinstance(path, str) or not path or "\0" in path:
             raise InvalidInput(f"worktree path {path!r} is not a path")
         where = os.path.normpath(os.path.join(self.work_dir, path))  # absolute: never read as an option
-        if where == self.root or not _within(where, self.root):
+        if where == self.root or not within(where, self.root):
             raise InvalidInput(
                 f"worktree path {where} is not inside the project root {self.root}", details={"path": where}
             )
-        linked = _first_link(self.root, os.path.relpath(where, self.root))
+        linked = first_link(self.root, os.path.relpath(where, self.root))
         if linked is not None:
             raise PermissionDenied(
                 f"worktree path {where} is refused: {linked} is a symlink or not a directory "
@@ -651,69 +554,3 @@ class GitRepo:
                 details={"capability": CAPABILITY, "path": where, "files": dirty[:20]},
             )
         await self._git("worktree", "remove", *(("--force",) if dirty else ()), where)
-
-
-# --- outside the class ------------------------------------------------------------------------------
-
-
-def _within(path: str, base: str) -> bool:
-    p, b = PurePosixPath(path).parts, PurePosixPath(base).parts
-    return p[: len(b)] == b
-
-
-def _first_link(root: str, rel: str) -> str | None:
-    """The first component of ``root/rel`` (below ``root``) that is a symlink or not a directory,
-    walking with directory descriptors (``O_NOFOLLOW``); ``None`` when every existing one is a
-    real directory (a missing one ends the walk: git creates it, inside the sandbox)."""
-    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    here = root
-    try:
-        for name in PurePosixPath(rel).parts:
-            here = os.path.join(here, name)
-            try:
-                st = os.stat(name, dir_fd=fd, follow_symlinks=False)
-            except FileNotFoundError:
-                return None
-            if not stat.S_ISDIR(st.st_mode):
-                return here
-            try:
-                nxt = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd)
-            except OSError:  # swapped for a link since the stat
-                return here
-            os.close(fd)
-            fd = nxt
-    finally:
-        os.close(fd)
-    return None
-
-
-async def global_identity(key: str, source_env: Mapping[str, str]) -> str:
-    """The user's own global ``user.<key>`` (``""`` when unset), read on the host: git with no
-    repository (working directory ``/``, no system layer), reading only the global files."""
-    env = {k: v for k, v in source_env.items() if k in ("PATH", "HOME", "XDG_CONFIG_HOME")}
-    env.update(GIT_CONFIG_NOSYSTEM="1", GIT_CEILING_DIRECTORIES="/", LC_ALL="C")
-    try:
-        proc = await asyncio.create_subprocess_exec(
-            "git",
-            "config",
-            "--global",
-            "--includes",
-            "--get",
-            f"user.{key}",
-            cwd="/",
-            env=env,
-            stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.DEVNULL,
-        )
-    except OSError:
-        return ""
-    try:
-        out, _ = await asyncio.wait_for(proc.communicate(), _IDENTITY_TIMEOUT_S)
-    except TimeoutError:
-        return ""
-    finally:
-        if proc.returncode is None:
-            proc.kill()
-            await proc.wait()
-    return out.decode("utf-8", "replace").strip() if proc.returncode == 0 else ""
