@@ -16,6 +16,8 @@ started process can touch*, whatever the command line says:
 - :mod:`._guard`: protected paths captured before a call, watched while it
   runs (:mod:`._watch`: a change is put back at once and stops the call) and
   repaired after it (what bubblewrap cannot bind, and everything under Landlock);
+  the snapshot and its repair are :mod:`._snapshot`, the git directory held and
+  put back where it was is :mod:`._gitdir`;
 - :mod:`._env`: the scrubbed environment and git's pinned configuration;
 - :mod:`._paths`: the protected, hidden and readable paths;
 - :mod:`._namespace`: the pid namespace of a bubblewrap call, ended by killing

@@ -205,46 +205,65 @@ def _bwrap_mounts(
     # an additional directory that holds a system one ("/") binds it already
     mounts = _system_mounts([p for p in system if not any(within(p, d) for d in extras)])
     fds: list[int] = []
-    pinned: set[str] = set()
     try:
-        for rel in rels:
-            chain, leaf = _open_chain(root, rel)
-            for path, fd in chain:
-                if path in pinned:
-                    os.close(fd)
-                    continue
-                # a real directory on the way becomes a mount point: it cannot be renamed or replaced
-                pinned.add(path)
-                fds.append(fd)
-                mounts.append(Mount("rw", path, fd))
-            dest = os.path.join(root, rel)
-            if leaf is not None:
-                fds.append(leaf)
-                mounts.append(Mount("ro", dest, leaf))
-            else:
-                real = os.path.realpath(dest)
-                if real != dest and within(real, root) and os.path.exists(real):
-                    mounts.append(Mount("ro", real))  # reached through a symlink: bind where it leads
-        if home and home != "/" and os.path.isdir(home):
-            mounts.append(Mount("tmpfs", home))
-            sandbox_home = home
-        else:
-            sandbox_home = "/tmp/home"
-            mounts.append(Mount("dir", sandbox_home))
+        _protected_mounts(root, rels, mounts, fds)
+        sandbox_home = _home_mount(home, mounts)
         shown = (root, *extras, *(m.dest for m in mounts if m.kind == "ro" and m.fd is None))
-        for path in hidden:
-            if not any(within(path, v) for v in shown):
-                continue  # not bound: nothing to cover
-            if os.path.isdir(path):
-                mounts.append(Mount("tmpfs", path))
-            elif os.path.exists(path):
-                mounts.append(Mount("hide-file", path))
+        mounts += _hidden_mounts(hidden, shown)
         mounts += [Mount("ro", d) for d in extras]
     except BaseException:
         for fd in fds:
             os.close(fd)
         raise
     return mounts, fds, sandbox_home
+
+
+def _protected_mounts(root: str, rels: Sequence[str], mounts: list[Mount], fds: list[int]) -> None:
+    """Add the read-only binds of the protected paths to ``mounts``, and the descriptors they pin to ``fds``.
+
+    Every real directory on the way to one becomes a read-write mount point (it cannot be
+    renamed or replaced then); a protected path reached through a symlink is bound where it leads.
+    """
+    pinned: set[str] = set()
+    for rel in rels:
+        chain, leaf = _open_chain(root, rel)
+        for path, fd in chain:
+            if path in pinned:
+                os.close(fd)
+                continue
+            pinned.add(path)
+            fds.append(fd)
+            mounts.append(Mount("rw", path, fd))
+        dest = os.path.join(root, rel)
+        if leaf is not None:
+            fds.append(leaf)
+            mounts.append(Mount("ro", dest, leaf))
+            continue
+        real = os.path.realpath(dest)
+        if real != dest and within(real, root) and os.path.exists(real):
+            mounts.append(Mount("ro", real))  # reached through a symlink: bind where it leads
+
+
+def _home_mount(home: str | None, mounts: list[Mount]) -> str:
+    """Add the sandbox's empty home to ``mounts`` (a tmpfs over the user's, else ``/tmp/home``); its path."""
+    if home and home != "/" and os.path.isdir(home):
+        mounts.append(Mount("tmpfs", home))
+        return home
+    mounts.append(Mount("dir", "/tmp/home"))
+    return "/tmp/home"
+
+
+def _hidden_mounts(hidden: Sequence[str], shown: Sequence[str]) -> list[Mount]:
+    """The covers of the ``hidden`` paths that lie under a bound one (``shown``): nothing to cover elsewhere."""
+    out: list[Mount] = []
+    for path in hidden:
+        if not any(within(path, v) for v in shown):
+            continue
+        if os.path.isdir(path):
+            out.append(Mount("tmpfs", path))
+        elif os.path.exists(path):
+            out.append(Mount("hide-file", path))
+    return out
 
 
 def _landlock_spec(

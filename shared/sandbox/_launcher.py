@@ -40,7 +40,7 @@ import time
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Sequence
-    from typing import Any, Final
+    from typing import Any, Final, NoReturn
 
 __all__ = ["ACCESS", "READ_RIGHTS", "RIGHTS_FILE", "WRITE_RIGHTS", "abi", "main", "parse_spec", "spec_argv"]
 
@@ -253,13 +253,19 @@ def _kill_tree(me: int) -> None:
     """SIGKILL everything under the launcher (orphans come back to it: it is their subreaper)."""
     for _ in range(10000):
         for pid in _descendants(me):
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except OSError:
-                pass
+            _sigkill(pid)
         if not _reap():
             return
         time.sleep(0.0005)  # the killed ones are exiting; their orphans are coming back to us
+
+
+def _sigkill(pid: int) -> bool:
+    """SIGKILL ``pid``; ``False`` when it is gone already (``contextlib`` would cost the launch its import)."""
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except OSError:
+        return False
+    return True
 
 
 def _status(raw: int) -> int:
@@ -304,6 +310,53 @@ def parse_spec(args: Sequence[str]) -> tuple[dict[str, Any], list[str]]:
     return spec, program
 
 
+_STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+
+
+def _exec_restricted(libc: Any, fd: int, launcher: int, program: list[str]) -> NoReturn:  # pragma: no cover
+    """In the forked child: restrict itself by the ruleset ``fd`` and exec ``program``; never returns.
+
+    Runs in the child, whose coverage is not collected: it execs or exits.
+    """
+    try:
+        for sig in _STOP_SIGNALS:
+            signal.signal(sig, signal.SIG_DFL)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        if os.getppid() != launcher:
+            os._exit(126)  # the launcher died before the line above: nobody would end us
+        _drop_capabilities(libc)
+        _check(libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "prctl(NO_NEW_PRIVS)")
+        _check(int(libc.syscall(_SYS_RESTRICT_SELF, fd, 0)), "landlock_restrict_self")
+        os.close(fd)
+        os.execv(program[0], program)
+    except BaseException as exc:
+        os.write(2, f"sandbox (landlock): {exc}\n".encode())
+    os._exit(126)
+
+
+def _wait_for(child: int) -> int:
+    """The exit status of ``child`` (reaping the orphans that come back to the launcher meanwhile)."""
+    while True:
+        pid, raw = os.waitpid(-1, 0)
+        if pid == child:
+            return _status(raw)
+
+
+def _supervise(libc: Any, spec: dict[str, Any], program: list[str], me: int) -> int:
+    """Steps 1 to 3 of :func:`main`: die with the tool runner, become a subreaper, fork the
+    restricted command and wait for it; its status."""
+    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+    if spec.get("parent") and os.getppid() != spec["parent"]:
+        return 1  # the tool runner is already gone
+    _check(libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0), "prctl(CHILD_SUBREAPER)")
+    fd = _ruleset(spec)
+    child = os.fork()
+    if child == 0:  # pragma: no cover - the child execs or exits
+        _exec_restricted(libc, fd, me, program)
+    os.close(fd)
+    return _wait_for(child)
+
+
 def main(argv: list[str]) -> int:
     """``_launcher.py ABI NET PARENT --read … -- program args…``: run the program under the spec."""
     try:
@@ -312,48 +365,20 @@ def main(argv: list[str]) -> int:
         os.write(2, f"sandbox (landlock): bad launcher arguments: {exc}\n".encode())
         return 2
     libc = _syscall()
-    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+    for sig in _STOP_SIGNALS:
         signal.signal(sig, _on_signal)
-    code = 1
     me = os.getpid()
     try:
-        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
-        if spec.get("parent") and os.getppid() != spec["parent"]:
-            return 1  # the tool runner is already gone
-        _check(libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0), "prctl(CHILD_SUBREAPER)")
-        fd = _ruleset(spec)
-        child = os.fork()
-        if child == 0:  # pragma: no cover - the child execs or exits
-            try:
-                for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-                    signal.signal(sig, signal.SIG_DFL)
-                libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-                if os.getppid() != me:
-                    os._exit(126)  # the launcher died before the line above: nobody would end us
-                _drop_capabilities(libc)
-                _check(libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "prctl(NO_NEW_PRIVS)")
-                _check(int(libc.syscall(_SYS_RESTRICT_SELF, fd, 0)), "landlock_restrict_self")
-                os.close(fd)
-                os.execv(program[0], program)
-            except BaseException as exc:
-                os.write(2, f"sandbox (landlock): {exc}\n".encode())
-            os._exit(126)
-        os.close(fd)
-        while True:
-            pid, raw = os.waitpid(-1, 0)
-            if pid == child:
-                code = _status(raw)
-                break
+        return _supervise(libc, spec, program, me)
     except _Stop as stop:
-        code = 128 + int(stop.args[0])
+        return 128 + int(stop.args[0])
     except OSError as exc:
         os.write(2, f"sandbox (landlock): {exc}\n".encode())
-        code = 126
+        return 126
     finally:
-        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        for sig in _STOP_SIGNALS:
             signal.signal(sig, signal.SIG_IGN)
         _kill_tree(me)
-    return code
 
 
 if __name__ == "__main__":

@@ -176,7 +176,8 @@ async def run_command(
     loop = asyncio.get_running_loop()
     # Our own pipe, not asyncio.subprocess.PIPE: asyncio's wait() would not return before every
     # holder of the pipe (a backgrounded grandchild) closed it, hiding the shell's exit. Each end
-    # is closed exactly once, here: a descriptor closed twice closes whatever another call (or a
+    # is closed exactly once: the write end by :func:`_start` (or here when reading cannot
+    # start), the read end here. A descriptor closed twice closes whatever another call (or a
     # worker thread) was given under that number in between.
     rfd, wfd = os.pipe()
     namespace: Namespace | None = None
@@ -186,67 +187,107 @@ async def run_command(
         except BaseException:
             os.close(wfd)
             raise
-        try:
-            try:
-                spawn = asyncio.ensure_future(
-                    asyncio.create_subprocess_exec(
-                        *argv,
-                        cwd=cwd,
-                        env=dict(env),
-                        stdin=asyncio.subprocess.DEVNULL,
-                        stdout=wfd,
-                        stderr=asyncio.subprocess.STDOUT,
-                        start_new_session=True,
-                        pass_fds=pass_fds,
-                    )
-                )
-                proc, cancelled = await _to_the_end(spawn)
-                if on_spawn is not None:
-                    on_spawn(proc)
-            finally:
-                os.close(wfd)
-        except BaseException:
-            out.stop()
-            raise
+        proc, cancelled = await _start(argv, out, wfd, cwd=cwd, env=env, pass_fds=pass_fds, on_spawn=on_spawn)
         if info_fd is not None:
             namespace = Namespace(loop, info_fd, proc.pid)
-        timed_out = False
-        try:
-            try:
-                if cancelled:
-                    raise asyncio.CancelledError  # stopped like a call cancelled while it runs (below)
-                await asyncio.wait_for(proc.wait(), timeout=timeout_s)
-            except TimeoutError:
-                timed_out = True
-            # the command is gone (or timed out): nothing it started may outlive the call
-            await _stop(proc, graceful=graceful, namespace=namespace)
-            await proc.wait()
-            # a process that escaped (no sandbox, a session of its own) may still hold the pipe
-            await asyncio.wait([out.eof], timeout=5.0)
-            if out.eof.done():
-                out.eof.result()  # a read error is raised
-        finally:
-            out.stop()
-            if proc.returncode is None:
-                _, again = await _to_the_end(
-                    asyncio.ensure_future(_end(proc, graceful=graceful, namespace=namespace))
-                )
-                if again:
-                    raise asyncio.CancelledError  # cancelled (again) while it stopped the command
+        timed_out = await _wait_and_stop(
+            proc, out, timeout_s=timeout_s, graceful=graceful, namespace=namespace, cancelled=cancelled
+        )
     finally:
         if namespace is not None:
             namespace.close()
         os.close(rfd)
+    result = _result(proc, out, output_cap, started)
+    if timed_out:
+        raise RequestTimeout(
+            f"command timed out after {timeout_s:g} s; everything it started was killed", details=result
+        )
+    return result
+
+
+async def _start(
+    argv: list[str],
+    out: _Output,
+    wfd: int,
+    *,
+    cwd: str,
+    env: Mapping[str, str],
+    pass_fds: tuple[int, ...],
+    on_spawn: Callable[[asyncio.subprocess.Process], None] | None,
+) -> tuple[asyncio.subprocess.Process, bool]:
+    """Start ``argv`` writing into ``wfd`` (closed here, once, whatever happens); the process, and
+    whether the caller was cancelled while it started (the start is never left half-done)."""
+    try:
+        try:
+            spawn = asyncio.ensure_future(
+                asyncio.create_subprocess_exec(
+                    *argv,
+                    cwd=cwd,
+                    env=dict(env),
+                    stdin=asyncio.subprocess.DEVNULL,
+                    stdout=wfd,
+                    stderr=asyncio.subprocess.STDOUT,
+                    start_new_session=True,
+                    pass_fds=pass_fds,
+                )
+            )
+            proc, cancelled = await _to_the_end(spawn)
+            if on_spawn is not None:
+                on_spawn(proc)
+        finally:
+            os.close(wfd)
+    except BaseException:
+        out.stop()
+        raise
+    return proc, cancelled
+
+
+async def _wait_and_stop(
+    proc: asyncio.subprocess.Process,
+    out: _Output,
+    *,
+    timeout_s: float,
+    graceful: bool,
+    namespace: Namespace | None,
+    cancelled: bool,
+) -> bool:
+    """Wait for the command (at most ``timeout_s``), then stop everything it started and read its
+    output to the end; whether it timed out. A cancel (now, or during the start) stops it first."""
+    timed_out = False
+    try:
+        try:
+            if cancelled:
+                raise asyncio.CancelledError  # stopped like a call cancelled while it runs (below)
+            await asyncio.wait_for(proc.wait(), timeout=timeout_s)
+        except TimeoutError:
+            timed_out = True
+        # the command is gone (or timed out): nothing it started may outlive the call
+        await _stop(proc, graceful=graceful, namespace=namespace)
+        await proc.wait()
+        # a process that escaped (no sandbox, a session of its own) may still hold the pipe
+        await asyncio.wait([out.eof], timeout=5.0)
+        if out.eof.done():
+            out.eof.result()  # a read error is raised
+    finally:
+        out.stop()
+        if proc.returncode is None:
+            _, again = await _to_the_end(
+                asyncio.ensure_future(_end(proc, graceful=graceful, namespace=namespace))
+            )
+            if again:
+                raise asyncio.CancelledError  # cancelled (again) while it stopped the command
+    return timed_out
+
+
+def _result(
+    proc: asyncio.subprocess.Process, out: _Output, output_cap: int, started: float
+) -> dict[str, Any]:
+    """The result of a command that ended: exit code, capped output, sizes and duration."""
     output, truncated = cap_text(b"".join(out.sink), output_cap)
-    result: dict[str, Any] = {
+    return {
         "exit_code": proc.returncode,
         "output": output,
         "truncated": truncated,
         "output_bytes": out.total,
         "duration_ms": round((time.monotonic() - started) * 1000, 1),
     }
-    if timed_out:
-        raise RequestTimeout(
-            f"command timed out after {timeout_s:g} s; everything it started was killed", details=result
-        )
-    return result
