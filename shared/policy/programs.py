@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Final
 
 from .scripts import awk_risk, sed_risk
@@ -87,12 +88,24 @@ def git_subcommand(argv: tuple[str, ...]) -> tuple[str | None, int]:
 
 
 def _git_flags(argv: tuple[str, ...]) -> list[str]:
-    out: list[str] = []
+    """Why a ``git`` command may run programs or write what the command does not show."""
     sub, sub_index = git_subcommand(argv)
-    for w in argv[1 : sub_index or len(argv)]:
-        if opt_is(w, "-c", "--config-env", "--exec-path", "--git-dir", "--work-tree", "--namespace"):
-            out.append(f"git option {w.split('=')[0]} can run programs or redirect the repository")
-    rest = argv[sub_index + 1 :] if sub is not None else ()
+    out = [
+        f"git option {w.split('=')[0]} can run programs or redirect the repository"
+        for w in argv[1 : sub_index or len(argv)]
+        if opt_is(w, "-c", "--config-env", "--exec-path", "--git-dir", "--work-tree", "--namespace")
+    ]
+    if sub is None:
+        return out
+    rest = argv[sub_index + 1 :]
+    out.extend(_git_subcommand_option_flags(sub, rest))
+    out.extend(_git_subcommand_flags(sub, rest))
+    return out
+
+
+def _git_subcommand_option_flags(sub: str, rest: tuple[str, ...]) -> list[str]:
+    """Options of the subcommand that name a program to run."""
+    out: list[str] = []
     for w in rest:
         if opt_is(w, "--upload-pack", "--receive-pack", "--exec", "--extcmd", "--template"):
             out.append(f"git {sub} option {w.split('=')[0]} runs a program")
@@ -102,6 +115,12 @@ def _git_flags(argv: tuple[str, ...]) -> list[str]:
             out.append(f"git {sub} -x runs a command")
         elif sub == "grep" and (opt_is(w, "-O", "--open-files-in-pager")):
             out.append("git grep -O runs a program on the matching files")
+    return out
+
+
+def _git_subcommand_flags(sub: str, rest: tuple[str, ...]) -> list[str]:
+    """Subcommands that run code or write content the command line does not show."""
+    out: list[str] = []
     if sub in ("filter-branch", "filter-repo"):
         out.append(f"git {sub} runs shell code")
     if sub in _GIT_RUNS_PROGRAMS:
@@ -225,64 +244,85 @@ _SED_SWITCHES: Final = frozenset(
 
 def sed_split(argv: tuple[str, ...]) -> tuple[list[str], list[int], bool, list[str]]:
     """sed's scripts, the indexes of its file operands, whether it edits in place, and odd options."""
-    scripts: list[str] = []
-    files: list[int] = []
-    odd: list[str] = []
-    in_place = False
-    explicit = False
+    words = _SedWords(argv)
     i, n = 1, len(argv)
-    operands: list[int] = []
     while i < n:
         w = argv[i]
         if w == "--":
-            operands.extend(range(i + 1, n))
+            words.operands.extend(range(i + 1, n))
             break
         if w.startswith("--"):
-            name, eq, value = w.partition("=")
-            if name in _SED_LONG_VALUE:
-                if not eq:
-                    i += 1
-                    value = argv[i] if i < n else ""
-                if name == "--expression":
-                    scripts.append(value)
-                    explicit = True
-                elif name == "--file":
-                    explicit = True
-                    odd.append("--file loads a script file")
-            elif name == "--in-place":
-                in_place = True
-            elif name not in _SED_SWITCHES:
-                odd.append(name)
+            i = words.long_option(w, i)
         elif w.startswith("-") and w != "-":
-            j = 1
-            while j < len(w):
-                o = "-" + w[j]
-                if o == "-i":
-                    in_place = True  # -i[SUFFIX]: the rest of the word is the suffix
-                    break
-                if o in _SED_VALUE:
-                    value = w[j + 1 :]
-                    if not value:
-                        i += 1
-                        value = argv[i] if i < n else ""
-                    if o == "-e":
-                        scripts.append(value)
-                        explicit = True
-                    elif o == "-f":
-                        explicit = True
-                        odd.append("-f loads a script file")
-                    break
-                if o not in _SED_SWITCHES:
-                    odd.append(o)
-                j += 1
+            i = words.short_options(w, i)
         else:
-            operands.append(i)
+            words.operands.append(i)
         i += 1
-    if not explicit and operands:
+    scripts, operands = words.scripts, words.operands
+    if not words.explicit and operands:
         scripts.append(argv[operands[0]])
         operands = operands[1:]
-    files.extend(operands)
-    return scripts, files, in_place, odd
+    return scripts, list(operands), words.in_place, words.odd
+
+
+@dataclass
+class _SedWords:
+    """What :func:`sed_split` has read of sed's words so far."""
+
+    argv: tuple[str, ...]
+    scripts: list[str] = field(default_factory=list)
+    operands: list[int] = field(default_factory=list)
+    odd: list[str] = field(default_factory=list)
+    in_place: bool = False
+    #: A script came from ``-e``/``-f``: the first operand is a file, not the script.
+    explicit: bool = False
+
+    def value_after(self, i: int) -> tuple[int, str]:
+        """The option's value in the next word: (its index, the value or ``""`` past the end)."""
+        i += 1
+        return i, self.argv[i] if i < len(self.argv) else ""
+
+    def long_option(self, w: str, i: int) -> int:
+        """Read ``--name[=value]`` at ``i``; return the index of the last word it used."""
+        name, eq, value = w.partition("=")
+        if name in _SED_LONG_VALUE:
+            if not eq:
+                i, value = self.value_after(i)
+            if name == "--expression":
+                self.scripts.append(value)
+                self.explicit = True
+            elif name == "--file":
+                self.explicit = True
+                self.odd.append("--file loads a script file")
+        elif name == "--in-place":
+            self.in_place = True
+        elif name not in _SED_SWITCHES:
+            self.odd.append(name)
+        return i
+
+    def short_options(self, w: str, i: int) -> int:
+        """Read the clustered short options ``w`` at ``i``; return the index of the last word used."""
+        j = 1
+        while j < len(w):
+            o = "-" + w[j]
+            if o == "-i":
+                self.in_place = True  # -i[SUFFIX]: the rest of the word is the suffix
+                break
+            if o in _SED_VALUE:
+                value = w[j + 1 :]
+                if not value:
+                    i, value = self.value_after(i)
+                if o == "-e":
+                    self.scripts.append(value)
+                    self.explicit = True
+                elif o == "-f":
+                    self.explicit = True
+                    self.odd.append("-f loads a script file")
+                break
+            if o not in _SED_SWITCHES:
+                self.odd.append(o)
+            j += 1
+        return i
 
 
 def _sed_flags(argv: tuple[str, ...]) -> list[str]:

@@ -118,85 +118,114 @@ def _sed_command_end(script: str, i: int) -> int:
 def _sed_scan(script: str) -> str | None:
     """The first risky thing in ``script`` (a reason), or ``None`` when it is safe."""
     i, n = 0, len(script)
+    while True:
+        i = _sed_next_command(script, i)
+        if i >= n:
+            return None
+        i = _sed_addresses(script, i)
+        if i >= n:
+            raise _SedError("address without a command")
+        i, risk = _sed_command(script, i + 1, script[i])
+        if risk is not None:
+            return risk
+
+
+def _sed_next_command(script: str, i: int) -> int:
+    """Past blanks, ``;``, comments and braces: where the next command (or its address) starts."""
+    n = len(script)
     while i < n:
         c = script[i]
-        if c in " \t\n;":
-            i += 1
-            continue
         if c == "#":
             while i < n and script[i] != "\n":
                 i += 1
-            continue
-        if c in "{}":
+        elif c in " \t\n;{}":
             i += 1
-            continue
-        i = _sed_address(script, i)
-        i = _skip_blank(script, i)
-        if i < n and script[i] == ",":
-            i = _skip_blank(script, i + 1)
-            if i < n and script[i] in "+~":
-                m = re.compile(r"[+~]\d+").match(script, i)
-                if not m:
-                    raise _SedError("bad address")
-                i = m.end()
-            else:
-                i = _sed_address(script, i)
-        i = _skip_blank(script, i)
-        while i < n and script[i] == "!":
-            i = _skip_blank(script, i + 1)
-        if i >= n:
-            raise _SedError("address without a command")
-        c = script[i]
-        i += 1
-        if c in _SED_RISKY:
-            return f"the {c!r} command {_SED_RISKY[c]}"
-        if c == "{":
-            continue
-        if c == "}":
-            continue
-        if c in _SED_SIMPLE:
-            if c in "qQlL":
-                i = _skip_blank(script, i)
-                while i < n and script[i].isdigit():
-                    i += 1
-            i = _sed_command_end(script, i)
-        elif c in ":btT":
-            # a label: one word; anything else after it must end the command
-            i = _skip_blank(script, i)
-            while i < n and script[i] not in "; \t\n}":
-                i += 1
-            i = _sed_command_end(script, i)
-        elif c in "aic":
-            # text to the end of the line; a trailing backslash continues it
-            while i < n:
-                if script[i] == "\\":
-                    i += 2
-                    continue
-                if script[i] == "\n":
-                    break
-                i += 1
-        elif c in "sy":
-            if i >= n or script[i] in "\\\n ":
-                raise _SedError(f"bad delimiter after {c}")
-            delim = script[i]
-            i = _sed_regex_end(script, i + 1, delim, brackets=c == "s")
-            i = _sed_regex_end(script, i, delim, brackets=False)
-            if c == "s":
-                start = i
-                while i < n and script[i] not in ";\n}#":
-                    i += 1
-                flags = script[start:i].strip()
-                if "e" in flags:
-                    return "the 's///e' flag runs the pattern space as a command"
-                if "w" in flags:
-                    return "the 's///w' flag writes a file"
-                if not re.fullmatch(r"[gpiImM0-9]*", flags):
-                    raise _SedError(f"unknown s flags {flags!r}")
-            else:
-                i = _sed_command_end(script, i)
         else:
-            raise _SedError(f"unknown command {c!r}")
-    return None
+            return i
+    return i
+
+
+_SED_STEP: Final = re.compile(r"[+~]\d+")
+
+
+def _sed_addresses(script: str, i: int) -> int:
+    """Past a command's addresses (``1``, ``/re/``, ``a,b``, ``a,+N``) and its ``!`` negations."""
+    n = len(script)
+    i = _skip_blank(script, _sed_address(script, i))
+    if i < n and script[i] == ",":
+        i = _skip_blank(script, i + 1)
+        if i < n and script[i] in "+~":
+            m = _SED_STEP.match(script, i)
+            if not m:
+                raise _SedError("bad address")
+            i = m.end()
+        else:
+            i = _sed_address(script, i)
+    i = _skip_blank(script, i)
+    while i < n and script[i] == "!":
+        i = _skip_blank(script, i + 1)
+    return i
+
+
+def _sed_command(script: str, i: int, c: str) -> tuple[int, str | None]:
+    """Read the command ``c`` whose arguments start at ``i``: (where it ends, why it is risky or ``None``)."""
+    if c in _SED_RISKY:
+        return i, f"the {c!r} command {_SED_RISKY[c]}"
+    if c in "{}":
+        return i, None
+    if c in _SED_SIMPLE:
+        if c in "qQlL":
+            i = _skip_blank(script, i)
+            while i < len(script) and script[i].isdigit():
+                i += 1
+        return _sed_command_end(script, i), None
+    if c in ":btT":
+        # a label: one word; anything else after it must end the command
+        i = _skip_blank(script, i)
+        while i < len(script) and script[i] not in "; \t\n}":
+            i += 1
+        return _sed_command_end(script, i), None
+    if c in "aic":
+        return _sed_text_end(script, i), None
+    if c in "sy":
+        return _sed_substitute(script, i, c)
+    raise _SedError(f"unknown command {c!r}")
+
+
+def _sed_text_end(script: str, i: int) -> int:
+    """``a``, ``i``, ``c``: their text runs to the end of the line; a trailing backslash continues it."""
+    n = len(script)
+    while i < n:
+        if script[i] == "\\":
+            i += 2
+            continue
+        if script[i] == "\n":
+            break
+        i += 1
+    return i
+
+
+def _sed_substitute(script: str, i: int, c: str) -> tuple[int, str | None]:
+    """``s/re/text/flags`` or ``y/abc/xyz/``: (where it ends, why its flags are risky or ``None``)."""
+    n = len(script)
+    if i >= n or script[i] in "\\\n ":
+        raise _SedError(f"bad delimiter after {c}")
+    delim = script[i]
+    i = _sed_regex_end(script, i + 1, delim, brackets=c == "s")
+    i = _sed_regex_end(script, i, delim, brackets=False)
+    if c != "s":
+        return _sed_command_end(script, i), None
+    start = i
+    while i < n and script[i] not in ";\n}#":
+        i += 1
+    flags = script[start:i].strip()
+    if "e" in flags:
+        return i, "the 's///e' flag runs the pattern space as a command"
+    if "w" in flags:
+        return i, "the 's///w' flag writes a file"
+    if not re.fullmatch(r"[gpiImM0-9]*", flags):
+        raise _SedError(f"unknown s flags {flags!r}")
+    return i, None
 
 
 def sed_risk(script: str) -> str | None:
