@@ -55,7 +55,7 @@ async def test_full_loop_with_parallel_tool_calls(bus: Bus, config: Config) -> N
         started = await _start(bus, "c1")
         assert started.status == "active" and started.conversation_id == "c1" and not started.reopened
         sent = await _send(bus, "c1", "conversation.user.message", {"text": "look around"})
-        await out.wait_type("conversation.assistant.message")
+        await out.wait_type("conversation.turn.ended")
         # both tool calls of the turn ran, with the conversation's correlation id
         assert sorted(name for name, _, _ in tools.runs) == ["grep", "read_file"]
         assert {meta.correlation_id for _, _, meta in tools.runs} == {sent.correlation_id}
@@ -68,7 +68,8 @@ async def test_full_loop_with_parallel_tool_calls(bus: Bus, config: Config) -> N
         timeline = await _projection(bus, "c1", "timeline")
         assert isinstance(timeline, list)
         types = [e["type"] for e in timeline]
-        assert types[0] == "conversation.user.message" and types[-1] == "conversation.assistant.message"
+        assert types[0] == "conversation.user.message"
+        assert types[-2:] == ["conversation.assistant.message", "conversation.turn.ended"]
         assert types.count("conversation.tool.completed") == 2
         # one correlation id everywhere, and every cause is in the timeline
         assert {e["correlation_id"] for e in timeline} == {sent.correlation_id}
