@@ -13,6 +13,7 @@ the point it could not pass.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 from typing import Final
@@ -113,10 +114,9 @@ class _Walk:
 
 def _walk(text: str) -> _Walk:
     walk = _Walk(text)
-    try:
+    # what was found before the point the walk could not pass
+    with contextlib.suppress(ValueError, IndexError, RecursionError):
         walk.value(0, ())
-    except (ValueError, IndexError, RecursionError):
-        pass  # what was found before the point the walk could not pass
     return walk
 
 

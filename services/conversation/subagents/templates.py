@@ -200,9 +200,11 @@ def _read_text(file: Path, root: Path | None) -> str:
         if file.stat().st_size > MAX_TEMPLATE_BYTES:
             raise ValueError(f"larger than {MAX_TEMPLATE_BYTES} bytes")
         return file.read_text(encoding="utf-8")
-    with open_dir(root, file.parent.relative_to(root).parts) as dfd:
-        with os.fdopen(open_read(dfd, file.name, shown=file), "rb") as handle:
-            data = handle.read(MAX_TEMPLATE_BYTES + 1)
+    with (
+        open_dir(root, file.parent.relative_to(root).parts) as dfd,
+        os.fdopen(open_read(dfd, file.name, shown=file), "rb") as handle,
+    ):
+        data = handle.read(MAX_TEMPLATE_BYTES + 1)
     if len(data) > MAX_TEMPLATE_BYTES:
         raise ValueError(f"larger than {MAX_TEMPLATE_BYTES} bytes")
     return data.decode("utf-8")

@@ -180,9 +180,9 @@ class ServerConnection:
 
     def poke(self) -> None:
         """Start the server in the background if it is down and its backoff has passed (no wait)."""
-        if self.state in (State.IDLE, State.CRASHED) and not self._lock.locked():
-            if self.backoff.wait(self._clock()) == 0:
-                self._begin()
+        down = self.state in (State.IDLE, State.CRASHED) and not self._lock.locked()
+        if down and self.backoff.wait(self._clock()) == 0:
+            self._begin()
 
     async def call(self, tool: str, args: dict[str, Any], timeout_s: float) -> types.CallToolResult:
         """Call ``tool``; :class:`RequestTimeout` when the server does not answer in ``timeout_s``."""
@@ -285,7 +285,8 @@ class ServerConnection:
             update={"command": cfg.command, "args": list(cfg.args), "env": dict(cfg.env)}
         )
         self._close_errlog()
-        self._errlog = tempfile.TemporaryFile(mode="w+", encoding="utf-8", errors="replace")
+        # kept open for the server's life (its stderr), closed by _close_errlog
+        self._errlog = tempfile.TemporaryFile(mode="w+", encoding="utf-8", errors="replace")  # noqa: SIM115
         argv = python_module_argv(LAUNCHER_MODULE, spec.model_dump_json())
         params = StdioServerParameters(
             command=argv[0],
