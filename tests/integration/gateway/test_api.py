@@ -97,7 +97,10 @@ async def test_a_turn_streams_over_sse_and_resumes_from_last_event_id(gateway: G
         )
         holder["cid"] = again.json()["correlation_id"]
         live = await viewer
-        assert live[0].id == again.json()["id"] and live[-1].json()["data"]["text"] == "Still here."
+        # resumed at the first turn's answer: that turn's end (decision 0317), then the second turn
+        assert live[0].event == "conversation.turn.ended"
+        assert live[0].json()["correlationid"] == accepted["correlation_id"]
+        assert live[1].id == again.json()["id"] and live[-1].json()["data"]["text"] == "Still here."
 
         missing = await http.get(path, headers={"Last-Event-ID": "01NOTANEVENTID0000000000000"})
         assert missing.status_code == 404 and missing.json()["error"]["type"] == "not_found"
