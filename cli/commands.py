@@ -23,7 +23,7 @@ TABLE: tuple[tuple[str, str, str], ...] = (
     ("mcp", "mcp:mcp", "Serve one project over MCP on stdio (for Claude Desktop, Claude Code, Cursor …)."),
     ("serve", "serve:serve", "Run one service in the foreground (what containers run)."),
     ("projects", "projects:app", "Start, stop and list projects; trust or untrust a project root."),
-    ("conversations", "conversations:app", "A project's conversations: list, show, stop, delete."),
+    ("conversations", "conversations:app", "A project's conversations: list, show, stop, delete, prune."),
     ("tools", "tools:app", "List and run a project's tools under its policy."),
     ("assets", "assets:app", "Skills, commands and workflows of a project."),
     ("contract", "contract:app", "The published contract of the bus."),

@@ -5,7 +5,8 @@ is idle or stopped: it is loaded again by its next input), when it was created
 and when it last did something; ``show`` adds what its projections say (its
 state, LLM calls, tokens and cost); ``stop`` ends what it runs (its LLM call,
 its tool calls) and lets it go (``jidocode chat <dir> --conversation <id>`` or
-``start`` brings it back, history and all); ``delete`` removes it for good.
+``start`` brings it back, history and all); ``delete`` removes it for good;
+``prune`` deletes those that ended days ago (decision 0325).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from jidocode.shared.events.conversation import (
     ConversationDeleted,
     ConversationInfo,
     ConversationList,
+    ConversationsPruned,
     ConversationSummary,
 )
 
@@ -31,7 +33,7 @@ from .replay import export_command as _export_command
 
 __all__ = ["app"]
 
-app = typer.Typer(help="A project's conversations: list, show, stop, delete.", no_args_is_help=True)
+app = typer.Typer(help="A project's conversations: list, show, stop, delete, prune.", no_args_is_help=True)
 
 PROJECT_DIR = typer.Argument(..., help="the project's directory")
 JSON = typer.Option(False, "--json", help="print JSON")
@@ -191,6 +193,51 @@ def delete(
         f"deleted {gone.conversation_id}: {gone.journal_entries} journal entries, "
         f"{gone.events} stored events, {gone.inputs} inputs"
     )
+
+
+@app.command()
+def prune(
+    project_dir: str = PROJECT_DIR,
+    older_than: float | None = typer.Option(
+        None,
+        "--older-than",
+        min=0.0,
+        help="days since last activity (default: the settings' conversations.retention_days)",
+    ),
+    dry_run: bool = typer.Option(False, "--dry-run", help="only name what would be deleted"),
+    json_out: bool = JSON,
+) -> None:
+    """Delete the conversations that ended (no replica runs them) and were last active more than
+    ``--older-than`` days ago: their journal, stored output and input, records and token ledger.
+    A running or recently active conversation is kept."""
+    days = older_than if older_than is not None else _retention_days()
+
+    async def main() -> ConversationsPruned:
+        async with cli_bus("conversations") as bus:
+            info = await resolve_project(bus, project_dir)
+            return await ConversationsClient(bus, info.project_id).prune(days, dry_run=dry_run)
+
+    pruned = run(main)
+    if json_out:
+        print_json(pruned)
+        return
+    verb = "would delete" if pruned.dry_run else "deleted"
+    for conversation_id in pruned.conversation_ids:
+        console.print(Text(f"{verb} {conversation_id}"), soft_wrap=True)
+    console.print(f"{verb} {len(pruned.conversation_ids)} conversation(s) idle over {days:g} day(s)")
+
+
+def _retention_days() -> float:
+    """The user's ``conversations.retention_days``; exit 2 naming the option when it is unset."""
+    from jidocode.shared.config import Config
+    from jidocode.shared.settings import load_settings
+
+    loaded = load_settings(None, jido_home=Config.from_env().jido_home, trusted=False)
+    days = None if loaded.broken else loaded.settings.conversations.retention_days
+    if days is None:
+        console.print("[red]error:[/] give --older-than DAYS or set conversations.retention_days")
+        raise typer.Exit(2)
+    return days
 
 
 # ``export``: a recording of the conversation for ``jidocode replay`` (cli/replay.py)

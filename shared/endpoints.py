@@ -31,6 +31,7 @@ from jidocode.shared.events.conversation import (
     DeleteConversation,
     GetProjection,
     ListConversations,
+    PruneConversations,
     SendEvent,
     StartConversation,
     StopConversation,
@@ -135,6 +136,9 @@ ENDPOINTS: tuple[Endpoint, ...] = (
     Endpoint("conversation", "conversations", "list", ListConversations, "List a project's conversations"),
     Endpoint(
         "conversation", "conversations", "delete", DeleteConversation, "Delete a conversation and its record"
+    ),
+    Endpoint(
+        "conversation", "conversations", "prune", PruneConversations, "Delete conversations idle for days"
     ),
     Endpoint("conversation", "conversations", "send_event", SendEvent, "Send an external event"),
     Endpoint("conversation", "conversations", "get_projection", GetProjection, "Read a projection"),

@@ -284,6 +284,7 @@ def _conversation() -> Permissions:
         # through the conversation endpoints, and holds the project's sub-agent slots
         conversations_requests(),
         *kv_write(subjects.BUCKET_SUBAGENT_SLOTS),
+        *kv_write(subjects.BUCKET_RETENTION),  # the retention sweep's lease
     ]
     # Signals (assets reloaded, project stopped, skill registry updated) invalidate its cached
     # tool specs; it listens on the whole signal space. It reads its conversations' output: a

@@ -17,6 +17,7 @@ from jidocode.shared.json_where import byte_position, duplicate_key, text_positi
 from jidocode.shared.settings_model import (
     MAX_SETTINGS_BYTES,
     SIGNAL_BUS_NAME,
+    ConversationSettings,
     Diagnostic,
     HookSettings,
     LlmSettings,
@@ -34,6 +35,7 @@ SECTIONS: Final[dict[str, type[BaseModel]]] = {
     "llm": LlmSettings,
     "tools": ToolSettings,
     "sandbox": SandboxSettings,
+    "conversations": ConversationSettings,
 }
 HOOK_NAMES: Final = ("pre", "post")
 _HOOK_KEYS: Final = {"enabled", "signal_type", "bus", "data", "data_template"}

@@ -113,6 +113,16 @@ class SandboxSettings(BaseModel):
     network: bool = False
 
 
+class ConversationSettings(BaseModel):
+    """``conversations``: how long ended conversations are kept (decision 0325). Read from the
+    user's global settings only: a project's file cannot make the engine delete."""
+
+    model_config = _FROZEN
+
+    #: Conversations no replica runs and idle this many days are deleted (``None``: kept).
+    retention_days: float | None = Field(default=None, gt=0.0, le=36500.0)
+
+
 class Settings(BaseModel):
     """The effective settings of one project (or of the global layer alone)."""
 
@@ -125,6 +135,7 @@ class Settings(BaseModel):
     llm: LlmSettings = Field(default_factory=LlmSettings)
     tools: ToolSettings = Field(default_factory=ToolSettings)
     sandbox: SandboxSettings = Field(default_factory=SandboxSettings)
+    conversations: ConversationSettings = Field(default_factory=ConversationSettings)
     data_dir: str = ".jido"
 
 

@@ -31,6 +31,7 @@ __all__ = [
     "BUCKET_OWNERS",
     "BUCKET_PRD_LOOPS",
     "BUCKET_PROJECTS",
+    "BUCKET_RETENTION",
     "BUCKET_SUBAGENT_SLOTS",
     "BUCKET_TOOL_CALLS",
     "BUCKET_TOOL_QUOTAS",
@@ -96,6 +97,8 @@ BUCKET_TOOL_QUOTAS = "jido_tool_quotas"
 BUCKET_LEDGER = "jido_llm_ledger"
 #: Sub-agents at once per project: one key per slot (conversation service only).
 BUCKET_SUBAGENT_SLOTS = "jido_subagent_slots"
+#: The retention sweep's lease: one replica prunes at a time (conversation service only).
+BUCKET_RETENTION = "jido_retention"
 
 #: PRD loops: one record per ``<project_id>.<prd name>`` (state, owner, heartbeat; prd service only).
 BUCKET_PRD_LOOPS = "jido_prd_loops"

@@ -26,10 +26,11 @@ import nats.js.errors
 from jidocode.shared import subjects
 from jidocode.shared.bus import Bus
 from jidocode.shared.events.conversation import ConversationDeleted
+from jidocode.shared.ledger import BUCKET_LEDGER, ledger_key
 
 from .record import record_key
 
-__all__ = ["REUSE_AFTER_S", "purge_conversation", "reusable_at"]
+__all__ = ["REUSE_AFTER_S", "drop_key", "forget_usage", "purge_conversation", "reusable_at"]
 
 #: JetStream's default duplicate window (the conversation streams keep it), plus a margin.
 REUSE_AFTER_S = 130.0
@@ -50,6 +51,21 @@ async def _purge(bus: Bus, stream: str, subject: str) -> int:
     if count:
         await bus.js.purge_stream(stream, subject=subject)
     return count
+
+
+async def drop_key(bus: Bus, bucket: str, key: str, *, children: bool = False) -> int:
+    """Remove ``key`` of KV ``bucket`` with its history and delete marker (``children``: its
+    ``<key>.>`` keys too), so nothing of it stays on the server; how many messages went."""
+    gone = await _purge(bus, f"KV_{bucket}", f"$KV.{bucket}.{key}")
+    if children:
+        gone += await _purge(bus, f"KV_{bucket}", f"$KV.{bucket}.{key}.>")
+    return gone
+
+
+async def forget_usage(bus: Bus, project_id: str, conversation_id: str) -> int:
+    """Remove a conversation's token ledger entries (its totals and its sub-agents'): what a
+    prune does after the delete (decision 0325); the project's totals lose its usage."""
+    return await drop_key(bus, BUCKET_LEDGER, ledger_key(project_id, conversation_id), children=True)
 
 
 async def purge_conversation(bus: Bus, project_id: str, conversation_id: str) -> ConversationDeleted:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import nats.errors
@@ -29,6 +29,7 @@ from jidocode.shared.events.conversation import (
     ConversationDeleted,
     ConversationInfo,
     ConversationList,
+    ConversationsPruned,
     ConversationStarted,
     ConversationStopped,
     ConversationSummary,
@@ -36,6 +37,7 @@ from jidocode.shared.events.conversation import (
     EventAccepted,
     GetProjection,
     ListConversations,
+    PruneConversations,
     ReplayInfo,
     Resume,
     SendEvent,
@@ -49,10 +51,11 @@ from jidocode.shared.ledger import LedgerReader, with_subagents_usage
 
 from .codec import input_payload
 from .core import llm_context, normalize, project, replay
-from .deletion import purge_conversation
+from .deletion import drop_key, forget_usage, purge_conversation
 from .journal import Journal, publish_with_retry
 from .ownership import Owned, Ownership, lease_owner
 from .ports import ContextWindows, LlmPort
+from .prune import prunable, tombstone_expired
 from .record import ConversationRecord, record_key
 from .record_store import RecordStore, limits_of, started_record
 from .settings import RuntimeSettings
@@ -185,6 +188,47 @@ class Endpoints:
             key, record.model_copy(update={"status": "deleted", "settings": {}, "updated_at": now_iso()})
         )
         return await purge_conversation(self.bus, project_id, cmd.conversation_id)
+
+    async def prune_conversations(self, project_id: str, cmd: PruneConversations) -> ConversationsPruned:
+        """Delete (as :meth:`delete_conversation`, and their token ledger) the project's ended
+        conversations last active before ``older_than_days`` ago, and drop the tombstones whose
+        id may be used again (decision 0325). ``dry_run``: only name them."""
+        now = datetime.now(UTC)
+        cutoff = now - timedelta(days=cmd.older_than_days)
+        prefix = f"{subjects.validate_token(project_id, 'project id')}."
+        pruned: list[str] = []
+        tombstones = 0
+        for key in await kv_keys(self.records.kv, prefix, one_token=True):
+            record = await self.records.current(project_id, key[len(prefix) :])
+            if record is None:
+                continue
+            if record.status == "deleted":
+                if tombstone_expired(record, now) and not cmd.dry_run:
+                    tombstones += bool(await drop_key(self.bus, subjects.BUCKET_CONVERSATIONS, key))
+                continue
+            if not prunable(await self._summary(project_id, record), cutoff):
+                continue
+            if cmd.dry_run or await self._prune_one(project_id, record.conversation_id):
+                pruned.append(record.conversation_id)
+        return ConversationsPruned(
+            project_id=project_id,
+            older_than_days=cmd.older_than_days,
+            dry_run=cmd.dry_run,
+            conversation_ids=pruned,
+            tombstones=tombstones,
+        )
+
+    async def _prune_one(self, project_id: str, conversation_id: str) -> bool:
+        """Delete one conversation and forget its token usage; whether it was (one refused, e.g.
+        deleted meanwhile, is left to the next prune)."""
+        try:
+            await self.delete_conversation(project_id, DeleteConversation(conversation_id=conversation_id))
+        except JidoError as exc:
+            log.warning("prune of %s/%s: %s", project_id, conversation_id, exc)
+            return False
+        await forget_usage(self.bus, project_id, conversation_id)
+        log.info("pruned %s/%s", project_id, conversation_id)
+        return True
 
     async def list_conversations(self, project_id: str, cmd: ListConversations) -> ConversationList:
         """The project's conversations (not the deleted), newest first: record, owner, last activity."""

@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -26,11 +26,13 @@ from jidocode.shared.events.conversation import (
     ConversationDeleted,
     ConversationInfo,
     ConversationList,
+    ConversationsPruned,
     DeleteConversation,
     EventAccepted,
     GetProjection,
     ListConversations,
     Projection,
+    PruneConversations,
     ReplayInfo,
     SendEvent,
     StartConversation,
@@ -45,6 +47,7 @@ from jidocode.shared.telemetry import metrics
 from jidocode.shared.telemetry.export import ensure_trace_stream
 
 from .ports import LlmPort, ToolPort
+from .prune import RetentionSweep, sweep_period_s
 from .runtime import Runtime
 from .settings import RuntimeSettings
 from .tools_bridge import NatsToolPort
@@ -122,6 +125,9 @@ async def serve(
             await ensure_trace_stream(bus)
         if on_runtime is not None:
             on_runtime(runtime)
+        sweep = RetentionSweep(bus, _pruner(runtime), jido_home=config.jido_home, period_s=sweep_period_s())
+        sweep.start()
+        life.on_close(sweep.close)
         directory = await WatchedDirectory.open(bus)
         life.on_close(directory.close)
         host = life.host(
@@ -149,6 +155,17 @@ async def _default_llm(config: Config, bus: Bus, metadata: dict[str, str]) -> Ll
     return llm
 
 
+def _pruner(runtime: Runtime) -> Callable[[str, float], Awaitable[ConversationsPruned]]:
+    """The retention sweep's prune of one project (decision 0325)."""
+
+    async def prune(project_id: str, days: float) -> ConversationsPruned:
+        return await runtime.endpoints.prune_conversations(
+            project_id, PruneConversations(older_than_days=days)
+        )
+
+    return prune
+
+
 def _serve_endpoints(
     host: ServiceHost, runtime: Runtime, directory: WatchedDirectory, config: Config
 ) -> None:
@@ -174,6 +191,9 @@ def _serve_endpoints(
     async def delete(project_id: str, cmd: DeleteConversation, env: Envelope) -> ConversationDeleted:
         return await runtime.delete_conversation(project_id, cmd)
 
+    async def prune(project_id: str, cmd: PruneConversations, env: Envelope) -> ConversationsPruned:
+        return await runtime.endpoints.prune_conversations(project_id, cmd)
+
     async def send_event(project_id: str, cmd: SendEvent, env: Envelope) -> EventAccepted:
         await directory.get(project_id)  # Conflict: the project is stopped (no new input then)
         return EventAccepted.model_validate(await runtime.send_event(project_id, cmd, env))
@@ -188,6 +208,7 @@ def _serve_endpoints(
     host.serve_project(endpoint("conversation", "start"), start)
     host.serve_project(endpoint("conversation", "stop"), stop_)
     host.serve_project(endpoint("conversation", "delete"), delete)
+    host.serve_project(endpoint("conversation", "prune"), prune)
     host.serve_project(endpoint("conversation", "list"), list_)
     host.serve_project(endpoint("conversation", "send_event"), send_event)
     host.serve_project(endpoint("conversation", "get_projection"), get_projection)

@@ -8,11 +8,13 @@ from jidocode.shared.events.conversation import (
     ConversationDeleted,
     ConversationInfo,
     ConversationList,
+    ConversationsPruned,
     DeleteConversation,
     EventAccepted,
     GetProjection,
     ListConversations,
     Projection,
+    PruneConversations,
     ReplayInfo,
     SendEvent,
     StartConversation,
@@ -79,6 +81,14 @@ class ConversationsClient(ProjectScoped):
         """Delete the conversation for good (stopped first): its journal, output, input and records."""
         cmd = DeleteConversation(conversation_id=conversation_id)
         return await self._scoped("delete", cmd, timeout=_at_least(timeout or self.timeout), **ext)
+
+    async def prune(
+        self, older_than_days: float, *, dry_run: bool = False, timeout: float | None = None, **ext: Ext
+    ) -> ConversationsPruned:
+        """Delete (with their token ledger) the conversations no replica runs whose last activity
+        is older than ``older_than_days``; ``dry_run``: only name them."""
+        cmd = PruneConversations(older_than_days=older_than_days, dry_run=dry_run)
+        return await self._scoped("prune", cmd, timeout=max(timeout or 0.0, 120.0), **ext)
 
     async def send_event(
         self,

@@ -46,6 +46,7 @@ __all__ = [
     "ConversationStarted",
     "ConversationStopped",
     "ConversationSummary",
+    "ConversationsPruned",
     "DeleteConversation",
     "EventAccepted",
     "EventIngested",
@@ -57,6 +58,7 @@ __all__ = [
     "LoopStopped",
     "ModelToolCall",
     "Projection",
+    "PruneConversations",
     "QueueOverflow",
     "ReplayInfo",
     "Resume",
@@ -362,6 +364,19 @@ class ConversationDeleted(EventModel):
     inputs: int = 0
 
 
+class ConversationsPruned(EventModel):
+    """Reply of ``prune``: the conversations deleted (or, on a dry run, that would be)."""
+
+    channel: ClassVar[str] = "reply"
+    type: Literal["conversation.pruned"] = "conversation.pruned"
+    project_id: str
+    older_than_days: float
+    dry_run: bool = False
+    conversation_ids: list[str] = Field(default_factory=list)
+    #: Tombstones of conversations deleted long enough ago dropped from the records.
+    tombstones: int = 0
+
+
 class ConversationSummary(BaseModel):
     """One conversation of ``list``: its record, who runs it, and when it last did something."""
 
@@ -455,6 +470,15 @@ class DeleteConversation(Command[ConversationDeleted]):
     conversation_id: str
 
 
+class PruneConversations(Command[ConversationsPruned]):
+    """Delete, as ``delete`` does and with their token ledger, the conversations no replica runs
+    whose last activity is older than ``older_than_days`` (decision 0325)."""
+
+    type: Literal["conversation.cmd.prune"] = "conversation.cmd.prune"
+    older_than_days: float = Field(ge=0.0, le=36500.0)
+    dry_run: bool = False
+
+
 class SendEvent(Command[EventAccepted]):
     """Validate one external event and store it on the conversation's input stream."""
 
@@ -520,6 +544,7 @@ EVENTS: tuple[type[EventModel], ...] = (
     StartConversation,
     StopConversation,
     DeleteConversation,
+    PruneConversations,
     ListConversations,
     SendEvent,
     GetProjection,
@@ -527,6 +552,7 @@ EVENTS: tuple[type[EventModel], ...] = (
     ReplayInfo,
     ConversationInfo,
     ConversationDeleted,
+    ConversationsPruned,
     ConversationList,
     EventAccepted,
     Projection,

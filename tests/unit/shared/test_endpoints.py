@@ -139,6 +139,7 @@ def test_the_project_service_no_longer_forwards_conversations() -> None:
         "stop",
         "list",
         "delete",
+        "prune",
         "send_event",
         "get_projection",
         "replay",
