@@ -50,6 +50,7 @@ from jidocode.shared.errors import (
     ErrorInfo,
     InvalidEnvelope,
     JidoError,
+    NotFound,
     RequestTimeout,
     ServiceUnavailable,
     from_info,
@@ -418,6 +419,11 @@ class Bus:
         try:
             return await self._request_raw(subject, payload, timeout)
         except nats.errors.NoRespondersError:
+            unknown = unknown_endpoint(subject)
+            if unknown is not None:  # nobody ever serves it: not a system that is down
+                raise NotFound(
+                    f"no service answers on {subject}: {unknown}", details={"subject": subject}
+                ) from None
             raise ServiceUnavailable(
                 f"no service answers on {subject}: {START_HINT}", details={"subject": subject}
             ) from None
@@ -647,6 +653,21 @@ def subject_of(event: EventModel, project_id: str | None = None, conversation_id
             raise ValueError(f"{event.type} is conversation output: it needs a project and conversation id")
         return subjects.conversation_out(project_id, conversation_id, event.type)
     raise ValueError(f"{event.type} is a {event.channel}: it travels as a request or reply, not on its own")
+
+
+def unknown_endpoint(subject: str) -> str | None:
+    """Why nobody answers ``subject`` when it names a verb no endpoint of its service has
+    (``unknown endpoint 'verb' (tool_runner serves: run, cancel, …)``); ``None`` otherwise."""
+    from jidocode.shared.endpoints import ENDPOINTS  # the catalogue: only on this error's path
+
+    parts = subject.split(".")
+    if parts[0] != subjects.PREFIX or len(parts) != (3 if parts[1:2] == ["engine"] else 4):
+        return None
+    served = [e for e in ENDPOINTS if e.scope == parts[1]]
+    if not served or any(e.verb == parts[-1] for e in served):
+        return None
+    services = "/".join(sorted({e.service for e in served}))
+    return f"unknown endpoint {parts[-1]!r} ({services} serves: {', '.join(e.verb for e in served)})"
 
 
 def error_payload(source: str, error: JidoError, **ext: Any) -> bytes:
