@@ -13,11 +13,14 @@ a failed result.
 
 A call also survives a runner that dies holding it, and a reply lost while NATS
 restarts: neither ever answers, so an attempt that hears nothing for
-:data:`RESEND_FIRST_S` (doubling up to :data:`RESEND_MAX_S`) is sent again — same
-request id, same deadline. The runner's ledger makes the copy safe: it returns
-the stored result, waits for the running call's result, or, for a call claimed by
-a runner that died, answers ``outcome_unknown`` once the claim's lifetime has
-passed; the side effect never runs twice.
+:data:`RESEND_S` is sent again — same request id, same deadline — for as long as
+the call is unanswered. The runner's ledger makes the copy safe: it returns the
+stored result, waits for the running call's result (a newer copy takes over the
+wait of the one before, so copies do not pile up), or, for a call claimed by a
+runner that is gone (it asks that runner), settles it at once — run once if it
+never started, ``outcome_unknown`` if it had; the side effect never runs twice. A
+short period is what makes a runner's death known within seconds of its restart
+(issue 31, decision 0324): each copy costs one request and one KV read.
 """
 
 from __future__ import annotations
@@ -41,8 +44,7 @@ from jidocode.shared.events.tools import (
 from .ports import LlmToolSpec
 
 __all__ = [
-    "RESEND_FIRST_S",
-    "RESEND_MAX_S",
+    "RESEND_S",
     "RETRY_FIRST_S",
     "RETRY_MAX_S",
     "NatsToolPort",
@@ -54,13 +56,13 @@ log = logging.getLogger("jidocode.conversation.tools")
 #: Backoff between the attempts of a call nobody serves: first delay, doubling up to the cap.
 RETRY_FIRST_S = 0.1
 RETRY_MAX_S = 2.0
-#: An attempt that hears nothing for this long is sent again (same request id); doubling up to the cap.
-RESEND_FIRST_S = 15.0
-RESEND_MAX_S = 120.0
+#: An attempt that hears nothing for this long is sent again (same request id), as long as the
+#: call is unanswered: the bound on how late a dead runner's call is heard of after its restart.
+RESEND_S = 5.0
 
 
 class NatsToolPort:
-    def __init__(self, bus: Bus, *, timeout: float = 600.0, resend_after: float = RESEND_FIRST_S) -> None:
+    def __init__(self, bus: Bus, *, timeout: float = 600.0, resend_after: float = RESEND_S) -> None:
         self.bus = bus
         self.timeout = timeout
         self.resend_after = resend_after
@@ -69,7 +71,7 @@ class NatsToolPort:
         deadline = time.monotonic() + self.timeout
         if meta.deadline is not None:
             deadline = min(deadline, time.monotonic() + (meta.deadline - time.time()))
-        delay, attempts, resend = RETRY_FIRST_S, 0, self.resend_after
+        delay, attempts, resend, resent = RETRY_FIRST_S, 0, self.resend_after, 0
         client = ToolsClient(self.bus, project_id)
         while True:
             attempts += 1
@@ -88,14 +90,16 @@ class NatsToolPort:
             except RequestTimeout as exc:
                 if left <= resend:  # this attempt waited until the call's deadline
                     return _failed(exc, exc.message)
-                log.warning(
-                    "tool call %s (%s) of project %s: no answer within %g s; sent again, same request id",
+                resent += 1
+                log.log(
+                    logging.WARNING if resent == 1 else logging.DEBUG,  # a long call: said once
+                    "tool call %s (%s) of project %s: no answer within %g s; sent again (copy %d), same request id",
                     meta.request_id,
                     name,
                     project_id,
                     resend,
+                    resent,
                 )
-                resend = min(resend * 2, RESEND_MAX_S)
             except (ServiceUnavailable, nats.errors.Error, OSError) as raw:
                 # nobody serves the endpoint, or the connection is down (a NATS restart: the
                 # client's buffer is full or it is reconnecting): the same request again, later

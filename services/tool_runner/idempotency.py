@@ -14,6 +14,16 @@ whose replica is gone takes the claim over (compare-and-set) and runs the call
 once; the dead replica's call can no longer begin (its compare-and-set fails:
 :class:`TakenOver`).
 
+**A replica's death is known at once.** Every claim names its replica by its
+``nats.micro`` id (``replica``); a request sent again for a claim held by another
+replica asks that replica whether it is there (:mod:`.replicas`), and a claim whose
+replica is gone is settled at once — run here if it never started, ``outcome_unknown``
+if it had — rather than after the claim's lifetime. The conversation sends an
+unanswered call again every few seconds, so a runner's death is known within seconds
+of its restart. Copies of one request waiting here for a live replica's result do not
+pile up: a newer copy takes over the waits of the copies that have waited a while already,
+whose sender has moved on (:data:`SUPERSEDE_AFTER_S`, :func:`superseded_result`).
+
 **Whose call it is.** Every record carries the call's conversation and a
 digest of its name, arguments and conversation (:func:`call_digest`). A
 request reusing a request id with anything else gets ``conflict`` — never the
@@ -44,7 +54,7 @@ import os
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, Literal
 
 import nats.errors
 import nats.js.errors
@@ -57,10 +67,12 @@ from jidocode.shared.settings import ToolSettings
 from jidocode.shared.tools import BUILTIN_SPECS
 
 from .errors import cancelled_result
+from .replicas import Replicas
 
 __all__ = [
     "READ_ONLY",
     "RESULT_TTL_S",
+    "CancelFound",
     "Claim",
     "Ledger",
     "TakenOver",
@@ -74,6 +86,7 @@ __all__ = [
     "result_ttl",
     "running_record",
     "settled",
+    "superseded_result",
     "time_left",
 ]
 
@@ -86,10 +99,16 @@ RESULT_TTL_S: Final = 15 * 60.0
 #: The bounds of ``JIDO_TOOL_RESULT_TTL_S``.
 MIN_RESULT_TTL_S: Final = 60.0
 MAX_RESULT_TTL_S: Final = 24 * 3600.0
+#: A copy of a request that has waited this long for another replica's result gives its wait to
+#: a newer copy (its sender sent that copy: the conversation sends one every few seconds). Copies
+#: sent together (a burst of duplicates) all wait: each may have somebody listening.
+SUPERSEDE_AFTER_S: Final = 2.0
 #: How long a claim may wait for its result when the project cannot be read.
 DEFAULT_CLAIM_LIFETIME_S: Final = 60.0
 
 Record = dict[str, Any]
+#: What a cancel found under its key (:meth:`Ledger.forbid`).
+CancelFound = Literal["unknown", "owner", "other"]
 
 
 def result_ttl(environ: dict[str, str] | None = None) -> float:
@@ -165,9 +184,18 @@ def _owner(claim: Claim | None) -> Record:
 
 
 def running_record(
-    instance: str, name: str, now: float, claim: Claim | None = None, *, started: bool = True
+    instance: str,
+    name: str,
+    now: float,
+    claim: Claim | None = None,
+    *,
+    started: bool = True,
+    replica: str | None = None,
 ) -> Record:
-    record = {"state": "running", "instance": instance, "name": name, "at": now, "started": started}
+    """A claim's record while its call waits or runs (``replica``: the holder's micro service id)."""
+    record: Record = {"state": "running", "instance": instance, "name": name, "at": now, "started": started}
+    if replica is not None:
+        record["replica"] = replica
     return {**record, **_owner(claim)}
 
 
@@ -241,6 +269,19 @@ def lost_result(record: Record) -> ToolResult:
     )
 
 
+def superseded_result(request_id: str) -> ToolResult:
+    """The answer to a copy of a request whose wait a newer copy of it took over (its sender
+    sent that newer copy, so nobody is expected to read this one)."""
+    return ToolResult(
+        ok=False,
+        error=ToolResultError(
+            type="timeout",
+            message=f"a newer copy of request {request_id!r} waits for its result now; ask again",
+            details={"request_id": request_id, "retryable": True},
+        ),
+    )
+
+
 def _failed_result() -> ToolResult:
     return ToolResult(ok=False, error=ToolResultError(type="internal", message="the call failed"))
 
@@ -248,6 +289,26 @@ def _failed_result() -> ToolResult:
 async def _stop(task: asyncio.Task[None]) -> None:
     task.cancel()
     await asyncio.gather(task, return_exceptions=True)
+
+
+async def _next_update(watcher: Any, timeout: float, superseded: asyncio.Event) -> Any:
+    """The watcher's next update, or ``None`` after ``timeout`` or once ``superseded`` is set."""
+    update = asyncio.ensure_future(watcher.updates(timeout=timeout))
+    taken = asyncio.ensure_future(superseded.wait())
+    try:
+        await asyncio.wait({update, taken}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for task in (update, taken):
+            task.cancel()
+        await asyncio.gather(update, taken, return_exceptions=True)
+    if update.cancelled():
+        return None  # superseded first
+    error = update.exception()
+    if isinstance(error, nats.errors.TimeoutError):
+        return None
+    if error is not None:
+        raise error
+    return update.result()
 
 
 class Ledger:
@@ -270,6 +331,14 @@ class Ledger:
         self._revisions: dict[str, int] = {}
         #: The claims whose call has begun here.
         self._started: set[str] = set()
+        #: Who this replica is and who else lives (``None`` until the service runs: a holder is
+        #: then never known gone, and its claim lives its whole lifetime).
+        self.replicas: Replicas | None = None
+        #: How long a copy waits for another replica's result before a newer copy takes over.
+        self.supersede_after = SUPERSEDE_AFTER_S
+        #: Per key, the waits here for another replica's result: since when, and set once a newer
+        #: copy of the request took the wait over.
+        self._waits: dict[str, list[tuple[float, asyncio.Event]]] = {}
 
     @classmethod
     async def open(cls, bus: Bus, *, ttl: float | None = None) -> Ledger:
@@ -319,7 +388,7 @@ class Ledger:
             answer = settled(record)
             if answer is not None:
                 return answer
-            left = time_left(record, self.clock(), await lifetime())
+            left = await self._left(record, lifetime)
             if left >= 0:
                 answer = await self._await_result(claim, left)
                 if answer is not None:
@@ -340,8 +409,25 @@ class Ledger:
         raise nats.js.errors.KeyWrongLastSequenceError(description=f"the claim of {claim.key} kept changing")
 
     def _running(self, claim: Claim, *, started: bool = False) -> bytes:
-        record = running_record(self.instance, claim.name, self.clock(), claim, started=started)
+        replica = None if self.replicas is None else self.replicas.me
+        record = running_record(
+            self.instance, claim.name, self.clock(), claim, started=started, replica=replica
+        )
         return json.dumps(record).encode()
+
+    async def _left(self, record: Record, lifetime: Callable[[], Awaitable[float]]) -> float:
+        """How much longer a running claim may live: ≤ 0 once its time is up or its replica is gone."""
+        left = time_left(record, self.clock(), await lifetime())
+        if left >= 0 and await self._holder_gone(record):
+            return -1.0  # nobody will ever answer it
+        return left
+
+    async def _holder_gone(self, record: Record) -> bool:
+        """Whether the replica holding ``record``'s claim is known gone (records without one: no)."""
+        replica = record.get("replica")
+        if self.replicas is None or not isinstance(replica, str):
+            return False
+        return not await self.replicas.alive(replica)
 
     async def begin(self, claim: Claim) -> None:
         """Mark the claimed call started, just before it runs (compare-and-set on the claim):
@@ -366,25 +452,48 @@ class Ledger:
             self._started.add(claim.key)
 
     async def _await_result(self, claim: Claim, left: float) -> ToolResult | None:
-        """Watch the key until its record is done (its result) or ``left`` seconds pass (``None``)."""
+        """Watch the key until its record is done (its result) or ``left`` seconds pass (``None``).
+
+        A newer copy of the request takes over the waits of the copies that have waited
+        :data:`SUPERSEDE_AFTER_S` or more (they end with :func:`superseded_result`).
+        """
         loop = asyncio.get_running_loop()
         deadline = loop.time() + left
+        superseded = self._take_wait(claim.key)
         watcher = await self.kv.watch(claim.key)
         try:
             while (remaining := deadline - loop.time()) > 0:
-                try:
-                    update = await watcher.updates(timeout=remaining)  # type: ignore[no-untyped-call]
-                except nats.errors.TimeoutError:
-                    continue
+                update = await _next_update(watcher, remaining, superseded)
+                if superseded.is_set():
+                    return superseded_result(claim.request_id)
                 if update is None or not update.value:
                     continue
                 record = json.loads(update.value)
                 if record.get("state") == "done":
                     return ToolResult.model_validate(record["result"])
         finally:
+            self._end_wait(claim.key, superseded)
             with contextlib.suppress(nats.errors.Error):
                 await watcher.stop()  # type: ignore[no-untyped-call]
         return None
+
+    def _take_wait(self, key: str) -> asyncio.Event:
+        """A new wait for ``key``'s result here, taking over those waiting for a while already."""
+        now = asyncio.get_running_loop().time()
+        waits = self._waits.setdefault(key, [])
+        for since, earlier in [w for w in waits if now - w[0] >= self.supersede_after]:
+            earlier.set()
+            waits.remove((since, earlier))
+        mine = asyncio.Event()
+        waits.append((now, mine))
+        return mine
+
+    def _end_wait(self, key: str, wait: asyncio.Event) -> None:
+        waits = [w for w in self._waits.get(key, []) if w[1] is not wait]
+        if waits:
+            self._waits[key] = waits
+        else:
+            self._waits.pop(key, None)
 
     async def _lose(self, claim: Claim, record: Record) -> ToolResult:
         result = lost_result(record)
@@ -431,20 +540,21 @@ class Ledger:
         self._revisions.pop(claim.key, None)
         self._started.discard(claim.key)
 
-    async def forbid(self, key: str, conversation_id: str | None) -> bool:
+    async def forbid(self, key: str, conversation_id: str | None) -> CancelFound:
         """A cancel by ``conversation_id``: a call of that conversation that has not claimed ``key``
-        yet never starts. Whether the cancel is the owner's (``False``: the key holds another
+        yet never starts. What the key held: ``"unknown"`` (nothing: the cancel is kept for a call
+        still on its way), ``"owner"`` (a call of that conversation) or ``"other"`` (another
         conversation's call, which the cancel does not touch)."""
         try:
             await self.kv.create(key, json.dumps(cancelled_record(self.clock(), conversation_id)).encode())
-            return True
+            return "unknown"
         except nats.js.errors.KeyWrongLastSequenceError:
             pass
         try:
             entry = await self.kv.get(key)
         except nats.js.errors.KeyNotFoundError:
-            return True
-        return owned_by(json.loads(entry.value or b"{}"), conversation_id)
+            return "unknown"
+        return "owner" if owned_by(json.loads(entry.value or b"{}"), conversation_id) else "other"
 
     async def touch(self, claim: Claim) -> None:
         """Restart the TTL of a running claim (after a long wait, e.g. for an approval);

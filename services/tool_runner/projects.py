@@ -49,6 +49,10 @@ class Projects:
     async def open(cls, bus: Bus, jido_home: Path | None) -> Projects:
         return cls(await WatchedDirectory.open(bus), PolicyCache(jido_home))
 
+    async def info(self, project_id: str) -> ProjectInfo:
+        """The project's registry record alone (``NotFound``; ``Conflict`` when stopped)."""
+        return await self.directory.get(project_id)
+
     async def get(self, project_id: str) -> Project:
         """The project's record and current policy (``NotFound``; ``InvalidInput`` on bad permissions)."""
         info = await self.directory.get(project_id)

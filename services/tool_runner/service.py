@@ -12,6 +12,8 @@ broadcasts ``tool.cancel_requested`` on ``jido.sig.tool.cancel_requested``;
 every replica listens (no queue group) and the one handling the call stops it.
 A cancel names its conversation and stops only that conversation's call: a
 cancel by anybody else neither stops a running call nor keeps one from starting.
+A cancel for a project nobody runs is ``not_found``; so is one for a request id no
+call has used (it is still kept, so a call with that id still on its way never starts).
 ``project.stopped`` (also heard by every replica) stops every call of that project,
 whoever started it (the CLI's calls have no conversation to stop them), and its MCP
 servers: the calls answer ``cancelled`` and their processes end, whole trees, under
@@ -49,7 +51,7 @@ from jidocode.shared.bus import Bus
 from jidocode.shared.config import Config
 from jidocode.shared.endpoints import endpoint
 from jidocode.shared.envelope import Envelope
-from jidocode.shared.errors import PermissionDenied
+from jidocode.shared.errors import NotFound, PermissionDenied
 from jidocode.shared.events.engine import ProjectStopped
 from jidocode.shared.events.mcp import ListMcpServers, McpServerInfo, McpServerList
 from jidocode.shared.events.tools import (
@@ -70,6 +72,7 @@ from .pipeline import Pipeline
 from .projects import Projects
 from .quota_leases import QuotaLeases, check_lease
 from .quotas import Quotas
+from .replicas import Replicas
 
 __all__ = ["DEFAULT_QUOTA_WAIT_S", "ToolRunner", "serve"]
 
@@ -139,6 +142,8 @@ class ToolRunner:
             await self.bus.subscribe(subjects.signal(ProjectStopped.TYPE), self._on_project_stopped)
         )
         await host.start()
+        if host.service is not None:  # claims name this replica by its micro service id
+            self.pipeline.ledger.replicas = Replicas(self.bus.nc, host.service.id)
         self.host = host
 
     async def stop(self) -> None:
@@ -163,11 +168,14 @@ class ToolRunner:
         return await self._pipeline().run(Call.of(project_id, request, env))
 
     async def handle_cancel(self, project_id: str, cancel: CancelTool, env: Envelope) -> ToolCancelAccepted:
+        """Record the cancel and tell every replica; ``NotFound`` for an unknown project or call."""
+        pipeline = self._pipeline()
+        await pipeline.projects.info(project_id)  # NotFound: no such project runs
         owner = cancel.conversation_id
         if owner is None:
             owner = env.conversation_id
-        applies = await self._pipeline().ledger.forbid(ledger_key(project_id, cancel.request_id), owner)
-        if applies:
+        found = await pipeline.ledger.forbid(ledger_key(project_id, cancel.request_id), owner)
+        if found != "other":
             await self.bus.emit(
                 ToolCancelRequested(
                     project_id=project_id, request_id=cancel.request_id, conversation_id=owner
@@ -175,7 +183,16 @@ class ToolRunner:
                 project_id=project_id,
                 causation_id=env.id,
             )
-        return ToolCancelAccepted(request_id=cancel.request_id, cancel_requested=applies)
+        if found == "unknown" and (project_id, cancel.request_id) not in pipeline.running.of_project(
+            project_id
+        ):
+            raise NotFound(
+                f"no tool call {cancel.request_id!r} is known in project {project_id}: none was claimed "
+                "and none runs on this replica; the cancel is kept, so a call with that request id "
+                "that arrives later does not start",
+                details={"request_id": cancel.request_id, "project_id": project_id},
+            )
+        return ToolCancelAccepted(request_id=cancel.request_id, cancel_requested=found != "other")
 
     async def handle_mcp_tools(self, project_id: str, request: ListTools, env: Envelope) -> ToolCatalog:
         """The tools of the project's MCP servers on this replica (started on first use)."""
