@@ -4,7 +4,6 @@ recently active one; a dry run changes nothing; ``conversations.retention_days``
 
 from __future__ import annotations
 
-import asyncio
 import json
 
 import pytest
@@ -13,13 +12,15 @@ from jidocode.services.conversation import deletion
 from jidocode.services.conversation.ports import LlmToolSpec
 from jidocode.services.conversation.record import record_key
 from jidocode.shared import subjects
-from jidocode.shared.bus import Bus
+from jidocode.shared.bus import Bus, subject_of
 from jidocode.shared.clients import ConversationsClient
 from jidocode.shared.config import Config
 from jidocode.shared.errors import NotFound
+from jidocode.shared.events.conversation import ConversationStopped
 from jidocode.shared.ledger import BUCKET_LEDGER, ledger_key, subagent_key
 
 from ._support import (
+    Outputs,
     P,
     ScriptLlm,
     ToolsDouble,
@@ -129,8 +130,8 @@ async def test_a_later_prune_drops_the_tombstone_once_the_id_is_free(
 async def test_retention_days_prunes_without_being_asked(
     bus: Bus, config: Config, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # a retention of about a second, swept every half second
-    (config.jido_home / "settings.json").write_text(json.dumps({"conversations": {"retention_days": 1e-5}}))
+    # a retention of about nine seconds, swept every half second
+    (config.jido_home / "settings.json").write_text(json.dumps({"conversations": {"retention_days": 1e-4}}))
     monkeypatch.setenv("JIDO_RETENTION_SWEEP_S", "0.5")
     llm = ScriptLlm(answer("old answer"), answer("live answer"))
     await answer_list_tools(bus, [LlmToolSpec(name="read_file")])
@@ -139,12 +140,15 @@ async def test_retention_days_prunes_without_being_asked(
         for cid in ("old-3", "live-3"):
             await _one_turn(bus, client, cid)
         await client.stop("old-3")
+        # the stop's own signal is out; the next one is the prune's delete
+        signals = Outputs()
+        stopped = ConversationStopped(project_id=P, conversation_id="old-3")
+        await bus.subscribe(subject_of(stopped, P, "old-3"), signals.handler)
+        await bus.nc.flush()
 
-        async def pruned() -> None:
-            while (await client.list(conversation_id="old-3")).conversations:
-                await asyncio.sleep(0.2)
-
-        await asyncio.wait_for(pruned(), timeout=60)
+        [deleted] = await signals.wait_type(ConversationStopped.TYPE, timeout=60)
+        assert deleted.data["reason"] == "deleted"
+        assert not (await client.list(conversation_id="old-3")).conversations
         assert await _stored(bus, subjects.STREAM_JOURNAL, subjects.journal(P, "old-3")) == 0
         assert record_key(P, "live-3") in runtime.owned
         assert (await client.get_projection("live-3", "timeline")).value
