@@ -196,16 +196,8 @@ async def start_processes(config: Config) -> list[asyncio.subprocess.Process]:
     return procs
 
 
-async def main(
-    rounds: int,
-    per_round: int,
-    concurrent: int,
-    turn_timeout: float = 120.0,
-    services: str = "processes",
-    tracing: str = "off",
-    count_turns: int = 10,
-) -> None:
-    logging.basicConfig(level=logging.CRITICAL)
+def set_up_tracing(tracing: str) -> None:
+    """``off``: no ``OTEL_*``; ``memory``: spans into memory here; ``bus``: every process's onto the bus."""
     if tracing == "memory":
         telemetry.install([SimpleSpanProcessor(InMemorySpanExporter())])
     elif tracing == "bus":
@@ -218,6 +210,93 @@ async def main(
         ):
             os.environ.pop(name, None)
     print(f"tracing: {tracing}")
+
+
+def ms(v: float) -> str:
+    return f"{v * 1000:7.2f} ms"
+
+
+async def timed_rounds(client: JidoClient, minimal: Minimal, rounds: int, per_round: int) -> None:
+    """The one-tool turn, system and minimal in alternating rounds; prints medians and the ratio."""
+    ours: list[float] = []
+    base_times: list[float] = []
+    for _ in range(rounds):
+        # each round: a fresh conversation on both sides (its first turn untimed),
+        # then per_round turns on a history that grows the same way on both sides
+        await client.reset_session()
+        await client.send_message("read the readme", timeout=60)
+        for _ in range(per_round):
+            t0 = time.perf_counter()
+            await client.send_message("read the readme", timeout=60)
+            ours.append(time.perf_counter() - t0)
+        history: list[dict[str, Any]] = []
+        await minimal.turn("read the readme", history)
+        for _ in range(per_round):
+            t0 = time.perf_counter()
+            await minimal.turn("read the readme", history)
+            base_times.append(time.perf_counter() - t0)
+    m_ours, m_base = statistics.median(ours), statistics.median(base_times)
+    print(f"one-tool turn, {len(ours)} turns each (2 LLM calls + 1 tool per turn)")
+    print(f"  system : median {ms(m_ours)}  p99 {ms(pct(ours, 0.99))}")
+    print(f"  minimal: median {ms(m_base)}  p99 {ms(pct(base_times, 0.99))}")
+    print(f"  ratio (median): {m_ours / m_base:.2f}   (goal <= 1.15)")
+
+
+async def print_turn_messages(url: str, client: JidoClient, count_turns: int) -> None:
+    """The NATS messages of one one-tool turn, by kind (before the concurrent conversations
+    are loaded: their consumers' heartbeats would be counted as the turns' messages)."""
+    await client.reset_session()
+    await client.send_message("read the readme", timeout=60)
+    per_turn_msgs, by_kind = await count_turn_messages(url, client, count_turns)
+    print(
+        f"NATS messages per one-tool turn: {per_turn_msgs:.1f}   (goal <= {MESSAGES_GOAL}; {count_turns} turns)"
+    )
+    for kind, n in by_kind.most_common():
+        print(f"  {n / count_turns:5.1f}  {kind}")
+
+
+async def concurrent_ratio(
+    bus: Bus, root: Path, minimal: Minimal, concurrent: int, turn_timeout: float
+) -> None:
+    """Turns per second with ``concurrent`` conversations each doing one turn at once, both sides."""
+    clients = []
+    for _ in range(concurrent):
+        c = await JidoClient.connect(project_dir=root, bus=bus)
+        await c.start_conversation()
+        clients.append(c)
+    t0 = time.perf_counter()
+    results = await asyncio.gather(
+        *(c.send_message("read the readme", timeout=turn_timeout) for c in clients),
+        return_exceptions=True,
+    )
+    wall = time.perf_counter() - t0
+    failed = [r for r in results if isinstance(r, BaseException)]
+    t1 = time.perf_counter()
+    await asyncio.gather(*(minimal.turn("read the readme") for _ in range(concurrent)))
+    wall_min = time.perf_counter() - t1
+    done = concurrent - len(failed)
+    print(f"{concurrent} concurrent conversations, one turn each:")
+    print(f"  system : {done / wall:7.1f} turns/s ({done} answered in {wall:.2f} s)")
+    if failed:
+        kinds = sorted({f"{type(f).__name__}: {str(f)[:80]}" for f in failed})
+        print(f"           {len(failed)} turns without an answer within {turn_timeout:g} s: {kinds}")
+    print(f"  minimal: {concurrent / wall_min:7.1f} turns/s ({wall_min:.2f} s)")
+    print(f"  ratio (system / minimal): {(done / wall) / (concurrent / wall_min):.2f}   (goal >= 0.9)")
+    for c in clients:
+        await c.close()
+
+
+async def main(
+    rounds: int,
+    per_round: int,
+    concurrent: int,
+    turn_timeout: float = 120.0,
+    services: str = "processes",
+    tracing: str = "off",
+    count_turns: int = 10,
+) -> None:
+    logging.basicConfig(level=logging.CRITICAL)
+    set_up_tracing(tracing)
     with tempfile.TemporaryDirectory() as tmp:
         base = Path(tmp)
         home = base / "home"
@@ -271,74 +350,10 @@ async def main(
 
             if services == "inline":
                 tune_gc()  # this process hosts the services: tuned as jidocode's runner tunes each
-            ours: list[float] = []
-            base_times: list[float] = []
-            for _ in range(rounds):
-                # each round: a fresh conversation on both sides (its first turn untimed),
-                # then per_round turns on a history that grows the same way on both sides
-                await client.reset_session()
-                await client.send_message("read the readme", timeout=60)
-                for _ in range(per_round):
-                    t0 = time.perf_counter()
-                    await client.send_message("read the readme", timeout=60)
-                    ours.append(time.perf_counter() - t0)
-                history: list[dict[str, Any]] = []
-                await minimal.turn("read the readme", history)
-                for _ in range(per_round):
-                    t0 = time.perf_counter()
-                    await minimal.turn("read the readme", history)
-                    base_times.append(time.perf_counter() - t0)
+            await timed_rounds(client, minimal, rounds, per_round)
 
-            def ms(v: float) -> str:
-                return f"{v * 1000:7.2f} ms"
-
-            m_ours, m_base = statistics.median(ours), statistics.median(base_times)
-            print(f"one-tool turn, {len(ours)} turns each (2 LLM calls + 1 tool per turn)")
-            print(f"  system : median {ms(m_ours)}  p99 {ms(pct(ours, 0.99))}")
-            print(f"  minimal: median {ms(m_base)}  p99 {ms(pct(base_times, 0.99))}")
-            print(f"  ratio (median): {m_ours / m_base:.2f}   (goal <= 1.15)")
-
-            # -- NATS messages per one-tool turn -------------------------------------
-            # (before the concurrent conversations below are loaded: their consumers' heartbeats
-            # would be counted as the turns' messages)
-            await client.reset_session()
-            await client.send_message("read the readme", timeout=60)
-            per_turn_msgs, by_kind = await count_turn_messages(server.url, client, count_turns)
-            print(
-                f"NATS messages per one-tool turn: {per_turn_msgs:.1f}   (goal <= {MESSAGES_GOAL};"
-                f" {count_turns} turns)"
-            )
-            for kind, n in by_kind.most_common():
-                print(f"  {n / count_turns:5.1f}  {kind}")
-            # -- throughput with many conversations at once ----------------------
-            clients = []
-            for _ in range(concurrent):
-                c = await JidoClient.connect(project_dir=root, bus=bus)
-                await c.start_conversation()
-                clients.append(c)
-            t0 = time.perf_counter()
-            results = await asyncio.gather(
-                *(c.send_message("read the readme", timeout=turn_timeout) for c in clients),
-                return_exceptions=True,
-            )
-            wall = time.perf_counter() - t0
-            failed = [r for r in results if isinstance(r, BaseException)]
-            t1 = time.perf_counter()
-            await asyncio.gather(*(minimal.turn("read the readme") for _ in range(concurrent)))
-            wall_min = time.perf_counter() - t1
-            done = concurrent - len(failed)
-            print(f"{concurrent} concurrent conversations, one turn each:")
-            print(f"  system : {done / wall:7.1f} turns/s ({done} answered in {wall:.2f} s)")
-            if failed:
-                kinds = sorted({f"{type(f).__name__}: {str(f)[:80]}" for f in failed})
-                print(f"           {len(failed)} turns without an answer within {turn_timeout:g} s: {kinds}")
-            print(f"  minimal: {concurrent / wall_min:7.1f} turns/s ({wall_min:.2f} s)")
-            print(
-                f"  ratio (system / minimal): {(done / wall) / (concurrent / wall_min):.2f}   (goal >= 0.9)"
-            )
-            for c in clients:
-                await c.close()
-
+            await print_turn_messages(server.url, client, count_turns)
+            await concurrent_ratio(bus, root, minimal, concurrent, turn_timeout)
             await client.close()
 
             # -- disk: what the streams hold per one-tool turn (docs/deploy.md's sizing) ----------
