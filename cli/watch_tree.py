@@ -2,7 +2,7 @@
 
 :class:`TurnTree` takes events as they arrive and returns the lines to print:
 a header when a conversation shows up, one when a user message starts a turn,
-then the turn's steps indented under it, request → model → tools → answer::
+then the turn's steps indented under it, request → model → tools → answer → end::
 
     ● conversation c1 (project 01J…)
       ▸ turn 01JD…: "read both files"
@@ -11,7 +11,11 @@ then the turn's steps indented under it, request → model → tools → answer:
         │  ├ tool read_file requested {"path": "README.md"}
         │  ├ tool read_file completed
         ├ llm completed: stop
-        └ answer: "Both files read."
+        ├ answer: "Both files read."
+        └ turn ended: completed · 2 model calls
+
+The turn's end line is ``conversation.turn.ended`` (decision 0317), the one end
+every follower waits for; a journal from before it shows its turns without one.
 
 Events of several conversations interleave; each line names its turn by
 indentation under the last header printed, and a header is printed again when
@@ -26,6 +30,7 @@ event's own attributes, plus the extension ``natssubject`` (where it was seen);
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 from jidocode.shared.envelope import Envelope
@@ -40,6 +45,7 @@ from jidocode.shared.events.conversation import (
     ToolCallCompleted,
     ToolCallFailed,
     ToolCallRequested,
+    TurnEnded,
     UserMessage,
 )
 
@@ -76,6 +82,55 @@ def _llm_completed(data: dict[str, Any]) -> str:
     return "llm completed" + (": " + " · ".join(parts) if parts else "")
 
 
+def _turn_ended(data: dict[str, Any]) -> str:
+    """The end line of a turn: its outcome, why it did not complete, its model calls."""
+    ended = TurnEnded.read(data)
+    if ended is None:
+        return f"turn ended: {_short(data.get('outcome', '?'))} (malformed)"
+    parts = [ended.outcome]
+    if ended.error_type:
+        parts[0] += f": {ended.error_type}" + (f": {_short(ended.message)}" if ended.message else "")
+    if ended.turns:
+        parts.append(f"{ended.turns} model call{'s' if ended.turns != 1 else ''}")
+    if ended.overflow_retried:
+        parts.append("context overflowed, compacted and retried")
+    return "turn ended: " + " · ".join(parts)
+
+
+def _failure(data: dict[str, Any]) -> str:
+    return f"{data.get('error_type')}: {_short(data.get('message', ''))}"
+
+
+def _quoted(text: Any) -> str:
+    return json.dumps(_short(text), ensure_ascii=False)
+
+
+#: The event types a tree shows: each one's depth under its turn and its line.
+_STEPS: dict[str, tuple[int, Callable[[dict[str, Any]], str]]] = {
+    UserMessage.TYPE: (0, lambda d: _quoted(d.get("text", ""))),
+    LlmRequested.TYPE: (1, lambda d: f"llm requested (loop turn {d.get('turn')})"),
+    LlmCompleted.TYPE: (1, _llm_completed),
+    LlmFailed.TYPE: (1, lambda d: f"llm failed: {_failure(d)}"),
+    ToolCallRequested.TYPE: (2, lambda d: f"tool {d.get('name')} requested {_short(d.get('args') or {})}"),
+    ToolCallCompleted.TYPE: (2, lambda d: f"tool {d.get('name')} completed"),
+    ToolCallFailed.TYPE: (2, lambda d: f"tool {d.get('name')} failed: {_failure(d)}"),
+    AssistantMessage.TYPE: (1, lambda d: f"answer: {_quoted(d.get('text', ''))}"),
+    LoopStopped.TYPE: (1, lambda d: f"loop stopped: {d.get('reason')}"),
+    Cancel.TYPE: (1, lambda d: f"cancelled: {_short(d.get('reason', ''))}"),
+    ConversationError.TYPE: (1, lambda d: f"error: {_failure(d)}"),
+    TurnEnded.TYPE: (1, _turn_ended),
+}
+
+
+def _step_of(env: Envelope) -> tuple[int, str] | None:
+    """``env``'s depth under its turn and its line; ``None`` for an event the tree leaves out."""
+    shown = _STEPS.get(env.type)
+    if shown is None:
+        return None
+    depth, line = shown
+    return depth, line(env.data if isinstance(env.data, dict) else {})
+
+
 class TurnTree:
     """Turns of conversations as indented trees, line by line as events arrive."""
 
@@ -85,13 +140,13 @@ class TurnTree:
 
     def add(self, env: Envelope) -> list[str]:
         """The lines to print for ``env`` (none for an event the tree leaves out)."""
-        step = self._step(env)
+        step = _step_of(env)
         conversation = env.conversation_id
         if step is None or conversation is None:
             return []
         depth, text = step
         lines: list[str] = []
-        turn = env.correlation_id or env.id
+        turn = self._turn_of(env)
         if conversation != self._conversation:
             self._conversation, self._turn = conversation, None
             lines.append(f"● conversation {conversation} (project {env.project_id or '?'})")
@@ -102,37 +157,13 @@ class TurnTree:
         if turn != self._turn:
             self._turn = turn
             lines.append(f"  ▸ turn {turn}")
-        lines.append(
-            "    " + "│  " * (depth - 1) + ("└ " if env.type == AssistantMessage.TYPE else "├ ") + text
-        )
+        lines.append("    " + "│  " * (depth - 1) + ("└ " if env.type == TurnEnded.TYPE else "├ ") + text)
         return lines
 
-    def _step(self, env: Envelope) -> tuple[int, str] | None:
-        data = env.data if isinstance(env.data, dict) else {}
-        match env.type:
-            case UserMessage.TYPE:
-                return 0, json.dumps(_short(data.get("text", "")), ensure_ascii=False)
-            case LlmRequested.TYPE:
-                return 1, f"llm requested (loop turn {data.get('turn')})"
-            case LlmCompleted.TYPE:
-                return 1, _llm_completed(data)
-            case LlmFailed.TYPE:
-                return 1, f"llm failed: {data.get('error_type')}: {_short(data.get('message', ''))}"
-            case ToolCallRequested.TYPE:
-                return 2, f"tool {data.get('name')} requested {_short(data.get('args') or {})}"
-            case ToolCallCompleted.TYPE:
-                return 2, f"tool {data.get('name')} completed"
-            case ToolCallFailed.TYPE:
-                return (
-                    2,
-                    f"tool {data.get('name')} failed: {data.get('error_type')}: {_short(data.get('message', ''))}",
-                )
-            case AssistantMessage.TYPE:
-                return 1, f"answer: {json.dumps(_short(data.get('text', '')), ensure_ascii=False)}"
-            case LoopStopped.TYPE:
-                return 1, f"loop stopped: {data.get('reason')}"
-            case Cancel.TYPE:
-                return 1, f"cancelled: {_short(data.get('reason', ''))}"
-            case ConversationError.TYPE:
-                return 1, f"error: {data.get('error_type')}: {_short(data.get('message', ''))}"
-        return None
+    def _turn_of(self, env: Envelope) -> str:
+        """The turn ``env`` belongs to: its correlation id, or the turn shown now when ``env`` ends it."""
+        if env.type == TurnEnded.TYPE and isinstance(env.data, dict):
+            answered = env.data.get("message_ids")
+            if self._turn is not None and isinstance(answered, list) and self._turn in answered:
+                return self._turn
+        return str(env.correlation_id or env.id)

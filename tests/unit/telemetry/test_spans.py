@@ -215,7 +215,7 @@ def test_watch_tree_groups_a_turn() -> None:
         "    ├ llm completed: 1 tool call · 3→0 tokens",
         '    │  ├ tool read_file requested {"path": "README.md"}',
         "    │  ├ tool read_file completed",
-        '    └ answer: "done"',
+        '    ├ answer: "done"',
     ]
 
 
