@@ -1,7 +1,7 @@
 """Which conversations are loaded, and waking the ones that are not.
 
 A conversation is *loaded* while a replica holds its lease and runs its actor.
-An idle one is released (``runtime.py``) and then costs nothing: no lease, no
+An idle one is released (``ownership.py``) and then costs nothing: no lease, no
 consumer, no actor. Two things make that safe, neither of which grows with
 past conversations:
 
