@@ -92,6 +92,48 @@ REQUEST_TIMEOUT_S: Final = 30.0
 Spawn = Callable[[str, Coroutine[Any, Any, None]], None]
 
 
+def _tool_failed(intent: RunToolIntent, refusal: Refusal) -> ToolCallFailed:
+    """The ``task`` call's tool error for ``refusal``."""
+    return ToolCallFailed(
+        request_id=intent.request_id,
+        call_id=intent.call_id,
+        name=intent.name,
+        error_type=refusal.error_type,
+        message=refusal.message,
+        details=refusal.details,
+    )
+
+
+def _tool_result(
+    intent: RunToolIntent, child: str, outcome: Outcome, max_chars: int
+) -> ToolCallCompleted | ToolCallFailed:
+    """The ``task`` call's result for the child's ``outcome``: its answer (cut to ``max_chars``),
+    or a tool error naming the child and the cause."""
+    if outcome.status == "completed":
+        return ToolCallCompleted(
+            request_id=intent.request_id,
+            call_id=intent.call_id,
+            name=intent.name,
+            data=cap_result(outcome.result, max_chars),
+        )
+    return _tool_failed(
+        intent,
+        Refusal(
+            error_type="subagent_cancelled" if outcome.status == "cancelled" else "subagent_failed",
+            message=f"sub-agent {child}: {outcome.message}",
+            details={"subagent_id": child, "cause": outcome.error_type},
+        ),
+    )
+
+
+def _unknown_type_refusal(subagent_type: str, templates: Templates) -> Refusal:
+    return Refusal(
+        error_type="unknown_subagent_type",
+        message=f"there is no sub-agent type {subagent_type!r}; the types are: {', '.join(templates.names())}",
+        details={"subagent_type": subagent_type, "known": templates.names()},
+    )
+
+
 class ParentView:
     """What the runner needs of the parent conversation (its actor provides it)."""
 
@@ -161,106 +203,95 @@ class SubagentRunner:
     async def run(self, parent: ParentView, intent: RunToolIntent) -> ToolCallCompleted | ToolCallFailed:
         """The tool result of the ``task`` call ``intent`` (see the module docstring)."""
         rid = intent.request_id
-
-        def failed(refusal: Refusal) -> ToolCallFailed:
-            return ToolCallFailed(
-                request_id=rid,
-                call_id=intent.call_id,
-                name=intent.name,
-                error_type=refusal.error_type,
-                message=refusal.message,
-                details=refusal.details,
-            )
-
         args = parse_task_args(intent.args, self.settings)
         if isinstance(args, Refusal):
-            return failed(args)
+            return _tool_failed(intent, args)
         depth = depth_of(parent.settings)
         running_here = len([r for r in self.running if r != rid])
         refusal = check_start(parent_depth=depth, running_here=running_here, settings=self.settings)
         if refusal is not None:
-            return failed(refusal)
-        p = parent.project_id
+            return _tool_failed(intent, refusal)
         child = child_conversation_id(parent.conversation_id, rid)
         self.running[rid] = child  # counted before the first await: calls of one turn start together
         try:
-            templates = await self.templates(parent.project_id)
-            template = templates.get(args.subagent_type)
-            if template is None:
-                return failed(
-                    Refusal(
-                        error_type="unknown_subagent_type",
-                        message=(
-                            f"there is no sub-agent type {args.subagent_type!r}; the types are: "
-                            f"{', '.join(templates.names())}"
-                        ),
-                        details={"subagent_type": args.subagent_type, "known": templates.names()},
-                    )
-                )
-            slot = await self.slots.acquire(p, child)
-            if slot is None:
-                return failed(project_quota_refusal(self.settings.max_per_project))
-            try:
-                outcome = await self._run_child(
-                    parent,
-                    intent,
-                    args,
-                    child,
-                    template.name,
-                    template_settings={
-                        "system_prompt": template.system_prompt,
-                        "tools": child_tools(template.tools, parent.offered),
-                        "model": template.model,
-                        "depth": depth + 1,
-                    },
-                )
-            except asyncio.CancelledError:
-                if not parent.closing():  # the call was cancelled: so is its child
-                    parent.spawn(
-                        f"cancel:subagent:{child}",
-                        self._cancel_and_release(p, child, "the parent was cancelled"),
-                    )
-                raise
-            except JidoError as exc:
-                outcome = Outcome(status="failed", error_type=exc.type, message=exc.message)
-            except TimeoutError:
-                parent.spawn(f"cancel:subagent:{child}", self.cancel_child(p, child, "timed out"))
-                outcome = Outcome(
-                    status="failed",
-                    error_type="subagent_timeout",
-                    message=f"the sub-agent did not finish within {self.settings.timeout_s:g} s and was cancelled",
-                )
-            await self._account(p, parent.conversation_id, child)
-            await parent.deliver(
-                self._signal(
-                    SubagentCompleted(
-                        subagent_id=child,
-                        status=outcome.status,
-                        result=outcome.result if outcome.status == "completed" else outcome.message,
-                    ),
-                    f"{rid}:subagent.completed",
-                    intent,
-                )
-            )
-            await self.slots.release(p, child, slot)
+            outcome = await self._run_in_slot(parent, intent, args, child, depth)
         finally:
             self.running.pop(rid, None)
-        if outcome.status == "completed":
-            return ToolCallCompleted(
-                request_id=rid,
-                call_id=intent.call_id,
-                name=intent.name,
-                data=cap_result(outcome.result, self.settings.max_result_chars),
-            )
-        return failed(
-            Refusal(
-                error_type=f"subagent_{outcome.status}"
-                if outcome.status == "cancelled"
-                else "subagent_failed",
-                message=f"sub-agent {child}: {outcome.message}",
-                details={"subagent_id": child, "cause": outcome.error_type},
+        if isinstance(outcome, Refusal):
+            return _tool_failed(intent, outcome)
+        return _tool_result(intent, child, outcome, self.settings.max_result_chars)
+
+    async def _run_in_slot(
+        self, parent: ParentView, intent: RunToolIntent, args: TaskArgs, child: str, depth: int
+    ) -> Outcome | Refusal:
+        """Steps 2 to 5 for a call allowed to start: the child's template and project slot, its run,
+        and the parent told of its end; a refusal when the type is unknown or the project is full."""
+        p = parent.project_id
+        templates = await self.templates(p)
+        template = templates.get(args.subagent_type)
+        if template is None:
+            return _unknown_type_refusal(args.subagent_type, templates)
+        slot = await self.slots.acquire(p, child)
+        if slot is None:
+            return project_quota_refusal(self.settings.max_per_project)
+        outcome = await self._supervised_child(
+            parent,
+            intent,
+            args,
+            child,
+            template.name,
+            template_settings={
+                "system_prompt": template.system_prompt,
+                "tools": child_tools(template.tools, parent.offered),
+                "model": template.model,
+                "depth": depth + 1,
+            },
+        )
+        await self._account(p, parent.conversation_id, child)
+        await parent.deliver(
+            self._signal(
+                SubagentCompleted(
+                    subagent_id=child,
+                    status=outcome.status,
+                    result=outcome.result if outcome.status == "completed" else outcome.message,
+                ),
+                f"{intent.request_id}:subagent.completed",
+                intent,
             )
         )
+        await self.slots.release(p, child, slot)
+        return outcome
+
+    async def _supervised_child(
+        self,
+        parent: ParentView,
+        intent: RunToolIntent,
+        args: TaskArgs,
+        child: str,
+        template_name: str,
+        template_settings: dict[str, Any],
+    ) -> Outcome:
+        """The child's outcome, an error or a timeout as a failed one; a cancelled call cancels
+        the child too (unless the parent's actor is closing: then the child runs on)."""
+        p = parent.project_id
+        try:
+            return await self._run_child(parent, intent, args, child, template_name, template_settings)
+        except asyncio.CancelledError:
+            if not parent.closing():  # the call was cancelled: so is its child
+                parent.spawn(
+                    f"cancel:subagent:{child}",
+                    self._cancel_and_release(p, child, "the parent was cancelled"),
+                )
+            raise
+        except JidoError as exc:
+            return Outcome(status="failed", error_type=exc.type, message=exc.message)
+        except TimeoutError:
+            parent.spawn(f"cancel:subagent:{child}", self.cancel_child(p, child, "timed out"))
+            return Outcome(
+                status="failed",
+                error_type="subagent_timeout",
+                message=f"the sub-agent did not finish within {self.settings.timeout_s:g} s and was cancelled",
+            )
 
     async def _run_child(
         self,
