@@ -464,13 +464,11 @@ class Ledger:
         try:
             while (remaining := deadline - loop.time()) > 0:
                 update = await _next_update(watcher, remaining, superseded)
-                if superseded.is_set():
-                    return superseded_result(claim.request_id)
-                if update is None or not update.value:
-                    continue
-                record = json.loads(update.value)
+                record = json.loads(update.value) if update is not None and update.value else {}
                 if record.get("state") == "done":
                     return ToolResult.model_validate(record["result"])
+                if superseded.is_set():
+                    return superseded_result(claim.request_id)
         finally:
             self._end_wait(claim.key, superseded)
             with contextlib.suppress(nats.errors.Error):

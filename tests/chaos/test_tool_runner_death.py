@@ -34,7 +34,12 @@ from jidocode.services.registry import SERVICES
 from jidocode.shared import subjects
 from jidocode.shared.bus import Bus, connect_nats
 from jidocode.shared.clients import ConversationsClient, EngineClient
-from jidocode.shared.events.conversation import ToolCallCompleted, ToolCallFailed, UserMessage
+from jidocode.shared.events.conversation import (
+    ToolCallCompleted,
+    ToolCallFailed,
+    ToolCallRequested,
+    UserMessage,
+)
 from tests.chaos.test_kill_every_process import _healthy, _pids
 from tests.e2e.test_up import UpProcess
 from tests.helpers import wait_for_services
@@ -141,10 +146,21 @@ async def test_a_killed_tool_runners_calls_are_known_within_ten_seconds_of_its_r
             await until(
                 lambda: started.exists() and "start" in started.read_text(), STEP_S, "c1's call began"
             )
-            await say("c2")
             assert monitor is not None
             nc = monitor
-            await until(lambda: _at_least(run_requests(nc), 2), STEP_S, "c2's call reached the runner")
+            before = await run_requests(nc)
+            await say("c2")
+
+            async def requested() -> bool:
+                timeline = await convs.get_projection("c2", "timeline")
+                return any(e.get("type") == ToolCallRequested.TYPE for e in timeline.value or [])
+
+            # c2's call is sent (journaled first), and the runner took a request since (it claims
+            # the call at once, then waits for the project's one slot: never started)
+            await until(requested, STEP_S, "c2's call was sent")
+            await until(
+                lambda: _at_least(run_requests(nc), before + 1), STEP_S, "c2's call reached the runner"
+            )
 
             (pid,) = await _pids(monitor, "tool_runner")
             os.kill(pid, signal.SIGKILL)
