@@ -40,16 +40,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import inspect
 import logging
 import os
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import nats.errors
 from nats.aio.subscription import Subscription
-from pydantic import BaseModel, ConfigDict
 
 from jidocode.shared import subjects
 from jidocode.shared.bus import Bus
@@ -74,10 +72,21 @@ from jidocode.shared.ledger import LedgerReader
 from jidocode.shared.settings import global_home
 from jidocode.shared.trust import TrustState, trust_project, trust_state
 
+from ._callbacks import (
+    ApprovalRequest,
+    ApproveCallback,
+    Decision,
+    DeltaCallback,
+    EventCallback,
+    approval_request_of,
+    call_back,
+    decision_of,
+)
 from ._commands import RenderedCommand, is_command_name
 from ._compaction import CompactionResult, wait_for_compaction
 from ._plugins import PluginRegistry
 from ._turn import TurnOutcome, TurnTracker
+from ._usage import ContextUsage, context_usage_of
 
 __all__ = [
     "ApprovalRequest",
@@ -91,74 +100,16 @@ __all__ = [
 
 log = logging.getLogger("jidocode.client")
 
-Decision = Literal["approve_once", "approve_session", "deny"]
-DeltaCallback = Callable[[str], Awaitable[None] | None]
-EventCallback = Callable[[Envelope], Awaitable[None] | None]
-
 #: Seconds a request to the engine or the conversation service may take.
 REQUEST_TIMEOUT = 15.0
 #: Seconds a reload of the project's assets may take (it reads every asset file).
 RELOAD_TIMEOUT = 30.0
 
 
-class ApprovalRequest(BaseModel):
-    """An ``ask`` rule matched: the tool runner waits for an answer."""
-
-    model_config = ConfigDict(frozen=True)
-
-    request_id: str
-    tool: str
-    args: dict[str, Any]
-    reason: str = ""
-    conversation_id: str = ""
-
-
-ApproveCallback = Callable[[ApprovalRequest], Awaitable[Decision | bool] | Decision | bool]
-
-
-class ContextUsage(BaseModel):
-    """``get_context_usage()``: how full the model's context is, and the conversation's totals."""
-
-    model_config = ConfigDict(frozen=True)
-
-    model: str | None = None
-    tokens_used: int = 0
-    context_window: int = 0
-    percent_used: float = 0.0
-    calls: int = 0
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    cached_tokens: int = 0
-    total_tokens: int = 0
-    #: The calls that had a price; with ``unpriced_calls`` the total is unknown (``jidocode.shared.cost``).
-    cost_usd: float = 0.0
-    unpriced_calls: int = 0
-
-    def __getitem__(self, key: str) -> Any:  # seed 003 reads usage['percent_used']
-        return getattr(self, key)
-
-
 class TurnFailed(JidoError):  # type: ignore[misc]
     """A turn ended without an answer: ``type`` is the cause (``llm_auth``, ``max_turns``, ``cancelled`` …)."""
 
     error_type = "turn_failed"
-
-
-async def _call(callback: Callable[..., Any] | None, *args: Any) -> Any:
-    if callback is None:
-        return None
-    result = callback(*args)
-    if inspect.isawaitable(result):
-        result = await result
-    return result
-
-
-def _decision(value: Any) -> Decision:
-    if value is True:
-        return "approve_once"
-    if value in ("approve_once", "approve_session", "deny"):
-        return value  # type: ignore[no-any-return]
-    return "deny"
 
 
 class JidoClient:
@@ -368,7 +319,7 @@ class JidoClient:
     async def _dispatch(self, env: Envelope) -> None:
         for hook in list(self._event_hooks):
             try:
-                await _call(hook, env)
+                await call_back(hook, env)
             except Exception:
                 log.exception("event callback failed on %s", env.type)
         if env.type == ApprovalRequested.TYPE:
@@ -384,22 +335,12 @@ class JidoClient:
     async def _answer_approval(self, env: Envelope) -> None:
         if self._approve is None:
             return  # another client may answer; no answer in time is a denial
-        try:
-            asked = env.event()
-        except JidoError:
+        request = approval_request_of(env, self.conversation_id or "")
+        if request is None:
             log.warning("malformed approval request %s: not answered", env.id)
             return
-        if not isinstance(asked, ApprovalRequested):
-            return
-        request = ApprovalRequest(
-            request_id=asked.request_id,
-            tool=asked.tool,
-            args=dict(asked.args),
-            reason=asked.reason,
-            conversation_id=env.conversation_id or self.conversation_id or "",
-        )
         try:
-            decision = _decision(await _call(self._approve, request))
+            decision = decision_of(await call_back(self._approve, request))
         except Exception:
             log.exception("approve callback failed; denying %s", request.request_id)
             decision = "deny"
@@ -445,7 +386,7 @@ class JidoClient:
             data = env.data if isinstance(env.data, dict) else {}
             if tracker.started and env.type == AssistantDelta.TYPE and on_delta is not None:
                 try:
-                    await _call(on_delta, str(data.get("text", "")))
+                    await call_back(on_delta, str(data.get("text", "")))
                 except Exception:
                     log.exception("on_delta failed")
             outcome = tracker.feed(env.type, data, event_id=env.id, correlation_id=env.correlation_id)
@@ -601,21 +542,7 @@ class JidoClient:
             ledger = await LedgerReader(self.bus).conversation(self.project_id, self.conversation_id)
         except (JidoError, nats.errors.Error, TimeoutError):  # no ledger, or not ours to read
             ledger = UsageTotals()
-        last = totals if ledger.calls == 0 and totals.calls > 0 else ledger
-        model, used, window = last.model, last.context_tokens, last.context_window
-        return ContextUsage(
-            model=model,
-            tokens_used=used,
-            context_window=window,
-            percent_used=round(100.0 * used / window, 2) if window else 0.0,
-            calls=totals.calls,
-            prompt_tokens=totals.prompt_tokens,
-            completion_tokens=totals.completion_tokens,
-            cached_tokens=totals.cached_tokens,
-            total_tokens=totals.total_tokens,
-            cost_usd=totals.cost_usd,
-            unpriced_calls=totals.unpriced_calls,
-        )
+        return context_usage_of(totals, ledger)
 
     async def get_project_usage(self) -> UsageTotals:
         """The token ledger's totals over every conversation of the project."""

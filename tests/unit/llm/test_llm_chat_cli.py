@@ -8,7 +8,7 @@ import pytest
 
 from jidocode.cli.chat import _Screen
 from jidocode.cli.chat_lines import envelope_json, outcome, preview
-from jidocode.client._client import _decision
+from jidocode.client._callbacks import decision_of as _decision
 from jidocode.shared.envelope import Envelope
 from jidocode.shared.events.conversation import ToolCallCompleted, ToolCallFailed, ToolCallRequested
 
