@@ -17,12 +17,12 @@ Channels:
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any, ClassVar, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from ._base import Command, EventModel
+from .model_answer import ModelToolCall, usage_cost, usage_count
 from .turn import TurnEnded, TurnEndOutcome
 
 __all__ = [
@@ -177,27 +177,6 @@ class LlmCompleted(_Output):
     def context_fill(self) -> int:
         """The context this call filled: its prompt plus completion tokens (from ``usage``)."""
         return usage_count(self.usage, "prompt_tokens") + usage_count(self.usage, "completion_tokens")
-
-
-class ModelToolCall(BaseModel):
-    """One tool call of a model's answer, read from :attr:`LlmCompleted.tool_calls` leniently."""
-
-    model_config = ConfigDict(frozen=True, extra="ignore")
-
-    id: object = None
-    name: object = None
-    arguments: Any = None
-
-
-def usage_count(usage: Mapping[str, Any], key: str) -> int:
-    """The count ``key`` of a ``usage`` map (0 when it is missing or empty)."""
-    return int(usage.get(key) or 0)
-
-
-def usage_cost(usage: Mapping[str, Any]) -> float | None:
-    """The price of a call from its ``usage`` map (``None``: the call had none)."""
-    cost = usage.get("cost_usd")
-    return float(cost) if isinstance(cost, int | float) and not isinstance(cost, bool) else None
 
 
 class LlmFailed(_Output):
@@ -519,43 +498,15 @@ class Subscribe(Command[ReplayInfo]):
     after_id: str | None = None
 
 
+#: The catalogue's conversation types, in a fixed order (the AsyncAPI document follows it).
 EVENTS: tuple[type[EventModel], ...] = (
-    UserMessage,
-    Cancel,
-    Resume,
-    ApprovalResponse,
-    LlmRequested,
-    LlmCompleted,
-    LlmFailed,
-    ToolCallRequested,
-    ToolCallCompleted,
-    ToolCallFailed,
-    AssistantMessage,
-    AssistantDelta,
-    QueueOverflow,
-    ConversationError,
-    LoopStopped,
-    ApprovalRequested,
-    SubagentStarted,
-    SubagentCompleted,
-    ConversationStarted,
-    ConversationStopped,
-    EventIngested,
-    StartConversation,
-    StopConversation,
-    DeleteConversation,
-    PruneConversations,
-    ListConversations,
-    SendEvent,
-    GetProjection,
-    Subscribe,
-    ReplayInfo,
-    ConversationInfo,
-    ConversationDeleted,
-    ConversationsPruned,
-    ConversationList,
-    EventAccepted,
-    Projection,
+    *(UserMessage, Cancel, Resume, ApprovalResponse),
+    *(LlmRequested, LlmCompleted, LlmFailed, ToolCallRequested, ToolCallCompleted, ToolCallFailed),
+    *(AssistantMessage, AssistantDelta, QueueOverflow, ConversationError, LoopStopped, ApprovalRequested),
+    *(SubagentStarted, SubagentCompleted, ConversationStarted, ConversationStopped, EventIngested),
+    *(StartConversation, StopConversation, DeleteConversation, PruneConversations, ListConversations),
+    *(SendEvent, GetProjection, Subscribe, ReplayInfo, ConversationInfo, ConversationDeleted),
+    *(ConversationsPruned, ConversationList, EventAccepted, Projection),
 )
 
 
