@@ -87,7 +87,7 @@ def _turn_ended(data: dict[str, Any]) -> str:
     ended = TurnEnded.read(data)
     if ended is None:
         return f"turn ended: {_short(data.get('outcome', '?'))} (malformed)"
-    parts = [ended.outcome]
+    parts: list[str] = [ended.outcome]
     if ended.error_type:
         parts[0] += f": {ended.error_type}" + (f": {_short(ended.message)}" if ended.message else "")
     if ended.turns:
