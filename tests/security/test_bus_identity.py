@@ -31,7 +31,7 @@ from jidocode.shared import subjects
 from jidocode.shared.clients import EngineClient, ToolsClient
 from jidocode.shared.config import CLIENT_USER, Config, read_credentials, same_server
 from jidocode.shared.envelope import Envelope, encode
-from jidocode.shared.errors import JidoError
+from jidocode.shared.errors import JidoError, NotFound
 from jidocode.shared.events.conversation import ApprovalRequested, ApprovalResponse
 from jidocode.shared.events.tools import ToolCancelRequested, ToolStarted
 from jidocode.shared.natsserver import ensure_credentials, free_port
@@ -224,7 +224,8 @@ async def test_a_pre_cancel_by_someone_else_does_not_block_the_call(
 ) -> None:
     root = _project(tmp_path)
     pid = await system.start_project(root, {"permissions": {"allow": ["Edit"]}})
-    await ToolsClient(system.client, pid).cancel("p1", conversation_id=canceller)
+    with pytest.raises(NotFound):  # no call has used the id yet (decision 0324); it is still kept
+        await ToolsClient(system.client, pid).cancel("p1", conversation_id=canceller)
     result = await system.run(
         pid, "write_file", {"path": "made.txt", "content": "x"}, request_id="p1", conversation_id="victim"
     )
@@ -236,7 +237,8 @@ async def test_a_pre_cancel_by_the_owner_stops_the_call(system: SecureSystem, tm
     """Control: the conversation's own cancel still works before the call arrives."""
     root = _project(tmp_path)
     pid = await system.start_project(root, {"permissions": {"allow": ["Edit"]}})
-    await ToolsClient(system.client, pid).cancel("p2", conversation_id="owner")
+    with pytest.raises(NotFound):  # no call has used the id yet (decision 0324); it is still kept
+        await ToolsClient(system.client, pid).cancel("p2", conversation_id="owner")
     result = await system.run(
         pid, "write_file", {"path": "made.txt", "content": "x"}, request_id="p2", conversation_id="owner"
     )
