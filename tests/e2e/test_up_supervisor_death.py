@@ -104,7 +104,4 @@ def test_a_new_up_refuses_while_a_child_of_the_old_one_lives_naming_its_pid(tmp_
 
 
 def _read_until(stream: IO[str], text: str) -> bool:
-    for line in stream:
-        if text in line:
-            return True
-    return False
+    return any(text in line for line in stream)

@@ -377,13 +377,17 @@ async def test_mcp_over_http_from_the_gateways_own_origin_works(gateway: Gateway
     url = f"{gateway.url}/projects/{pid}/mcp"
     for origin in (_own(gateway), f"http://localhost:{gateway.server.port}"):
         headers = {"Authorization": f"Bearer {TOKEN}", "Origin": origin}
-        async with httpx2.AsyncClient(headers=headers, timeout=PATIENCE_S) as authed:
-            async with Client(streamable_http_client(url, http_client=authed)) as client:
-                result = await client.call_tool("read_file", {"path": "README.md"})
-                assert result.is_error is False
-                assert "hello" in " ".join(getattr(c, "text", "") for c in result.content)
+        async with (
+            httpx2.AsyncClient(headers=headers, timeout=PATIENCE_S) as authed,
+            Client(streamable_http_client(url, http_client=authed)) as client,
+        ):
+            result = await client.call_tool("read_file", {"path": "README.md"})
+            assert result.is_error is False
+            assert "hello" in " ".join(getattr(c, "text", "") for c in result.content)
     # without an Origin (a script, not a browser) and with the Host of the address: served too
-    async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {TOKEN}"}, timeout=PATIENCE_S) as authed:
-        async with Client(streamable_http_client(url, http_client=authed)) as client:
-            assert "read_file" in {tool.name for tool in (await client.list_tools()).tools}
+    async with (
+        httpx2.AsyncClient(headers={"Authorization": f"Bearer {TOKEN}"}, timeout=PATIENCE_S) as authed,
+        Client(streamable_http_client(url, http_client=authed)) as client,
+    ):
+        assert "read_file" in {tool.name for tool in (await client.list_tools()).tools}
     assert pid in gateway.server.app.state.mcp.projects

@@ -267,7 +267,7 @@ async def test_common_tools_still_work_in_the_sandbox(
     text = output(await sh(policy, script, timeout_s=60))
     lines = text.split()
     assert "done" in lines, text
-    assert ["1", "0"] == lines[:2], text  # one commit, clean tree
+    assert lines[:2] == ["1", "0"], text  # one commit, clean tree
     for word in ("py", "[1]", "hello", "passwd", "AXC", "2", "./src/main.py", "t", "/usr/bin/env"):
         assert word in lines, (word, text)
     if shutil.which("node"):

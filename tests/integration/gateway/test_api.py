@@ -260,12 +260,14 @@ async def test_a_project_is_an_mcp_server_behind_the_token(gateway: Gateway) -> 
     assert refused.status_code == 401 and refused.json()["error"]["type"] == "unauthorized"
 
     headers = {"Authorization": f"Bearer {TOKEN}"}
-    async with httpx2.AsyncClient(headers=headers, timeout=PATIENCE_S) as authed:
-        async with Client(streamable_http_client(url, http_client=authed)) as client:
-            listed = await client.list_tools()
-            names = {tool.name for tool in listed.tools}
-            assert {"read_file", "chat", "cancel"} <= names
-            result = await client.call_tool("read_file", {"path": "README.md"})
-            assert result.is_error is False
-            assert "hello" in " ".join(getattr(c, "text", "") for c in result.content).lower()
+    async with (
+        httpx2.AsyncClient(headers=headers, timeout=PATIENCE_S) as authed,
+        Client(streamable_http_client(url, http_client=authed)) as client,
+    ):
+        listed = await client.list_tools()
+        names = {tool.name for tool in listed.tools}
+        assert {"read_file", "chat", "cancel"} <= names
+        result = await client.call_tool("read_file", {"path": "README.md"})
+        assert result.is_error is False
+        assert "hello" in " ".join(getattr(c, "text", "") for c in result.content).lower()
     assert gateway.server.app.state.mcp.projects == [pid]

@@ -79,7 +79,6 @@ def test_port_free_ignores_time_wait_but_not_a_listener() -> None:
         client.close()
         assert conn.recv(1) == b""
         conn.close()
-    with socket.socket() as plain:  # the old check: TIME-WAIT looks busy
-        with pytest.raises(OSError):
-            plain.bind(("127.0.0.1", port))
+    with socket.socket() as plain, pytest.raises(OSError):  # the old check: TIME-WAIT looks busy
+        plain.bind(("127.0.0.1", port))
     assert port_free(port)

@@ -67,10 +67,10 @@ def test_oversize_data_is_rejected() -> None:
 
 
 def test_external_types_are_the_seed_contract_plus_approval() -> None:
-    assert EXTERNAL_TYPES == {
+    assert {
         "conversation.user.message",
         "conversation.cancel",
         "conversation.resume",
         "conversation.approval.response",
         "conversation.compact",  # compaction on demand (docs/compaction-and-replay.md)
-    }
+    } == EXTERNAL_TYPES

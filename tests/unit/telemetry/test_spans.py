@@ -45,11 +45,13 @@ async def test_spans_go_out_by_trace_under_the_scope_learned_from_the_trace(trac
     processor = BusSpanProcessor("tool_runner", publish)
     tracer = telemetry.tracer("tool_runner", extra=[processor])
     assert tracer is not None
-    with tracer.start_as_current_span(
-        "tool_runner.run", attributes={telemetry.ATTR_PROJECT: "P1", telemetry.ATTR_CONVERSATION: "c1"}
-    ) as outer:
-        with tracer.start_as_current_span("tool read_file", attributes={"long": "x" * 5000}):
-            pass
+    with (
+        tracer.start_as_current_span(
+            "tool_runner.run", attributes={telemetry.ATTR_PROJECT: "P1", telemetry.ATTR_CONVERSATION: "c1"}
+        ) as outer,
+        tracer.start_as_current_span("tool read_file", attributes={"long": "x" * 5000}),
+    ):
+        pass
     with tracer.start_as_current_span("engine.list_projects"):
         pass
     await asyncio.wait_for(processor.drain(), 10)
