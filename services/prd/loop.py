@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -44,15 +45,16 @@ from typing import Final
 from jidocode.shared.bus import Bus
 from jidocode.shared.errors import Conflict, JidoError, NotFound
 from jidocode.shared.events.prd import LoopInfo, LoopState, PrdLoopStateChanged, RunPrd
+from jidocode.shared.lease import BUS_ERRORS, Held, KeptLease, Seen, Sightings
 
 from . import files
 from .config import PrdConfig, load_config
 from .eventlog import EventLog
 from .loop_prepare import prepare
-from .loop_rules import MAX_EVENT_TEXT, LoopSettings, halt_plan, resume_refusal, run_refusal
+from .loop_rules import MAX_EVENT_TEXT, LoopSettings, halt_plan, lease_lapsed, resume_refusal, run_refusal
 from .loop_run import RunningLoop
 from .providers.base import Abandons, Provider
-from .store import LoopRecord, LoopStore, RunOptions, StaleRecord, Stored
+from .store import LoopRecord, LoopStore, RunOptions, StaleRecord, Stored, lease_key
 
 __all__ = ["MAX_EVENT_TEXT", "LoopManager", "LoopSettings", "ProviderResolver", "RootOf"]
 
@@ -91,6 +93,9 @@ class LoopManager:
         self.settings = settings or LoopSettings()
         self.owner = owner or bus.source
         self.loops: dict[tuple[str, str], RunningLoop] = {}
+        #: The owners' leases (decision 0319), and when this replica saw each one last change.
+        self.leases = store.leases(self.settings.lease_s)
+        self.sightings = Sightings(self.settings.lease_s)
         self._scanner: asyncio.Task[None] | None = None
         self._closing = False
         #: One git preparation at a time per repository on this replica.
@@ -127,9 +132,10 @@ class LoopManager:
                 owner=self.owner,
                 seq=current.record.info.seq if current else 0,
             )
-            record = LoopRecord(info=info, options=options, heartbeat_at=time.time(), created_branch=created)
+            record = LoopRecord(info=info, options=options, created_branch=created)
             stored = await self.store.claim(record)
-        loop = await self._start(project_id, root, stored, config, provider, "ready")
+        held = await self._seize(stored)
+        loop = await self._start(project_id, root, stored, config, provider, "ready", held)
         return loop.info
 
     async def pause(self, project_id: str, name: str) -> LoopInfo:
@@ -152,7 +158,6 @@ class LoopManager:
         record = current.record.model_copy(
             update={
                 "info": info.model_copy(update={"state": "running", "owner": self.owner, "error": ""}),
-                "heartbeat_at": time.time(),
                 "request": "",
             }
         )
@@ -160,7 +165,8 @@ class LoopManager:
             stored = await self.store.put(current, record)
         except StaleRecord:
             raise Conflict(f"the loop of PRD {name!r} changed while resuming it; try again") from None
-        loop = await self._start(project_id, root, stored, config, provider, "paused")
+        held = await self._seize(stored)
+        loop = await self._start(project_id, root, stored, config, provider, "paused", held)
         return loop.info
 
     async def _halt(self, project_id: str, name: str, target: LoopState, reason: str) -> LoopInfo:
@@ -171,7 +177,9 @@ class LoopManager:
             return local.info
         current = await self._record(project_id, name)
         info = current.record.info
-        alive = not current.record.expired(time.time(), self.settings.lease_s)
+        alive = not lease_lapsed(
+            await self._sight(info), current.revision, self.leases.clock(), self.leases.ttl_s
+        )
         plan = halt_plan(name, info, target, alive=alive, owner=self.owner)
         if plan == "done":
             return info
@@ -207,7 +215,7 @@ class LoopManager:
             new = info.model_copy(
                 update={"state": target, "owner": "", "error": reason, "seq": events.seq + 1}
             )
-            record = current.record.model_copy(update={"info": new, "request": "", "heartbeat_at": 0.0})
+            record = current.record.model_copy(update={"info": new, "request": ""})
             try:
                 stored = await self.store.put(current, record)
             except StaleRecord:
@@ -254,6 +262,36 @@ class LoopManager:
         loop = self.loops.get((project_id, name))
         return loop is not None and not loop.settled.is_set()
 
+    # -- the owner's lease -----------------------------------------------------------------------------
+
+    async def _sight(self, info: LoopInfo) -> Seen:
+        """The loop's lease as it is now, noted: since when this replica sees it unchanged."""
+        key = lease_key(info.project_id, info.prd)
+        seen = await self.leases.read(key)
+        return self.sightings.note(key, seen.revision, seen.holder, seen.since)
+
+    async def _seize(self, stored: Stored) -> Held:
+        """Hold the lease of a loop whose record this replica just made its own (claimed or
+        resumed by compare-and-set, so nobody else runs it): whoever the lease still names (the
+        last owner, between its last write and its release) is overwritten."""
+        info = stored.record.info
+        key = lease_key(info.project_id, info.prd)
+        for _ in range(3):  # the last owner's renewal or release may land in between
+            seen = await self.leases.read(key)
+            taken = await self.leases.take(key, self.owner, dataclasses.replace(seen, holder=None))
+            if isinstance(taken, Held):
+                return taken
+        error = Conflict(f"the lease of PRD {info.prd!r}'s loop kept changing while taking it; try again")
+        await self._unstarted(stored, error)
+        raise error
+
+    async def _free(self, held: Held) -> None:
+        """Delete a lease this replica holds but does not keep (a loop that did not start)."""
+        try:
+            await self.leases.release(held)
+        except BUS_ERRORS as exc:
+            log.warning("could not free lease %s: %s", held.key, exc)
+
     # -- running ---------------------------------------------------------------------------------------
 
     async def _start(
@@ -264,12 +302,14 @@ class LoopManager:
         config: PrdConfig,
         provider: Provider,
         from_state: LoopState,
+        held: Held,
     ) -> RunningLoop:
         info = stored.record.info
         try:
             events = await self._events(project_id, root, info)
         except JidoError as exc:
             await self._unstarted(stored, exc)
+            await self._free(held)
             raise
         loop = RunningLoop(
             store=self.store,
@@ -287,6 +327,7 @@ class LoopManager:
             failed_checks=stored.record.failed_checks,
         )
         self.loops[(project_id, info.prd)] = loop
+        loop.lease = KeptLease(self.leases, held, period_s=self.settings.heartbeat_s, on_lost=loop.lose)
         loop.task = asyncio.create_task(self._drive(loop, from_state), name=f"prd-loop-{info.prd}")
         loop.heartbeat = asyncio.create_task(loop.beat(), name=f"prd-heartbeat-{info.prd}")
         return loop
@@ -297,7 +338,7 @@ class LoopManager:
         lease runs out, and recovery does not retry it every scan."""
         info = stored.record.info
         new = info.model_copy(update={"state": "error", "owner": "", "error": exc.message})
-        record = stored.record.model_copy(update={"info": new, "request": "", "heartbeat_at": 0.0})
+        record = stored.record.model_copy(update={"info": new, "request": ""})
         try:
             await self.store.put(stored, record)
         except StaleRecord:
@@ -311,34 +352,51 @@ class LoopManager:
                 loop.heartbeat.cancel()
             if not self._closing:
                 await loop.events.close()
+                if loop.lease is not None:
+                    await loop.lease.release()  # a lease taken over meanwhile is left alone
                 if self.loops.get((loop.project_id, loop.name)) is loop:
                     del self.loops[(loop.project_id, loop.name)]
 
     async def recover(self) -> list[str]:
-        """Take over ``running`` loops whose owner's lease expired, and resume them here."""
+        """Take over ``running`` loops whose owner's lease lapsed (:func:`.loop_rules.lease_lapsed`,
+        as this replica's scans saw it), and resume them here."""
         resumed: list[str] = []
-        for stale in await self.store.expired(self.settings.lease_s):
-            info = stale.record.info
+        for stored in await self.store.running():
+            info = stored.record.info
             if (info.project_id, info.prd) in self.loops:
                 continue
-            try:
-                root = await self.root_of(info.project_id)
-                config, provider = self._provider_of(info.project_id, root, stale.record)
-            except JidoError as exc:
-                log.warning("cannot resume %s/%s: %s", info.project_id, info.prd, exc.message)
+            lease = await self._sight(info)
+            if not lease_lapsed(lease, stored.revision, self.leases.clock(), self.leases.ttl_s):
                 continue
-            taken = await self.store.take_over(stale, self.owner)
-            if taken is None:
-                continue  # another replica won
-            log.info("resuming PRD loop %s/%s (was %s)", info.project_id, info.prd, info.owner or "released")
-            await self._abandon(provider, taken.record, root)
-            try:
-                await self._start(info.project_id, root, taken, config, provider, "running")
-            except JidoError as exc:
-                log.warning("cannot resume %s/%s: %s", info.project_id, info.prd, exc.message)
-                continue
-            resumed.append(f"{info.project_id}.{info.prd}")
+            if await self._take_over(stored, lease):
+                resumed.append(f"{info.project_id}.{info.prd}")
         return resumed
+
+    async def _take_over(self, stale: Stored, lease: Seen) -> bool:
+        """Take the lease of a loop whose owner is gone (one replica wins), name this replica in
+        its record and run it here; whether it runs here now."""
+        info = stale.record.info
+        try:
+            root = await self.root_of(info.project_id)
+            config, provider = self._provider_of(info.project_id, root, stale.record)
+        except JidoError as exc:
+            log.warning("cannot resume %s/%s: %s", info.project_id, info.prd, exc.message)
+            return False
+        held = await self.leases.take(lease_key(info.project_id, info.prd), self.owner, lease)
+        if not isinstance(held, Held):
+            return False  # another replica won
+        taken = await self.store.take_over(stale, self.owner)
+        if taken is None:
+            await self._free(held)  # the record changed since the scan read it
+            return False
+        log.info("resuming PRD loop %s/%s (was %s)", info.project_id, info.prd, info.owner or "released")
+        await self._abandon(provider, taken.record, root)
+        try:
+            await self._start(info.project_id, root, taken, config, provider, "running", held)
+        except JidoError as exc:
+            log.warning("cannot resume %s/%s: %s", info.project_id, info.prd, exc.message)
+            return False
+        return True
 
     async def _abandon(self, provider: Provider, record: LoopRecord, root: Path) -> None:
         """Stop the iteration the last owner left running, before the attempt runs again here
@@ -372,24 +430,29 @@ class LoopManager:
             await asyncio.sleep(self.settings.lease_s / 2)
 
     async def _release(self, loop: RunningLoop) -> None:
-        """Clear the heartbeat of a loop left ``running`` (another replica may take it at once)."""
+        """Leave a loop ``running`` for the next owner: its record counts the events written,
+        then its lease is deleted (after that write, so another replica takes it at once)."""
         try:
-            current = await self.store.get(loop.project_id, loop.name)
-            if current is None:
-                return
-            info = current.record.info
-            if info.owner != self.owner or info.state != "running":
-                return
-            info = info.model_copy(update={"seq": max(info.seq, loop.events.seq)})
-            await self.store.put(
-                current, current.record.model_copy(update={"info": info, "heartbeat_at": 0.0})
-            )
+            await self._count_events(loop)
         except JidoError as exc:
             log.warning("could not release %s/%s: %s", loop.project_id, loop.name, exc.message)
+        if loop.lease is not None:
+            await loop.lease.release()
+
+    async def _count_events(self, loop: RunningLoop) -> None:
+        """Write the events ``loop`` wrote into its record, if it is still this replica's and running."""
+        current = await self.store.get(loop.project_id, loop.name)
+        if current is None:
+            return
+        info = current.record.info
+        if info.owner != self.owner or info.state != "running":
+            return
+        info = info.model_copy(update={"seq": max(info.seq, loop.events.seq)})
+        await self.store.put(current, current.record.model_copy(update={"info": info}))
 
     async def close(self) -> None:
         """Stop this replica's loops without changing their state: each record stays ``running``
-        with its heartbeat cleared, so the next start (or another replica) resumes it at once."""
+        with its lease deleted, so the next start (or another replica) resumes it at once."""
         self._closing = True
         if self._scanner is not None:
             self._scanner.cancel()
@@ -407,4 +470,6 @@ class LoopManager:
                 await asyncio.wait_for(loop.events.close(), 10)
             if not loop.lost:
                 await self._release(loop)
+            elif loop.lease is not None:
+                await loop.lease.stop()
         self.loops.clear()

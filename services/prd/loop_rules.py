@@ -28,6 +28,7 @@ from jidocode.shared.events.prd import (
     PrdToolFinished,
     PrdToolStarted,
 )
+from jidocode.shared.lease import Seen, is_stale
 
 from .eventlog import DEFAULT_QUEUE_SIZE
 from .model import UserStory
@@ -53,6 +54,7 @@ __all__ = [
     "commit_message",
     "halt_plan",
     "iteration_outcome",
+    "lease_lapsed",
     "loop_event",
     "progress_entry",
     "record_changes",
@@ -74,9 +76,10 @@ HELD: Final = frozenset({"ready", "running", "paused"})
 class LoopSettings:
     """Timing of ownership (validated here, before any I/O)."""
 
-    #: How often the owner renews its heartbeat.
+    #: How often the owner renews its lease and writes its record (the event count, and how a
+    #: pause/stop asked through the record by another replica is noticed).
     heartbeat_s: float = 2.0
-    #: A running loop whose heartbeat is older than this is taken over by another replica.
+    #: A running loop whose lease went unrenewed this long is taken over by another replica.
     lease_s: float = 10.0
     #: Events between a loop and its writer before the loop waits (backpressure).
     queue_size: int = DEFAULT_QUEUE_SIZE
@@ -181,15 +184,13 @@ def record_changes(
     update: dict[str, Any],
     *,
     seq: int,
-    now: float,
     failed_checks: str | None = None,
     iteration_id: str | None = None,
 ) -> dict[str, Any]:
-    """The fields of a loop record to write: ``update`` applied to its info (numbered ``seq``), the
-    heartbeat at ``now``; a state change clears a pending request."""
+    """The fields of a loop record to write: ``update`` applied to its info (numbered ``seq``); a
+    state change clears a pending request."""
     changes: dict[str, Any] = {
         "info": info.model_copy(update={**update, "seq": seq}),
-        "heartbeat_at": now,
     }
     if "state" in update:
         changes["request"] = ""
@@ -311,6 +312,20 @@ def resume_refusal(name: str, info: LoopInfo) -> Conflict | None:
         + ("it runs already" if info.state == "running" else "start a new one with run"),
         details={"prd": name, "state": info.state},
     )
+
+
+def lease_lapsed(lease: Seen, record_revision: int, now: float, lease_s: float) -> bool:
+    """Whether the owner of a ``running`` loop whose lease was seen as ``lease`` (first seen at
+    ``since``, on the reader's clock) and whose record is at ``record_revision`` is gone.
+
+    A held lease: when nobody renewed it for ``lease_s``. A free one (released, expired, never
+    written): at once when it was freed after the record's last write (a clean stop: the owner
+    writes the record, then deletes its lease; record and lease are keys of one bucket, so their
+    revisions compare); else only once it stayed free for ``lease_s`` (a replica that just claimed
+    the record is about to take it, or died before it did)."""
+    if lease.holder is not None:
+        return is_stale(lease, now, lease_s)
+    return lease.revision > record_revision or now - lease.since > lease_s
 
 
 #: What a pause/stop of a loop no local task runs does: nothing (it is there already), ask the

@@ -31,6 +31,8 @@ from jidocode.shared.events.prd import (
     PrdRetryScheduled,
     PrdStoryStateChanged,
 )
+from jidocode.shared.lease import KeptLease
+from jidocode.shared.lease import Lost as LeaseLost
 
 from . import files, ops, quality
 from .config import PrdConfig
@@ -67,7 +69,8 @@ T = TypeVar("T")
 
 @dataclass
 class RunningLoop:
-    """One PRD's loop running on this replica (owned by ``owner`` while its record says so)."""
+    """One PRD's loop running on this replica (owned by ``owner`` while its record says so and
+    its lease, ``lease``, is kept)."""
 
     store: LoopStore
     owner: str
@@ -89,6 +92,8 @@ class RunningLoop:
     settled: asyncio.Event = field(default_factory=asyncio.Event)
     task: asyncio.Task[None] | None = None
     heartbeat: asyncio.Task[None] | None = None
+    #: The owner's lease (:func:`.store.lease_key`), renewed while the loop runs.
+    lease: KeptLease | None = None
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     failed_checks: str = ""
     lost: bool = False
@@ -121,7 +126,6 @@ class RunningLoop:
                     self.info,
                     update,
                     seq=self.events.seq,
-                    now=time.time(),
                     failed_checks=failed_checks,
                     iteration_id=iteration_id,
                 )
@@ -133,6 +137,12 @@ class RunningLoop:
                 except StaleRecord:
                     await self._reconcile()
             raise Lost(self.name)
+
+    def lose(self, lost: LeaseLost) -> None:
+        """The lease was taken over elsewhere (this replica stalled past it): leave the loop."""
+        log.warning("lease %s of %s/%s was taken over elsewhere", lost.key, self.project_id, self.name)
+        self.lost = True
+        self.interrupt.set()
 
     async def _reconcile(self) -> None:
         """The record changed under us: a request from another replica (noted), or lost."""
@@ -149,7 +159,8 @@ class RunningLoop:
             self.interrupt.set()
 
     async def beat(self) -> None:
-        """Renew the heartbeat every ``heartbeat_s`` (also how a remote pause/stop is noticed)."""
+        """Write the record every ``heartbeat_s``: its event count, and how a pause/stop asked
+        through it by another replica is noticed (the lease is renewed by :attr:`lease`)."""
         while True:
             await asyncio.sleep(self.settings.heartbeat_s)
             try:
@@ -193,6 +204,8 @@ class RunningLoop:
         if from_state != "running":  # a loop taken over after a crash did not change state
             await self.events.emit(PrdLoopStateChanged, from_state=from_state, to_state="running")
         while True:
+            if self.lost:
+                raise Lost(self.name)
             if self.wanted is not None:
                 raise Interrupted
             prd = self.load()  # 1

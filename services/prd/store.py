@@ -1,25 +1,29 @@
 """Loop records: KV ``jido_prd_loops``, one record per ``<project_id>.<prd>``, changed only by
 compare-and-set on the KV revision.
 
-A record is the :class:`LoopInfo` clients see, the options the loop was started with (so another
-replica can resume it as it was asked) and the owner's heartbeat. Why CAS everywhere: several
+A record is the :class:`LoopInfo` clients see and the options the loop was started with (so
+another replica can resume it as it was asked). Why CAS everywhere: several
 replicas of the prd service share the bucket; the revision is the only lock. Whoever writes
 with a stale revision has lost the record (another replica took it over, or a user action
 changed it) and learns so from :class:`StaleRecord`.
 
-Ownership is a lease: the owner renews ``heartbeat_at`` every ``heartbeat_s``; a record whose
-state is ``running`` and whose heartbeat is older than ``lease_s`` belongs to a dead replica and
-is taken over (one CAS winner) by any replica's recovery scan. A ``paused`` record is never
-taken over: it waits for ``resume``.
+Whether the owner of a ``running`` record is alive is a lease of the shared primitive
+(:mod:`jidocode.shared.lease`, decision 0319) on the key ``<project_id>.<prd>.lease`` of the same
+bucket (three tokens, so no record's key): the owner keeps it renewed while the loop runs and
+deletes it on a clean stop; a replica's recovery scan takes over a ``running`` record whose lease
+is free or went unrenewed for ``lease_s`` (:meth:`LoopStore.running` lists them). A ``paused``
+record is never taken over: it waits for ``resume``.
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final
 
 import nats.js.errors
+from nats.js.client import JetStreamContext
 from nats.js.kv import KeyValue
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -28,10 +32,11 @@ from jidocode.shared.bus import Bus
 from jidocode.shared.errors import Conflict
 from jidocode.shared.events.prd import LoopInfo, RunPrd
 from jidocode.shared.kv_keys import kv_keys
+from jidocode.shared.lease import LeaseBucket
 
 from .states import TERMINAL
 
-__all__ = ["LoopRecord", "LoopStore", "RunOptions", "StaleRecord", "Stored", "loop_key"]
+__all__ = ["LoopRecord", "LoopStore", "RunOptions", "StaleRecord", "Stored", "lease_key", "loop_key"]
 
 #: Revisions kept per key (the last few transitions, for a look with ``nats kv history``).
 HISTORY: Final = 5
@@ -42,6 +47,16 @@ def loop_key(project_id: str, prd: str) -> str:
     subjects.validate_token(project_id, "project id")
     subjects.validate_token(prd, "prd name")
     return f"{project_id}.{prd}"
+
+
+def lease_key(project_id: str, prd: str) -> str:
+    """``<project_id>.<prd>.lease``: the key of the loop owner's lease (beside its record)."""
+    return f"{loop_key(project_id, prd)}.lease"
+
+
+def _is_record_key(key: str) -> bool:
+    """Whether ``key`` names a record (two tokens), not a lease."""
+    return key.count(".") == 1
 
 
 class RunOptions(BaseModel):
@@ -73,10 +88,8 @@ class LoopRecord(BaseModel):
 
     info: LoopInfo
     options: RunOptions = Field(default_factory=RunOptions)
-    #: Wall-clock seconds of the owner's last heartbeat (0: nobody owns it).
-    heartbeat_at: float = 0.0
     #: ``paused``/``stopped`` asked by a replica that does not run the loop: the owner notices it
-    #: at its next heartbeat (its CAS fails on the changed revision) and acts on it.
+    #: at its next record write (its CAS fails on the changed revision) and acts on it.
     request: str = ""
     request_reason: str = ""
     #: The failing checks' output the next attempt's prompt carries (kept here so a replica
@@ -90,9 +103,6 @@ class LoopRecord(BaseModel):
     #: a later loop may check it out again although ``prd.json``, which the agent can edit, names
     #: it; any other existing branch must be named on the command line (decision 0300).
     created_branch: str = ""
-
-    def expired(self, now: float, lease_s: float) -> bool:
-        return self.heartbeat_at + lease_s < now
 
 
 @dataclass(frozen=True)
@@ -114,12 +124,17 @@ def _now_iso() -> str:
 class LoopStore:
     """The records of every PRD loop (any replica, any project)."""
 
-    def __init__(self, kv: KeyValue) -> None:
+    def __init__(self, kv: KeyValue, js: JetStreamContext) -> None:
         self.kv = kv
+        self.js = js
 
     @classmethod
     async def open(cls, bus: Bus) -> LoopStore:
-        return cls(await bus.kv(subjects.BUCKET_PRD_LOOPS, history=HISTORY))
+        return cls(await bus.kv(subjects.BUCKET_PRD_LOOPS, history=HISTORY), bus.js)
+
+    def leases(self, ttl_s: float, *, clock: Callable[[], float] = time.monotonic) -> LeaseBucket:
+        """The owners' leases (``lease_key``), taken over once unrenewed for ``ttl_s`` on ``clock``."""
+        return LeaseBucket(self.js, self.kv, subjects.BUCKET_PRD_LOOPS, ttl_s=ttl_s, clock=clock)
 
     async def get(self, project_id: str, prd: str) -> Stored | None:
         return await self._get(loop_key(project_id, prd))
@@ -168,10 +183,10 @@ class LoopStore:
             ) from None
         return Stored(record, revision)
 
-    async def take_over(self, stored: Stored, owner: str, *, now: float | None = None) -> Stored | None:
-        """Become the owner of ``stored`` (an expired one); ``None`` when another replica won."""
+    async def take_over(self, stored: Stored, owner: str) -> Stored | None:
+        """Name ``owner`` in ``stored`` (a loop whose lease it took); ``None`` when it changed."""
         info = stored.record.info.model_copy(update={"owner": owner})
-        record = stored.record.model_copy(update={"info": info, "heartbeat_at": now or time.time()})
+        record = stored.record.model_copy(update={"info": info})
         try:
             return await self.put(stored, record)
         except StaleRecord:
@@ -181,21 +196,18 @@ class LoopStore:
         """Every loop record of one project."""
         subjects.validate_token(project_id, "project id")
         out: list[Stored] = []
-        for key in await kv_keys(self.kv, f"{project_id}."):
+        for key in await kv_keys(self.kv, f"{project_id}.", one_token=True):
             stored = await self._get(key)
             if stored is not None:
                 out.append(stored)
         return out
 
-    async def expired(self, lease_s: float, *, now: float | None = None) -> list[Stored]:
-        """Records of ``running`` loops whose owner's heartbeat is older than ``lease_s``."""
-        now = now or time.time()
+    async def running(self) -> list[Stored]:
+        """The records of every ``running`` loop (any project): what a recovery scan looks at."""
         out: list[Stored] = []
-        for key in await kv_keys(self.kv):
+        for key in filter(_is_record_key, await kv_keys(self.kv)):
             stored = await self._get(key)
-            if stored is None:
-                continue
-            if stored.record.info.state == "running" and stored.record.expired(now, lease_s):
+            if stored is not None and stored.record.info.state == "running":
                 out.append(stored)
         return out
 

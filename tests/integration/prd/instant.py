@@ -77,6 +77,7 @@ class _Run:
 
     async def cancel(self) -> None:
         self.provider.cancels += 1
+        self.provider.cancelled.set()
         self.cancelled.set()
 
 
@@ -89,6 +90,8 @@ class InstantProvider:
         self.blocked = asyncio.Event()
         self.release = asyncio.Event()
         self.cancels = 0
+        #: Set by every cancel of an iteration (a test clears it before it waits for one).
+        self.cancelled = asyncio.Event()
 
     def name(self) -> str:
         return "instant"

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -19,13 +18,15 @@ import pytest
 import pytest_asyncio
 
 from jidocode.services.prd.eventlog import EventLog, ensure_stream, last_seq
-from jidocode.services.prd.store import LoopRecord, LoopStore, RunOptions, StaleRecord
+from jidocode.services.prd.loop_rules import lease_lapsed
+from jidocode.services.prd.store import LoopRecord, LoopStore, RunOptions, StaleRecord, lease_key
 from jidocode.shared import subjects
 from jidocode.shared.bus import Bus
 from jidocode.shared.config import Config
 from jidocode.shared.envelope import Envelope
 from jidocode.shared.errors import Conflict
 from jidocode.shared.events.prd import LoopInfo, PrdAssistantText, PrdLoopStateChanged
+from jidocode.shared.lease import Held, Seen, Sightings
 from jidocode.shared.natsserver import NatsServer
 
 from .helpers import stream_events
@@ -128,11 +129,9 @@ async def test_a_slow_writer_makes_emit_wait_and_nothing_is_dropped(bus: Bus, tm
     assert len(await stream_events(bus, "p1", "slow", 40)) == 40
 
 
-def _record(
-    prd: str, state: str = "running", owner: str = "a", heartbeat_at: float | None = None
-) -> LoopRecord:
+def _record(prd: str, state: str = "running", owner: str = "a") -> LoopRecord:
     info = LoopInfo(project_id="p2", prd=prd, state=state, owner=owner)  # type: ignore[arg-type]
-    return LoopRecord(info=info, options=RunOptions(provider="x"), heartbeat_at=heartbeat_at or time.time())
+    return LoopRecord(info=info, options=RunOptions(provider="x"))
 
 
 async def test_one_loop_per_prd_and_cas_on_every_write(bus: Bus) -> None:
@@ -153,16 +152,57 @@ async def test_one_loop_per_prd_and_cas_on_every_write(bus: Bus) -> None:
     assert {s.record.info.prd for s in await store.records("p2")} >= {"one"}
 
 
-async def test_an_expired_lease_is_taken_over_by_one_replica(bus: Bus) -> None:
+async def test_a_lapsed_lease_is_taken_over_by_one_replica(bus: Bus) -> None:
     store = await LoopStore.open(bus)
-    await store.claim(_record("stale", heartbeat_at=time.time() - 60))
-    await store.claim(_record("fresh"))
-    await store.claim(_record("parked", state="paused", heartbeat_at=time.time() - 60))
-    found = {s.record.info.prd: s for s in await store.expired(10.0)}
-    assert "stale" in found and "fresh" not in found and "parked" not in found
-    stale = found["stale"]
-    winners = await asyncio.gather(store.take_over(stale, "b"), store.take_over(stale, "c"))
-    assert sum(w is not None for w in winners) == 1
-    won = next(w for w in winners if w is not None)
-    assert won.record.info.owner in ("b", "c")
-    assert "stale" not in {s.record.info.prd for s in await store.expired(10.0)}
+    now = [0.0]
+    owner = store.leases(10.0, clock=lambda: now[0])
+    records = {prd: await store.claim(_record(prd)) for prd in ("stale", "fresh", "released")}
+    await store.claim(_record("parked", state="paused"))
+    held = {prd: await owner.take(lease_key("p2", prd), "a") for prd in records}
+    assert all(isinstance(h, Held) for h in held.values())
+    running = {s.record.info.prd: s for s in await store.running()}
+    # no paused record; no lease key (its value is no record: reading one as a record would fail)
+    assert set(records) <= set(running) and "parked" not in running
+    assert {*records, "parked"} <= {s.record.info.prd for s in await store.records("p2")}
+
+    sightings = Sightings(10.0)
+
+    async def sight(prd: str) -> Seen:
+        seen = await owner.read(lease_key("p2", prd))
+        return sightings.note(lease_key("p2", prd), seen.revision, seen.holder, now[0])
+
+    def lapsed(prd: str, seen: Seen) -> bool:
+        return lease_lapsed(seen, running[prd].revision, now[0], 10.0)
+
+    assert not any([lapsed(prd, await sight(prd)) for prd in records])
+    now[0] = 6.0
+    fresh = held["fresh"]
+    assert isinstance(fresh, Held) and isinstance(await owner.renew(fresh), Held)
+    released = held["released"]
+    assert isinstance(released, Held) and await owner.release(released)  # a clean stop: free at once
+    assert lapsed("released", await sight("released"))
+    now[0] = 12.0
+    stale = await sight("stale")
+    assert lapsed("stale", stale) and not lapsed("fresh", await sight("fresh"))
+
+    b, c = store.leases(10.0, clock=lambda: now[0]), store.leases(10.0, clock=lambda: now[0])
+    key = lease_key("p2", "stale")
+    winners = await asyncio.gather(b.take(key, "b", stale), c.take(key, "c", stale))
+    assert sum(isinstance(w, Held) for w in winners) == 1
+    won = next(w for w in winners if isinstance(w, Held))
+    taken = await store.take_over(running["stale"], won.holder)
+    assert taken is not None and taken.record.info.owner == won.holder
+    assert not lapsed("stale", await sight("stale"))  # the new owner's lease
+
+
+async def test_a_lease_free_since_before_the_claim_waits_out_the_lease(bus: Bus) -> None:
+    store = await LoopStore.open(bus)
+    leases = store.leases(10.0)
+    key = lease_key("p2", "new")
+    earlier = await leases.take(key, "a")
+    assert isinstance(earlier, Held) and await leases.release(earlier)  # a loop that ended
+    claimed = await store.claim(_record("new"))  # the next one, its lease not taken yet
+    seen = await leases.read(key)
+    assert seen.holder is None and seen.revision < claimed.revision
+    assert not lease_lapsed(seen, claimed.revision, seen.since, 10.0)
+    assert lease_lapsed(seen, claimed.revision, seen.since + 10.5, 10.0)

@@ -7,6 +7,7 @@ per PRD, parallel PRDs only in separate worktrees. One system for the module.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import os
 from collections.abc import AsyncIterator
@@ -24,7 +25,7 @@ from jidocode.services.prd.providers.base import (
     Provider,
     ProviderCapabilities,
 )
-from jidocode.services.prd.store import LoopRecord, LoopStore, loop_key
+from jidocode.services.prd.store import LoopRecord, LoopStore, lease_key, loop_key
 from jidocode.services.registry import serve_many
 from jidocode.shared.bus import Bus
 from jidocode.shared.clients import EngineClient
@@ -32,6 +33,7 @@ from jidocode.shared.clients._prd import PrdClient
 from jidocode.shared.config import Config
 from jidocode.shared.errors import Conflict, InvalidInput, NotFound
 from jidocode.shared.events.prd import LoopInfo, StoryDraft
+from jidocode.shared.lease import Held
 from jidocode.shared.natsserver import NatsServer
 from jidocode.shared.trust import trust_project
 from tests.helpers import wait_for_services
@@ -336,6 +338,38 @@ async def test_a_pause_asked_of_another_replica_reaches_the_owner(system: System
     assert [line["data"]["seq"] for line in lines] == list(range(1, len(lines) + 1))
 
 
+async def test_an_owner_whose_lease_was_taken_over_leaves_the_loop(system: System) -> None:
+    """A replica that stalled past its lease learns at its next renewal that another took it
+    over: it cuts the iteration and leaves the loop; once that lease is freed the loop is taken
+    over at once and asks the cut attempt again."""
+    p = system.provider
+    p.blocked.clear()
+    p.release.clear()
+    p.cancelled.clear()
+    p.scripts["stalled/US-001"] = [Act(block=True), Act(block=True)]
+    await system.create("stalled", "Stalled")
+    await system.prds.run("stalled", worktree=True)
+    await asyncio.wait_for(p.blocked.wait(), WAIT)
+    p.blocked.clear()
+
+    leases = (await LoopStore.open(system.bus)).leases(3.0)
+    key = lease_key(system.project_id, "stalled")
+    seen = await leases.read(key)
+    assert seen.holder is not None and seen.holder != "prd/another-replica"
+    other = await leases.take(key, "prd/another-replica", dataclasses.replace(seen, holder=None))
+    assert isinstance(other, Held)
+    await asyncio.wait_for(p.cancelled.wait(), WAIT)  # the owner's renewal found it taken
+    assert not p.blocked.is_set()
+    assert await leases.release(other)  # the other replica lets it go: free after the record
+    await asyncio.wait_for(p.blocked.wait(), WAIT)  # taken over again, the attempt asked again
+    asked = [r.metadata["attempt"] for r in p.requests if r.metadata["prd"] == "stalled"]
+    assert asked == ["1", "1"]
+    stopped = await system.prds.stop("stalled")
+    assert stopped.state == "stopped"
+    states = [(e["from_state"], e["to_state"]) for e in system.events.of("stalled", "prd.loop.state_changed")]
+    assert states == [("ready", "running"), ("running", "stopped")]
+
+
 async def test_bad_requests_are_clear_errors(system: System, tmp_path: Path) -> None:
     with pytest.raises(NotFound, match="nope"):
         await system.prds.run("nope")
@@ -424,8 +458,11 @@ async def test_a_stop_of_a_loop_whose_owner_died_abandons_its_iteration(system: 
             story_id="US-001",
         )
         current = await store.get(dead, prd)
-        record = LoopRecord(info=info, heartbeat_at=1.0, iteration_id=iteration)
+        record = LoopRecord(info=info, iteration_id=iteration)
         await (store.claim(record) if current is None else store.put(current, record))
+        # the dead owner's lease, gone after its last record write (as it expires, or is released)
+        lease = await store.leases(3.0).take(lease_key(dead, prd), "prd/dead")
+        assert isinstance(lease, Held) and await store.leases(3.0).release(lease)
         stopped = await other.stop(dead, prd, reason="its owner is gone")
         assert stopped.state == "stopped" and stopped.owner == ""
         expected = [(iteration, str(system.root))] if state == "running" else []

@@ -25,7 +25,7 @@ from jidocode.cli.dev.scripted_llm import Reply, ScriptedLlm, call
 from jidocode.services.prd.config import ProviderSettings
 from jidocode.services.prd.providers.base import Abandons, ProviderContext
 from jidocode.services.prd.providers.jidocode import JidocodeProvider
-from jidocode.services.prd.store import LoopStore
+from jidocode.services.prd.store import LoopStore, lease_key
 from jidocode.services.registry import SERVICES, serve_many
 from jidocode.shared.bus import Bus
 from jidocode.shared.clients import ConversationsClient, EngineClient
@@ -207,9 +207,11 @@ async def test_a_cleanly_stopped_prd_service_hands_its_loop_over_at_once(
         await router.wait_asked(key)
         proc.send_signal(signal.SIGTERM)
         assert await asyncio.to_thread(proc.wait, 30) == 0
-    stored = await (await LoopStore.open(s.bus)).get(s.project_id, "calm")
+    store = await LoopStore.open(s.bus)
+    stored = await store.get(s.project_id, "calm")
     assert stored is not None and stored.record.info.state == "running"
-    assert stored.record.heartbeat_at == 0.0  # released: no lease to wait out
+    lease = await store.leases(2.0).read(lease_key(s.project_id, "calm"))
+    assert lease.holder is None and lease.revision > stored.revision  # released: nothing to wait out
     with s.prd_process("prd-d"):
         await s.events.wait_state("calm", "completed")
     assert router.calls[key] == 2

@@ -15,6 +15,7 @@ from jidocode.services.prd.loop_rules import (
     commit_message,
     halt_plan,
     iteration_outcome,
+    lease_lapsed,
     loop_event,
     progress_entry,
     record_changes,
@@ -40,6 +41,7 @@ from jidocode.shared.events.prd import (
     PrdToolFinished,
     PrdToolStarted,
 )
+from jidocode.shared.lease import Seen
 
 STORY = UserStory(id="US-001", title="Add a button")
 CTX = RelayContext(story_id="US-001", attempt=2, provider="p", model="m", work_dir="/w", elapsed_s=1.23456)
@@ -104,17 +106,32 @@ def test_a_failure_that_is_not_retried_ends_at_once() -> None:
 # -- the record ----------------------------------------------------------------------------------------
 
 
-def test_a_record_write_numbers_the_info_and_renews_the_heartbeat() -> None:
-    changes = record_changes(_info("running"), {"attempt": 3}, seq=7, now=100.0)
-    assert changes == {
-        "info": _info("running").model_copy(update={"attempt": 3, "seq": 7}),
-        "heartbeat_at": 100.0,
-    }
+def test_a_record_write_numbers_the_info() -> None:
+    changes = record_changes(_info("running"), {"attempt": 3}, seq=7)
+    assert changes == {"info": _info("running").model_copy(update={"attempt": 3, "seq": 7})}
+
+
+# -- the owner's lease ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("lease", "now", "lapsed"),
+    [
+        (Seen(20, "prd/a", since=100.0), 109.0, False),  # renewed within the lease
+        (Seen(20, "prd/a", since=100.0), 111.0, True),  # unrenewed for longer: its owner is gone
+        (Seen(20, None, since=100.0), 100.0, True),  # freed after the record's last write: at once
+        (Seen(5, None, since=100.0), 109.0, False),  # free since before it: a claim about to take it
+        (Seen(0, None, since=100.0), 109.0, False),  # never written (a record older than leases)
+        (Seen(5, None, since=100.0), 111.0, True),  # ...until it stayed free for the lease
+    ],
+)
+def test_when_a_running_loops_lease_has_lapsed(lease: Seen, now: float, lapsed: bool) -> None:
+    assert lease_lapsed(lease, 10, now, 10.0) is lapsed
 
 
 def test_a_state_change_clears_a_pending_request() -> None:
     changes = record_changes(
-        _info("running"), {"state": "paused"}, seq=1, now=1.0, failed_checks="", iteration_id="it1"
+        _info("running"), {"state": "paused"}, seq=1, failed_checks="", iteration_id="it1"
     )
     assert changes["info"].state == "paused"
     assert (changes["request"], changes["request_reason"]) == ("", "")
