@@ -361,7 +361,11 @@ class LoopManager:
         """Take over ``running`` loops whose owner's lease lapsed (:func:`.loop_rules.lease_lapsed`,
         as this replica's scans saw it), and resume them here."""
         resumed: list[str] = []
-        for stored in await self.store.running():
+        running = await self.store.running()
+        scanned = {lease_key(s.record.info.project_id, s.record.info.prd) for s in running}
+        # forget the loops that stopped running (the sightings of a replica's life stay small)
+        self.sightings.seen = {k: seen for k, seen in self.sightings.seen.items() if k in scanned}
+        for stored in running:
             info = stored.record.info
             if (info.project_id, info.prd) in self.loops:
                 continue
