@@ -163,9 +163,12 @@ async def test_two_stories_pass_a_failed_check_is_retried_and_the_log_matches_th
 
         async def record_counts_the_last_event() -> None:
             async for entry in watcher:
-                if entry is not None and entry.value:
-                    if LoopRecord.model_validate_json(entry.value).info.seq == len(lines):
-                        return
+                if (
+                    entry is not None
+                    and entry.value
+                    and LoopRecord.model_validate_json(entry.value).info.seq == len(lines)
+                ):
+                    return
 
         await asyncio.wait_for(record_counts_the_last_event(), WAIT)
     finally:
