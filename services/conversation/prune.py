@@ -88,8 +88,9 @@ def tombstone_expired(record: ConversationRecord, now: datetime) -> bool:
 
 
 def project_ids(record_keys: list[str]) -> list[str]:
-    """The projects of the record keys ``<project>.<conversation>``, sorted."""
-    return sorted({key.split(".", 1)[0] for key in record_keys if "." in key})
+    """The projects of the record keys ``<project>.<conversation>`` (two tokens: not the
+    ``loaded.<p>.<c>`` keys beside them), sorted."""
+    return sorted({key.split(".", 1)[0] for key in record_keys if key.count(".") == 1})
 
 
 def retention_days(jido_home: Path) -> float | None:

@@ -16,7 +16,9 @@ and an input still unprocessed after a day belongs to a system that was down
 that long. The journal is never trimmed behind a conversation's back (a
 conversation whose oldest entries vanished could not be rebuilt); with
 ``JIDO_JOURNAL_MAX_BYTES`` set, a full journal refuses appends (the turn fails
-with an error event) instead. Every limit is an environment variable of the
+with an error event) instead. A conversation's entries leave the journal when it is
+deleted, or pruned once it has ended and aged past ``conversations.retention_days``
+(:mod:`.prune`, decision 0325). Every limit is an environment variable of the
 conversation service (``-1``: no limit); each replica applies them when it
 starts (``ensure_streams`` updates an existing stream).
 

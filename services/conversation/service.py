@@ -1,8 +1,9 @@
 """The conversation service: ``serve(config, stop)`` (``jidocode serve conversation``).
 
 Endpoints (nats.micro ``jidocode-conversation``, ``jido.conversations.<p>.<verb>``):
-``start``, ``stop``, ``send_event``, ``get_projection``, ``replay`` (see
-``shared.endpoints``). Clients call them directly: ``start`` checks the project
+``start``, ``stop``, ``delete``, ``prune``, ``list``, ``send_event``, ``get_projection``,
+``replay`` (see ``shared.endpoints``). With ``conversations.retention_days`` set, a periodic
+sweep prunes every project (``prune.py``). Clients call them directly: ``start`` checks the project
 in the registry and merges the project's ``llm`` settings under the request's. Each
 replica runs the conversations it owns (see ``runtime.py``). The LLM port is
 ``make_llm_port(config)``; tests may pass their own ``llm``/``tools`` ports.

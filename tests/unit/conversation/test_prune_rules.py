@@ -73,7 +73,7 @@ def test_a_tombstone_goes_once_its_id_may_start_again() -> None:
 
 
 def test_the_projects_of_the_record_keys() -> None:
-    assert project_ids(["p2.c1", "p1.c2", "p1.c3", "odd"]) == ["p1", "p2"]
+    assert project_ids(["p2.c1", "p1.c2", "p1.c3", "odd", "loaded.p3.c4"]) == ["p1", "p2"]
 
 
 def test_retention_days_is_read_from_the_global_settings(tmp_path: Path) -> None:
