@@ -5,6 +5,7 @@ recently active one; a dry run changes nothing; ``conversations.retention_days``
 from __future__ import annotations
 
 import json
+import secrets
 
 import pytest
 
@@ -21,13 +22,13 @@ from jidocode.shared.ledger import BUCKET_LEDGER, ledger_key, subagent_key
 
 from ._support import (
     Outputs,
-    P,
     ScriptLlm,
     ToolsDouble,
     answer,
     answer_list_tools,
     conversations,
     follow,
+    register_project,
     running_service,
 )
 
@@ -38,54 +39,69 @@ async def _stored(bus: Bus, stream: str, subject: str) -> int:
     return sum((info.state.subjects or {}).values())
 
 
-async def _ledger_messages(bus: Bus, cid: str) -> int:
-    key = ledger_key(P, cid)
+async def _ledger_messages(bus: Bus, project: str, cid: str) -> int:
+    key = ledger_key(project, cid)
     stream = f"KV_{BUCKET_LEDGER}"
     return await _stored(bus, stream, f"$KV.{BUCKET_LEDGER}.{key}") + await _stored(
         bus, stream, f"$KV.{BUCKET_LEDGER}.{key}.>"
     )
 
 
-async def _record_messages(bus: Bus, cid: str) -> int:
+async def _record_messages(bus: Bus, project: str, cid: str) -> int:
     bucket = subjects.BUCKET_CONVERSATIONS
-    return await _stored(bus, f"KV_{bucket}", f"$KV.{bucket}.{record_key(P, cid)}")
+    return await _stored(bus, f"KV_{bucket}", f"$KV.{bucket}.{record_key(project, cid)}")
 
 
-async def _stored_of(bus: Bus, cid: str) -> tuple[int, int, int, int]:
+async def _stored_of(bus: Bus, project: str, cid: str) -> tuple[int, int, int, int]:
     """Journal entries, stored output, inputs and ledger messages of ``cid`` on the server."""
     return (
-        await _stored(bus, subjects.STREAM_JOURNAL, subjects.journal(P, cid)),
-        await _stored(bus, subjects.STREAM_EVENTS, subjects.conversation_out_filter(P, cid)),
-        await _stored(bus, subjects.STREAM_CONV_IN, subjects.conversation_in(P, cid)),
-        await _ledger_messages(bus, cid),
+        await _stored(bus, subjects.STREAM_JOURNAL, subjects.journal(project, cid)),
+        await _stored(bus, subjects.STREAM_EVENTS, subjects.conversation_out_filter(project, cid)),
+        await _stored(bus, subjects.STREAM_CONV_IN, subjects.conversation_in(project, cid)),
+        await _ledger_messages(bus, project, cid),
     )
 
 
-async def _with_usage(bus: Bus, cid: str) -> None:
+async def _with_usage(bus: Bus, project: str, cid: str) -> None:
     """Ledger entries as the LLM calls leave them: the conversation's totals and a sub-agent's."""
     ledger = await bus.kv(BUCKET_LEDGER, history=1)
-    await ledger.put(ledger_key(P, cid), json.dumps({"total_tokens": 13}).encode())
-    await ledger.put(subagent_key(P, cid, f"{cid}-child"), json.dumps({"total_tokens": 5}).encode())
+    await ledger.put(ledger_key(project, cid), json.dumps({"total_tokens": 13}).encode())
+    await ledger.put(subagent_key(project, cid, f"{cid}-child"), json.dumps({"total_tokens": 5}).encode())
+
+
+async def _own_project(config: Config) -> str:
+    """A project of this test alone: a prune of another test's project (the server is shared
+    by the session) must not see this one's conversations, nor this one theirs."""
+    project = f"prune{secrets.token_hex(4)}"
+    await register_project(config, project)
+    return project
 
 
 async def _one_turn(bus: Bus, client: ConversationsClient, cid: str) -> None:
-    out = await follow(bus, cid)
+    out = await follow(bus, cid, client.project_id)
     await client.start(cid)
     await client.send_message(cid, f"hello {cid}")
     await out.wait_type("conversation.assistant.message")
 
 
+async def _setup(bus: Bus, config: Config) -> ConversationsClient:
+    """A client of a project of this test's own, whose ``list_tools`` is answered."""
+    project = await _own_project(config)
+    await answer_list_tools(bus, [LlmToolSpec(name="read_file")], project)
+    return conversations(bus, project)
+
+
 async def test_prune_deletes_an_ended_conversation_and_keeps_a_running_one(bus: Bus, config: Config) -> None:
     llm = ScriptLlm(answer("old answer"), answer("live answer"))
-    await answer_list_tools(bus, [LlmToolSpec(name="read_file")])
-    client = conversations(bus)
+    client = await _setup(bus, config)
+    p = client.project_id
     async with running_service(config, llm, ToolsDouble()) as runtime:
         for cid in ("old-1", "live-1"):
             await _one_turn(bus, client, cid)
-            await _with_usage(bus, cid)
+            await _with_usage(bus, p, cid)
         await client.stop("old-1")
-        assert record_key(P, "live-1") in runtime.owned  # loaded: it runs here
-        old, live = await _stored_of(bus, "old-1"), await _stored_of(bus, "live-1")
+        assert record_key(p, "live-1") in runtime.owned  # loaded: it runs here
+        old, live = await _stored_of(bus, p, "old-1"), await _stored_of(bus, p, "live-1")
         assert all(old) and all(live)
 
         # last active seconds ago: not older than a day
@@ -94,15 +110,15 @@ async def test_prune_deletes_an_ended_conversation_and_keeps_a_running_one(bus: 
 
         dry = await client.prune(0.0, dry_run=True)
         assert (dry.dry_run, dry.conversation_ids) == (True, ["old-1"])
-        assert await _stored_of(bus, "old-1") == old  # a dry run changes nothing
+        assert await _stored_of(bus, p, "old-1") == old  # a dry run changes nothing
         assert (await client.list(conversation_id="old-1")).conversations
 
         pruned = await client.prune(0.0)
         assert pruned.conversation_ids == ["old-1"]
-        assert await _stored_of(bus, "old-1") == (0, 0, 0, 0)
+        assert await _stored_of(bus, p, "old-1") == (0, 0, 0, 0)
         with pytest.raises(NotFound):
             await client.get_projection("old-1", "timeline")
-        assert await _stored_of(bus, "live-1") == live  # the running one is untouched
+        assert await _stored_of(bus, p, "live-1") == live  # the running one is untouched
         assert (await client.get_projection("live-1", "timeline")).value
 
 
@@ -110,19 +126,19 @@ async def test_a_later_prune_drops_the_tombstone_once_the_id_is_free(
     bus: Bus, config: Config, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     llm = ScriptLlm(answer("old answer"), answer("fresh answer"))
-    await answer_list_tools(bus, [LlmToolSpec(name="read_file")])
-    client = conversations(bus)
+    client = await _setup(bus, config)
+    p = client.project_id
     async with running_service(config, llm, ToolsDouble()):
         await _one_turn(bus, client, "old-2")
         await client.stop("old-2")
         assert (await client.prune(0.0)).conversation_ids == ["old-2"]
-        assert await _record_messages(bus, "old-2")  # its tombstone, inside the duplicate window
+        assert await _record_messages(bus, p, "old-2")  # its tombstone, inside the duplicate window
         assert (await client.prune(0.0)).tombstones == 0
 
         monkeypatch.setattr(deletion, "REUSE_AFTER_S", -1.0)  # as if the window had passed
         assert (await client.prune(0.0, dry_run=True)).tombstones == 0  # a dry run keeps it
         assert (await client.prune(0.0)).tombstones == 1
-        assert await _record_messages(bus, "old-2") == 0  # nothing of it left in the records
+        assert await _record_messages(bus, p, "old-2") == 0  # nothing of it left in the records
         again = await client.start("old-2")
         assert not again.reopened
 
@@ -134,21 +150,21 @@ async def test_retention_days_prunes_without_being_asked(
     (config.jido_home / "settings.json").write_text(json.dumps({"conversations": {"retention_days": 1e-4}}))
     monkeypatch.setenv("JIDO_RETENTION_SWEEP_S", "0.5")
     llm = ScriptLlm(answer("old answer"), answer("live answer"))
-    await answer_list_tools(bus, [LlmToolSpec(name="read_file")])
-    client = conversations(bus)
+    client = await _setup(bus, config)
+    p = client.project_id
     async with running_service(config, llm, ToolsDouble()) as runtime:
         for cid in ("old-3", "live-3"):
             await _one_turn(bus, client, cid)
         await client.stop("old-3")
         # the stop's own signal is out; the next one is the prune's delete
         signals = Outputs()
-        stopped = ConversationStopped(project_id=P, conversation_id="old-3")
-        await bus.subscribe(subject_of(stopped, P, "old-3"), signals.handler)
+        stopped = ConversationStopped(project_id=p, conversation_id="old-3")
+        await bus.subscribe(subject_of(stopped, p, "old-3"), signals.handler)
         await bus.nc.flush()
 
         [deleted] = await signals.wait_type(ConversationStopped.TYPE, timeout=60)
         assert deleted.data["reason"] == "deleted"
         assert not (await client.list(conversation_id="old-3")).conversations
-        assert await _stored(bus, subjects.STREAM_JOURNAL, subjects.journal(P, "old-3")) == 0
-        assert record_key(P, "live-3") in runtime.owned
+        assert await _stored(bus, subjects.STREAM_JOURNAL, subjects.journal(p, "old-3")) == 0
+        assert record_key(p, "live-3") in runtime.owned
         assert (await client.get_projection("live-3", "timeline")).value
