@@ -23,12 +23,12 @@ from nats.js.api import DeliverPolicy
 
 from jidocode.cli.dev.scripted_llm import Reply, ScriptedLlm, call
 from jidocode.client import JidoClient
+from jidocode.services.conversation.codec import journal_entries
 from jidocode.services.conversation.llm import make_llm_port
 from jidocode.services.registry import SERVICES, load_serve
 from jidocode.shared import subjects
 from jidocode.shared.bus import Bus
 from jidocode.shared.config import Config
-from jidocode.shared.envelope import decode
 from jidocode.shared.errors import JidoError
 from jidocode.shared.events.conversation import ToolCallCompleted, ToolCallFailed
 
@@ -73,7 +73,7 @@ async def journal_ids(url: str, project_id: str, conversation_id: str) -> list[s
         try:
             while True:
                 msg = await sub.next_msg(timeout=10)
-                ids.append(decode(msg.data, msg.headers).id)
+                ids.extend(entry.id for entry in journal_entries(msg.data))  # a message: one step's entries
                 if msg.metadata.sequence.stream >= last:
                     return ids
         finally:
