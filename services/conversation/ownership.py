@@ -57,6 +57,8 @@ ASK_FAILED = (nats.errors.TimeoutError, nats.js.errors.APIError, nats.errors.Con
 _LET_GO_FAILED = (nats.js.errors.KeyWrongLastSequenceError, *ASK_FAILED)
 #: Taking a key never written (or expired): a write on revision 0, without reading it first.
 _NEVER_WRITTEN = Seen()
+#: Reads a take makes of a key that keeps changing under it before it leaves it to the scan.
+_TAKE_READS = 3
 
 #: Makes the actor of a conversation this replica has just taken.
 MakeActor = Callable[[ConversationRecord], ConversationActor]
@@ -281,7 +283,12 @@ class Ownership:
         """Take the lease if nobody holds it: the lease held, or ``None``."""
         # Most keys were never written (or expired): one write on revision 0; else read it first.
         taken = await self.leases.take(key, self.token, _NEVER_WRITTEN)
-        if isinstance(taken, Lost):
+        # Lost: the key changed between the read and the write. Read again: only a holder seen
+        # now is a reason to leave it (a free key that moved on, e.g. a second delete marker, is
+        # taken; giving up there left a released conversation with input and no owner).
+        for _ in range(_TAKE_READS):
+            if not isinstance(taken, Lost):
+                break
             taken = await self.leases.take(key, self.token)
         return taken if isinstance(taken, Held) else None
 
