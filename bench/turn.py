@@ -84,9 +84,35 @@ def message_kind(subject: str) -> str:
         return ".".join(tokens[:2])
     if tokens[:2] == ["jido", "evt"]:
         return "jido.evt.<p>.<c>." + ".".join(tokens[4:])
+    if tokens[:2] == ["jido", "sig"]:
+        return subject  # a signal's subject is its type: no ids in it
     if tokens[:2] in (["jido", "conv"], ["jido", "journal"]):
         return f"jido.{tokens[1]}.<p>.<c>" + "".join(f".{t}" for t in tokens[4:])
     return ".".join(tokens[:3])
+
+
+class MessageKinds:
+    """Counts messages by kind; a reply counts under the kind of the request it answers
+    (``_INBOX ← <kind>``: the request's reply subject is remembered when it goes by)."""
+
+    def __init__(self) -> None:
+        self.kinds: Counter[str] = Counter()
+        #: Reply subjects of the requests seen, and the kind of each request (bounded).
+        self._asked: dict[str, str] = {}
+
+    def add(self, subject: str, reply: str) -> None:
+        kind = message_kind(subject)
+        if kind == "_INBOX (replies)":
+            asked = self._asked.pop(subject, None)
+            if asked:
+                kind = f"_INBOX <- {asked}"
+            elif reply.startswith("$JS.ACK."):  # a push consumer's delivery: name its stream
+                kind = f"_INBOX (deliveries of {reply.split('.')[2]})"
+        elif reply:
+            if len(self._asked) > 10_000:
+                self._asked.pop(next(iter(self._asked)))
+            self._asked[reply] = kind
+        self.kinds[kind] += 1
 
 
 async def count_turn_messages(url: str, client: JidoClient, turns: int) -> tuple[float, Counter[str]]:
@@ -94,10 +120,11 @@ async def count_turn_messages(url: str, client: JidoClient, turns: int) -> tuple
     import nats
 
     counter = await nats.connect(url)
-    kinds: Counter[str] = Counter()
+    seen = MessageKinds()
+    kinds = seen.kinds
 
     async def _count(msg: Any) -> None:
-        kinds[message_kind(msg.subject)] += 1
+        seen.add(msg.subject, msg.reply)
 
     try:
         sub = await counter.subscribe(">", cb=_count)
