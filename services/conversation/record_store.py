@@ -203,9 +203,21 @@ class RecordStore:
         return known[1]
 
     async def current(self, project_id: str, conversation_id: str) -> ConversationRecord | None:
-        """The record as stored now, read from the bucket (not the watch, which may lag behind a
-        ``start`` that just changed its settings); ``None`` when it cannot be read."""
+        """The record as stored now: as known (what this replica wrote, read, or saw change on
+        the bucket it follows), else read from the bucket; ``None`` when it is deleted or cannot
+        be read.
+
+        A change written on another replica is known once the watch delivers it: the server
+        sends it to the watch as it stores it, before the writer hears back, so a message sent
+        after the writer's answer (``start`` then a user message) finds it known here."""
         key = record_key(project_id, conversation_id)
+        known = self.known.get(key)
+        if known is not None:
+            return known[1]
+        return await self._read_current(key)
+
+    async def _read_current(self, key: str) -> ConversationRecord | None:
+        """The record read from the bucket, and remembered; ``None`` when it cannot be read."""
         try:
             entry = await self.kv.get(key)
         except (nats.js.errors.KeyNotFoundError, nats.js.errors.KeyDeletedError):
