@@ -1,8 +1,12 @@
 """A step's journaled entries on the conversation's output: one flush for the whole step.
 
 Every entry goes out on ``jido.evt.<p>.<c>.<type>`` (kept by ``STREAM_EVENTS``),
-except the tool runner's approval questions, which it published itself; every
-entry not minted by the core is also announced as ``conversation.event_ingested``.
+except the tool runner's approval questions, which it published itself. Every
+entry that came from outside the actor (its input: a user's message, an
+endpoint's event, a tool runner's approval question) is also announced as
+``conversation.event_ingested`` (:func:`announced`); the results of the
+conversation's own model and tool calls are not (decision 0328): they are on the
+output already, and nobody waits for their announcement.
 The messages are all encoded first, then handed to the connection together, so
 the step's events and signals leave in one write.
 """
@@ -19,11 +23,20 @@ from jidocode.shared.events.conversation import EventIngested
 
 from .codec import to_payload
 from .core import CORE_SOURCE, Signal
+from .outcomes import LLM_SOURCE, TOOLS_SOURCE
 
-__all__ = ["APPROVAL_SOURCE", "publish_step"]
+__all__ = ["APPROVAL_SOURCE", "announced", "publish_step"]
 
 #: Source of the journaled approval requests of the tool runner.
 APPROVAL_SOURCE: Final = "tool_runner/approval"
+#: Sources of entries the actor makes itself: the core's, and its own calls' results.
+_OWN_SOURCES: Final = frozenset({CORE_SOURCE, LLM_SOURCE, TOOLS_SOURCE})
+
+
+def announced(entry: Signal) -> bool:
+    """Whether ``entry`` is announced as ``conversation.event_ingested``: it came from outside
+    the actor (not minted by the core, not a result of the conversation's own calls)."""
+    return entry.source not in _OWN_SOURCES
 
 
 def step_messages(
@@ -36,7 +49,7 @@ def step_messages(
         if entry.source != APPROVAL_SOURCE:  # the tool runner published its question itself
             payload, headers = to_payload(entry, p, c)
             out.append((subjects.conversation_out(p, c, entry.type), payload, headers))
-        if entry.source != CORE_SOURCE:
+        if announced(entry):
             ingested = EventIngested(
                 project_id=p, conversation_id=c, event_id=entry.id, event_type=entry.type
             )

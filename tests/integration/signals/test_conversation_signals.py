@@ -14,6 +14,7 @@ from tests.integration.conversation._support import (
     ToolsDouble,
     answer_list_tools,
     conversations,
+    follow,
     running_service,
 )
 
@@ -34,6 +35,7 @@ async def test_conversation_lifecycle_ingest_and_llm_signals(
 
     async with running_service(config, None, ToolsDouble()):
         client = conversations(bus)
+        out = await follow(bus, "c1")
         await client.start("c1", settings=scripted_llm_settings)
         started = await log.wait("conversation.started", of_c1)
         assert started.nats_subject == "jido.sig.conversation.started"
@@ -58,13 +60,15 @@ async def test_conversation_lifecycle_ingest_and_llm_signals(
         assert llm_started.data["request_id"] == completed.data["request_id"] == requested
         deltas = log.of("llm.delta", lambda e: e.data["call_id"] == call_id)
         assert deltas and "".join(d.data["text"] for d in deltas) == ANSWER
-        # the model's answer is ingested too (it is not minted by the core)
-        await log.wait(
-            "conversation.event_ingested",
-            lambda e: of_c1(e) and e.data["event_type"] == "conversation.llm.completed",
-        )
+        # the answer's step: its entries and their announcements leave in this order, in one flush
+        await out.wait_type("conversation.assistant.message")
+        ingested_types = {e.data["event_type"] for e in log.of("conversation.event_ingested", of_c1)}
 
         await client.stop("c1", reason="done for today")
         stopped = await log.wait("conversation.stopped", of_c1)
+        # the result of the conversation's own model call is on its output, not announced as
+        # ingested (decision 0328): what came from outside is
+        assert "conversation.llm.completed" not in ingested_types
+        assert "conversation.user.message" in ingested_types
         assert stopped.nats_subject == "jido.sig.conversation.stopped"
         assert (stopped.data["project_id"], stopped.data["reason"]) == (P, "done for today")
