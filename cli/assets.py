@@ -22,7 +22,9 @@ from .common import cli_bus, console, err_console, fields, print_json, resolve_p
 
 __all__ = ["app"]
 
-app = typer.Typer(help="Skills, commands and workflows of a project.", no_args_is_help=True)
+app = typer.Typer(
+    rich_markup_mode=None, help="Skills, commands and workflows of a project.", no_args_is_help=True
+)
 
 JSON = typer.Option(False, "--json", help="print JSON")
 DATA_DIR = typer.Option(".jido", "--data-dir", help="the project's data dir, relative to its root")

@@ -15,10 +15,10 @@ never as terminal hyperlinks.
 from __future__ import annotations
 
 import re
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
-from rich.console import Console
-from rich.markdown import Markdown
+if TYPE_CHECKING:
+    from rich.console import Console
 
 __all__ = ["MarkdownBlocks", "print_markdown", "strip_controls"]
 
@@ -85,6 +85,8 @@ class MarkdownBlocks:
 
 def print_markdown(console: Console, text: str) -> None:
     """Render one block of the model's markdown (controls stripped, links as plain text)."""
+    from rich.markdown import Markdown  # 60 ms of imports: only once an answer is printed
+
     clean = strip_controls(text)
     if clean.strip():
         console.print(Markdown(clean, hyperlinks=False))

@@ -20,7 +20,7 @@ from jidocode.shared.config import Config
 from jidocode.shared.errors import InvalidInput, JidoError, NotFound, ServiceUnavailable
 from jidocode.shared.events import EventModel
 from jidocode.shared.events.engine import ProjectInfo
-from jidocode.shared.service import to_jsonable
+from jidocode.shared.jsonable import to_jsonable
 
 __all__ = [
     "RECONNECT_ATTEMPTS",

@@ -12,7 +12,7 @@ import typer
 
 from jidocode.shared.contract import build_asyncapi, to_yaml
 
-app = typer.Typer(help="The published contract of the bus.", no_args_is_help=True)
+app = typer.Typer(rich_markup_mode=None, help="The published contract of the bus.", no_args_is_help=True)
 
 
 @app.command("asyncapi")

@@ -33,7 +33,11 @@ from .replay import export_command as _export_command
 
 __all__ = ["app"]
 
-app = typer.Typer(help="A project's conversations: list, show, stop, delete, prune.", no_args_is_help=True)
+app = typer.Typer(
+    rich_markup_mode=None,
+    help="A project's conversations: list, show, stop, delete, prune.",
+    no_args_is_help=True,
+)
 
 PROJECT_DIR = typer.Argument(..., help="the project's directory")
 JSON = typer.Option(False, "--json", help="print JSON")

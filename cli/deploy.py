@@ -31,7 +31,9 @@ __all__ = [
     "write_nats_config",
 ]
 
-app = typer.Typer(help="deployment helpers: NATS users and configs, secrets", no_args_is_help=True)
+app = typer.Typer(
+    rich_markup_mode=None, help="deployment helpers: NATS users and configs, secrets", no_args_is_help=True
+)
 
 #: LLM provider keys copied into the Kubernetes secret when set in the environment.
 LLM_KEY_VARS: tuple[str, ...] = (

@@ -140,7 +140,7 @@ class LazyCommand:
         if isinstance(obj, typer.Typer):
             command: _click.Command = typer.main.get_group(obj)
         else:
-            single = typer.Typer()
+            single = typer.Typer(rich_markup_mode=None)
             single.command(name=self.name)(obj)
             command = typer.main.get_command(single)
         command.name = self.name
@@ -192,7 +192,7 @@ class _Commands(MutableMapping[str, "_click.Command"]):
 class LazyGroup(typer.core.TyperGroup):
     """A typer group that adds the commands of :attr:`table`, each imported when it runs.
 
-    Subclass it with a ``table`` and pass the subclass as ``typer.Typer(cls=...)``.
+    Subclass it with a ``table`` and pass the subclass as ``typer.Typer(rich_markup_mode=None, cls=...)``.
     While it prints its own help it lists the table's entries as stubs (name and one-liner).
     """
 

@@ -25,6 +25,7 @@ class _Commands(LazyGroup):
 
 
 app = typer.Typer(
+    rich_markup_mode=None,
     name="jidocode",
     help="JidoCode: a multi-project coding-assistant runtime over NATS.",
     no_args_is_help=True,

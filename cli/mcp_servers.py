@@ -32,6 +32,7 @@ from .common import console, err_console, print_json, run
 __all__ = ["ServerRow", "app", "check_mcp", "server_rows"]
 
 app = typer.Typer(
+    rich_markup_mode=None,
     help="The MCP servers of a project: list them; approve or revoke its HTTP servers.",
     no_args_is_help=True,
 )

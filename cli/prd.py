@@ -60,7 +60,9 @@ __all__ = [
 ]
 
 app = typer.Typer(
-    help="PRD loops: a product requirements document worked story by story.", no_args_is_help=True
+    rich_markup_mode=None,
+    help="PRD loops: a product requirements document worked story by story.",
+    no_args_is_help=True,
 )
 
 PROJECT_DIR = typer.Argument(..., help="the project's directory")

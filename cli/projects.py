@@ -22,7 +22,9 @@ from jidocode.shared.trust import TrustEntry, TrustState, trust_project, trusted
 from .common import cli_bus, console, err_console, fields, print_json, resolve_project, run
 
 app = typer.Typer(
-    help="Start, stop and list projects; trust or untrust a project root.", no_args_is_help=True
+    rich_markup_mode=None,
+    help="Start, stop and list projects; trust or untrust a project root.",
+    no_args_is_help=True,
 )
 
 JSON = typer.Option(False, "--json", help="print JSON")

@@ -37,7 +37,9 @@ CANCEL_WAIT_S: Final = 5.0
 #: The built-in tools' names.
 BUILTINS: Final = frozenset(spec.name for spec in BUILTIN_SPECS)
 
-app = typer.Typer(help="List and run a project's tools under its policy.", no_args_is_help=True)
+app = typer.Typer(
+    rich_markup_mode=None, help="List and run a project's tools under its policy.", no_args_is_help=True
+)
 
 DATA_DIR = typer.Option(".jido", "--data-dir", help="the project's data dir, relative to its root")
 

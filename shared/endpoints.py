@@ -14,42 +14,13 @@ project by one ``jido.<scope>.*.<verb>`` subscription).
 
 from __future__ import annotations
 
+import importlib
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any, Literal
 
 from jidocode.shared import subjects
 from jidocode.shared.events import Command
-from jidocode.shared.events.assets import (
-    GetAsset,
-    GetDiagnostics,
-    GraphQuery,
-    ListAssets,
-    ReloadAssets,
-    SearchAssets,
-)
-from jidocode.shared.events.conversation import (
-    DeleteConversation,
-    GetProjection,
-    ListConversations,
-    PruneConversations,
-    SendEvent,
-    StartConversation,
-    StopConversation,
-    Subscribe,
-)
-from jidocode.shared.events.engine import GetProject, ListProjects, StartProject, StopProject, WhereisProject
-from jidocode.shared.events.mcp import ListMcpServers
-from jidocode.shared.events.prd import (
-    CreatePrd,
-    GetPrd,
-    ListPrds,
-    PausePrd,
-    ResetStory,
-    ResumePrd,
-    RunPrd,
-    StopPrd,
-)
-from jidocode.shared.events.tools import CancelTool, GetPolicy, ListTools, RunTool
 
 __all__ = ["ENDPOINTS", "Endpoint", "Scope", "endpoint", "endpoints_of"]
 
@@ -78,13 +49,24 @@ class Endpoint:
     service: str
     scope: Scope
     verb: str
-    command: type[Command[Any]]
+    #: The command taken, as ``<module of shared/events>:<class>``: imported when first used,
+    #: so a client (or a CLI command) loads only the models of the endpoints it calls.
+    command_ref: str
     summary: str
 
     def __post_init__(self) -> None:
         if self.service not in subjects.SERVICE_NAMES:
             raise ValueError(f"unknown service {self.service!r}")
         subjects.validate_token(self.verb, "verb")
+
+    @cached_property
+    def command(self) -> type[Command[Any]]:
+        """The command this endpoint takes (its ``reply`` names the answer)."""
+        module, name = self.command_ref.split(":", 1)
+        cls = getattr(importlib.import_module(f"jidocode.shared.events.{module}"), name)
+        if not (isinstance(cls, type) and issubclass(cls, Command)):
+            raise TypeError(f"endpoint {self.service}.{self.verb}: {self.command_ref} is no command")
+        return cls
 
     @property
     def scoped(self) -> bool:
@@ -117,54 +99,102 @@ class Endpoint:
 
 
 ENDPOINTS: tuple[Endpoint, ...] = (
-    Endpoint("engine", "engine", "start_project", StartProject, "Start (or find) the project on a root"),
-    Endpoint("engine", "engine", "stop_project", StopProject, "Stop a project"),
-    Endpoint("engine", "engine", "list_projects", ListProjects, "List running projects"),
-    Endpoint("engine", "engine", "whereis_project", WhereisProject, "A project and the instances serving it"),
-    Endpoint("project", "project", "info", GetProject, "The project's registry record"),
-    Endpoint("project", "project", "list_tools", ListTools, "The policy-filtered tool catalogue"),
-    Endpoint("project", "project", "policy", GetPolicy, "The effective policy and tool limits"),
+    Endpoint(
+        "engine", "engine", "start_project", "engine:StartProject", "Start (or find) the project on a root"
+    ),
+    Endpoint("engine", "engine", "stop_project", "engine:StopProject", "Stop a project"),
+    Endpoint("engine", "engine", "list_projects", "engine:ListProjects", "List running projects"),
+    Endpoint(
+        "engine",
+        "engine",
+        "whereis_project",
+        "engine:WhereisProject",
+        "A project and the instances serving it",
+    ),
+    Endpoint("project", "project", "info", "engine:GetProject", "The project's registry record"),
+    Endpoint("project", "project", "list_tools", "tools:ListTools", "The policy-filtered tool catalogue"),
+    Endpoint("project", "project", "policy", "tools:GetPolicy", "The effective policy and tool limits"),
     Endpoint(
         "project",
         "project",
         "reload_assets",
-        ReloadAssets,
+        "assets:ReloadAssets",
         "Reload the project's assets (by its asset loader)",
     ),
-    Endpoint("conversation", "conversations", "start", StartConversation, "Start or reopen a conversation"),
-    Endpoint("conversation", "conversations", "stop", StopConversation, "Stop a conversation"),
-    Endpoint("conversation", "conversations", "list", ListConversations, "List a project's conversations"),
     Endpoint(
-        "conversation", "conversations", "delete", DeleteConversation, "Delete a conversation and its record"
+        "conversation",
+        "conversations",
+        "start",
+        "conversation:StartConversation",
+        "Start or reopen a conversation",
+    ),
+    Endpoint("conversation", "conversations", "stop", "conversation:StopConversation", "Stop a conversation"),
+    Endpoint(
+        "conversation",
+        "conversations",
+        "list",
+        "conversation:ListConversations",
+        "List a project's conversations",
     ),
     Endpoint(
-        "conversation", "conversations", "prune", PruneConversations, "Delete conversations idle for days"
+        "conversation",
+        "conversations",
+        "delete",
+        "conversation:DeleteConversation",
+        "Delete a conversation and its record",
     ),
-    Endpoint("conversation", "conversations", "send_event", SendEvent, "Send an external event"),
-    Endpoint("conversation", "conversations", "get_projection", GetProjection, "Read a projection"),
-    Endpoint("conversation", "conversations", "replay", Subscribe, "Where to follow and replay output"),
-    Endpoint("tool_runner", "tools", "run", RunTool, "Run one tool call under the policy"),
-    Endpoint("tool_runner", "tools", "cancel", CancelTool, "Cancel a tool call by request id"),
-    Endpoint("tool_runner", "tools", "mcp_tools", ListTools, "Tools of the project's MCP servers"),
     Endpoint(
-        "tool_runner", "tools", "mcp_servers", ListMcpServers, "The project's MCP servers and their state"
+        "conversation",
+        "conversations",
+        "prune",
+        "conversation:PruneConversations",
+        "Delete conversations idle for days",
     ),
-    Endpoint("asset_loader", "assets", "get", GetAsset, "One skill, command or workflow"),
-    Endpoint("asset_loader", "assets", "list", ListAssets, "List assets"),
-    Endpoint("asset_loader", "assets", "search", SearchAssets, "Fuzzy search over assets"),
-    Endpoint("asset_loader", "assets", "reload", ReloadAssets, "Reload the project's assets"),
-    Endpoint("asset_loader", "assets", "diagnostics", GetDiagnostics, "Diagnostics of the loaded assets"),
-    Endpoint("asset_loader", "assets", "graph", GraphQuery, "Query the skill graph"),
-    Endpoint("asset_loader", "assets", "tools", ListTools, "Tools derived from assets"),
-    Endpoint("asset_loader", "assets", "call_tool", RunTool, "Run an asset-derived tool (authorized)"),
-    Endpoint("prd", "prds", "create", CreatePrd, "Write a new PRD's files"),
-    Endpoint("prd", "prds", "list", ListPrds, "The project's PRDs and their loops"),
-    Endpoint("prd", "prds", "get", GetPrd, "One PRD and its loop"),
-    Endpoint("prd", "prds", "run", RunPrd, "Start a PRD's loop"),
-    Endpoint("prd", "prds", "pause", PausePrd, "Pause a PRD's loop"),
-    Endpoint("prd", "prds", "resume", ResumePrd, "Resume a paused PRD loop"),
-    Endpoint("prd", "prds", "stop", StopPrd, "Stop a PRD's loop"),
-    Endpoint("prd", "prds", "reset_story", ResetStory, "Put a story back to pending (explicit user action)"),
+    Endpoint(
+        "conversation", "conversations", "send_event", "conversation:SendEvent", "Send an external event"
+    ),
+    Endpoint(
+        "conversation", "conversations", "get_projection", "conversation:GetProjection", "Read a projection"
+    ),
+    Endpoint(
+        "conversation",
+        "conversations",
+        "replay",
+        "conversation:Subscribe",
+        "Where to follow and replay output",
+    ),
+    Endpoint("tool_runner", "tools", "run", "tools:RunTool", "Run one tool call under the policy"),
+    Endpoint("tool_runner", "tools", "cancel", "tools:CancelTool", "Cancel a tool call by request id"),
+    Endpoint("tool_runner", "tools", "mcp_tools", "tools:ListTools", "Tools of the project's MCP servers"),
+    Endpoint(
+        "tool_runner",
+        "tools",
+        "mcp_servers",
+        "mcp:ListMcpServers",
+        "The project's MCP servers and their state",
+    ),
+    Endpoint("asset_loader", "assets", "get", "assets:GetAsset", "One skill, command or workflow"),
+    Endpoint("asset_loader", "assets", "list", "assets:ListAssets", "List assets"),
+    Endpoint("asset_loader", "assets", "search", "assets:SearchAssets", "Fuzzy search over assets"),
+    Endpoint("asset_loader", "assets", "reload", "assets:ReloadAssets", "Reload the project's assets"),
+    Endpoint(
+        "asset_loader", "assets", "diagnostics", "assets:GetDiagnostics", "Diagnostics of the loaded assets"
+    ),
+    Endpoint("asset_loader", "assets", "graph", "assets:GraphQuery", "Query the skill graph"),
+    Endpoint("asset_loader", "assets", "tools", "tools:ListTools", "Tools derived from assets"),
+    Endpoint(
+        "asset_loader", "assets", "call_tool", "tools:RunTool", "Run an asset-derived tool (authorized)"
+    ),
+    Endpoint("prd", "prds", "create", "prd:CreatePrd", "Write a new PRD's files"),
+    Endpoint("prd", "prds", "list", "prd:ListPrds", "The project's PRDs and their loops"),
+    Endpoint("prd", "prds", "get", "prd:GetPrd", "One PRD and its loop"),
+    Endpoint("prd", "prds", "run", "prd:RunPrd", "Start a PRD's loop"),
+    Endpoint("prd", "prds", "pause", "prd:PausePrd", "Pause a PRD's loop"),
+    Endpoint("prd", "prds", "resume", "prd:ResumePrd", "Resume a paused PRD loop"),
+    Endpoint("prd", "prds", "stop", "prd:StopPrd", "Stop a PRD's loop"),
+    Endpoint(
+        "prd", "prds", "reset_story", "prd:ResetStory", "Put a story back to pending (explicit user action)"
+    ),
 )
 
 _BY_KEY: dict[tuple[str, str], Endpoint] = {(e.service, e.verb): e for e in ENDPOINTS}

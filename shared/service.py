@@ -49,7 +49,6 @@ import nats.errors
 from nats.micro import add_service
 from nats.micro.request import Request
 from nats.micro.service import EndpointConfig, Service, ServiceConfig
-from pydantic import BaseModel
 
 from jidocode.shared.bus import Bus
 from jidocode.shared.endpoints import ENDPOINTS, Endpoint
@@ -62,7 +61,8 @@ from jidocode.shared.envelope import (
     error_envelope,
 )
 from jidocode.shared.errors import InvalidInput, JidoError, PayloadTooLarge
-from jidocode.shared.events import EVENT_TYPES, Command, EventModel
+from jidocode.shared.events import Command, EventModel, event_class
+from jidocode.shared.jsonable import to_jsonable
 from jidocode.shared.subjects import SERVICE_NAMES, project_id_of
 from jidocode.shared.telemetry import ATTR_CONVERSATION, ATTR_PROJECT, metrics, set_log_scope
 
@@ -120,7 +120,7 @@ def _wrong_type(env: Envelope, expected: str, endpoint: str | None) -> InvalidIn
     if served:
         details["served_on"] = served
         message += f"; {env.type!r} is served on {', '.join(served)}"
-    elif env.type not in EVENT_TYPES:
+    elif event_class(env.type) is None:
         message += f"; {env.type!r} is no type of the catalogue"
     return InvalidInput(message, details=details)
 
@@ -141,17 +141,6 @@ def scoped_project_id(env: Envelope) -> str:
             details={"projectid": env.project_id, "subject": env.nats_subject},
         )
     return project_id
-
-
-def to_jsonable(value: Any) -> Any:
-    """Pydantic models (and lists/dicts of them) as plain JSON values."""
-    if isinstance(value, BaseModel):
-        return value.model_dump(mode="json")
-    if isinstance(value, list | tuple):
-        return [to_jsonable(v) for v in value]
-    if isinstance(value, dict):
-        return {k: to_jsonable(v) for k, v in value.items()}
-    return value
 
 
 class ServiceHost:

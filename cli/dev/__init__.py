@@ -13,7 +13,7 @@ from .scripted_llm import Reply, ScriptedLlm, echo_responder, one_tool_responder
 
 __all__ = ["app"]
 
-app = typer.Typer(help="dev commands", no_args_is_help=True)
+app = typer.Typer(rich_markup_mode=None, help="dev commands", no_args_is_help=True)
 
 
 @app.callback()

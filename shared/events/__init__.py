@@ -10,14 +10,15 @@ wire contract: add, never rename. A command (request body) subclasses
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Union
+import importlib
+from dataclasses import dataclass
+from functools import cache
+from typing import TYPE_CHECKING, Annotated, Any, Union
 
 from pydantic import Field, ValidationError
 
 from jidocode.shared.errors import InvalidInput
 
-from . import assets, common, conversation, engine, llm, prd, telemetry, tools
-from . import mcp as mcp_events
 from ._base import Command, EventModel, R
 from .common import ERROR_TYPE
 
@@ -34,17 +35,9 @@ __all__ = [
     "parse_event",
 ]
 
-ALL_EVENTS: tuple[type[EventModel], ...] = (
-    *common.EVENTS,
-    *engine.EVENTS,
-    *conversation.EVENTS,
-    *tools.EVENTS,
-    *assets.EVENTS,
-    *llm.EVENTS,
-    *telemetry.EVENTS,
-    *mcp_events.EVENTS,
-    *prd.EVENTS,
-)
+#: The domain modules, in catalogue order. They are imported when the catalogue is first
+#: needed (a command that only prints its help never builds 150 models: issue 25, point 4).
+DOMAINS = ("common", "engine", "conversation", "tools", "assets", "llm", "telemetry", "mcp", "prd")
 
 
 def _type_of(cls: type[EventModel]) -> str:
@@ -54,27 +47,64 @@ def _type_of(cls: type[EventModel]) -> str:
     return default
 
 
-_BY_TYPE: dict[str, type[EventModel]] = {}
-for _cls in ALL_EVENTS:
-    _t = _type_of(_cls)
-    if _t in _BY_TYPE:
-        raise TypeError(f"event type {_t!r} is defined twice: {_BY_TYPE[_t].__name__} and {_cls.__name__}")
-    _BY_TYPE[_t] = _cls
+@dataclass(frozen=True)
+class Catalogue:
+    """Every event model, by type, checked: each type defined once, each command naming a reply."""
 
-EVENT_TYPES: frozenset[str] = frozenset(_BY_TYPE)
+    events: tuple[type[EventModel], ...]
+    by_type: dict[str, type[EventModel]]
+    commands: tuple[type[Command[Any]], ...]
 
-#: Every command (request body) of the catalogue; each names its reply in ``reply``.
-COMMANDS: tuple[type[Command[Any]], ...] = tuple(c for c in ALL_EVENTS if issubclass(c, Command))
-for _cmd in COMMANDS:
-    if not hasattr(_cmd, "reply") or _cmd.reply not in ALL_EVENTS:
-        raise TypeError(f"command {_cmd.__name__} must name a catalogue reply model: Command[Reply]")
 
-AnyEvent = Annotated[Union[ALL_EVENTS], Field(discriminator="type")]  # type: ignore[valid-type]  # noqa: UP007
+def build_catalogue(events: tuple[type[EventModel], ...]) -> Catalogue:
+    """The catalogue of ``events``; ``TypeError`` naming a type defined twice or a command
+    without a catalogue reply."""
+    by_type: dict[str, type[EventModel]] = {}
+    for cls in events:
+        t = _type_of(cls)
+        if t in by_type:
+            raise TypeError(f"event type {t!r} is defined twice: {by_type[t].__name__} and {cls.__name__}")
+        by_type[t] = cls
+    commands: tuple[type[Command[Any]], ...] = tuple(c for c in events if issubclass(c, Command))
+    for cmd in commands:
+        if not hasattr(cmd, "reply") or cmd.reply not in events:
+            raise TypeError(f"command {cmd.__name__} must name a catalogue reply model: Command[Reply]")
+    return Catalogue(events, by_type, commands)
+
+
+@cache
+def catalogue() -> Catalogue:
+    """The one catalogue, built on first use from :data:`DOMAINS`."""
+    modules = [importlib.import_module(f"{__name__}.{name}") for name in DOMAINS]
+    return build_catalogue(tuple(cls for module in modules for cls in module.EVENTS))
+
+
+if TYPE_CHECKING:
+    ALL_EVENTS: tuple[type[EventModel], ...]
+    #: Every command (request body) of the catalogue; each names its reply in ``reply``.
+    COMMANDS: tuple[type[Command[Any]], ...]
+    EVENT_TYPES: frozenset[str]
+    AnyEvent: Any
+
+
+def __getattr__(name: str) -> Any:
+    """The catalogue's names, built on first use (and submodules, imported on first use)."""
+    if name == "ALL_EVENTS":
+        return catalogue().events
+    if name == "COMMANDS":
+        return catalogue().commands
+    if name == "EVENT_TYPES":
+        return frozenset(catalogue().by_type)
+    if name == "AnyEvent":
+        return Annotated[Union[catalogue().events], Field(discriminator="type")]  # noqa: UP007
+    if name in DOMAINS:
+        return importlib.import_module(f"{__name__}.{name}")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def event_class(event_type: str) -> type[EventModel] | None:
     """The model of ``event_type``, or ``None`` when the catalogue has no such type."""
-    return _BY_TYPE.get(event_type)
+    return catalogue().by_type.get(event_type)
 
 
 def parse_event(event_type: str, data: Any) -> EventModel:
@@ -82,7 +112,7 @@ def parse_event(event_type: str, data: Any) -> EventModel:
 
     Raises :class:`InvalidInput` naming the unknown type or the bad fields.
     """
-    cls = _BY_TYPE.get(event_type)
+    cls = catalogue().by_type.get(event_type)
     if cls is None:
         raise InvalidInput(f"unknown event type {event_type!r}", details={"type": event_type})
     if not isinstance(data, dict):

@@ -82,6 +82,24 @@ def test_a_commands_start_imports_nothing_heavy(entry: LazyCommand) -> None:
     assert not _heavy(modules), f"`jidocode {entry.name}` imports {_heavy(modules)} before it runs"
 
 
+def test_a_bus_commands_start_loads_the_events_of_the_services_it_calls_only() -> None:
+    """``status`` asks the engine: the engine's models, not the catalogue's 117 (decision 0329)."""
+    modules, proc = _imports("status", "--help")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    events = {m.rsplit(".", 1)[1] for m in modules if m.startswith("jidocode.shared.events.")}
+    assert events == {"_base", "common", "engine"}
+    assert "nats" in modules  # it is a bus command
+
+
+@pytest.mark.parametrize("args", [("--help",), ("chat", "--help"), ("conversations", "--help")])
+def test_help_is_plain_text_without_rich_help_rendering(args: tuple[str, ...]) -> None:
+    """Help is click's plain layout: rich's help renderer (and its markdown) is 0.1 s of start."""
+    modules, proc = _imports(*args)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.startswith("Usage: ")
+    assert not {"typer.rich_utils", "rich.markdown"} & modules
+
+
 def _first_paragraph(text: str | None) -> str:
     return " ".join((text or "").split("\n\n")[0].split())
 

@@ -65,3 +65,50 @@ def test_error_info_round_trips_to_typed_errors(info: ErrorInfo, cls: type) -> N
     err = from_info(info)
     assert isinstance(err, cls) and err.type == info.type and err.retryable == info.retryable
     assert err.to_info() == info
+
+
+def test_the_catalogue_refuses_a_type_defined_twice_and_a_command_without_a_reply() -> None:
+    from typing import Literal
+
+    from jidocode.shared.events import Command, EventModel, build_catalogue
+
+    class First(EventModel):
+        type: Literal["x.same"] = "x.same"
+
+    class Second(EventModel):
+        type: Literal["x.same"] = "x.same"
+
+    with pytest.raises(TypeError, match=r"'x\.same' is defined twice: First and Second"):
+        build_catalogue((First, Second))
+
+    class Asks(Command[First]):
+        type: Literal["x.asks"] = "x.asks"
+
+    with pytest.raises(TypeError, match="command Asks must name a catalogue reply"):
+        build_catalogue((Asks,))
+    assert build_catalogue((First, Asks)).by_type == {"x.same": First, "x.asks": Asks}
+
+
+def test_importing_the_package_builds_no_model_until_the_catalogue_is_asked_for() -> None:
+    """A CLI command that names one domain's events imports that domain only (issue 25, point 4)."""
+    import subprocess
+    import sys
+
+    probe = (
+        "import sys; from jidocode.shared.events import EventModel, parse_event; "
+        "from jidocode.shared.events.engine import ProjectInfo; "
+        "before = sorted(m for m in sys.modules if m.startswith('jidocode.shared.events.')); "
+        "parse_event('project.started', {'project_id': 'P', 'root_path': '/r'}); "
+        "after = sorted(m for m in sys.modules if m.startswith('jidocode.shared.events.')); "
+        "print(' '.join(before)); print(' '.join(after))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, check=True
+    )
+    before, after = (line.split() for line in out.stdout.splitlines())
+    assert set(before) == {
+        "jidocode.shared.events._base",
+        "jidocode.shared.events.common",
+        "jidocode.shared.events.engine",
+    }
+    assert {"jidocode.shared.events.prd", "jidocode.shared.events.conversation"} <= set(after)
