@@ -8,7 +8,10 @@ lease keys ``<scope>.<digest>.<i>`` (``i < L``). A call holds one of them:
   per-message TTL of ``lease_s`` (``Nats-TTL``). Two replicas racing for one key: one wins.
 - **hold**: the holder rewrites its key every third of the lease (again compare-and-set).
 - **release**: a delete marker, compare-and-set too (a lease lost to another holder is
-  left alone), itself expiring after ``lease_s``.
+  left alone), itself expiring after ``lease_s``. The replica remembers the marker's revision:
+  its next take of that quota writes the key on that revision at once (one round trip, no
+  read first); had anybody written the key since, the write is refused and the take reads as
+  below (decision 0328).
 - **a replica that dies** stops renewing: the server drops its key when the TTL runs out and
   puts a marker in its place (the bucket's ``subject_delete_marker_ttl``), which waiting
   replicas see. A dead holder's slot is thus busy for at most ``lease_s``.
@@ -37,6 +40,7 @@ import logging
 import os
 import random
 import secrets
+from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final
@@ -92,6 +96,10 @@ MARKER_TTL_S: Final = 60.0
 
 #: How long reading a quota's keys may take before NATS counts as out of reach.
 _SNAPSHOT_S: Final = 10.0
+#: Keys freed here whose marker revision is remembered, at most (the oldest forgotten first).
+FREED_MAX: Final = 10_000
+#: The part of ``lease_s`` a remembered marker is trusted for (the server drops it after ``lease_s``).
+_FREED_TRUST: Final = 0.8
 
 
 def lease_seconds(environ: Mapping[str, str] | None = None) -> int:
@@ -158,6 +166,7 @@ class Lease:
     """One held lease key, renewed (:class:`~jidocode.shared.lease.KeptLease`) until :meth:`release`."""
 
     def __init__(self, leases: QuotaLeases, held: Held) -> None:
+        self._leases = leases
         self._lease_s = leases.lease_s
         self._kept = KeptLease(leases.bucket, held, on_lost=self._warn_lost)
 
@@ -183,8 +192,19 @@ class Lease:
         )
 
     async def release(self) -> None:
-        """Stop renewing and free the key (unless another holder has it now); never raises."""
-        await self._kept.release()
+        """Stop renewing and free the key (unless another holder has it now), remembering the
+        marker's revision for the replica's next take; never raises."""
+        await self._kept.stop()
+        if self._kept.lost is not None:
+            return
+        held = self._kept.held
+        try:
+            revision = await self._leases.bucket.write(held.key, held.revision, None)
+        except BUS_ERRORS as exc:
+            log.warning("could not free lease %s (it expires in %d s): %s", held.key, self._lease_s, exc)
+            return
+        if revision is not None:
+            self._leases.freed(held.key, revision)
 
 
 class QuotaLeases:
@@ -209,6 +229,34 @@ class QuotaLeases:
             raise ValueError(f"resync_s must be positive, not {resync_s}")
         #: The leases themselves: compare-and-set writes with a per-message TTL of ``lease_s``.
         self.bucket = LeaseBucket(js, kv, bucket, ttl_s=self.lease_s, message_ttl=True)
+        #: Keys this replica freed last: the revision of its marker and when it was written.
+        self._freed: OrderedDict[str, tuple[int, float]] = OrderedDict()
+
+    def freed(self, key: str, revision: int) -> None:
+        """Remember that this replica freed ``key`` with a marker at ``revision``."""
+        self._freed[key] = (revision, self.bucket.clock())
+        self._freed.move_to_end(key)
+        while len(self._freed) > FREED_MAX:
+            self._freed.popitem(last=False)
+
+    def _freed_here(self, slot: Slot) -> tuple[str, int] | None:
+        """The key of ``slot``'s quota this replica freed last, while its marker is surely still
+        there, as ``(key, marker revision)``; forgotten once given (a key freed too long ago too)."""
+        trusted = self.bucket.clock() - self.lease_s * _FREED_TRUST
+        latest: tuple[str, int, float] | None = None
+        for index in range(slot.limit):
+            key = lease_key(slot, index)
+            known = self._freed.get(key)
+            if known is None:
+                continue
+            if known[1] <= trusted:
+                del self._freed[key]
+            elif latest is None or known[1] > latest[2]:
+                latest = (key, *known)
+        if latest is None:
+            return None
+        del self._freed[latest[0]]
+        return latest[0], latest[1]
 
     @classmethod
     async def open(cls, bus: Bus, *, lease_s: int | None = None) -> QuotaLeases | None:
@@ -248,7 +296,13 @@ class QuotaLeases:
             ) from exc
 
     async def _take_quickly(self, slot: Slot, holder: str) -> Lease | None:
-        """Try two keys at random: a quota that is not full is usually taken without a watch."""
+        """Try a key this replica freed (on its marker's revision, without reading it), then two
+        keys at random: a quota that is not full is usually taken without a watch."""
+        freed = self._freed_here(slot)
+        if freed is not None:
+            lease = await self._try(*freed, holder)
+            if lease is not None:
+                return lease
         for index in random.sample(range(slot.limit), min(2, slot.limit)):
             key = lease_key(slot, index)
             # free: never written, deleted, or the server's marker of an expired lease

@@ -197,3 +197,42 @@ async def test_a_cancel_stops_the_wait_for_a_slot_of_the_cluster(buses: list[Bus
         await held.release()
     async with quotas.slot(ONE, 0):  # nothing was left behind: the freed slot is taken at once
         assert quotas.running("p:P") == 1
+
+
+def _calls(leases: QuotaLeases, method: str) -> list[str]:
+    """The keys of ``leases``'s bucket reads (``read``) or writes (``write``) from now on."""
+    keys: list[str] = []
+    real = getattr(leases.bucket, method)
+
+    async def counting(key: str, *args: object) -> object:
+        keys.append(key)
+        return await real(key, *args)
+
+    setattr(leases.bucket, method, counting)
+    return keys
+
+
+async def test_a_slot_freed_here_is_taken_again_in_one_write(buses: list[Bus]) -> None:
+    slot = Slot("p:again", 3, "project")
+    leases = await _leases(buses[0], 10)
+    first = await leases.take(slot, 0)
+    await first.release()
+    reads, writes = _calls(leases, "read"), _calls(leases, "write")
+    again = await leases.take(slot, 0)
+    # the key it freed, on its marker's revision: no read first
+    assert (again.key, reads, writes) == (first.key, [], [first.key])
+    await again.release()
+
+
+async def test_a_slot_freed_here_and_taken_elsewhere_is_not_taken_twice(buses: list[Bus]) -> None:
+    here, there = await _leases(buses[0], 10), await _leases(buses[1], 10)
+    await (await here.take(ONE, 0)).release()  # the one key, freed here: its marker remembered
+    held = await there.take(ONE, 0)  # then taken by another replica
+    try:
+        with pytest.raises(QuotaExceeded):  # the remembered marker is not the key's last write
+            await here.take(ONE, 0)
+    finally:
+        await held.release()
+    taken = await here.take(ONE, 0)  # freed there: read, then taken here
+    assert taken.key == lease_key(ONE, 0)
+    await taken.release()
