@@ -10,6 +10,7 @@
 - :mod:`.pick`     the model picked from the provider keys when none is configured
 - :mod:`.stream`   pure assembly of a streamed completion
 - :mod:`.deltas`   pure coalescing of streamed text into few ``llm.delta`` signals
+- :mod:`.live`     the streamed text handed to the conversation in batches (a timer sends what waits)
 - :mod:`.retry`    pure bounded backoff
 - :mod:`.prompt`   the system prompt (JIDO.md, AGENTS.md/CLAUDE.md, root, policy, skill/command index)
 - :mod:`.ledger`   the token ledger: usage totals per conversation and project, budgets

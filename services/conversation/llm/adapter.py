@@ -2,9 +2,10 @@
 
 :class:`LitellmPort` implements ``LlmPort.complete``: it resolves the model
 settings (:mod:`.options`), calls ``litellm.acompletion(stream=True)``, sends
-text deltas to ``on_delta`` as they arrive, assembles *every* streamed tool
-call (:mod:`.stream`), and returns usage with the cost where litellm knows the
-price. Rate limits, timeouts and transient 5xx are retried with bounded
+the text to ``on_delta`` as it arrives (in batches, :mod:`.live`: the first piece
+at once, then at most one batch per ``live_interval_s``), assembles *every*
+streamed tool call (:mod:`.stream`), and returns usage with the cost where
+litellm knows the price. Rate limits, timeouts and transient 5xx are retried with bounded
 exponential backoff (:mod:`.retry`), each retry reported (``llm.retrying``
 signal and the optional ``on_retry`` callback) so the conversation can show
 it. Errors leave as ``JidoError`` with a clear type:
@@ -59,6 +60,7 @@ from jidocode.shared.events.llm import UsageTotals
 from .deltas import DEFAULT_DELTA_INTERVAL_S, DEFAULT_DELTA_MAX_CHARS, check_delta_limits
 from .errors import litellm_error
 from .ledger import EventSink, MemoryLedger, UsageStore, check_budget
+from .live import DEFAULT_LIVE_INTERVAL_S, LiveText
 from .options import (
     DEFAULT_CONTEXT_WINDOW,
     GLOBAL_SETTINGS_FILE,
@@ -197,7 +199,8 @@ class LitellmPort:
     """``LlmPort`` over litellm. ``sink`` publishes llm.* signals (calls, text, usage, retries, failures).
 
     ``delta_interval_s``/``delta_max_chars`` bound the ``llm.delta`` signals of a call
-    (:mod:`.deltas`); a bad value is a ``ValueError`` naming it. ``picker`` gives the
+    (:mod:`.deltas`); ``live_interval_s`` batches the text handed to ``on_delta``
+    (:mod:`.live`); a bad value is a ``ValueError`` naming it. ``picker`` gives the
     model of a call that configures none (:mod:`.pick`); ``settings_file`` is the
     global settings file the ``llm_not_configured`` message names.
     """
@@ -215,8 +218,12 @@ class LitellmPort:
         delta_max_chars: int = DEFAULT_DELTA_MAX_CHARS,
         picker: ModelPicker | None = None,
         settings_file: str = GLOBAL_SETTINGS_FILE,
+        live_interval_s: float = DEFAULT_LIVE_INTERVAL_S,
     ) -> None:
         check_delta_limits(delta_interval_s, delta_max_chars)
+        check_delta_limits(live_interval_s, delta_max_chars, interval_name="live_interval_s")
+        #: The batching period of the text handed to ``on_delta`` (:mod:`.live`).
+        self.live_interval_s = live_interval_s
         self.picker = picker
         self._settings_file = settings_file
         self.delta_interval_s = delta_interval_s
@@ -461,8 +468,12 @@ class LitellmPort:
         lib = load_litellm()
         response = await lib.acompletion(**completion_kwargs(options, api_key, request))
         acc = StreamAssembler(model=options.model)
-        async for chunk in response:
-            await _take_chunk(acc, chunk, on_delta)
+        live = LiveText(on_delta, clock=self._clock, interval_s=self.live_interval_s)
+        try:
+            async for chunk in response:
+                await _take_chunk(acc, chunk, live.add)
+        finally:
+            await live.close()  # the text gathered so far, however the stream ended
         return acc.result()
 
 

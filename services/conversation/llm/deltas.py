@@ -39,10 +39,11 @@ DEFAULT_DELTA_MAX_CHARS: Final = 4096
 MAX_DELTA_CHARS: Final = 16_384
 
 
-def check_delta_limits(interval_s: float, max_chars: int) -> None:
-    """Raise ``ValueError`` naming the option when a limit is unusable."""
+def check_delta_limits(interval_s: float, max_chars: int, *, interval_name: str = "delta_interval_s") -> None:
+    """Raise ``ValueError`` naming the option (the interval's is ``interval_name``) when a limit
+    is unusable."""
     if not (isinstance(interval_s, (int, float)) and math.isfinite(interval_s) and interval_s > 0):
-        raise ValueError(f"delta_interval_s must be a positive number of seconds, got {interval_s!r}")
+        raise ValueError(f"{interval_name} must be a positive number of seconds, got {interval_s!r}")
     if isinstance(max_chars, bool) or not isinstance(max_chars, int) or not 1 <= max_chars <= MAX_DELTA_CHARS:
         raise ValueError(f"delta_max_chars must be an integer from 1 to {MAX_DELTA_CHARS}, got {max_chars!r}")
 
@@ -83,9 +84,19 @@ class DeltaCoalescer:
             self._last = now
         return out
 
-    def flush(self) -> str | None:
-        """What is still gathered (the call ended), or ``None``."""
-        return self._take() if self._size else None
+    def flush(self, now: float | None = None) -> str | None:
+        """What is still gathered (the call ended, or ``now`` a timer says it is due), or ``None``."""
+        if not self._size:
+            return None
+        if now is not None:
+            self._last = now
+        return self._take()
+
+    def due_in(self, now: float) -> float | None:
+        """Seconds from ``now`` until the gathered text is due (``None``: nothing gathered)."""
+        if not self._size:
+            return None
+        return 0.0 if self._last is None else max(0.0, self._last + self.interval_s - now)
 
     def _take(self) -> str:
         text = "".join(self._pending)

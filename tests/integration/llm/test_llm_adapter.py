@@ -52,6 +52,19 @@ async def no_sleep(_: float) -> None:
     return None
 
 
+async def test_the_streamed_text_reaches_on_delta_in_batches(
+    scripted_llm: ScriptedLlm, scripted_llm_settings: dict[str, Any]
+) -> None:
+    text = "A streamed answer, in many small pieces. " * 10
+    pieces = len(text) // 4
+    scripted_llm.script(Reply.answer(text, chunk_chars=4))
+    got = Collect()
+    result = await LitellmPort().complete(_request(scripted_llm_settings), got.delta)
+    assert "".join(got.deltas) == result.content == text  # all of it, in order
+    assert got.deltas[0] == text[:4]  # the first piece at once
+    assert len(got.deltas) < pieces // 2  # then gathered: one message each, not one per piece
+
+
 async def test_streams_text_and_reports_usage(
     scripted_llm: ScriptedLlm, scripted_llm_settings: dict[str, Any]
 ) -> None:
