@@ -53,7 +53,7 @@ from .codec import input_payload
 from .core import llm_context, normalize, project, replay
 from .deletion import drop_key, forget_usage, purge_conversation
 from .journal import Journal, publish_with_retry
-from .ownership import Owned, Ownership, lease_owner
+from .ownership import Owned, Ownership
 from .ports import ContextWindows, LlmPort
 from .prune import prunable, tombstone_expired
 from .record import ConversationRecord, record_key
@@ -263,9 +263,9 @@ class Endpoints:
         """A row of the list: the record, the instance holding its lease, its last activity."""
         key = record_key(project_id, record.conversation_id)
         try:
-            owner = lease_owner((await self.ownership.owners.get(key)).value)
-        except (nats.js.errors.KeyNotFoundError, nats.js.errors.KeyDeletedError):
-            owner = None
+            owner = await self.ownership.owner_of(key)
+        except (nats.errors.Error, nats.js.errors.Error, TimeoutError):
+            owner = None  # a row without it beats no list
         try:
             _, last = await self.journal.last_activity(project_id, record.conversation_id)
         except (nats.errors.Error, TimeoutError):

@@ -1,19 +1,24 @@
-"""Who runs a conversation: its lease, its actor while held, and taking over from a dead owner.
+"""Who runs a conversation: its key in the loaded set, its actor while owned, taking over by need.
 
-``subjects.BUCKET_OWNERS``, key ``<p>.<c>``, a bucket whose entries expire after
-``lease_ttl_s``, written through the one lease primitive (``shared/lease.py``). A
-replica owns a conversation while it holds the lease: it takes it by a
-compare-and-set write that succeeds only when nobody holds it, and renews it every
-third of the TTL by a compare-and-set on the revision it holds. A dead owner
-stops renewing; its lease expires and the next scan of another replica takes the
-conversation over, rebuilding it from the journal (the scan looks at leases it saw
-and at the loaded set, never at every conversation). The journal append is fenced
-too (see ``journal.py``), so even a paused owner that wakes up after losing its
-lease cannot write.
+A replica keeps ONE lease, its heartbeat (``replicas.py``), renewed every third of
+``lease_ttl_s``. A conversation's ownership is its key in the loaded set (``residency.py``,
+``loaded.<p>.<c>`` naming the replica's token), written once by a compare-and-set when the
+replica takes it and removed when it lets it go: never renewed, so a replica's idle KV writes
+do not grow with the conversations it has loaded (decision 0327).
 
-The decisions are pure functions (:func:`lease_is_free`, :func:`stale_leases`,
-:func:`sort_marks`, :func:`lease_owner`, and the lease's own in ``shared/lease.py``);
-:class:`Ownership` does the bus round trips around them.
+A conversation is free when its key is absent or names a replica whose heartbeat is gone
+(deleted by a replica that stopped) or stale (not rewritten for ``lease_ttl_s``: a replica that
+died); taking it is a compare-and-set on the revision seen, so of two takers one wins. Every
+replica watches the keys (what it learns: who holds what, and that a key it holds was taken
+from it after a pause) and the heartbeats. Its scan takes over, by need (``recovery.py``), the
+keys of dead replicas: those with work pending are taken first, a few at a time, the idle ones
+are unmarked and wait for their next input. The journal append is fenced too (``journal.py``),
+so even a paused owner that wakes up after losing a conversation cannot write.
+
+An actor that fails (its load or later) is let go and taken again after a backoff
+(:func:`backoff_delay`: exponential, capped, jittered); after ``load_attempts`` failures in a row
+the conversation is failed with a ``conversation.error`` on its output and unmarked: its next
+input loads it again.
 """
 
 from __future__ import annotations
@@ -21,8 +26,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
-from dataclasses import dataclass, field
+import random
+from collections.abc import Awaitable, Callable, Sequence
 
 import nats.errors
 import nats.js.errors
@@ -31,38 +36,32 @@ from nats.js.kv import KeyValue
 from jidocode.shared import subjects
 from jidocode.shared.bus import Bus
 from jidocode.shared.errors import NotFound
-from jidocode.shared.lease import BUS_ERRORS, Held, LeaseBucket, Lost, Seen, holder_of
+from jidocode.shared.events.conversation import ConversationError
+from jidocode.shared.lease import BUS_ERRORS, LeaseBucket, Seen, holder_of
 
 from .actor import ConversationActor
 from .journal import LostOwnership
 from .record import ConversationRecord
 from .record_store import RecordStore
-from .residency import LoadedSet
+from .recovery import Retry, backoff_delay, failure_payload, has_pending_work
+from .replicas import Replicas, instance_of
+from .residency import LOADED_PREFIX, LoadedSet, loaded_key_of
 from .settings import RuntimeSettings
 
-__all__ = [
-    "Marks",
-    "Owned",
-    "Ownership",
-    "lease_is_free",
-    "lease_owner",
-    "sort_marks",
-    "stale_leases",
-]
+__all__ = ["Owned", "Ownership", "lease_owner", "orphans_of"]
 
 log = logging.getLogger("jidocode.conversation")
 
-#: Asking the KV store failed (not: someone else holds the lease).
+#: Asking the KV store failed (not: someone else holds the conversation).
 ASK_FAILED = (nats.errors.TimeoutError, nats.js.errors.APIError, nats.errors.ConnectionClosedError)
-_LET_GO_FAILED = (nats.js.errors.KeyWrongLastSequenceError, *ASK_FAILED)
-#: Taking a key never written (or expired): a write on revision 0, without reading it first.
-_NEVER_WRITTEN = Seen()
 #: Reads a take makes of a key that keeps changing under it before it leaves it to the scan.
 _TAKE_READS = 3
+#: How long a takeover waits for its actor to be rebuilt before the next one starts.
+_LOAD_WAIT_S = 30.0
 
 #: Makes the actor of a conversation this replica has just taken.
 MakeActor = Callable[[ConversationRecord], ConversationActor]
-#: Told of an idle release once the lease is gone (``wakeups.py`` checks for input left behind).
+#: Told of an idle release once the key is gone (``wakeups.py`` checks for input left behind).
 OnIdleRelease = Callable[[str, ConversationActor], Awaitable[None]]
 
 
@@ -70,64 +69,34 @@ OnIdleRelease = Callable[[str, ConversationActor], Awaitable[None]]
 
 
 def lease_owner(value: bytes | None) -> str | None:
-    """The instance (bus source) holding a lease from its stored value (its holder is the
-    replica's token, ``<source>/<random>``); ``None`` when it names nobody."""
-    holder = holder_of(value)
-    return (holder.rsplit("/", 1)[0] or None) if holder else None
+    """The instance (bus source) a stored holder value names (its holder is the replica's token,
+    ``<source>/<random>``); ``None`` when it names nobody."""
+    return instance_of(holder_of(value))
 
 
-def lease_is_free(seen: float | None, now: float, ttl: float) -> bool:
-    """Whether a lease last seen written at ``seen`` (monotonic; ``None``: never) may be free."""
-    return seen is None or now - seen > ttl
-
-
-def stale_leases(lease_seen: Mapping[str, float], owned: Collection[str], now: float, ttl: float) -> set[str]:
-    """Leases of others not seen renewed within ``ttl``: their holders may be dead."""
-    return {key for key, seen in lease_seen.items() if key not in owned and lease_is_free(seen, now, ttl)}
-
-
-@dataclass(frozen=True)
-class Marks:
-    """What the loaded set said of conversations whose lease went: see :func:`sort_marks`."""
-
-    #: In the loaded set: they need an owner.
-    take: set[str] = field(default_factory=set)
-    #: Asking failed: ask again at the next scan.
-    ask_again: set[str] = field(default_factory=set)
-    #: Stale leases of conversations released cleanly: nothing to take over, forget them.
-    forget: set[str] = field(default_factory=set)
-
-
-def sort_marks(keys: Sequence[str], marks: Sequence[bool | BaseException], stale: Collection[str]) -> Marks:
-    """Sort ``keys`` by the loaded set's answer for each (``marks``, in the same order)."""
-    out = Marks()
-    for key, marked in zip(keys, marks, strict=True):
-        if isinstance(marked, BaseException):
-            out.ask_again.add(key)
-        elif marked:
-            out.take.add(key)
-        elif key in stale:
-            out.forget.add(key)
-    return out
+def orphans_of(holders: dict[str, Seen], owned: Sequence[str], alive: Callable[[str], bool]) -> list[str]:
+    """The keys naming a replica that is not alive (this one's own are never orphans), sorted."""
+    return sorted(
+        key
+        for key, seen in holders.items()
+        if key not in owned and seen.holder is not None and not alive(seen.holder)
+    )
 
 
 # -- effects -----------------------------------------------------------------------------
 
 
 class Owned:
-    """A conversation this replica owns: its actor, the lease it holds, the actor's task."""
+    """A conversation this replica owns: its actor, the revision of its key, the actor's task."""
 
-    def __init__(self, actor: ConversationActor, held: Held) -> None:
+    def __init__(self, actor: ConversationActor, revision: int) -> None:
         self.actor = actor
-        self.held = held
+        self.revision = revision
         self.task: asyncio.Task[None] | None = None
-        #: Held while the lease is written (renewed, deleted): a release never deletes with a
-        #: revision a renewal in flight is about to replace (the lease would then stay behind).
-        self.lease_lock = asyncio.Lock()
 
 
 class Ownership:
-    """The conversations this replica owns, and the scan that renews and takes over leases."""
+    """The conversations this replica owns, the watches, and the scan that takes over by need."""
 
     def __init__(
         self,
@@ -143,17 +112,15 @@ class Ownership:
         self.records = records
         self.token = token
         self.make_actor = make_actor
-        #: Set by the runtime: what to do once an idle conversation's lease is gone.
+        #: Set by the runtime: what to do once an idle conversation's key is gone.
         self.on_idle_release: OnIdleRelease | None = None
         self.owned: dict[str, Owned] = {}
-        #: When a lease was last written by anyone (monotonic clock): a lease renewed
-        #: within the TTL is held, so the scan does not even try to take it.
-        self.lease_seen: dict[str, float] = {}
-        #: Conversations to take over at the next scan: left loaded by a replica that stopped
-        #: or died (read at start), or by an actor of ours that crashed.
+        #: Each loaded conversation's key as last seen (watched): who holds it, on which revision.
+        self.holders: dict[str, Seen] = {}
+        #: Conversations of this replica to take again at the next scan once due (an actor
+        #: that failed, after its backoff).
+        self.retries: dict[str, Retry] = {}
         self._orphans: set[str] = set()
-        #: Leases deleted since the last scan: a conversation still in the loaded set needs an owner.
-        self._released: set[str] = set()
         #: Acquisitions in progress, so two callers on this replica wait for the same one.
         self._taking: dict[str, asyncio.Future[bool | None]] = {}
         #: Releases under way.
@@ -164,33 +131,44 @@ class Ownership:
         self.closing = False
         self._changed = asyncio.Event()
         self._leases: LeaseBucket | None = None
+        self._replicas: Replicas | None = None
         self._loaded: LoadedSet | None = None
         self._actor_tasks: set[asyncio.Task[None]] = set()
-        self._leases_ready = asyncio.Event()
-        self._orphans_read = False
+        self._jobs: set[asyncio.Task[None]] = set()
+        self._ready = asyncio.Event()
         self._scan_now = asyncio.Event()
+        self._takeovers = asyncio.Semaphore(settings.takeover_concurrency)
 
     async def open(self) -> None:
+        """Bind the buckets and start the heartbeat (before anything is taken)."""
         ttl = self.settings.lease_ttl_s
         self._leases = await LeaseBucket.open(self.bus, subjects.BUCKET_OWNERS, ttl_s=ttl, history=1, ttl=ttl)
         self._loaded = LoadedSet(self.bus, self.records.kv, token=self.token)
+        self._replicas = Replicas(self._leases, self.token)
+        await self._replicas.start()
 
     def background(self) -> list[asyncio.Task[None]]:
-        """The lease watch and the scan loop, started now."""
+        """The watches and the scan loop, started now."""
         return [
-            asyncio.create_task(self._watch_leases(), name="conv-watch-leases"),
+            asyncio.create_task(self._watch_heartbeats(), name="conv-watch-heartbeats"),
+            asyncio.create_task(self._watch_loaded(), name="conv-watch-loaded"),
             asyncio.create_task(self._scan_loop(), name="conv-scan"),
         ]
 
     async def close(self) -> None:
-        """Idle conversations are released as after the idle timeout; busy ones stay in the
-        loaded set, so a peer (when it sees their leases go) or the next start takes them over."""
+        """Idle conversations are released as after the idle timeout; busy ones keep their key,
+        so a peer (when this heartbeat goes, last) or the next start takes them over."""
         self.closing = True
         for key, owned in list(self.owned.items()):
             idle = owned.actor.quiescent() and owned.actor.mailbox.empty()
             await self.release(key, keep_loaded=not idle, idle=idle)
         if self._actor_tasks:
             await asyncio.wait(set(self._actor_tasks), timeout=10)
+        for job in self._jobs:
+            job.cancel()
+        await asyncio.gather(*self._jobs, return_exceptions=True)
+        with contextlib.suppress(*BUS_ERRORS):
+            await self.replicas.stop()
 
     @property
     def leases(self) -> LeaseBucket:
@@ -198,8 +176,13 @@ class Ownership:
         return self._leases
 
     @property
+    def replicas(self) -> Replicas:
+        assert self._replicas is not None, "Ownership.open() first"
+        return self._replicas
+
+    @property
     def owners(self) -> KeyValue:
-        """The leases' bucket (watched, and read by lists)."""
+        """The heartbeats' bucket (one key per replica)."""
         return self.leases.kv
 
     @property
@@ -227,39 +210,58 @@ class Ownership:
         changed, self._changed = self._changed, asyncio.Event()
         changed.set()
 
+    def _now(self) -> float:
+        return asyncio.get_running_loop().time()
+
     def retake_soon(self, key: str) -> None:
         """Take ``key`` over at the next scan, which starts now."""
         self._orphans.add(key)
         self._scan_now.set()
 
+    def _held_elsewhere(self, key: str) -> bool:
+        seen = self.holders.get(key)
+        return (
+            seen is not None
+            and seen.holder is not None
+            and seen.holder != self.token
+            and self.replicas.alive(seen.holder, self._now())
+        )
+
     def maybe_free(self, key: str) -> bool:
-        """Whether nobody may hold ``key``'s lease (none seen renewed within the TTL)."""
-        now = asyncio.get_running_loop().time()
-        return lease_is_free(self.lease_seen.get(key), now, self.settings.lease_ttl_s)
+        """Whether nobody else may hold ``key`` (no live replica seen holding it)."""
+        return not self._held_elsewhere(key)
 
     def busy(self, key: str) -> bool:
         """Whether the conversation may have work running: loaded here and not quiescent, or
-        held by another replica (which may be running anything)."""
+        held by another live replica (which may be running anything)."""
         owned = self.owned.get(key)
         if owned is not None:
             return not owned.actor.quiescent()
-        return key in self.lease_seen and not self.maybe_free(key)
+        return self._held_elsewhere(key)
+
+    async def owner_of(self, key: str) -> str | None:
+        """The instance that owns ``key`` now (``None``: nobody alive)."""
+        seen = await self.loaded.read(key)
+        if seen.holder is None:
+            return None
+        await self.replicas.resolve({seen.holder})
+        return instance_of(seen.holder) if self.replicas.alive(seen.holder, self._now()) else None
 
     # -- taking ------------------------------------------------------------------------
 
     async def try_acquire(self, key: str, record: ConversationRecord) -> bool:
-        """Take the conversation if nobody holds its lease; whether this replica owns it now."""
+        """Take the conversation if nobody alive holds it; whether this replica owns it now."""
         try:
             return await self.take(key, record)
         except ASK_FAILED as exc:
-            log.warning("lease %s: %s", key, exc)
+            log.warning("taking %s: %s", key, exc)
             return False
 
     async def take(self, key: str, record: ConversationRecord) -> bool:
-        """Like :meth:`try_acquire`, but a failure to ask (not a lease held elsewhere) raises."""
+        """Like :meth:`try_acquire`, but a failure to ask (not a holder elsewhere) raises."""
         if key in self.owned:
             return True
-        if self.closing or record.status != "active":
+        if self.closing or record.status != "active" or self._backing_off(key):
             return False
         pending = self._taking.get(key)
         if pending is not None:
@@ -270,7 +272,7 @@ class Ownership:
         taking: asyncio.Future[bool | None] = asyncio.get_running_loop().create_future()
         self._taking[key] = taking
         try:
-            taken = await self._take_lease(key, record)
+            taken = await self._take_key(key, record)
         except BaseException:
             taking.set_result(None)
             raise
@@ -279,34 +281,37 @@ class Ownership:
         taking.set_result(taken)
         return taken
 
-    async def _write_lease(self, key: str) -> Held | None:
-        """Take the lease if nobody holds it: the lease held, or ``None``."""
-        # Most keys were never written (or expired): one write on revision 0; else read it first.
-        taken = await self.leases.take(key, self.token, _NEVER_WRITTEN)
-        # Lost: the key changed between the read and the write. Read again: only a holder seen
-        # now is a reason to leave it (a free key that moved on, e.g. a second delete marker, is
-        # taken; giving up there left a released conversation with input and no owner).
-        for _ in range(_TAKE_READS):
-            if not isinstance(taken, Lost):
-                break
-            taken = await self.leases.take(key, self.token)
-        return taken if isinstance(taken, Held) else None
+    def _backing_off(self, key: str) -> bool:
+        retry = self.retries.get(key)
+        return retry is not None and retry.due > self._now()
 
-    async def _take_lease(self, key: str, record: ConversationRecord) -> bool:
-        held = await self._write_lease(key)
-        if held is None:
-            # Someone holds it: if its holder stops renewing, the scan takes it over.
-            self.lease_seen.setdefault(key, asyncio.get_running_loop().time())
+    async def _claim(self, key: str, seen: Seen | None = None) -> int | None:
+        """Write ``key`` naming this replica unless a live replica holds it: the revision
+        written, or ``None``. ``seen``: the key as last seen (else most keys were never written,
+        or were removed: one write on revision 0 first, then a read)."""
+        revision = await self.loaded.claim(key, 0 if seen is None else seen.revision)
+        for _ in range(_TAKE_READS):
+            if revision is not None:
+                return revision
+            # Lost: the key changed. Read again: only a live holder is a reason to leave it.
+            seen = await self.loaded.read(key)
+            if seen.holder is not None and seen.holder != self.token:
+                await self.replicas.resolve({seen.holder})
+                if self.replicas.alive(seen.holder, self._now()):
+                    self.holders[key] = seen  # if it dies, the scan takes the conversation over
+                    return None
+            revision = await self.loaded.claim(key, seen.revision)
+        return revision
+
+    async def _take_key(self, key: str, record: ConversationRecord, seen: Seen | None = None) -> bool:
+        revision = await self._claim(key, seen)
+        if revision is None:
             return False
-        owned = Owned(self.make_actor(record), held)
+        self.holders[key] = Seen(revision, self.token, self._now())
+        owned = Owned(self.make_actor(record), revision)
         self.owned[key] = owned
         self.loads += 1
-        try:
-            await self.loaded.mark(key)
-        except (nats.errors.TimeoutError, nats.js.errors.APIError) as exc:
-            # Only a restart after a crash needs it; the lease still guards ownership.
-            log.warning("marking %s loaded: %s", key, exc)
-        if self.owned.get(key) is owned and not self.closing:
+        if not self.closing:
             owned.task = asyncio.create_task(self._run_actor(key, owned), name=f"conv-actor-{key}")
             self._actor_tasks.add(owned.task)
             owned.task.add_done_callback(self._actor_tasks.discard)
@@ -324,22 +329,47 @@ class Ownership:
             if self.owned.get(key) is owned:
                 del self.owned[key]
                 self._notify()
-        except Exception:
-            log.exception("conversation %s crashed; releasing it for a rebuild", key)
+        except Exception as exc:
+            log.exception("conversation %s failed; letting it go for a rebuild", key)
             if self.owned.get(key) is owned:
-                await self.release(key, keep_loaded=True)
-                self.retake_soon(key)
+                await self._after_failure(key, exc)
         else:
+            self.retries.pop(key, None)
             if self.owned.get(key) is owned:
                 await self.release(key, keep_loaded=False, idle=True)
+
+    async def _report_failure(self, key: str, exc: Exception, failures: int) -> None:
+        project_id, conversation_id = key.split(".", 1)
+        try:
+            await self.bus.nc.publish(
+                subjects.conversation_out(project_id, conversation_id, ConversationError.TYPE),
+                failure_payload(self.bus.source, key, exc, failures),
+            )
+        except nats.errors.Error as problem:
+            log.warning("reporting the failure of %s: %s", key, problem)
+
+    async def _after_failure(self, key: str, exc: Exception) -> None:
+        """Let a failed actor go; take it again after a backoff, or fail it after too many."""
+        failures = (self.retries[key].failures if key in self.retries else 0) + 1
+        if failures >= self.settings.load_attempts:
+            self.retries.pop(key, None)
+            await self.release(key, keep_loaded=False)
+            await self._report_failure(key, exc, failures)
+            return
+        delay = backoff_delay(
+            failures, self.settings.load_retry_base_s, self.settings.load_retry_max_s, random.random()
+        )
+        self.retries[key] = Retry(failures, self._now() + delay)
+        await self.release(key, keep_loaded=True)
+        asyncio.get_running_loop().call_later(delay, self.retake_soon, key)
 
     # -- letting go --------------------------------------------------------------------
 
     async def release(self, key: str, *, keep_loaded: bool, idle: bool = False) -> None:
-        """Let the conversation go: actor, input consumer, lease.
+        """Let the conversation go: actor, then its key.
 
         ``keep_loaded``: it still needs an owner (this replica stops, or its actor
-        crashed), so it stays in the loaded set for a peer or the next start.
+        failed), so its key stays for a peer or the next start (or this replica's retry).
         ``idle``: released for being idle; input that arrived after the last the
         actor applied (nothing is lost: it is in ``JIDO_CONV_IN``) loads it again.
         """
@@ -361,46 +391,23 @@ class Ownership:
             await asyncio.gather(owned.task, return_exceptions=True)
         await owned.actor.close()
         if not keep_loaded:
-            # Before the lease goes: a peer that sees the lease deleted then finds no key.
             try:
-                await self.loaded.unmark(key)
-            except _LET_GO_FAILED as exc:
+                await self.loaded.unmark(key, owned.revision)  # a peer's newer claim stays
+            except ASK_FAILED as exc:
                 log.warning("unmarking %s: %s", key, exc)
-        async with owned.lease_lock:
-            with contextlib.suppress(*BUS_ERRORS):
-                await self.leases.release(owned.held)  # a lease lost meanwhile is left alone
-        self.lease_seen.pop(key, None)
         self._notify()
 
     async def hand_over(self, key: str) -> None:
-        """This replica is stopping: leave the conversation to a peer (it sees the lease deleted
-        with the key still in the loaded set) or to the next start."""
+        """This replica is stopping: leave the conversation to a peer (which takes it when this
+        heartbeat goes) or to the next start, by claiming its key."""
         try:
-            await self.loaded.mark(key)
-            held = await self._write_lease(key)
-            if held is not None:
-                await self.leases.release(held)
+            await self._claim(key)
         except BUS_ERRORS as exc:
             log.debug("handing over %s: %s", key, exc)
 
-    # -- renewing ----------------------------------------------------------------------
-
-    async def _renew(self, key: str, owned: Owned) -> None:
-        async with owned.lease_lock:
-            if self.owned.get(key) is not owned:
-                return  # released meanwhile
-            await self._renew_locked(key, owned)
-
-    async def _renew_locked(self, key: str, owned: Owned) -> None:
-        try:
-            renewed = await self.leases.renew(owned.held)
-        except BUS_ERRORS as exc:
-            log.warning("renewing lease of %s: %s", key, exc)
-            return
-        if isinstance(renewed, Held):
-            owned.held = renewed
-            return
-        log.warning("lease of %s lost: stopping its actor", key)
+    async def _lose(self, key: str, owned: Owned) -> None:
+        """Another replica took ``key`` (this one paused past its heartbeat): stop its actor."""
+        log.warning("conversation %s was taken over: stopping its actor", key)
         if self.owned.get(key) is owned:
             del self.owned[key]
         if owned.task is not None:
@@ -409,81 +416,142 @@ class Ownership:
         await owned.actor.close()
         self._notify()
 
-    async def _watch_leases(self) -> None:
+    # -- watching ----------------------------------------------------------------------
+
+    async def _watch_heartbeats(self) -> None:
         watcher = await self.owners.watchall()
-        loop = asyncio.get_running_loop()
         try:
             async for entry in watcher:
-                if entry is None:
-                    self._leases_ready.set()
-                elif entry.operation in ("DEL", "PURGE"):
-                    self._lease_deleted(entry.key)
-                else:
-                    self.lease_seen[entry.key] = loop.time()
+                if entry is not None:
+                    self.replicas.note(entry, self._now())
+                    if entry.operation in ("DEL", "PURGE"):
+                        self._scan_now.set()  # a replica stopped: take over what it left at once
         finally:
             await watcher.stop()  # type: ignore[no-untyped-call]
 
-    def _lease_deleted(self, key: str) -> None:
-        self.lease_seen.pop(key, None)
-        if self._leases_ready.is_set() and key not in self.owned:
-            self._released.add(key)
-            self._scan_now.set()
+    async def _watch_loaded(self) -> None:
+        watcher = await self.records.kv.watch(LOADED_PREFIX + ">")
+        try:
+            async for entry in watcher:
+                if entry is None:
+                    self._ready.set()
+                    continue
+                key = loaded_key_of(entry.key)
+                if key is not None and entry.revision is not None:
+                    self._key_changed(key, entry)
+        finally:
+            await watcher.stop()  # type: ignore[no-untyped-call]
 
-    # -- the scan: failover ------------------------------------------------------------
+    def _key_changed(self, key: str, entry: KeyValue.Entry) -> None:
+        revision = entry.revision or 0
+        known = self.holders.get(key)
+        if known is not None and known.revision >= revision:
+            return  # older than what this replica wrote or read
+        holder = holder_of(entry.value) if entry.operation is None else None
+        if holder is None:
+            self.holders.pop(key, None)
+        else:
+            self.holders[key] = Seen(revision, holder, self._now())
+        owned = self.owned.get(key)
+        if owned is not None and revision > owned.revision and holder != self.token:
+            self._spawn(self._lose(key, owned))
+
+    def _spawn(self, job: Awaitable[None]) -> None:
+        task = asyncio.ensure_future(job)
+        self._jobs.add(task)
+        task.add_done_callback(self._jobs.discard)
+
+    # -- the scan: failover, by need ---------------------------------------------------
 
     async def scan_once(self) -> None:
-        """Renew this replica's leases, and take over conversations that need an owner.
+        """Take over the conversations that need an owner.
 
-        Those are in the loaded set with nobody holding their lease: left by a replica
-        that stopped or died (read at start, or seen when their lease was deleted or went
-        unrenewed for a TTL) or by an actor of ours that crashed. A lease that went
-        unrenewed is taken over only when its conversation is still in the loaded set (a
-        clean release removes it first), so a watcher running late never reloads an idle
-        conversation. Loaded conversations only: never past ones.
+        Those whose key names a dead replica (one that stopped or died: read at start, or
+        watched), by need: the ones with work pending are taken, the idle ones unmarked. And
+        this replica's own conversations whose actor failed, once their backoff is due.
         """
-        # Renew every lease at once: one slow round trip must not make the others late.
-        await asyncio.gather(*(self._renew(key, owned) for key, owned in list(self.owned.items())))
-        candidates, self._orphans = self._orphans, set()
-        now = asyncio.get_running_loop().time()
-        stale = stale_leases(self.lease_seen, self.owned, now, self.settings.lease_ttl_s)
-        maybe, self._released = sorted((self._released | stale) - self.owned.keys() - candidates), set()
-        if maybe:
-            marks = sort_marks(
-                maybe,
-                await asyncio.gather(*(self.loaded.has(key) for key in maybe), return_exceptions=True),
-                stale,
-            )
-            self._released |= marks.ask_again
-            candidates |= marks.take
-            for key in marks.forget:
-                self.lease_seen.pop(key, None)  # released cleanly: nothing to take over
-        for key in sorted(candidates):
-            if key not in self.owned and self.maybe_free(key):
-                await self._take_over(key)
+        tokens = {seen.holder for seen in self.holders.values() if seen.holder is not None}
+        await self.replicas.resolve(tokens)
+        now = self._now()
+        dead = orphans_of(self.holders, list(self.owned), lambda token: self.replicas.alive(token, now))
+        if dead:
+            await self._recover(dead)
+        due = sorted(key for key in self._orphans if not self._backing_off(key))
+        self._orphans -= set(due)
+        for key in due:
+            if key not in self.owned:
+                await self._take_over(key, None)
 
-    async def _take_over(self, key: str) -> None:
-        """Take over ``key`` if its conversation still runs; unmark it when stopped or gone."""
+    async def _recover(self, keys: list[str]) -> None:
+        """Sort ``keys`` by need; take over the ones with work pending, then unmark the others."""
+        seen = {key: self.holders[key] for key in keys if key in self.holders}
+
+        async def needs(key: str) -> bool:
+            async with self._takeovers:
+                project_id, conversation_id = key.split(".", 1)
+                return await has_pending_work(self.bus, project_id, conversation_id)
+
+        pending = await asyncio.gather(*(needs(key) for key in seen))
+        busy = [key for key, need in zip(seen, pending, strict=True) if need]
+        idle = [key for key, need in zip(seen, pending, strict=True) if not need]
+        log.info(
+            "taking over %d conversations with work pending; %d idle ones wait for input",
+            len(busy),
+            len(idle),
+        )
+        await asyncio.gather(*(self._take_over(key, seen[key]) for key in busy))
+        await asyncio.gather(*(self._unmark_idle(key, seen[key]) for key in idle))
+
+    async def _take_over(self, key: str, seen: Seen | None) -> None:
+        """Take over ``key`` if its conversation still runs (a few at a time, each until its
+        actor is rebuilt); unmark it when stopped or gone."""
+        async with self._takeovers:
+            record = await self._record_of(key)
+            if record is None or record.status != "active":
+                await self._unmark_idle(key, seen)  # stopped or gone: it needs no owner
+                return
+            try:
+                taken = (
+                    await self.take(key, record) if seen is None else await self._take_seen(key, record, seen)
+                )
+            except ASK_FAILED as exc:
+                log.warning("taking over %s: %s", key, exc)
+                return
+            owned = self.owned.get(key)
+            if taken and owned is not None and owned.task is not None:
+                ready = asyncio.ensure_future(owned.actor.ready.wait())
+                await asyncio.wait({ready, owned.task}, timeout=_LOAD_WAIT_S, return_when="FIRST_COMPLETED")
+                ready.cancel()
+
+    async def _take_seen(self, key: str, record: ConversationRecord, seen: Seen) -> bool:
+        if key in self.owned or self.closing or key in self._taking:
+            return key in self.owned
+        return await self._take_key(key, record, seen)
+
+    async def _record_of(self, key: str) -> ConversationRecord | None:
         project_id, conversation_id = key.split(".", 1)
         try:
-            record: ConversationRecord | None = await self.records.get(project_id, conversation_id)
+            return await self.records.get(project_id, conversation_id)
         except NotFound:
-            record = None
-        if record is not None and record.status == "active":
-            await self.try_acquire(key, record)
-            return
-        # Stopped or gone: it needs no owner.
-        self.lease_seen.pop(key, None)
+            return None
+
+    async def _unmark_idle(self, key: str, seen: Seen | None) -> None:
         try:
-            await self.loaded.unmark(key)
-        except (nats.errors.TimeoutError, nats.js.errors.APIError) as exc:
+            await self.loaded.unmark(key, None if seen is None else seen.revision)
+        except ASK_FAILED as exc:
             log.debug("unmarking %s: %s", key, exc)
+            return
+        known = self.holders.get(key)
+        if known is not None and (seen is None or known.revision <= seen.revision):
+            self.holders.pop(key, None)
 
     async def _scan_loop(self) -> None:
         interval = self.settings.lease_ttl_s / 3
         try:
-            await asyncio.wait_for(self._leases_ready.wait(), 30)
+            await asyncio.wait_for(self._ready.wait(), 30)
         except TimeoutError:
-            log.warning("no initial leases after 30 s; scanning anyway")
+            log.warning("no loaded set after 30 s; scanning anyway")
+        await self._read_loaded_set()
         while True:
             await self._scan_guarded()
             self.scans += 1
@@ -492,12 +560,21 @@ class Ownership:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._scan_now.wait(), interval)
 
+    async def _read_loaded_set(self) -> None:
+        """What a replica that stopped or died left loaded, read whole once (a watch's first
+        replay may end early): never past conversations."""
+        while True:
+            try:
+                for key, seen in (await self.loaded.entries()).items():
+                    if key not in self.holders or self.holders[key].revision < seen.revision:
+                        self.holders[key] = seen
+                return
+            except BUS_ERRORS as exc:
+                log.warning("reading the loaded set: %s; trying again", exc)
+                await asyncio.sleep(self.settings.lease_ttl_s / 3)  # the scan period, not a synchronization
+
     async def _scan_guarded(self) -> None:
         try:
-            if not self._orphans_read:
-                # What a replica that stopped or died left loaded (never past conversations).
-                self._orphans |= await self.loaded.keys()
-                self._orphans_read = True
             await self.scan_once()
         except asyncio.CancelledError:
             raise

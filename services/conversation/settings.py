@@ -17,11 +17,22 @@ __all__ = ["RuntimeSettings"]
 class RuntimeSettings(BaseModel):
     model_config = ConfigDict(frozen=True)
 
-    #: A conversation's owner must renew its lease within this many seconds, or another replica takes over.
+    #: A replica must renew its heartbeat within this many seconds, or another replica takes
+    #: over the conversations it runs (a conversation's own key is never renewed).
     lease_ttl_s: float = Field(default=10.0, ge=0.5, le=600.0)
+    #: Conversations left by a dead replica taken over (each until its actor is rebuilt), or
+    #: checked for pending work, at once.
+    takeover_concurrency: int = Field(default=16, ge=1, le=1024)
+    #: An actor that fails (to load, or later) is loaded again after a backoff starting at
+    #: ``load_retry_base_s``, doubling up to ``load_retry_max_s`` (jittered); after
+    #: ``load_attempts`` failures in a row its conversation gets a ``conversation.error`` and
+    #: waits for its next input.
+    load_retry_base_s: float = Field(default=1.0, gt=0.0, le=600.0)
+    load_retry_max_s: float = Field(default=60.0, gt=0.0, le=3600.0)
+    load_attempts: int = Field(default=5, ge=1, le=100)
     #: A conversation with nothing to do (no input, no LLM call, tool call or approval
-    #: outstanding) for this many seconds is released: its lease, its input consumer and
-    #: its actor go, and it is loaded again from its journal on its next input.
+    #: outstanding) for this many seconds is released: its key in the loaded set and its
+    #: actor go, and it is loaded again from its journal on its next input.
     idle_timeout_s: float = Field(default=300.0, ge=0.05, le=7 * 24 * 3600.0)
     #: Largest ``data`` of one external event (bytes of JSON); the whole message is bounded by
     #: the bus's one payload limit (``MAX_PAYLOAD_BYTES``), with room kept for the envelope.
@@ -54,6 +65,14 @@ class RuntimeSettings(BaseModel):
             values["lease_ttl_s"] = float(env["JIDO_CONV_LEASE_TTL"])
         if env.get("JIDO_CONV_IDLE_TIMEOUT"):
             values["idle_timeout_s"] = float(env["JIDO_CONV_IDLE_TIMEOUT"])
+        for key, name in (
+            ("JIDO_CONV_TAKEOVER_CONCURRENCY", "takeover_concurrency"),
+            ("JIDO_CONV_LOAD_RETRY_BASE", "load_retry_base_s"),
+            ("JIDO_CONV_LOAD_RETRY_MAX", "load_retry_max_s"),
+            ("JIDO_CONV_LOAD_ATTEMPTS", "load_attempts"),
+        ):
+            if env.get(key):
+                values[name] = env[key]  # validated (and converted) by the model
         if env.get("JIDO_CONV_MAX_MESSAGE_BYTES"):
             values["max_message_bytes"] = int(env["JIDO_CONV_MAX_MESSAGE_BYTES"])
         limits: dict[str, int] = {}

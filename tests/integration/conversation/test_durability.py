@@ -20,8 +20,8 @@ import pytest
 
 from jidocode.cli.dev.scripted_llm import Reply, ScriptedLlm, ScriptedToolCall
 from jidocode.services.conversation.ports import LlmToolSpec
+from jidocode.services.conversation.residency import LOADED_PREFIX
 from jidocode.services.conversation.runtime import record_key
-from jidocode.services.conversation.settings import RuntimeSettings
 from jidocode.shared import subjects
 from jidocode.shared.bus import Bus
 from jidocode.shared.config import Config
@@ -244,9 +244,8 @@ async def test_two_replicas_one_owner_and_failover(
     procs.extend(
         await asyncio.gather(Proc(config, "r1", tmp_path).start(), Proc(config, "r2", tmp_path).start())
     )
-    owners = await bus.kv(
-        subjects.BUCKET_OWNERS, ttl=RuntimeSettings(lease_ttl_s=float(LEASE_TTL)).lease_ttl_s
-    )
+    # who owns a conversation: its key in the loaded set (decision 0327)
+    loaded = await bus.kv(subjects.BUCKET_CONVERSATIONS)
     # the project service's part: without it each load waits out list_tools_patience_s (20 s)
     # before it goes on without tools, which left a loaded machine short of the waits below
     await answer_list_tools(bus, [])
@@ -257,7 +256,7 @@ async def test_two_replicas_one_owner_and_failover(
     # bounds for a loaded machine (two replica processes, each importing litellm, beside the
     # other tests): a run with both cores busy took more than 30 s to fail over
     await out.wait_type("conversation.assistant.message", timeout=90)
-    entry = await owners.get(record_key(P, "fo"))
+    entry = await loaded.get(LOADED_PREFIX + record_key(P, "fo"))
     owner = holder_of(entry.value) or ""
     victim = next(p for p in procs if f"conversation/{p.name}/" in owner)
     survivor = next(p for p in procs if p is not victim)
@@ -265,7 +264,7 @@ async def test_two_replicas_one_owner_and_failover(
     await bus.js_publish(subjects.conversation_in(P, "fo"), bus.envelope(UserMessage(text="two"), id="fo-2"))
     answers = await out.wait_type("conversation.assistant.message", 2, timeout=90)
     assert [a.data["text"] for a in answers] == ["first", "second"]
-    entry = await owners.get(record_key(P, "fo"))
+    entry = await loaded.get(LOADED_PREFIX + record_key(P, "fo"))
     assert f"conversation/{survivor.name}/" in (holder_of(entry.value) or "")
     timeline = (await conversations(bus).get_projection("fo", "timeline")).value
     assert [e["type"] for e in timeline].count("conversation.user.message") == 2

@@ -4,8 +4,8 @@ Real nats-server; the conversation service runs in this process (its runtime is
 handed to the test, which waits on what it loads and releases). Nothing waits
 on time alone: the tests wait for conditions (answers, releases, scans) with
 deadlines, and "no KV writes" is the buckets' stream sequences not moving while
-the runtime completes several ownership scans (each of which would renew any
-lease still held).
+the runtime completes several ownership scans (apart from the replica's own
+heartbeat, renewed whatever is loaded).
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ import nats.js.errors
 import pytest
 
 from jidocode.services.conversation.ports import LlmRequest, LlmResult, LlmTokenUsage
+from jidocode.services.conversation.replicas import HEARTBEAT_PREFIX
 from jidocode.services.conversation.residency import WAKE_CONSUMER
 from jidocode.services.conversation.runtime import Runtime
 from jidocode.services.conversation.settings import RuntimeSettings
@@ -26,7 +27,6 @@ from jidocode.shared.bus import Bus
 from jidocode.shared.config import Config
 from jidocode.shared.envelope import decode
 from jidocode.shared.events.conversation import AssistantMessage, UserMessage
-from jidocode.shared.lease import Held
 
 from ._support import P, ToolsDouble, conversations, follow, running_service
 
@@ -75,18 +75,23 @@ class Answers:
 
 
 async def _kv_sequences(bus: Bus) -> dict[str, int]:
-    out = {}
-    for bucket in (subjects.BUCKET_OWNERS, subjects.BUCKET_CONVERSATIONS):
-        info = await bus.js.stream_info(f"KV_{bucket}")
-        out[bucket] = int(info.state.last_seq)
+    """The last sequence of the records bucket, and of the owners bucket's keys other than the
+    replicas' heartbeats (renewed whatever is loaded: a constant per replica)."""
+    records = await bus.js.stream_info(f"KV_{subjects.BUCKET_CONVERSATIONS}")
+    out = {subjects.BUCKET_CONVERSATIONS: int(records.state.last_seq)}
+    for key in await _leases(bus):
+        entry = await (await bus.kv(subjects.BUCKET_OWNERS)).get(key)
+        out[key] = entry.revision or 0
     return out
 
 
-async def _leases(bus: Bus) -> int:
+async def _leases(bus: Bus) -> list[str]:
+    """The keys of the owners bucket other than the replicas' heartbeats."""
     try:
-        return len(await (await bus.kv(subjects.BUCKET_OWNERS)).keys())
+        keys = await (await bus.kv(subjects.BUCKET_OWNERS)).keys()
     except nats.js.errors.NoKeysError:
-        return 0
+        return []
+    return [key for key in keys if not key.startswith(HEARTBEAT_PREFIX)]
 
 
 async def _consumers(bus: Bus) -> list[str]:
@@ -122,9 +127,10 @@ async def test_idle_conversations_cost_nothing_and_a_restart_loads_none(bus: Bus
         # every one was loaded once, then released once idle: no lease, no actor, no consumer
         await rt.wait_until(rt.settled, DEADLINE)
         assert rt.loads == N
-        assert await _leases(bus) == 0
+        assert await _leases(bus) == []
         assert await rt.loaded.keys() == set()
-        assert await _consumers(bus) == [WAKE_CONSUMER]
+        # (the input stream's consumers: the shared wake-up one and this replica's input consumer)
+        assert await _consumers(bus) == sorted([WAKE_CONSUMER, str(rt.inputs.consumer)])
         # and nothing writes to the KV buckets any more, scan after scan
         before = await _kv_sequences(bus)
         scans = rt.scans
@@ -159,8 +165,8 @@ async def test_release_and_reload_in_the_middle_of_use_lose_and_duplicate_nothin
 ) -> None:
     """Two replicas, a short idle timeout: the conversation is released and loaded again
     (by either replica) between messages, and messages arrive at the worst moments of a
-    release: after its actor stopped reading but before its lease went (a waker then finds
-    the lease held), and right after the lease went."""
+    release: after its actor stopped reading but before its key went (a waker then finds
+    it held), and right after the key went."""
     settings = RuntimeSettings(lease_ttl_s=1.5, idle_timeout_s=0.2, list_tools_patience_s=0.0)
     llm = EchoLlm()
     answers = Answers()
@@ -170,7 +176,7 @@ async def test_release_and_reload_in_the_middle_of_use_lose_and_duplicate_nothin
     out = await follow(bus, cid)
     sent: list[str] = []
     #: (LLM requests needed, text): published from inside the first release, once the model has
-    #: answered that many messages, at "unmark" (lease still held) or at "delete" (lease gone)
+    #: answered that many messages, at "unmark" (key still held) or at "delete" (key gone)
     inject: dict[str, list[tuple[int, str]]] = {"unmark": [], "delete": []}
 
     async def publish(text: str) -> None:
@@ -183,19 +189,14 @@ async def test_release_and_reload_in_the_middle_of_use_lose_and_duplicate_nothin
             await publish(queue.pop(0)[1])
 
     def hook(rt: Runtime) -> None:
-        unmark, release = rt.loaded.unmark, rt.ownership.leases.release
+        unmark = rt.loaded.unmark
 
-        async def unmark_then(key: str) -> None:
-            await maybe_inject("unmark")
-            await unmark(key)
-
-        async def release_then(held: Held) -> bool:  # the lease deleted
-            done = await release(held)
-            await maybe_inject("delete")
-            return done
+        async def unmark_then(key: str, revision: int | None = None) -> None:
+            await maybe_inject("unmark")  # the key still names this replica
+            await unmark(key, revision)
+            await maybe_inject("delete")  # the key gone
 
         monkeypatch.setattr(rt.loaded, "unmark", unmark_then)
-        monkeypatch.setattr(rt.ownership.leases, "release", release_then)
 
     rounds = 6
     async with (

@@ -1,9 +1,11 @@
-"""Conversation ownership on the shared lease primitive (``shared/lease.py``; issue 27, point 4).
+"""Conversation ownership: one heartbeat per replica, a key per conversation written once (issue 31,
+points 3 and 4; decision 0327).
 
-Real nats-server; the conversation service runs in this process. A loaded conversation's
-lease names its replica the way every lease of the system does; a lease an older replica
-wrote (``{"owner": …}``) is still respected and shown; a stop deletes the lease it holds.
-Nothing waits on time alone.
+Real nats-server; the conversation service runs in this process. A loaded conversation's key in
+the loaded set names its replica the way every lease of the system does, and is never renewed:
+only the replica's heartbeat is, so a replica's idle KV writes do not grow with the conversations
+it has loaded. A key naming another live replica is respected and shown; one naming a replica
+whose heartbeat is gone is taken over; a stop removes the key. Nothing waits on time alone.
 """
 
 from __future__ import annotations
@@ -12,6 +14,8 @@ import nats.js.errors
 import pytest
 
 from jidocode.services.conversation.record import record_key
+from jidocode.services.conversation.replicas import heartbeat_key
+from jidocode.services.conversation.residency import LOADED_PREFIX
 from jidocode.services.conversation.settings import RuntimeSettings
 from jidocode.shared import subjects
 from jidocode.shared.bus import Bus
@@ -27,47 +31,59 @@ DEADLINE = 60.0
 SETTINGS = RuntimeSettings(lease_ttl_s=5.0, idle_timeout_s=120.0, list_tools_patience_s=0.0)
 
 
-async def test_a_loaded_conversation_holds_a_shared_lease_until_it_stops(bus: Bus, config: Config) -> None:
+async def test_a_loaded_conversation_holds_its_key_unrenewed_until_it_stops(bus: Bus, config: Config) -> None:
     client = conversations(bus)
     async with running_service(config, ScriptLlm(answer("hi")), ToolsDouble(), SETTINGS) as rt:
         out = await follow(bus, "c1")
         await client.start("c1")
         await client.send_event("c1", UserMessage.TYPE, {"text": "hello"})
         await out.wait_type("conversation.assistant.message", timeout=DEADLINE)
+        records = await bus.kv(subjects.BUCKET_CONVERSATIONS)
         owners = await bus.kv(subjects.BUCKET_OWNERS)
-        entry = await owners.get(record_key(P, "c1"))
+        loaded = LOADED_PREFIX + record_key(P, "c1")
+        entry = await records.get(loaded)
         # the shared primitive's value, naming this replica
         assert entry.value == encode_holder(rt.token)
         [row] = (await client.list(conversation_id="c1")).conversations
         assert row.owner == bus_source_of(rt.token)
-        # renewed by the scan on the revision held (a compare-and-set): still this replica's
+        # the replica's heartbeat is renewed, scan after scan; the conversation's key is not
+        beat = await owners.get(heartbeat_key(rt.token))
         scans = rt.scans
         await rt.wait_until(lambda: rt.scans >= scans + 2, DEADLINE)
-        renewed = await owners.get(record_key(P, "c1"))
-        assert (renewed.revision or 0) > (entry.revision or 0) and renewed.value == entry.value
+        renewed = await owners.get(heartbeat_key(rt.token))
+        assert (renewed.revision or 0) > (beat.revision or 0) and renewed.value == encode_holder(rt.token)
+        assert (await records.get(loaded)).revision == entry.revision
         await client.stop("c1")
         await rt.wait_until(rt.settled, DEADLINE)
         with pytest.raises((nats.js.errors.KeyNotFoundError, nats.js.errors.KeyDeletedError)):
-            await owners.get(record_key(P, "c1"))
+            await records.get(loaded)
 
 
-async def test_a_lease_an_older_replica_wrote_is_respected(bus: Bus, config: Config) -> None:
+async def test_a_key_of_a_live_replica_is_respected_and_of_a_gone_one_taken(bus: Bus, config: Config) -> None:
     client = conversations(bus)
     async with running_service(config, ScriptLlm(answer("late")), ToolsDouble(), SETTINGS) as rt:
+        records = await bus.kv(subjects.BUCKET_CONVERSATIONS)
         owners = await bus.kv(subjects.BUCKET_OWNERS)
         key = record_key(P, "old")
+        other = "conversation@other/0badf00d"
         await client.start("old")
-        legacy = b'{"owner": "conversation@older/0badf00d", "at": "2026-11-28T23:00:00+00:00"}'
-        await owners.create(key, legacy)
+        await owners.create(heartbeat_key(other), encode_holder(other))
+        await records.create(LOADED_PREFIX + key, encode_holder(other))
         record = await rt.record(P, "old")
-        # held by the older replica: not taken, and shown as its
+        # held by the other replica, alive: not taken, and shown as its
         assert not await rt.ownership.try_acquire(key, record)
         [row] = (await client.list(conversation_id="old")).conversations
-        assert row.owner == "conversation@older"
-        # once that replica lets it go, this one takes it
-        await owners.delete(key)
-        assert await rt.ownership.try_acquire(key, record)
-        assert (await owners.get(key)).value == encode_holder(rt.token)
+        assert row.owner == "conversation@other"
+        # once that replica stops (its heartbeat deleted), its idle conversation is let go, not
+        # loaded; its next input loads it here
+        loads = rt.loads
+        await owners.delete(heartbeat_key(other))
+        await rt.wait_until(lambda: key not in rt.ownership.holders, DEADLINE)
+        assert rt.loads == loads and key not in rt.owned
+        assert not await rt.loaded.has(key)
+        await client.send_event("old", UserMessage.TYPE, {"text": "hello again"})
+        await rt.wait_until(lambda: key in rt.owned, DEADLINE)
+        assert (await records.get(LOADED_PREFIX + key)).value == encode_holder(rt.token)
 
 
 def bus_source_of(token: str) -> str:

@@ -18,8 +18,8 @@ import pytest
 
 from jidocode.cli.dev.scripted_llm import Reply, ScriptedLlm, call
 from jidocode.services.conversation.ports import LlmToolSpec
+from jidocode.services.conversation.residency import LOADED_PREFIX
 from jidocode.services.conversation.runtime import record_key
-from jidocode.services.conversation.settings import RuntimeSettings
 from jidocode.services.conversation.subagents.core import child_conversation_id
 from jidocode.shared import subjects
 from jidocode.shared.bus import Bus
@@ -27,7 +27,7 @@ from jidocode.shared.config import Config
 from jidocode.shared.lease import holder_of
 
 from ._support import P, answer_list_tools, conversations, follow, register_project
-from .test_durability import LEASE_TTL, Proc, ToolResponder
+from .test_durability import Proc, ToolResponder
 from .test_subagents import Router
 
 pytestmark = pytest.mark.slow
@@ -77,9 +77,8 @@ async def test_replica_killed_while_a_child_runs_the_child_finishes(
             SlowStart(config, "s1", tmp_path).start(), SlowStart(config, "s2", tmp_path).start()
         )
     )
-    owners = await bus.kv(
-        subjects.BUCKET_OWNERS, ttl=RuntimeSettings(lease_ttl_s=float(LEASE_TTL)).lease_ttl_s
-    )
+    # who owns a conversation: its key in the loaded set (decision 0327)
+    loaded = await bus.kv(subjects.BUCKET_CONVERSATIONS)
     out = await follow(bus, "kp")
     await conversations(bus).start("kp", settings={**scripted_llm_settings, "max_retries": 0})
     await conversations(bus).send_event("kp", "conversation.user.message", {"text": "delegate"})
@@ -88,7 +87,7 @@ async def test_replica_killed_while_a_child_runs_the_child_finishes(
     rid = await asyncio.wait_for(tools.arrived.get(), WAIT)
     [requested] = await out.wait_type("conversation.tool.requested", timeout=WAIT)
     child = child_conversation_id("kp", requested.id)
-    entry = await owners.get(record_key(P, child))
+    entry = await loaded.get(LOADED_PREFIX + record_key(P, child))
     owner = holder_of(entry.value) or ""
     victim = next(p for p in replicas if f"conversation/{p.name}/" in owner)
     survivor = next(p for p in replicas if p is not victim)
@@ -111,7 +110,7 @@ async def test_replica_killed_while_a_child_runs_the_child_finishes(
         results,
         [p.log.read_text()[-3000:] for p in replicas],
     )
-    entry = await owners.get(record_key(P, child))
+    entry = await loaded.get(LOADED_PREFIX + record_key(P, child))
     assert f"conversation/{survivor.name}/" in (holder_of(entry.value) or "")
     child_timeline = (await conversations(bus).get_projection(child, "timeline")).value
     types = [e["type"] for e in child_timeline]

@@ -17,12 +17,7 @@ from jidocode.services import conversation
 from jidocode.services.conversation.core import Limits
 from jidocode.services.conversation.deletion import REUSE_AFTER_S
 from jidocode.services.conversation.endpoints import RUNTIME_SOURCE, client_input, own_input
-from jidocode.services.conversation.ownership import (
-    lease_is_free,
-    lease_owner,
-    sort_marks,
-    stale_leases,
-)
+from jidocode.services.conversation.ownership import lease_owner, orphans_of
 from jidocode.services.conversation.record import ConversationRecord
 from jidocode.services.conversation.record_store import (
     is_newer,
@@ -31,12 +26,15 @@ from jidocode.services.conversation.record_store import (
     started_record,
     stopped_record,
 )
+from jidocode.services.conversation.recovery import Tail, backoff_delay, needs_owner
+from jidocode.services.conversation.replicas import alive_as_seen, heartbeat_key
+from jidocode.services.conversation.residency import loaded_key_of
 from jidocode.services.conversation.spec_cache import is_fresh
 from jidocode.services.conversation.wakeups import conversation_of
 from jidocode.shared import subjects
 from jidocode.shared.envelope import Envelope
 from jidocode.shared.events.conversation import Cancel, SendEvent
-from jidocode.shared.lease import encode_holder
+from jidocode.shared.lease import Seen, encode_holder
 
 NOW = "2026-11-28T23:00:00+00:00"
 
@@ -109,30 +107,48 @@ def test_a_lease_names_its_holders_instance() -> None:
         assert lease_owner(nobody) is None
 
 
-def test_a_lease_may_be_free_once_unseen_for_a_ttl() -> None:
-    assert lease_is_free(None, 100.0, 5.0)
-    assert not lease_is_free(96.0, 100.0, 5.0)
-    assert not lease_is_free(95.0, 100.0, 5.0)
-    assert lease_is_free(94.9, 100.0, 5.0)
+def test_a_heartbeat_is_alive_while_renewed_within_a_ttl() -> None:
+    assert alive_as_seen(None, 100.0, 5.0) is None  # never seen: read it
+    assert alive_as_seen(Seen(3, "r/1", 95.0), 100.0, 5.0)
+    assert not alive_as_seen(Seen(3, "r/1", 94.9), 100.0, 5.0)  # stale: died
+    assert not alive_as_seen(Seen(4, None, 99.0), 100.0, 5.0)  # deleted: stopped
 
 
-def test_stale_leases_are_others_unrenewed_for_a_ttl() -> None:
-    seen = {"p.mine": 0.0, "p.old": 0.0, "p.fresh": 99.0}
-    assert stale_leases(seen, {"p.mine"}, 100.0, 5.0) == {"p.old"}
+def test_a_heartbeat_key_is_a_valid_key_per_token() -> None:
+    one, two = heartbeat_key("conversation@host:1/ab12"), heartbeat_key("conversation@host:1/cd34")
+    assert one != two and one.startswith("replica.") and one.replace(".", "").isalnum()
 
 
-def test_the_loaded_set_decides_what_a_scan_takes_over() -> None:
-    keys = ["p.loaded", "p.error", "p.clean-stale", "p.clean-deleted"]
-    marks = sort_marks(keys, [True, TimeoutError(), False, False], stale={"p.clean-stale"})
-    assert marks.take == {"p.loaded"}
-    assert marks.ask_again == {"p.error"}
-    # a stale lease of a cleanly released conversation is forgotten; a deleted one was already
-    assert marks.forget == {"p.clean-stale"}
+def test_orphans_are_keys_of_replicas_not_alive() -> None:
+    holders = {"p.mine": Seen(1, "me/1"), "p.dead": Seen(2, "dead/1"), "p.live": Seen(3, "live/1")}
+    alive = {"me/1", "live/1"}
+    assert orphans_of(holders, [], alive.__contains__) == ["p.dead"]
+    assert orphans_of(holders, ["p.dead"], alive.__contains__) == []
 
 
-def test_marks_must_answer_every_key() -> None:
-    with pytest.raises(ValueError):
-        sort_marks(["p.a", "p.b"], [True], stale=set())
+def test_only_conversations_with_work_pending_need_an_owner() -> None:
+    t = datetime(2026, 11, 29, tzinfo=UTC)
+    later = t + timedelta(seconds=1)
+    assert not needs_owner(Tail())  # never used
+    assert needs_owner(Tail(input_at=t))  # input, nothing journaled yet
+    assert needs_owner(Tail(journal_at=t, last_entry="conversation.turn.ended", input_at=later))
+    assert not needs_owner(Tail(journal_at=later, last_entry="conversation.turn.ended", input_at=t))
+    assert not needs_owner(Tail(journal_at=later, last_entry="conversation.cancel", input_at=t))
+    # a turn in flight: a model call or a tool call outstanding
+    assert needs_owner(Tail(journal_at=later, last_entry="conversation.llm.requested", input_at=t))
+    assert needs_owner(Tail(journal_at=later, last_entry="conversation.tool.requested", input_at=t))
+
+
+def test_a_failing_conversation_backs_off_exponentially_capped_and_jittered() -> None:
+    assert [backoff_delay(n, 1.0, 60.0, 0.999999) for n in (1, 2, 3)] == pytest.approx([1.0, 2.0, 4.0])
+    assert backoff_delay(10, 1.0, 60.0, 0.0) == 30.0  # capped, then jittered down to half
+    assert 0.5 <= backoff_delay(1, 1.0, 60.0, 0.5) < 1.0
+
+
+def test_the_loaded_set_keys_name_conversations() -> None:
+    assert loaded_key_of("loaded.p1.c1") == "p1.c1"
+    assert loaded_key_of("loaded.c1") is None  # the record of a project named "loaded"
+    assert loaded_key_of("p1.c1") is None
 
 
 # -- wake-ups ----------------------------------------------------------------------------
