@@ -87,6 +87,7 @@ from jidocode.shared.config import (
 )
 from jidocode.shared.natsserver import NatsServer, ensure_credentials, free_port, stop_orphan, write_private
 from jidocode.shared.store_space import (
+    STORE_ENV,
     StreamBudget,
     budget_env,
     format_bytes,
@@ -245,6 +246,7 @@ async def _start_embedded(
     if store is None:  # journals and tool results: this user's alone
         os.chmod(store_dir, 0o700)
     budget = await _size_streams(store_dir, env)
+    env[STORE_ENV] = str(store_dir)  # a write never acknowledged is named storage_full when it is full
     url = f"nats://127.0.0.1:{port}"
     passwords = await asyncio.to_thread(ensure_credentials, url)
     pid_file = store_dir / "nats-server.pid"

@@ -37,6 +37,7 @@ __all__ = [
     "RemoteError",
     "RequestTimeout",
     "ServiceUnavailable",
+    "StorageFull",
     "from_info",
 ]
 
@@ -117,6 +118,14 @@ class RequestTimeout(JidoError):
     default_retryable = True
 
 
+class StorageFull(JidoError):
+    """The NATS store's disk has no room: a write was refused or never acknowledged. It works
+    again once space is freed there (retryable: nothing already accepted is lost)."""
+
+    error_type = "storage_full"
+    default_retryable = True
+
+
 class RemoteError(JidoError):
     """An error event whose type has no class of its own here."""
 
@@ -133,6 +142,7 @@ _BY_TYPE: dict[str, type[JidoError]] = {
         PermissionDenied,
         ServiceUnavailable,
         RequestTimeout,
+        StorageFull,
     )
 }
 

@@ -42,11 +42,14 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 __all__ = [
     "BUDGET_FILE",
     "ENV",
+    "FULL_BELOW",
     "SERVER_SHARE",
+    "STORE_ENV",
     "StreamBudget",
     "budget_env",
     "describe_streams",
     "format_bytes",
+    "full_store",
     "measure",
     "refusal",
     "size_streams",
@@ -70,6 +73,11 @@ SERVER_SHARE: Final = 0.75
 BUDGET_FILE: Final = "stream-budget.json"
 #: No stream is sized below this.
 FLOOR: Final = 1 * MIB
+#: Where the embedded server keeps its store: ``up`` tells its services, so that a write the
+#: server never acknowledged can be named for what it is when that disk is full.
+STORE_ENV: Final = "JIDO_NATS_STORE"
+#: A store whose disk has less free space than this counts as full (a journal step may not fit).
+FULL_BELOW: Final = 16 * MIB
 
 
 class StreamBudget(BaseModel):
@@ -186,7 +194,23 @@ def refusal(sizes: Mapping[str, int], free_bytes: int, store_dir: Path) -> str |
 
 
 def format_bytes(n: int) -> str:
-    """``n`` bytes for a person: ``512 MiB``, ``1.5 GiB`` (pure)."""
+    """``n`` bytes for a person: ``512 MiB``, ``1.5 GiB``, ``300 KiB`` (pure)."""
     if n >= GIB:
         return f"{n / GIB:.1f} GiB"
-    return f"{n / MIB:.0f} MiB"
+    if n >= MIB:
+        return f"{n / MIB:.0f} MiB"
+    return f"{n / 1024:.0f} KiB"
+
+
+def full_store(env: Mapping[str, str]) -> tuple[Path, int] | None:
+    """The embedded server's store (:data:`STORE_ENV`) and its disk's free bytes when that disk is
+    full (under :data:`FULL_BELOW`); ``None`` when it has room or this process cannot see it (a
+    server elsewhere: compose, Kubernetes)."""
+    where = env.get(STORE_ENV)
+    if not where:
+        return None
+    try:
+        free = shutil.disk_usage(where).free
+    except OSError:
+        return None
+    return (Path(where), free) if free < FULL_BELOW else None

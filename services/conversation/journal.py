@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import secrets
 
 import nats.errors
@@ -26,13 +27,21 @@ from nats.js.api import ConsumerConfig, DeliverPolicy
 from jidocode.shared import subjects
 from jidocode.shared.bus import Bus
 from jidocode.shared.envelope import MSG_ID_HEADER, decode
-from jidocode.shared.errors import JidoError, RequestTimeout
+from jidocode.shared.errors import JidoError, RequestTimeout, StorageFull
+from jidocode.shared.store_space import format_bytes, full_store
 
 from .codec import journal_entries, journal_messages
 from .core import Signal
 from .retention import StreamLimits
 
-__all__ = ["EXPECTED_LAST_SUBJECT_SEQ", "Journal", "LostOwnership", "ensure_streams", "publish_with_retry"]
+__all__ = [
+    "EXPECTED_LAST_SUBJECT_SEQ",
+    "Journal",
+    "LostOwnership",
+    "ensure_streams",
+    "publish_with_retry",
+    "unacknowledged",
+]
 
 log = logging.getLogger("jidocode.conversation.journal")
 
@@ -104,14 +113,30 @@ async def publish_with_retry(
                 raise
         except (nats.errors.TimeoutError, nats.errors.NoRespondersError):
             if attempt == attempts:
-                raise RequestTimeout(
+                raise unacknowledged(
                     f"JetStream did not acknowledge a publish on {subject} after {attempts} attempts",
-                    details={"subject": subject, "msg_id": headers.get(MSG_ID_HEADER)},
+                    {"subject": subject, "msg_id": headers.get(MSG_ID_HEADER)},
                 ) from None
         log.warning("publish on %s not acknowledged (attempt %d), retrying", subject, attempt)
         await asyncio.sleep(delay)
         delay = min(delay * 2, 2.0)
     raise AssertionError("unreachable")
+
+
+def unacknowledged(message: str, details: dict[str, object]) -> JidoError:
+    """The error of a write JetStream never acknowledged: ``storage_full`` naming the store when its
+    disk is full (nats-server drops a write that does not fit without answering; ``up`` names the
+    store in :data:`~jidocode.shared.store_space.STORE_ENV`), else a timeout."""
+    full = full_store(os.environ)
+    if full is None:
+        return RequestTimeout(message, details=details)
+    store, free = full
+    return StorageFull(
+        f"{message}: the disk of the JetStream store {store} is full ({format_bytes(free)} free). "
+        "Free space on that disk (`jidocode doctor` shows what the streams use); what was accepted "
+        "before is kept, and the conversation carries on once there is room",
+        details={**details, "store": str(store), "free_bytes": free},
+    )
 
 
 class Journal:
@@ -171,9 +196,9 @@ class Journal:
                     raise _lost(project_id, conversation_id, expected_last) from None
                 raise
             except nats.errors.TimeoutError:
-                raise RequestTimeout(
+                raise unacknowledged(
                     f"JetStream did not acknowledge a journal batch of {len(chunk)} messages",
-                    details={"subject": subject},
+                    {"subject": subject},
                 ) from None
         return int(ack.seq)
 
