@@ -395,6 +395,8 @@ class Ownership:
                 await self.loaded.unmark(key, owned.revision)  # a peer's newer claim stays
             except ASK_FAILED as exc:
                 log.warning("unmarking %s: %s", key, exc)
+            else:
+                self._forget(key, owned.revision)  # the watch may miss a delete purged at once
         self._notify()
 
     async def hand_over(self, key: str) -> None:
@@ -541,8 +543,12 @@ class Ownership:
         except ASK_FAILED as exc:
             log.debug("unmarking %s: %s", key, exc)
             return
+        self._forget(key, None if seen is None else seen.revision)
+
+    def _forget(self, key: str, revision: int | None) -> None:
+        """``key`` was removed at ``revision`` (``None``: whatever it held): forget who held it."""
         known = self.holders.get(key)
-        if known is not None and (seen is None or known.revision <= seen.revision):
+        if known is not None and (revision is None or known.revision <= revision):
             self.holders.pop(key, None)
 
     async def _scan_loop(self) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
+from contextlib import AsyncExitStack
 from typing import Any
 
 import orjson
@@ -158,6 +159,44 @@ async def test_a_restart_takes_over_busy_conversations_and_leaves_idle_ones_unlo
         await answers.wait(lambda: len(answers.by_conversation[idle[3]]) == 2, DEADLINE)
         assert answers.by_conversation[idle[3]] == [f"re: hello {idle[3]}", "re: again"]
         assert second.loads == len(busy) + 1
+
+
+async def test_a_replica_that_stops_leaves_its_busy_conversation_to_its_peer(
+    bus: Bus, config: Config
+) -> None:
+    answers = Answers()
+    await answers.start(bus)
+    await answer_list_tools(bus, [LlmToolSpec(name="read_file")])
+    # the tools of both replicas finish only once released: the conversation is busy meanwhile
+    tools = {"a": ToolsDouble(), "b": ToolsDouble()}
+    for double in tools.values():
+        double.gate = asyncio.Event()
+    stacks = {name: AsyncExitStack() for name in tools}
+    replicas = {
+        name: await stacks[name].enter_async_context(
+            running_service(config, Llm(), tools[name], SETTINGS, instance=name)
+        )
+        for name in tools
+    }
+    try:
+        key = record_key(P, "handed")
+        await conversations(bus).start("handed")
+        await conversations(bus).send_event("handed", UserMessage.TYPE, {"text": "busy handed"})
+        owner = next(name for name, rt in replicas.items() if key in rt.owned)
+        peer = "b" if owner == "a" else "a"
+        await asyncio.wait_for(tools[owner].started.get(), DEADLINE)
+        # the owner stops while its tool call runs: it keeps the key, deletes its heartbeat last
+        await stacks[owner].aclose()
+        # its peer takes the conversation over (the deleted heartbeat says the owner is gone)
+        # and runs the call again
+        again = await asyncio.wait_for(tools[peer].started.get(), DEADLINE)
+        assert again == tools[owner].runs[0][2].request_id
+        assert replicas[peer].loads == 1 and key in replicas[peer].owned
+        tools[peer].gate.set()  # type: ignore[union-attr]
+        await answers.wait(lambda: answers.by_conversation.get("handed") == ["re: busy handed"], DEADLINE)
+    finally:
+        for stack in stacks.values():
+            await stack.aclose()
 
 
 async def test_a_conversation_that_cannot_load_backs_off_then_fails_with_an_error(
