@@ -24,7 +24,6 @@ from rich.text import Text
 from jidocode.shared.clients import ProjectClient, ToolsClient
 from jidocode.shared.errors import InvalidInput, JidoError
 from jidocode.shared.events.tools import ToolCallMeta, ToolCatalog, ToolPolicy, ToolResult, ToolSpec
-from jidocode.shared.policy.rules import InvalidRule, parse_rule
 from jidocode.shared.settings import global_home
 from jidocode.shared.tools import BUILTIN_SPECS
 from jidocode.shared.trust import trust_state
@@ -56,6 +55,8 @@ def _parse_args(raw: str) -> dict[str, Any]:
 
 def _why_hidden(tool: str, policy: ToolPolicy) -> str:
     """Why the policy hides ``tool`` (what ``filter_tools`` decided, in words)."""
+    from jidocode.shared.policy.rules import InvalidRule, parse_rule  # the policy package: 50 ms
+
     for raw in policy.deny:
         try:
             rule = parse_rule(raw)

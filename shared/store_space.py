@@ -194,12 +194,10 @@ def refusal(sizes: Mapping[str, int], free_bytes: int, store_dir: Path) -> str |
 
 
 def format_bytes(n: int) -> str:
-    """``n`` bytes for a person: ``512 MiB``, ``1.5 GiB``, ``300 KiB`` (pure)."""
+    """``n`` bytes for a person: ``512 MiB``, ``1.5 GiB`` (pure)."""
     if n >= GIB:
         return f"{n / GIB:.1f} GiB"
-    if n >= MIB:
-        return f"{n / MIB:.0f} MiB"
-    return f"{n / 1024:.0f} KiB"
+    return f"{n / MIB:.0f} MiB"
 
 
 def full_store(env: Mapping[str, str]) -> tuple[Path, int] | None:
