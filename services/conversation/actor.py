@@ -14,14 +14,16 @@ results of its own directives through one mailbox, one signal at a time:
   (:mod:`.outcomes`);
 * ``cancel_*``: cancel those tasks and tell the tool runner.
 
-Input is validated once. Whatever arrives on the input stream is validated here
-(:func:`normalize`), except a message that is exactly what this replica's
-``send_event`` validated and published (:class:`ValidatedInput`, :mod:`.inbox`).
+Input comes from the replica's one input consumer and, at load, from the stream
+(:mod:`.input_dispatch`), each stream sequence once, in order. It is validated
+once, there (:func:`normalize`), except a message that is exactly what this
+replica's ``send_event`` validated and published (:class:`ValidatedInput`).
 
 A journal failure stops the actor (crash-only): the runtime rebuilds it.
 
 Idle: once the conversation has had nothing to do for ``idle_timeout_s`` (no
 input, no LLM call, tool call or approval outstanding, see :meth:`quiescent`),
+counted from its last activity (at load: the time of its last journal entry),
 :meth:`run` returns and the runtime releases the conversation. ``input_seq``
 says which input the actor applied, so the runtime can tell whether input
 arrived while it was letting go (then it loads the conversation again).
@@ -33,11 +35,11 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Coroutine
+from datetime import UTC, datetime
 from typing import Any, Final
 
 from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
-from nats.js.api import DeliverPolicy
 
 from jidocode.shared import subjects
 from jidocode.shared.envelope import Envelope, decode, now_iso
@@ -69,12 +71,12 @@ from .core import (
     Status,
     drain,
     ingest,
-    normalize,
     project,
     resume,
 )
 from .host import ActorHost
-from .inbox import ValidatedInput, rejection
+from .inbox import ValidatedInput
+from .input_dispatch import ConversationInput, InputDispatch
 from .llm.options import ToolExposure
 from .outbox import APPROVAL_SOURCE, publish_step
 from .outcomes import LLM_SOURCE, TOOLS_SOURCE, call_tool, result_signal, tool_failure
@@ -102,8 +104,20 @@ CONTINUE: Final = "continue"
 _Item = tuple[Signal, int] | str | None
 
 
+def idle_age(last_entry_time: str | None) -> float:
+    """Seconds since the journal's last entry (``time``, ISO 8601); 0 when unknown or ahead."""
+    try:
+        when = datetime.fromisoformat(last_entry_time or "")
+    except ValueError:
+        return 0.0
+    when = when if when.tzinfo else when.replace(tzinfo=UTC)
+    return max(0.0, (datetime.now(UTC) - when).total_seconds())
+
+
 class ConversationActor:
-    def __init__(self, runtime: ActorHost, record: ConversationRecord, limits: Limits) -> None:
+    def __init__(
+        self, runtime: ActorHost, record: ConversationRecord, limits: Limits, *, inputs: InputDispatch
+    ) -> None:
         self.rt = runtime
         self.record = record
         self.project_id = record.project_id
@@ -116,11 +130,18 @@ class ConversationActor:
         self.mailbox: asyncio.Queue[_Item] = asyncio.Queue()
         self.tasks: dict[str, asyncio.Task[None]] = {}
         self.ready = asyncio.Event()
-        self._sub: Subscription | None = None
         self._asks: Subscription | None = None
         self._cache: dict[str, tuple[tuple[int, int], Any]] = {}
-        #: What the runtime's ``send_event`` validated for this conversation and is publishing.
-        self.validated = ValidatedInput(self.project_id, self.conversation_id)
+        #: The conversation's input, from the replica's input consumer and the stream.
+        self.input = ConversationInput(
+            runtime.bus,
+            inputs,
+            record,
+            max_data_bytes=runtime.settings.max_message_bytes,
+            take=self._take_input,
+        )
+        #: What the runtime's ``send_event`` validated and is publishing (taken by content).
+        self.validated: ValidatedInput = self.input.validated
         self._last_active = 0.0
         self._idle_timer: asyncio.TimerHandle | None = None
         self._closed = False
@@ -135,6 +156,7 @@ class ConversationActor:
         """Rebuild, carry on, then consume; returns once the conversation is idle (see the module docstring)."""
         p, c = self.project_id, self.conversation_id
         entries, self.last_seq = await self.rt.journal.read(p, c)
+        idle_for = idle_age(entries[-1].time if entries else None)
         # A step cut short by a crash between its appends is carried on (its missing entries
         # first), then what is outstanding is started again (``resume``).
         self.state, first = resume(p, c, entries, self.limits)
@@ -147,15 +169,12 @@ class ConversationActor:
             subjects.conversation_out(p, c, ApprovalRequested.TYPE), cb=self._on_approval_requested
         )
         await self._execute(first)
-        self._sub = await self.rt.bus.js.subscribe(
-            subjects.conversation_in(p, c),
-            stream=subjects.STREAM_CONV_IN,
-            cb=self._on_input,
-            ordered_consumer=True,
-            deliver_policy=DeliverPolicy.ALL,
-        )
-        self._touch()
         try:
+            await self.input.open()
+            # the idle clock runs from the last activity the journal shows (a check is queued
+            # behind the backlog: an actor idle for long is let go once it has caught up)
+            self._last_active = asyncio.get_running_loop().time() - idle_for
+            self._touch(active=False)
             while True:
                 # Whatever is waiting is taken at once (at most a queue's worth), so its
                 # entries are journaled together; the result is the same as one at a time.
@@ -168,10 +187,12 @@ class ConversationActor:
                         log.info("conversation %s/%s is idle", p, c)
                         return
                     continue
+                journaled = self.last_seq
                 await self._process([signal for signal, _ in batch])
                 if batch:
                     self.input_seq = max(self.input_seq, *(seq for _, seq in batch))
-                self._touch()
+                # input applied before (read again at load) changes nothing: no activity
+                self._touch(active=self.last_seq != journaled or not self.quiescent())
         finally:
             await self.close()
 
@@ -192,17 +213,20 @@ class ConversationActor:
             and not state.event_queue
         )
 
-    def _touch(self) -> None:
-        """Something happened: the idle clock starts again (armed only while quiescent)."""
+    def _touch(self, *, active: bool = True) -> None:
+        """Something happened (``active``: the idle clock starts again); the idle check is
+        armed for the end of the timeout, only while quiescent."""
         if self._closed:
             return
         loop = asyncio.get_running_loop()
-        self._last_active = loop.time()
+        if active:
+            self._last_active = loop.time()
         if self._idle_timer is not None:
             self._idle_timer.cancel()
             self._idle_timer = None
         if self.quiescent():
-            self._idle_timer = loop.call_later(self.rt.settings.idle_timeout_s, self.mailbox.put_nowait, None)
+            remaining = max(0.0, self._last_active + self.rt.settings.idle_timeout_s - loop.time())
+            self._idle_timer = loop.call_later(remaining, self.mailbox.put_nowait, None)
 
     def _idle_due(self) -> bool:
         if not self.quiescent() or not self.mailbox.empty():
@@ -243,37 +267,14 @@ class ConversationActor:
             asks, self._asks = self._asks, None
             with contextlib.suppress(Exception):  # the connection may be closing
                 await asks.unsubscribe()
-        if self._sub is not None:
-            sub, self._sub = self._sub, None
-            # The input consumer goes with the actor (the server would drop it only after
-            # its inactivity threshold): a released conversation keeps no consumer.
-            consumer = getattr(sub, "_consumer", None)
-            try:
-                await sub.unsubscribe()
-                if isinstance(consumer, str) and consumer:
-                    await self.rt.bus.js.delete_consumer(subjects.STREAM_CONV_IN, consumer)
-            except Exception as exc:  # the connection may be closing, the consumer gone already
-                log.debug("unsubscribe: %s", exc)
+        self.input.close()
 
     # -- input -------------------------------------------------------------------
 
-    async def _on_input(self, msg: Msg) -> None:
-        seq = msg.metadata.sequence.stream
-        raw: dict[str, Any] = {}
-        env: Envelope | None = None
-        try:
-            # the message: the bus's one payload limit; its data: max_message_bytes (normalize)
-            env = decode(msg.data, msg.headers)
-            taken = self.validated.take(env)
-            if taken is not None:
-                signal = taken
-            else:
-                raw = env.to_dict()
-                signal = normalize(raw, external=True, max_data_bytes=self.rt.settings.max_message_bytes)
-        except JidoError as exc:
-            signal = rejection(exc, seq, raw, self.project_id, self.conversation_id)
+    def _take_input(self, signal: Signal, seq: int, env: Envelope | None) -> None:
+        """Input ``seq`` of the conversation's input stream, as ``signal`` (each one once, in order)."""
         self.traces.begin(signal, env)
-        await self.mailbox.put((signal, seq))
+        self.mailbox.put_nowait((signal, seq))
 
     async def _on_approval_requested(self, msg: Msg) -> None:
         """A question of the tool runner (published on the output already): journal it, once."""

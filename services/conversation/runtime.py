@@ -8,6 +8,8 @@ Each room holds one responsibility (the room map is in ``docs/architecture.md``)
     Leases, the actors of the conversations owned, renewal and the failover scan.
 ``wakeups.py``
     Loading a conversation on input and checking for input after an idle release.
+``input_dispatch.py``
+    The replica's one consumer of conversation input, routed to the actors loaded here.
 ``endpoints.py``
     What the endpoints do: start, stop, delete, list, send an event, projections, replay.
 ``spec_cache.py``
@@ -49,6 +51,7 @@ from jidocode.shared.events.engine import ProjectStopped
 
 from .actor import ConversationActor
 from .endpoints import RUNTIME_SOURCE, Endpoints, with_context_window
+from .input_dispatch import InputDispatch
 from .journal import Journal, ensure_streams
 from .ownership import Owned, Ownership
 from .ports import LlmPort, LlmToolSpec, ToolPort
@@ -82,11 +85,13 @@ class Runtime:
             bus, settings, llm=llm, journal=self.journal, records=self.store, ownership=self.ownership
         )
         self.specs = ToolSpecCache(bus, settings)
+        #: The replica's one consumer of conversation input, feeding the actors loaded here.
+        self.inputs = InputDispatch(bus)
         self._tasks: list[asyncio.Task[None]] = []
         self._subs: list[Subscription] = []
 
     def _make_actor(self, record: ConversationRecord) -> ConversationActor:
-        return ConversationActor(self, record, limits_of(record, self.settings.limits))
+        return ConversationActor(self, record, limits_of(record, self.settings.limits), inputs=self.inputs)
 
     # -- start / stop --------------------------------------------------------------
 
@@ -96,6 +101,8 @@ class Runtime:
         self.journal.atomic = await ensure_streams(self.bus, events_max_age_s=self.settings.events_max_age_s)
         await self.store.open()
         await self.ownership.open()
+        # before anything is loaded: an actor reads what came before it registered from the stream
+        await self.inputs.start()
         self._subs.append(await self.store.follow(self._on_record))
         self._tasks += self.ownership.background()
         await self.wakeups.start()
@@ -118,6 +125,7 @@ class Runtime:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         await self.ownership.close()
+        await self.inputs.stop()
 
     async def _on_record(self, key: str, record: ConversationRecord | None) -> None:
         """A record changed: a conversation owned here that is no longer active is let go."""

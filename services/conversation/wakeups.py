@@ -1,16 +1,17 @@
 """Loading a conversation when input arrives, and letting it go when idle without losing any.
 
-A conversation is loaded (lease, actor, input consumer) by the replica that gets
-its first input, projection request or wake-up (``residency.py``: one durable
-wake-up consumer on ``JIDO_CONV_IN`` shared by every replica), and released again
-once idle for ``idle_timeout_s``: an idle conversation costs no lease renewal, no
-consumer and no memory. Release lets go of the input first and of the lease last,
-then checks ``JIDO_CONV_IN`` for input newer than the last one applied
-(:meth:`Wakeups.after_idle_release`); a waker that saw the lease still held relies
-on that check, so no input is left behind.
+A conversation is loaded (lease, actor, a route from the replica's one input
+consumer: ``input_dispatch.py``) by the replica that gets its first input,
+projection request or wake-up (``residency.py``: one durable wake-up consumer on
+``JIDO_CONV_IN`` shared by every replica), and released again once idle for
+``idle_timeout_s`` (counted from its last journal entry when it is loaded again):
+an idle conversation costs no lease renewal, no consumer and no memory. Release
+lets go of the input first and of the lease last, then checks ``JIDO_CONV_IN`` for
+input newer than the last one applied (:meth:`Wakeups.after_idle_release`); a
+waker that saw the lease still held relies on that check, so no input is left behind.
 
-This is the runtime's side of the input path: the actor's own consumer of its
-input is in ``actor.py``.
+This is the runtime's side of the input path: the replica's input consumer and an
+actor's catch-up from the stream are in ``input_dispatch.py``.
 """
 
 from __future__ import annotations

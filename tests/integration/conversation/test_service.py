@@ -134,7 +134,7 @@ async def test_bad_input_gets_clear_errors_and_the_conversation_keeps_running(
 
 
 async def test_input_is_validated_once(bus: Bus, config: Config, monkeypatch: pytest.MonkeyPatch) -> None:
-    from jidocode.services.conversation import actor, endpoints
+    from jidocode.services.conversation import endpoints, input_dispatch
 
     validated: dict[str, list[object]] = {"send_event": [], "actor": []}
 
@@ -146,7 +146,7 @@ async def test_input_is_validated_once(bus: Bus, config: Config, monkeypatch: py
         return normalize
 
     monkeypatch.setattr(endpoints, "normalize", counting("send_event", endpoints.normalize))
-    monkeypatch.setattr(actor, "normalize", counting("actor", actor.normalize))
+    monkeypatch.setattr(input_dispatch, "normalize", counting("actor", input_dispatch.normalize))
     llm = ScriptLlm(answer("one"), answer("two"))
     async with running_service(config, llm, ToolsDouble()):
         out = await follow(bus, "c7")
