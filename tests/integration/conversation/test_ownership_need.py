@@ -236,3 +236,40 @@ async def _loaded_keys(bus: Bus) -> set[str]:
     """The loaded set as stored (keys naming somebody)."""
     records = await bus.kv(subjects.BUCKET_CONVERSATIONS)
     return set(await LoadedSet(bus, records, token="reader").entries())
+
+
+async def test_an_owner_paused_past_its_heartbeat_lets_go_what_its_peer_freed(
+    bus: Bus, config: Config
+) -> None:
+    answers = Answers()
+    await answers.start(bus)
+    async with (
+        running_service(config, Llm(), ToolsDouble(), SETTINGS, instance="a") as a,
+        running_service(config, Llm(), ToolsDouble(), SETTINGS, instance="b") as b,
+    ):
+        key = record_key(P, "paused")
+        await _talk(bus, answers, ["paused"])
+        owner = a if key in a.owned else b
+        assert key in owner.owned
+        # the owner stops renewing its heartbeat (a pause): its peer finds it dead and the idle
+        # conversation's key removed; the owner sees that and lets its actor go
+        await owner.ownership.replicas.stop_renewing()
+        await owner.wait_until(lambda: key not in owner.owned, DEADLINE)
+        assert await _loaded_keys(bus) == set()
+        # its next input loads it again (on either replica), its history intact
+        await conversations(bus).send_event("paused", UserMessage.TYPE, {"text": "back"})
+        await answers.wait(lambda: len(answers.by_conversation["paused"]) == 2, DEADLINE)
+        assert answers.by_conversation["paused"] == ["re: hello paused", "re: back"]
+
+
+async def test_a_heartbeat_found_gone_is_written_again(bus: Bus, config: Config) -> None:
+    async with running_service(config, Llm(), ToolsDouble(), SETTINGS) as rt:
+        owners = await bus.kv(subjects.BUCKET_OWNERS)
+        key = heartbeat_key(rt.token)
+        first = await owners.get(key)
+        await owners.purge(key)  # as if it had expired during a pause
+        await asyncio.wait_for(rt.ownership.replicas.lost.wait(), DEADLINE)
+        scans = rt.scans
+        await rt.wait_until(lambda: rt.scans >= scans + 3, DEADLINE)
+        again = await owners.get(key)
+        assert again.value == first.value and (again.revision or 0) > (first.revision or 0)
