@@ -257,8 +257,9 @@ class Ownership:
             log.warning("taking %s: %s", key, exc)
             return False
 
-    async def take(self, key: str, record: ConversationRecord) -> bool:
-        """Like :meth:`try_acquire`, but a failure to ask (not a holder elsewhere) raises."""
+    async def take(self, key: str, record: ConversationRecord, seen: Seen | None = None) -> bool:
+        """Like :meth:`try_acquire`, but a failure to ask (not a holder elsewhere) raises.
+        ``seen``: the key as last seen naming a dead replica (the scan's takeover)."""
         if key in self.owned:
             return True
         if self.closing or record.status != "active" or self._backing_off(key):
@@ -272,7 +273,7 @@ class Ownership:
         taking: asyncio.Future[bool | None] = asyncio.get_running_loop().create_future()
         self._taking[key] = taking
         try:
-            taken = await self._take_key(key, record)
+            taken = await self._take_key(key, record, seen)
         except BaseException:
             taking.set_result(None)
             raise
@@ -513,9 +514,7 @@ class Ownership:
                 await self._unmark_idle(key, seen)  # stopped or gone: it needs no owner
                 return
             try:
-                taken = (
-                    await self.take(key, record) if seen is None else await self._take_seen(key, record, seen)
-                )
+                taken = await self.take(key, record, seen)
             except ASK_FAILED as exc:
                 log.warning("taking over %s: %s", key, exc)
                 return
@@ -524,11 +523,6 @@ class Ownership:
                 ready = asyncio.ensure_future(owned.actor.ready.wait())
                 await asyncio.wait({ready, owned.task}, timeout=_LOAD_WAIT_S, return_when="FIRST_COMPLETED")
                 ready.cancel()
-
-    async def _take_seen(self, key: str, record: ConversationRecord, seen: Seen) -> bool:
-        if key in self.owned or self.closing or key in self._taking:
-            return key in self.owned
-        return await self._take_key(key, record, seen)
 
     async def _record_of(self, key: str) -> ConversationRecord | None:
         project_id, conversation_id = key.split(".", 1)
