@@ -47,3 +47,26 @@ def test_from_env(monkeypatch: pytest.MonkeyPatch) -> None:
     s = RuntimeSettings.from_env()
     assert (s.lease_ttl_s, s.max_message_bytes, s.idle_timeout_s) == (2.5, 4096, 42.0)
     assert (s.limits.max_queue, s.limits.max_drain_steps) == (8, 2)
+
+
+def test_takeover_and_load_retry_settings_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    defaults = RuntimeSettings()
+    assert (defaults.takeover_concurrency, defaults.load_attempts) == (16, 5)
+    assert (defaults.load_retry_base_s, defaults.load_retry_max_s) == (1.0, 60.0)
+    for name, value in {
+        "JIDO_CONV_TAKEOVER_CONCURRENCY": "4",
+        "JIDO_CONV_LOAD_RETRY_BASE": "0.5",
+        "JIDO_CONV_LOAD_RETRY_MAX": "30",
+        "JIDO_CONV_LOAD_ATTEMPTS": "3",
+    }.items():
+        monkeypatch.setenv(name, value)
+    s = RuntimeSettings.from_env()
+    assert (s.takeover_concurrency, s.load_retry_base_s, s.load_retry_max_s, s.load_attempts) == (
+        4,
+        0.5,
+        30.0,
+        3,
+    )
+    monkeypatch.setenv("JIDO_CONV_LOAD_ATTEMPTS", "0")
+    with pytest.raises(ValidationError, match="load_attempts"):
+        RuntimeSettings.from_env()
