@@ -187,3 +187,29 @@ async def test_a_conversation_idle_for_long_by_its_journal_is_released_soon_afte
         await answers.wait(lambda: len(answers.by_conversation[cid]) == 2)
         assert key in rt.owned  # fresh activity: it stays loaded now
     assert answers.by_conversation[cid] == ["re: hello", "re: back"]
+
+
+async def test_input_sent_while_the_replicas_consumer_is_gone_is_answered_after_its_reset(
+    bus: Bus, config: Config
+) -> None:
+    """The replica's input consumer deleted under it (as a server that lost it would): the
+    client notices the missing heartbeats, creates it again from the last sequence it
+    delivered, and the input stored meanwhile reaches the loaded conversation."""
+    settings = RuntimeSettings(lease_ttl_s=5.0, idle_timeout_s=600.0, list_tools_patience_s=0.0)
+    llm = EchoLlm()
+    answers = Answers()
+    await answers.start(bus)
+    client = conversations(bus)
+    cid = "reset"
+    async with running_service(config, llm, ToolsDouble(), settings) as rt:
+        await client.start(cid)
+        await client.send_event(cid, UserMessage.TYPE, {"text": "before"})
+        await answers.wait(lambda: bool(answers.by_conversation.get(cid)))
+        gone = rt.inputs.consumer
+        assert gone is not None
+        await bus.js.delete_consumer(subjects.STREAM_CONV_IN, gone)
+        await client.send_event(cid, UserMessage.TYPE, {"text": "while it was gone"})
+        await answers.wait(lambda: len(answers.by_conversation[cid]) == 2)
+        assert rt.loads == 1  # the loaded actor got it, no reload
+        assert rt.inputs.consumer != gone
+    assert answers.by_conversation[cid] == ["re: before", "re: while it was gone"]
