@@ -54,15 +54,7 @@ from jidocode.shared.bus import Bus
 from jidocode.shared.clients import AssetsClient, ConversationsClient, EngineClient, ProjectClient
 from jidocode.shared.config import Config
 from jidocode.shared.envelope import Envelope, new_id
-from jidocode.shared.errors import (
-    ErrorInfo,
-    InvalidInput,
-    JidoError,
-    NotFound,
-    RequestTimeout,
-    ServiceUnavailable,
-    from_info,
-)
+from jidocode.shared.errors import ErrorInfo, InvalidInput, JidoError, NotFound, RequestTimeout, from_info
 from jidocode.shared.events import EventModel
 from jidocode.shared.events.assets import AssetReport
 from jidocode.shared.events.conversation import (
@@ -93,6 +85,7 @@ from ._callbacks import (
 from ._commands import RenderedCommand, is_command_name
 from ._compaction import CompactionResult, wait_for_compaction
 from ._plugins import PluginRegistry
+from ._send import send_again_while_unanswered
 from ._turn import TurnOutcome, TurnTracker
 from ._usage import ContextUsage, context_usage_of
 
@@ -110,11 +103,6 @@ log = logging.getLogger("jidocode.client")
 
 #: Seconds a request to the engine or the conversation service may take.
 REQUEST_TIMEOUT = 15.0
-#: How long an event is sent again, with the same id, while the conversation service does not
-#: answer (one that died with the request, or one starting again after a crash).
-SEND_RETRY_FOR = 45.0
-#: One attempt's wait for ``send_event``'s answer (it answers in milliseconds when alive).
-SEND_ATTEMPT_TIMEOUT = 5.0
 #: Seconds a reload of the project's assets may take (it reads every asset file).
 RELOAD_TIMEOUT = 30.0
 
@@ -368,27 +356,9 @@ class JidoClient:
         """Send one external event (user message, cancel, resume, approval answer); returns its id."""
         conversation_id = await self._ensure_conversation()
         event_id = id or new_id()
-        deadline = asyncio.get_running_loop().time() + SEND_RETRY_FOR
-        pause = 0.2
-        while True:
-            try:
-                accepted = await self.conversations.send_event(
-                    conversation_id,
-                    event.type,
-                    event.to_data(),
-                    event_id=event_id,
-                    correlation_id=correlation_id or event_id,
-                    timeout=SEND_ATTEMPT_TIMEOUT,
-                )
-                return accepted.id or event_id
-            except (RequestTimeout, ServiceUnavailable) as exc:
-                # The service answering died with the request, or is starting again: the same
-                # event id again is safe (the input stream and the reducer drop a copy).
-                if asyncio.get_running_loop().time() + pause > deadline:
-                    raise
-                log.info("sending %s again after: %s", event_id, exc.message)
-                await asyncio.sleep(pause)
-                pause = min(pause * 2, 2.0)
+        return await send_again_while_unanswered(
+            self.conversations, conversation_id, event, event_id, correlation_id or event_id
+        )
 
     async def send_message(
         self,

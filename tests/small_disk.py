@@ -36,10 +36,16 @@ def small_disk(where: Path, size: str) -> Iterator[Path]:
 
 
 def fill(disk: Path, leave: int = 0) -> Path:
-    """Fill ``disk`` with one file, leaving about ``leave`` bytes free; the file (delete it to free
-    the space)."""
+    """Fill ``disk`` with one file, leaving about ``leave`` bytes free (``0``: to the last byte it
+    takes); the file (delete it to free the space)."""
     filler = disk / "filler"
     free = shutil.disk_usage(disk).free
     with filler.open("ab") as out:
-        out.write(b"\0" * max(0, free - leave))
+        if leave:
+            out.write(b"\0" * max(0, free - leave))
+            return filler
+        with contextlib.suppress(OSError):  # ENOSPC: the disk is full
+            while True:
+                out.write(b"\0" * (1 << 20))
+                out.flush()
     return filler

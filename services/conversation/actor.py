@@ -8,25 +8,19 @@ results of its own directives through one mailbox, one signal at a time:
 * ``emit``: the entries of one step are appended to the journal as one message
   (fenced, effectively once), then published in one flush on
   ``jido.evt.<p>.<c>.<type>`` (kept by ``STREAM_EVENTS``: :mod:`.outbox`);
-* ``run_llm`` / ``run_tool``: a task calling the :class:`LlmPort` /
-  :class:`ToolPort`; the result comes back as a signal whose id is derived from
-  the request id, so a directive re-run after a crash cannot apply twice
-  (:mod:`.outcomes`);
+* ``run_llm`` / ``run_tool``: a task calling the :class:`LlmPort` / :class:`ToolPort`;
+  its result is a signal whose id derives from the request id (:mod:`.outcomes`);
 * ``cancel_*``: cancel those tasks and tell the tool runner.
 
 Input comes from the replica's one input consumer and, at load, from the stream
-(:mod:`.input_dispatch`), each stream sequence once, in order. It is validated
-once, there (:func:`normalize`), except a message that is exactly what this
-replica's ``send_event`` validated and published (:class:`ValidatedInput`).
+(:mod:`.input_dispatch`), each stream sequence once, in order, validated there once.
 
-A journal failure stops the actor (crash-only): the runtime rebuilds it.
+A journal failure stops the actor (crash-only): the runtime rebuilds it. A step the
+store had no room for is first told as a failed turn (:mod:`.storage_notice`).
 
-Idle: once the conversation has had nothing to do for ``idle_timeout_s`` (no
-input, no LLM call, tool call or approval outstanding, see :meth:`quiescent`),
-counted from its last activity (at load: the time of its last journal entry),
-:meth:`run` returns and the runtime releases the conversation. ``input_seq``
-says which input the actor applied, so the runtime can tell whether input
-arrived while it was letting go (then it loads the conversation again).
+Idle: once it has had nothing to do (:meth:`quiescent`) for ``idle_timeout_s`` since its
+last activity (at load: its last journal entry's time), :meth:`run` returns and the runtime
+releases it; ``input_seq`` (the input applied) tells whether input came meanwhile.
 """
 
 from __future__ import annotations
@@ -43,7 +37,7 @@ from nats.aio.subscription import Subscription
 
 from jidocode.shared import subjects
 from jidocode.shared.envelope import Envelope, decode, now_iso
-from jidocode.shared.errors import JidoError
+from jidocode.shared.errors import JidoError, StorageFull
 from jidocode.shared.events.conversation import (
     ApprovalRequested,
     AssistantDelta,
@@ -82,6 +76,7 @@ from .outbox import APPROVAL_SOURCE, publish_step
 from .outcomes import LLM_SOURCE, TOOLS_SOURCE, call_tool, result_signal, tool_failure
 from .ports import ContextWindows, LlmRequest, LlmToolSpec
 from .record import ConversationRecord
+from .storage_notice import tell_storage_full
 from .subagents.core import TASK_TOOL
 from .subagents.runner import ParentView, SubagentRunner
 from .tracing import TurnTraces
@@ -370,7 +365,11 @@ class ConversationActor:
         """Journal one step's ``entries`` (one message: :mod:`.journal`), then send them out."""
         p, c = self.project_id, self.conversation_id
         with self.traces.journal_write(entries):
-            self.last_seq = await self.rt.journal.append_many(p, c, entries, expected_last=self.last_seq)
+            try:
+                self.last_seq = await self.rt.journal.append_many(p, c, entries, expected_last=self.last_seq)
+            except StorageFull as exc:  # nothing of the step is stored: its followers hear why
+                await tell_storage_full(self.rt.bus, p, c, self.state, exc)
+                raise
         await publish_step(self.rt.bus, p, c, entries)
         self.traces.observe(entries)
 

@@ -112,9 +112,10 @@ async def publish_with_retry(
             if attempt == attempts:
                 raise
         except (nats.errors.TimeoutError, nats.errors.NoRespondersError):
-            if attempt == attempts:
+            # a full store's disk is an answer at once: asking again cannot make room
+            if attempt == attempts or full_store(os.environ) is not None:
                 raise unacknowledged(
-                    f"JetStream did not acknowledge a publish on {subject} after {attempts} attempts",
+                    f"JetStream did not acknowledge a publish on {subject} (attempts: {attempt})",
                     {"subject": subject, "msg_id": headers.get(MSG_ID_HEADER)},
                 ) from None
         log.warning("publish on %s not acknowledged (attempt %d), retrying", subject, attempt)

@@ -8,7 +8,7 @@ import pytest
 from nats.aio.msg import Msg
 
 from jidocode.client import JidoClient
-from jidocode.client import _client as client_module
+from jidocode.client import _send as client_module
 from jidocode.shared import subjects
 from jidocode.shared.bus import Bus
 from jidocode.shared.envelope import decode, encode_event
