@@ -3,7 +3,8 @@
 * :func:`tool_to_mcp`: a :class:`ToolSpec` of the project's catalogue → an MCP ``Tool``
   (input schema, the output schema when it is an object schema, annotations from its safety).
 * :func:`result_to_mcp`: a :class:`ToolResult` → a ``CallToolResult`` (text, structured
-  content, ``isError``); a call the policy wanted to *ask* about in a client that cannot
+  content, ``isError``: an error is text, its details in ``_meta``, never structured content
+  that the tool's output schema would reject); a call the policy wanted to *ask* about in a client that cannot
   be asked becomes the message :func:`ask_refusal` writes.
 * :data:`APPROVAL_SCHEMA` and :func:`approval_decision`: the elicitation form an ``ask``
   becomes, and the decision its answer is.
@@ -21,6 +22,7 @@ from jidocode.shared.events.tools import ToolResult, ToolSpec
 
 __all__ = [
     "APPROVAL_SCHEMA",
+    "ERROR_META_KEY",
     "SKILL_URI_PREFIX",
     "approval_decision",
     "approval_message",
@@ -33,6 +35,9 @@ __all__ = [
     "skill_resource",
     "tool_to_mcp",
 ]
+
+#: The ``_meta`` key of an error result's machine-readable details (``{"error": <type>, …}``).
+ERROR_META_KEY: Final = "jidocode/error"
 
 #: Resources of the project's skills are ``jidocode://skills/<name>``.
 SKILL_URI_PREFIX: Final = "jidocode://skills/"
@@ -80,11 +85,16 @@ def _text(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, default=str)
 
 
-def error_result(text: str, /, **structured: Any) -> types.CallToolResult:
-    """An ``isError`` result with ``text`` (and ``structured`` as its structured content)."""
+def error_result(text: str, /, **details: Any) -> types.CallToolResult:
+    """An ``isError`` result: ``text`` says what went wrong, ``details`` (the error's type …)
+    ride in ``_meta`` under :data:`ERROR_META_KEY`.
+
+    Never ``structuredContent``: a client checks it against the tool's ``outputSchema``, which
+    describes a success (the JS SDK then throws ``-32602`` and the message is lost; decision 0331).
+    """
     return types.CallToolResult(
+        meta={ERROR_META_KEY: details} if details else None,
         content=[types.TextContent(text=text)],
-        structured_content=structured or None,
         is_error=True,
     )
 

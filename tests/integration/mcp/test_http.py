@@ -258,8 +258,10 @@ async def test_mcp_over_http(mcp_system: McpSystem, tmp_path: Path) -> None:
             assert cancelled.is_error is False, _text(cancelled)
             ended = await asyncio.wait_for(turn, 60)
             assert ended.is_error is True and "cancel" in _text(ended)
-            assert ended.structured_content is not None
-            assert ended.structured_content["conversation_id"] == "mcp-cancel-me"
+            assert ended.structured_content is None  # chat's output schema describes an answer
+            assert (
+                ended.meta is not None and ended.meta["jidocode/error"]["conversation_id"] == "mcp-cancel-me"
+            )
 
             # -- a chat request the client cancels cancels the turn
             system.llm.script(Reply.answer("never heard", delay_s=60))

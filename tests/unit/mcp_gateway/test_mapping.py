@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from jidocode.services.mcp_gateway.approvals import Approvals, Pending, TooManyPending
 from jidocode.services.mcp_gateway.chat import ChatArgs, ParkedTurn, ParkedTurns, TurnQuestions, parse_args
 from jidocode.services.mcp_gateway.mapping import (
+    ERROR_META_KEY,
     approval_decision,
     ask_refusal,
     command_prompt,
@@ -57,7 +58,11 @@ def test_results_map_to_text_structured_content_and_is_error() -> None:
     )
     assert failed.is_error is True
     assert failed.content[0].text == "read_file failed (not_found): no such file"  # type: ignore[union-attr]
-    assert failed.structured_content == {"error": "not_found", "message": "no such file", "details": {}}
+    # never structured content (the tool's output schema describes a success): details in _meta
+    assert failed.structured_content is None
+    assert failed.meta == {ERROR_META_KEY: {"error": "not_found", "message": "no such file", "details": {}}}
+    dumped = failed.model_dump(by_alias=True, exclude_none=True, mode="json")
+    assert "structuredContent" not in dumped and dumped["_meta"]["jidocode/error"]["error"] == "not_found"
 
 
 def test_an_ask_without_anyone_to_ask_names_the_rule() -> None:
@@ -76,7 +81,8 @@ def test_an_ask_without_anyone_to_ask_names_the_rule() -> None:
     assert message == ask_refusal("write_file", refused)
     assert message.startswith("write_file needs approval: Edit(ask/**) asks (write ask/x.txt needs approval")
     assert "does not support elicitation" in message
-    assert result.structured_content == {"error": "approval_needed", "rule": "Edit(ask/**)"}
+    assert result.structured_content is None
+    assert result.meta == {ERROR_META_KEY: {"error": "approval_needed", "rule": "Edit(ask/**)"}}
     # a plain denial is not an ask
     denied = ToolResult(
         ok=False, error=ToolResultError(type="permission_denied", message="no", details={"decision": "deny"})
