@@ -21,6 +21,7 @@ TABLE: tuple[tuple[str, str, str], ...] = (
     ("replay", "replay:replay_command", "Run a recorded conversation again through the real services; exit 0 when every projection comes out the same, 1 with the first difference otherwise."),
     ("trace", "trace:trace", "The conversation's last turn as a tree of spans with durations (tracing must be on)."),
     ("mcp", "mcp:mcp", "Serve one project over MCP on stdio (for Claude Desktop, Claude Code, Cursor …)."),
+    ("acp", "acp:acp", "Serve JidoCode to an editor over the Agent Client Protocol on stdio (Zed, JetBrains …)."),
     ("serve", "serve:serve", "Run one service in the foreground (what containers run)."),
     ("projects", "projects:app", "Start, stop and list projects; trust or untrust a project root."),
     ("conversations", "conversations:app", "A project's conversations: list, show, stop, delete, prune."),
