@@ -6,10 +6,18 @@ that exact URL (``services/tool_runner/mcp/approvals.py``, decision 0302). The a
 in the user's global home (``mcp_approvals.json``, 0600), never in the project; the tool runner
 notices it on its next use of the project, no restart needed. A changed URL awaits a new
 approval. Servers of the user's own global ``.mcp.json`` need none.
+
+``jidocode mcp-servers login <dir> <server>`` is the user's one OAuth login to an HTTP server
+that wants one (``services/tool_runner/mcp/login.py``): it prints (and opens) the authorization
+URL, receives the code on a loopback callback and keeps the tokens in the data home
+(``mcp_oauth/``, 0600, never in a project), where the tool runner finds and refreshes them.
+``logout`` forgets them.
 """
 
 from __future__ import annotations
 
+import sys
+import webbrowser
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +31,7 @@ from jidocode.services.tool_runner.mcp.approvals import (
     revoke_server,
 )
 from jidocode.services.tool_runner.mcp.config import HttpServer, StdioServer, load_config
+from jidocode.shared.config import default_data_home
 from jidocode.shared.errors import InvalidInput, NotFound
 from jidocode.shared.settings import global_home
 from jidocode.shared.trust import trust_state
@@ -182,3 +191,81 @@ def revoke(
         console.print(f"revoked {server} of {project_dir}", highlight=False)
     else:
         console.print(f"{server} of {project_dir} was not approved", highlight=False)
+
+
+def _login_target(project_dir: str, server: str, *, home: Path) -> tuple[str, HttpServer]:
+    """The project's root and the HTTP server ``server`` as the tool runner would reach it: of the
+    global layer, or of the project's once the project is trusted and the URL approved."""
+    rows = {row.name: row for row in server_rows(Path(project_dir), home=home)}
+    row = rows.get(server)
+    root = trust_state(project_dir, home=home).root
+    if row is None:
+        raise NotFound(
+            f"no MCP server {server!r} for {root} (its servers: {', '.join(sorted(rows)) or 'none'})",
+            details={"root": root, "server": server},
+        )
+    if row.transport != "http":
+        raise InvalidInput(f"{server!r} is a stdio server: it needs no login", details={"server": server})
+    if row.state in ("untrusted", "awaiting_approval"):
+        raise InvalidInput(
+            f"{server!r} of {root} is {row.state.replace('_', ' ')}: trust the project and approve the "
+            f"server first (`jidocode mcp-servers approve {root} {server}`)",
+            details={"server": server, "state": row.state},
+        )
+    cfg = load_config(Path(root), global_home=home, trusted=True).servers[server]
+    assert isinstance(cfg, HttpServer)
+    return root, cfg
+
+
+@app.command("login")
+def login_server(
+    project_dir: str = typer.Argument(..., help="the project's directory"),
+    server: str = typer.Argument(..., help="the name of an HTTP server it uses"),
+    no_browser: bool = typer.Option(False, "--no-browser", help="only print the URL to open"),
+    timeout_s: float = typer.Option(
+        300.0, "--timeout", min=1, max=3600, help="seconds to wait for the login"
+    ),
+) -> None:
+    """Log in to an HTTP MCP server that wants OAuth: open the URL printed, approve, done."""
+    home = global_home()
+
+    async def show(url: str) -> None:
+        console.print(f"open this URL to log in to {server}:\n{url}", highlight=False, soft_wrap=True)
+        sys.stdout.flush()  # a caller reading the pipe needs the URL now
+        if not no_browser:
+            webbrowser.open(url)
+
+    async def main() -> tuple[int, Path]:
+        # the MCP SDK and uvicorn only when logging in (the group's other commands start fast)
+        from jidocode.services.tool_runner.mcp.login import login
+        from jidocode.services.tool_runner.mcp.oauth import TokenFile, login_path
+
+        root, cfg = _login_target(project_dir, server, home=home)
+        path = login_path(default_data_home(), server, cfg.url, project_root=root)
+        tools = await login(
+            cfg.url, dict(cfg.headers), TokenFile(path, cfg.url), show=show, timeout_s=timeout_s
+        )
+        return len(tools), path
+
+    count, path = run(main)
+    console.print(f"logged in to {server}: {count} tool(s); the login is kept in {path}", highlight=False)
+
+
+@app.command("logout")
+def logout_server(
+    project_dir: str = typer.Argument(..., help="the project's directory"),
+    server: str = typer.Argument(..., help="the server's name"),
+) -> None:
+    """Forget the stored OAuth login of an HTTP MCP server."""
+    home = global_home()
+
+    async def main() -> bool:
+        from jidocode.services.tool_runner.mcp.oauth import TokenFile, login_path
+
+        root, cfg = _login_target(project_dir, server, home=home)
+        return TokenFile(
+            login_path(default_data_home(), server, cfg.url, project_root=root), cfg.url
+        ).forget()
+
+    gone = run(main)
+    console.print(f"{'logged out of' if gone else 'no login kept for'} {server}", highlight=False)

@@ -13,7 +13,10 @@ The SDK's :class:`mcp.Client` is entered and left by one owner task (anyio's can
 that); calls are made from the callers' tasks, each bounded by its own timeout, so a hanging
 server fails the calls to it (``timeout``) and never holds up another tool. A stdio server runs
 through :mod:`.sandboxed` (the OS sandbox); an HTTP server is reached with the SDK's
-streamable HTTP transport and the configured headers.
+streamable HTTP transport and the configured headers, and, unless those name an
+``Authorization``, with the user's stored OAuth login (:mod:`.oauth`): a server that wants a new
+login stops the connection at once, its start or call failing with ``mcp_login_required``
+naming the command to run.
 
 The launcher is a host process with the runner's environment: it starts as an isolated Python
 (``-I``) in ``/``, never in the project, so nothing of the project is imported before the
@@ -33,6 +36,7 @@ from collections.abc import AsyncIterator, Callable
 from typing import IO, Any, Final
 
 import anyio
+import httpx2
 import mcp_types as types
 from mcp import Client
 from mcp.client._transport import TransportStreams
@@ -46,6 +50,7 @@ from jidocode.shared.runner import HOST_CWD, python_module_argv
 
 from .backoff import Backoff
 from .config import HttpServer, StdioServer
+from .oauth import LoginRequired, TokenFile, login_command, runner_auth
 from .sandboxed import LaunchSpec
 
 #: The launcher of a stdio server (:mod:`.sandboxed`), run as an isolated Python in ``/``.
@@ -108,6 +113,7 @@ class ServerConnection:
         start_timeout_s: float = 20.0,
         backoff: Backoff | None = None,
         clock: Callable[[], float] = time.monotonic,
+        login: TokenFile | None = None,
     ) -> None:
         if start_timeout_s <= 0:
             raise ValueError("start_timeout_s must be positive")
@@ -118,6 +124,10 @@ class ServerConnection:
         self.start_timeout_s = start_timeout_s
         self.backoff = backoff or Backoff()
         self._clock = clock
+        #: The user's stored OAuth login for an HTTP server (``None``: no OAuth).
+        self.login = login
+        #: Whether the server wants a new login (the last start or call stopped for it).
+        self.login_required = False
         self.state = State.IDLE
         self.tools: list[types.Tool] = []
         self.last_error = ""
@@ -199,6 +209,8 @@ class ServerConnection:
                 retryable=False,
             ) from None
         except MCPError as exc:
+            if self.login_required:
+                raise self._login_error() from None
             if _lost(exc):
                 await self._crashed(exc, client)
                 raise McpServerError(
@@ -210,6 +222,8 @@ class ServerConnection:
                 details={"server": self.name, "tool": tool, "code": exc.code},
             ) from None
         except (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream) as exc:
+            if self.login_required:
+                raise self._login_error() from None
             await self._crashed(exc, client)
             raise McpServerError(
                 f"MCP server {self.name!r} went away during {tool!r}: {self.last_error}",
@@ -230,6 +244,7 @@ class ServerConnection:
         """Start the owner task; :attr:`_ready` is its outcome; a timer bounds the handshake."""
         loop = asyncio.get_running_loop()
         self.state = State.STARTING
+        self.login_required = False
         self.starts += 1
         self._started_at = self._clock()
         self._stop = asyncio.Event()
@@ -264,11 +279,15 @@ class ServerConnection:
                     await self._stop.wait()
             if not ready.done():
                 raise TimeoutError(self._expired or "the start was stopped")
+            if self.login_required and self.state is State.READY:  # a call met a 401: down
+                self._failed(self._login_error())
         except BaseException as exc:
             if not ready.done():  # a failed start: say why, back off
                 self._failed(exc)
                 ready.set_exception(
-                    McpServerError(
+                    self._login_error()
+                    if self.login_required
+                    else McpServerError(
                         f"MCP server {self.name!r} did not start: {self.last_error}",
                         details={"server": self.name},
                     )
@@ -280,7 +299,10 @@ class ServerConnection:
     def _transport(self) -> Any:
         cfg = self.config
         if isinstance(cfg, HttpServer):
-            return _http_transport(cfg)
+            auth = None
+            if self.login is not None:
+                auth = runner_auth(cfg.url, self.login, login_needed=self._login_needed)
+            return _http_transport(cfg, auth)
         spec = self.where.model_copy(
             update={"command": cfg.command, "args": list(cfg.args), "env": dict(cfg.env)}
         )
@@ -296,13 +318,35 @@ class ServerConnection:
         )
         return stdio_client(params, errlog=self._errlog)
 
+    async def _login_needed(self, _authorization_url: str) -> None:
+        """The server wants a new authorization (the OAuth flow is about to stop): take the
+        connection down now, its start or call failing with :class:`LoginRequired`."""
+        self.login_required = True
+        self._expired = self._login_error().message
+        if self._scope is not None:
+            self._scope.cancel()
+
+    def _login_error(self) -> LoginRequired:
+        url = self.config.url if isinstance(self.config, HttpServer) else ""
+        command = login_command(self.where.root, self.name)
+        return LoginRequired(
+            f"MCP server {self.name!r} ({url}) needs you to log in: run `{command}`",
+            details={"server": self.name, "url": url, "command": command},
+        )
+
     def _failed(self, exc: BaseException) -> None:
-        """Record a crash or a failed start: the reason (with the server's stderr), the backoff."""
+        """Record a crash or a failed start: the reason (with the server's stderr), the backoff
+        (none after a refused login: the next use after the user's login must not wait)."""
         tail = self._stderr_tail()
         self.last_error = _describe(exc) + (f" (stderr: {tail})" if tail else "")
+        if self.login_required:
+            self.last_error = self._login_error().message
         self._client = None
         if self.state is not State.CLOSED:
             self.state = State.CRASHED
+        if self.login_required:
+            log.warning("MCP server %s: %s", self.name, self.last_error)
+            return
         delay = self.backoff.crashed(self._clock(), started_at=self._started_at)
         log.warning("MCP server %s failed: %s; next start in %.1f s", self.name, self.last_error, delay)
 
@@ -354,10 +398,11 @@ _CLIENT_INFO = types.Implementation(name="jidocode", version="1")
 
 
 @contextlib.asynccontextmanager
-async def _http_transport(cfg: HttpServer) -> AsyncIterator[TransportStreams]:
-    """The SDK's streamable HTTP transport with the configured headers (its HTTP client closed after)."""
+async def _http_transport(cfg: HttpServer, auth: httpx2.Auth | None) -> AsyncIterator[TransportStreams]:
+    """The SDK's streamable HTTP transport with the configured headers and the OAuth ``auth`` (its
+    HTTP client closed after)."""
     async with (
-        create_mcp_http_client(headers=dict(cfg.headers)) as http,
+        create_mcp_http_client(headers=dict(cfg.headers), auth=auth) as http,
         streamable_http_client(cfg.url, http_client=http) as streams,
     ):
         yield streams

@@ -7,7 +7,9 @@ server of the project layer is left out until the user approved its URL (:mod:`.
 listed as ``awaiting_approval``, never requested). It re-reads the configuration when a
 ``.mcp.json``, the trust store or the approval store changes (a changed or removed server's
 connection is closed), and closes a project's connections when the project stops. Each replica
-of the tool runner has its own host, hence its own connections.
+of the tool runner has its own host, hence its own connections. An HTTP server configured
+without an ``Authorization`` header uses the user's OAuth login for it, stored in the data home
+(:mod:`.oauth`).
 """
 
 from __future__ import annotations
@@ -21,7 +23,8 @@ from pathlib import Path
 from typing import Any, Final
 
 from jidocode.services.tool_runner.executor import MAX_RESULT_BYTES
-from jidocode.shared.errors import NotFound
+from jidocode.shared.config import default_data_home
+from jidocode.shared.errors import JidoError, NotFound
 from jidocode.shared.events.tools import ToolResult, ToolSpec
 from jidocode.shared.policy import Policy
 from jidocode.shared.settings import global_home
@@ -31,6 +34,7 @@ from .approvals import approval_store_path, awaiting_message, is_approved
 from .config import HttpServer, McpConfig, load_config, withhold_unapproved
 from .connection import McpServerError, ServerConnection, State
 from .mapping import fit, mcp_name, split_name, tool_result, tool_spec
+from .oauth import TokenFile, login_path
 from .rules import mcp_exposed
 from .sandboxed import LaunchSpec
 
@@ -102,12 +106,16 @@ def _stat(path: Path) -> tuple[float, int] | None:
 class McpHost:
     """Every MCP connection of this replica, by project."""
 
-    def __init__(self, *, jido_home: Path | None, start_timeout_s: float | None = None) -> None:
+    def __init__(
+        self, *, jido_home: Path | None, start_timeout_s: float | None = None, data_home: Path | None = None
+    ) -> None:
         if start_timeout_s is None:
             start_timeout_s = start_timeout_from_env(os.environ)
         if start_timeout_s <= 0:
             raise ValueError("start_timeout_s must be positive")
         self.home = global_home(jido_home)
+        #: Where the users' OAuth logins of HTTP servers are (``$JIDO_DATA_HOME`` by default).
+        self.data_home = data_home or default_data_home()
         self.start_timeout_s = start_timeout_s
         self._projects: dict[str, _ProjectServers] = {}
         self._lock = asyncio.Lock()
@@ -162,11 +170,27 @@ class McpHost:
                 jido_home=box.jido_home,
                 additional_directories=list(box.additional_directories),
             )
+            config = servers.config.servers[name]
             conn = ServerConnection(
-                name, servers.config.servers[name], where=where, start_timeout_s=self.start_timeout_s
+                name,
+                config,
+                where=where,
+                start_timeout_s=self.start_timeout_s,
+                login=self._login(name, config, box.root),
             )
             servers.connections[name] = conn
         return conn
+
+    def _login(self, name: str, config: HttpServer | Any, root: str) -> TokenFile | None:
+        """The stored OAuth login of an HTTP server without a configured ``Authorization`` header
+        (none, with a warning, when the data home lies inside the project)."""
+        if not isinstance(config, HttpServer) or any(k.lower() == "authorization" for k in config.headers):
+            return None
+        try:
+            return TokenFile(login_path(self.data_home, name, config.url, project_root=root), config.url)
+        except JidoError as exc:
+            log.warning("MCP server %s: no OAuth: %s", name, exc.message)
+            return None
 
     # --- the catalogue -----------------------------------------------------------------------
 

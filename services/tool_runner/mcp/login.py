@@ -1,0 +1,144 @@
+"""The user's OAuth login to an HTTP MCP server (``jidocode mcp-servers login``), done once.
+
+:func:`login` connects to the server with the SDK's provider (:mod:`.oauth`) on a fresh login
+file: the server's 401 starts the spec's flow (discovery, registration, PKCE, resource
+indicator); the authorization URL is handed to ``show`` (the CLI prints it, and opens a browser
+unless told not to); the authorization server redirects the browser to a one-shot callback on
+the loopback (``http://127.0.0.1:<random port>/callback``, :class:`Callback`), whose code the
+provider exchanges for tokens, stored 0600 in the data home. The login succeeds when the
+server then lists its tools.
+
+A refusal at the authorization server (``?error=access_denied``), a state that does not match,
+or no callback within the time fails the login with :class:`LoginFailed` naming why; the login
+file then holds no tokens.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import socket
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Final
+
+import anyio
+import mcp_types as types
+import uvicorn
+from mcp import Client
+from mcp.client._transport import TransportStreams
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
+from mcp.shared.auth import AuthorizationCodeResult
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import PlainTextResponse
+from starlette.routing import Route
+
+from jidocode.shared.errors import JidoError
+
+from .oauth import StoredLoginProvider, TokenFile, client_metadata
+
+__all__ = ["CALLBACK_PATH", "Callback", "LoginFailed", "login"]
+
+CALLBACK_PATH: Final = "/callback"
+_CLIENT_INFO = types.Implementation(name="jidocode", version="1")
+
+
+class LoginFailed(JidoError):
+    """The login did not complete (``mcp_login_failed``): refused, timed out, or the flow failed."""
+
+    error_type = "mcp_login_failed"
+
+
+class Callback:
+    """The loopback redirect target: the first request to :data:`CALLBACK_PATH` is the answer."""
+
+    def __init__(self) -> None:
+        self.answer: asyncio.Future[AuthorizationCodeResult] = asyncio.get_running_loop().create_future()
+        self.redirect_uri = ""
+        self.app = Starlette(routes=[Route(CALLBACK_PATH, self._receive)])
+
+    async def _receive(self, request: Request) -> PlainTextResponse:
+        query = request.query_params
+        if self.answer.done():
+            return PlainTextResponse("this login is already answered", status_code=409)
+        if query.get("error"):
+            # the authorization server's words are shown as plain text, never markup
+            why = query.get("error_description") or query["error"]
+            self.answer.set_exception(LoginFailed(f"the authorization server refused the login: {why}"))
+            return PlainTextResponse("The login was refused. You can close this tab.", status_code=400)
+        self.answer.set_result(
+            AuthorizationCodeResult(
+                code=query.get("code", ""), state=query.get("state"), iss=query.get("iss")
+            )
+        )
+        return PlainTextResponse("JidoCode is logged in. You can close this tab.")
+
+    @contextlib.asynccontextmanager
+    async def serving(self) -> AsyncIterator[Callback]:
+        """Serve on a random loopback port for the block (:attr:`redirect_uri` set)."""
+        sock = socket.socket()
+        sock.bind(("127.0.0.1", 0))
+        sock.listen(16)  # a browser arriving before uvicorn is up waits in the backlog
+        self.redirect_uri = f"http://127.0.0.1:{sock.getsockname()[1]}{CALLBACK_PATH}"
+        web = uvicorn.Server(uvicorn.Config(self.app, log_level="warning", lifespan="off"))
+        task = asyncio.create_task(web.serve(sockets=[sock]))
+        try:
+            yield self
+        finally:
+            web.should_exit = True
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(task, 10)
+            sock.close()
+
+
+@contextlib.asynccontextmanager
+async def _transport(
+    url: str, headers: dict[str, str], auth: StoredLoginProvider
+) -> AsyncIterator[TransportStreams]:
+    async with (
+        create_mcp_http_client(headers=dict(headers), auth=auth) as http,
+        streamable_http_client(url, http_client=http) as streams,
+    ):
+        yield streams
+
+
+async def login(
+    url: str,
+    headers: dict[str, str],
+    store: TokenFile,
+    *,
+    show: Callable[[str], Awaitable[None]],
+    timeout_s: float,
+) -> list[types.Tool]:
+    """Log in to the server at ``url`` (a fresh login in ``store``); the tools it then lists.
+
+    ``show(authorization URL)`` is awaited when the user must act. :class:`LoginFailed` when the
+    login is refused or does not complete within ``timeout_s``.
+    """
+    store.forget()
+    callback = Callback()
+    async with callback.serving():
+        refused: list[BaseException] = []
+
+        async def answer() -> AuthorizationCodeResult:
+            try:
+                return await callback.answer
+            except LoginFailed as exc:
+                refused.append(exc)
+                scope.cancel()  # the SDK's flow would wait on: stop it here
+                raise
+
+        provider = StoredLoginProvider(
+            url, store, client_metadata(callback.redirect_uri), redirect_handler=show, callback_handler=answer
+        )
+        with anyio.move_on_after(timeout_s) as scope:
+            async with Client(_transport(url, headers, provider), client_info=_CLIENT_INFO) as client:
+                return (await client.list_tools()).tools
+        if refused:
+            raise refused[0]
+        raise LoginFailed(
+            f"the login to {url} did not complete within {timeout_s:g} s "
+            "(no answer at the loopback callback, or the flow stopped)",
+            details={"url": url},
+        )
