@@ -22,6 +22,7 @@ from jidocode.cli.main import COMMANDS, app
 HEAVY = (
     "litellm",  # only where a model is called (the conversation service's adapter)
     "mcp",  # the MCP SDK: `jidocode mcp` imports it once it found the system
+    "acp",  # the ACP SDK: `jidocode acp` imports it once it found the system
     "textual",  # the PRD TUI
     "bashlex",  # the policy's shell parser
     "uvicorn",
