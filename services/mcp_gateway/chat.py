@@ -21,12 +21,13 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from jidocode.client import ApprovalRequest, ApproveCallback, Decision, JidoClient, TurnFailed
 from jidocode.shared.bus import Bus
 from jidocode.shared.clients import ConversationsClient
-from jidocode.shared.envelope import new_id
+from jidocode.shared.envelope import Envelope, new_id
 from jidocode.shared.errors import JidoError, RequestTimeout
 from jidocode.shared.events.conversation import Cancel
 from jidocode.shared.events.engine import ProjectInfo
 
 from .approvals import ANSWER_WAIT_S, MAX_PENDING, TooManyPending
+from .logs import LogLevels, TurnLog
 from .mapping import error_result
 
 __all__ = [
@@ -55,6 +56,8 @@ ID_PATTERN: Final = r"^[A-Za-z0-9_-]{1,128}$"
 M = TypeVar("M", bound=BaseModel)
 
 Progress = Callable[[float, str], Awaitable[None]]
+#: Called with each output event of a ``chat`` turn's conversation.
+EventHook = Callable[[Envelope], Awaitable[None]]
 
 
 class ChatArgs(BaseModel):
@@ -133,11 +136,13 @@ async def run_chat(
     progress: Progress,
     approve: ApproveCallback | None,
     on_abandon: Callable[[str], None],
+    on_event: EventHook | None = None,
 ) -> types.CallToolResult:
     """One ``chat`` call: the turn's answer, or an error result saying why there is none.
 
     ``on_abandon(conversation_id)`` is called when the call is cancelled while the turn runs
-    (it cannot await: the caller is being cancelled).
+    (it cannot await: the caller is being cancelled); ``on_event`` gets each output event of
+    the conversation (the MCP log messages).
     """
     client = JidoClient(bus, project, owns_bus=False, settings={})
     pieces = 0
@@ -148,6 +153,8 @@ async def run_chat(
             pieces += 1
             await progress(float(pieces), text)
 
+    if on_event is not None:
+        client.on_event(on_event)
     try:
         if approve is not None:
             await client.configure_tools(approve=approve)
@@ -197,11 +204,13 @@ async def run_cancel(bus: Bus, project_id: str, args: CancelArgs) -> types.CallT
 
 class TurnQuestions:
     """The asks of one ``chat`` turn on a 2026-07-28 connection, handed to whichever round of
-    the ``chat`` request is current; that round's progress sink gets the answer's pieces."""
+    the ``chat`` request is current; that round's progress sink gets the answer's pieces, and
+    its request the turn's log messages (``log``)."""
 
-    def __init__(self) -> None:
+    def __init__(self, log: TurnLog | None = None) -> None:
         self.questions: asyncio.Queue[tuple[ApprovalRequest, asyncio.Future[Decision]]] = asyncio.Queue()
         self.sink: Progress | None = None
+        self.log = log if log is not None else TurnLog(LogLevels())  # following no request: silent
 
     async def approve(self, request: ApprovalRequest) -> Decision:
         """The approve callback of the turn's client: wait for a round to carry the answer."""

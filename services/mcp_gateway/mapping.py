@@ -92,11 +92,10 @@ def error_result(text: str, /, **details: Any) -> types.CallToolResult:
     Never ``structuredContent``: a client checks it against the tool's ``outputSchema``, which
     describes a success (the JS SDK then throws ``-32602`` and the message is lost; decision 0331).
     """
-    return types.CallToolResult(
-        meta={ERROR_META_KEY: details} if details else None,
-        content=[types.TextContent(text=text)],
-        is_error=True,
-    )
+    result = types.CallToolResult(content=[types.TextContent(text=text)], is_error=True)
+    if details:
+        result.meta = {ERROR_META_KEY: details}
+    return result
 
 
 def asked_rule(result: ToolResult) -> str | None:

@@ -15,8 +15,12 @@ What it serves (the SDK speaks the protocol; nothing here is protocol code):
   ``ask`` becomes an elicitation when the client supports it (a server-to-client request
   on 2025 connections; an ``InputRequiredResult`` round on 2026-07-28 ones), otherwise
   the call fails with a message naming the rule that asked.
-* ``resources/list``/``read``: the project's skills (``jidocode://skills/<name>``).
+* ``resources/list``/``read``: the project's skills (``jidocode://skills/<name>``, also a
+  template whose ``name`` completes).
 * ``prompts/list``/``get``: its slash commands, rendered by the asset loader.
+* ``completion/complete``: a command's path arguments, skill names (``completions.py``).
+* ``logging/setLevel`` and log messages: a ``chat`` turn's conversation events at the
+  client's level (``logs.py``).
 """
 
 from __future__ import annotations
@@ -56,6 +60,8 @@ from .chat import (
     run_cancel,
     run_chat,
 )
+from .completions import SKILL_TEMPLATE, Completions
+from .logs import LogLevels, TurnLog
 from .mapping import (
     APPROVAL_SCHEMA,
     approval_decision,
@@ -108,6 +114,8 @@ class _ProjectMcp:
         self.tools = ToolsClient(bus, project_id, timeout=call_timeout_s)
         self.approvals = Approvals(bus, project_id)
         self.turns = ParkedTurns()
+        self.completions = Completions(self.assets, self.tools)
+        self.log_levels = LogLevels()
         self._info: ProjectInfo | None = None
         self._stopping: set[asyncio.Future[None]] = set()
 
@@ -276,6 +284,7 @@ class _ProjectMcp:
             if not parked.answer.done():
                 parked.answer.set_result(approval_decision((params.input_responses or {}).get(APPROVE_KEY)))
             parked.turn.sink = progress
+            parked.turn.log.follow(ctx)
             return await self._follow_turn(parked.task, parked.turn)
 
         args = parse_args(ChatArgs, params.name, params.arguments)
@@ -286,8 +295,10 @@ class _ProjectMcp:
         except JidoError as exc:
             return error_result(f"chat failed ({exc.type}): {exc.message}", error=exc.type)
 
+        turn_log = TurnLog(self.log_levels)
+        turn_log.follow(ctx)
         if _can_elicit(ctx) and _modern(ctx):  # asks travel as rounds of this request
-            turn = TurnQuestions()
+            turn = TurnQuestions(turn_log)
             turn.sink = progress
             task = asyncio.ensure_future(
                 run_chat(
@@ -297,6 +308,7 @@ class _ProjectMcp:
                     progress=turn.progress,
                     approve=turn.approve,
                     on_abandon=self._cancel_turn,
+                    on_event=turn_log.on_event,
                 )
             )
             return await self._follow_turn(task, turn)
@@ -313,7 +325,13 @@ class _ProjectMcp:
                 return approval_decision(answer)
 
         return await run_chat(
-            self.bus, project, args, progress=progress, approve=approve, on_abandon=self._cancel_turn
+            self.bus,
+            project,
+            args,
+            progress=progress,
+            approve=approve,
+            on_abandon=self._cancel_turn,
+            on_event=turn_log.on_event,
         )
 
     async def _follow_turn(
@@ -327,7 +345,8 @@ class _ProjectMcp:
             if task.done():
                 return task.result()
             question, answer = asked.result()
-            turn.sink = None  # this round ends here: nowhere to send progress until the next
+            turn.sink = None  # this round ends here: nowhere to send progress or logs until the next
+            turn.log.follow(None)
             try:
                 token = self.turns.park(ParkedTurn(task, turn, question, answer))
             except TooManyPending as exc:
@@ -350,6 +369,17 @@ class _ProjectMcp:
     ) -> types.ListResourcesResult:
         items = await self.assets.list("skill")
         return types.ListResourcesResult(resources=[skill_resource(item) for item in items.items])
+
+    async def list_resource_templates(
+        self, ctx: Ctx, params: types.PaginatedRequestParams | None
+    ) -> types.ListResourceTemplatesResult:
+        template = types.ResourceTemplate(
+            name="skill",
+            uri_template=SKILL_TEMPLATE,
+            description="A skill of the project by name (its markdown body); the name completes",
+            mime_type="text/markdown",
+        )
+        return types.ListResourceTemplatesResult(resource_templates=[template])
 
     async def read_resource(
         self, ctx: Ctx, params: types.ReadResourceRequestParams
@@ -445,10 +475,15 @@ def build_server(bus: Bus, project_id: str, *, call_timeout_s: float = DEFAULT_C
         on_list_tools=state.list_tools,
         on_call_tool=state.call_tool,
         on_list_resources=state.list_resources,
+        on_list_resource_templates=state.list_resource_templates,
         on_read_resource=state.read_resource,
         on_list_prompts=state.list_prompts,
         on_get_prompt=state.get_prompt,
+        on_completion=state.completions.complete,
     )
+    # logging/setLevel (2025 connections) by hand: the constructor's on_set_logging_level warns that
+    # 2026-07-28 replaced it with a per-request opt-in, which TurnLog honours as well.
+    server.add_request_handler("logging/setLevel", types.SetLevelRequestParams, state.log_levels.set_level)
     # request_state tokens are sealed and bound to their call, as MCPServer does by default.
     server.middleware.append(
         RequestStateBoundary(RequestStateSecurity.ephemeral(), default_audience=SERVER_NAME)

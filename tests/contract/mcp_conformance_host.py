@@ -48,7 +48,11 @@ async def serve(port: int) -> None:
             bus = await Bus.connect(config, "conformance")
             info = await EngineClient(bus, timeout=30).start_project(str(root))
             server = build_server(bus, info.project_id)
-            app = asgi_app(server, allowed_hosts=["127.0.0.1:*", "localhost:*"])
+            app = asgi_app(
+                server,
+                allowed_hosts=["127.0.0.1:*", "localhost:*"],
+                allowed_origins=["http://127.0.0.1:*", "http://localhost:*"],
+            )
             print(f"project {info.project_id} at {root}: http://127.0.0.1:{port}/mcp", flush=True)
             web = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
             await web.serve()  # the app's lifespan runs the server's session manager

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from jidocode.cli.dev.scripted_llm import Reply, call
 from tests.contract.mcp_js_sdk import JsSdk, js_sdk
 from tests.integration.mcp.support import McpSystem, mcp_system
 
@@ -61,3 +62,37 @@ async def test_failed_calls_reach_the_js_sdk_with_their_message(mcp_system: McpS
     assert asked["result"]["_meta"]["jidocode/error"] == {"error": "approval_needed", "rule": "Edit(ask/**)"}
     assert (system.project / "ask" / "x.txt").read_text() == "before\n"
     assert (system.project / "src" / "a.py").exists()
+
+
+async def test_logging_and_completions_through_the_js_sdk(mcp_system: McpSystem, js_sdk: JsSdk) -> None:
+    system = mcp_system
+    system.llm.script(Reply.tools(call("read_file", path="README.md")), Reply.answer("It says hello."))
+    command, env = _command(system)
+    calls = [
+        {"method": "server/capabilities"},
+        {"method": "logging/setLevel", "level": "info"},
+        _call("chat", message="What does the readme say?"),
+        {
+            "method": "completion/complete",
+            "ref": {"type": "ref/prompt", "name": "review"},
+            "argument": {"name": "path", "value": "sr"},
+        },
+        {
+            "method": "completion/complete",
+            "ref": {"type": "ref/resource", "uri": "jidocode://skills/{name}"},
+            "argument": {"name": "name", "value": "notes"},
+        },
+    ]
+    capabilities, level, chat, path, skill, tail = await js_sdk.drive(command, env, calls)
+
+    assert "logging" in capabilities["result"] and "completions" in capabilities["result"]
+    assert level["ok"], level
+    assert (
+        _text(chat) == "It says hello." and chat["result"]["structuredContent"]["answer"] == "It says hello."
+    )
+    assert path["ok"] and path["result"]["completion"]["values"] == ["src/"]
+    assert skill["ok"] and skill["result"]["completion"]["values"] == ["notes-reader"]
+    logged = [(entry["level"], entry["data"]["type"]) for entry in tail["logs"]]
+    assert ("info", "conversation.tool.completed") in logged
+    assert all(level != "debug" for level, _ in logged)
+    assert {entry["logger"] for entry in tail["logs"]} == {"jidocode.conversation"}
