@@ -48,6 +48,7 @@ __all__ = [
     "inside_root",
     "permission_tool_call",
     "tool_call_end",
+    "tool_call_running",
     "tool_call_start",
     "tool_kind",
     "tool_title",
@@ -75,7 +76,7 @@ _DECISION_OF_OPTION: Final[dict[str, Decision]] = {
 }
 _SEARCH_TOOLS: Final = frozenset({"glob", "grep"})
 _ACCESS_KIND: Final[dict[str, ToolKind]] = {"read": "read", "write": "edit", "run": "execute"}
-_CONTROLS: Final = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
+_CONTROLS: Final = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 
 
 def tool_kind(name: str) -> ToolKind:
@@ -179,6 +180,11 @@ def _result_text(data: Any) -> str:
 def _text_content(text: str) -> list[ContentToolCallContent]:
     cut = text if len(text) <= MAX_TOOL_TEXT else text[:MAX_TOOL_TEXT] + "\n…"
     return [ContentToolCallContent(type="content", content=TextContentBlock(type="text", text=cut))]
+
+
+def tool_call_running(request_id: str) -> ToolCallProgress:
+    """The ``tool_call_update`` of a call the user allowed: it runs now."""
+    return ToolCallProgress(session_update="tool_call_update", tool_call_id=request_id, status="in_progress")
 
 
 def tool_call_end(

@@ -47,6 +47,7 @@ from .mapping import (
     inside_root,
     permission_tool_call,
     tool_call_end,
+    tool_call_running,
     tool_call_start,
 )
 
@@ -144,13 +145,17 @@ class AcpSession:
             )
 
     async def _ask(self, request: ApprovalRequest) -> Decision:
-        """An ``ask`` rule matched: the editor's user answers (allow once / always / reject)."""
+        """An ``ask`` rule matched: the editor's user answers (allow once / always / reject); an
+        allowed call is ``in_progress`` from then on."""
         answer = await self.conn.request_permission(
             session_id=self.session_id,
             tool_call=permission_tool_call(self.client.root_path, request),
             options=list(PERMISSION_OPTIONS),
         )
-        return decision_of_outcome(answer.outcome)
+        decision = decision_of_outcome(answer.outcome)
+        if decision != "deny":
+            await self._update(tool_call_running(request.request_id))
+        return decision
 
     async def replay_history(self) -> None:
         """Send the conversation so far (``session/load``): the user's and the assistant's messages."""

@@ -198,6 +198,8 @@ async def test_an_edit_that_asks_is_allowed_once_then_always(system: System) -> 
         assert start.tool_call_id == asked.tool_call_id and start.kind == "edit"
         ended = await editor.wait_for(lambda _: _ended(editor, start.tool_call_id))
         assert ended.status == "completed"
+        statuses = [u.status for u in editor.of(ToolCallProgress) if u.tool_call_id == start.tool_call_id]
+        assert statuses == ["in_progress", "completed"]
 
         # "always": the second write of the same file in this session is not asked again
         editor.choose = "allow_always"
