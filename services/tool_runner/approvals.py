@@ -209,15 +209,34 @@ class ApprovalGate:
         key = approval_key(call.name, call.args, decision)
         if self.session.grants(call.project_id, cid, key):
             return False
-        answer = await self._ask(call, cid, decision, timeout_s)
+        question = ApprovalRequested(
+            request_id=call.request_id, tool=call.name, args=call.args, reason=decision.reason
+        )
+        answer = await self._ask(call, cid, question, timeout_s)
         if judge(answer, decision, timeout_s):
             self.session.remember(call.project_id, cid, key)
         return True
 
+    async def ask(
+        self, call: Call, question_id: str, args: dict[str, Any], reason: str, *, timeout_s: float
+    ) -> str:
+        """Ask ``call``'s conversation a question of the running call (an MCP server's
+        elicitation), as ``<request id>/<question_id>`` under the call's tool name: the raw answer
+        (a decision, ``timeout`` or ``cancelled``), or ``no_conversation`` when it has none."""
+        cid = call.conversation_id
+        if cid is None:
+            return "no_conversation"
+        question = ApprovalRequested(
+            request_id=f"{call.request_id}/{question_id}", tool=call.name, args=args, reason=reason
+        )
+        return await self._ask(call, cid, question, timeout_s)
+
     def cancel(self, call: CallKey) -> None:
-        """A call waiting for approval stops waiting (its answer is ``cancelled``)."""
+        """A call waiting for approval stops waiting (its answer is ``cancelled``), and so do the
+        questions it asks while it runs (``<request id>/…``)."""
         for (p, _c, r), fut in list(self._pending.items()):
-            if (p, r) == call and not fut.done():
+            mine = r == call[1] or r.startswith(call[1] + "/")
+            if p == call[0] and mine and not fut.done():
                 fut.set_result(CANCELLED)
 
     async def close(self) -> None:
@@ -226,20 +245,17 @@ class ApprovalGate:
                 await sub.unsubscribe()
         self._watches.clear()
 
-    async def _ask(self, call: Call, cid: str, decision: Decision, timeout_s: float) -> str:
+    async def _ask(self, call: Call, cid: str, question: ApprovalRequested, timeout_s: float) -> str:
         project_id = call.project_id
         if self.waiting(project_id) >= self.max_pending:
             raise QuotaExceeded("project (calls waiting for approval)", self.max_pending)
-        pending_key = (project_id, cid, call.request_id)
+        pending_key = (project_id, cid, question.request_id)
         fut: asyncio.Future[str] = asyncio.get_running_loop().create_future()
         self._pending[pending_key] = fut
         self._per_project[project_id] = self.waiting(project_id) + 1
         try:
             await self._watch(project_id, cid)
             try:
-                question = ApprovalRequested(
-                    request_id=call.request_id, tool=call.name, args=call.args, reason=decision.reason
-                )
                 await self.bus.emit(question, **call.ext)
                 async with self.release():  # a human takes their time: hold no request slot
                     with approval_wait(self.bus, call) as waited:

@@ -242,6 +242,7 @@ class Pipeline:
                 args,
                 limits.timeout_s,
                 max_bytes=result_limit(limits),
+                ask=partial(self.gate.ask, call, timeout_s=project.tools.approval_timeout_s),
             )
         if call.name in BUILTINS:
             return run_authorized(project.policy, call.name, args, decision, limits)

@@ -16,7 +16,8 @@ through :mod:`.sandboxed` (the OS sandbox); an HTTP server is reached with the S
 streamable HTTP transport and the configured headers, and, unless those name an
 ``Authorization``, with the user's stored OAuth login (:mod:`.oauth`): a server that wants a new
 login stops the connection at once, its start or call failing with ``mcp_login_required``
-naming the command to run.
+naming the command to run. A server's elicitation during a call is asked through that call's
+approval flow (:mod:`.elicit`).
 
 The launcher is a host process with the runner's environment: it starts as an isolated Python
 (``-I``) in ``/``, never in the project, so nothing of the project is imported before the
@@ -28,6 +29,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import enum
+import itertools
 import logging
 import os
 import tempfile
@@ -50,6 +52,7 @@ from jidocode.shared.runner import HOST_CWD, python_module_argv
 
 from .backoff import Backoff
 from .config import HttpServer, StdioServer
+from .elicit import CURRENT_ASKER, Asker, answerable, question, result_of
 from .oauth import LoginRequired, TokenFile, login_command, runner_auth
 from .sandboxed import LaunchSpec
 
@@ -128,6 +131,9 @@ class ServerConnection:
         self.login = login
         #: Whether the server wants a new login (the last start or call stopped for it).
         self.login_required = False
+        #: The askers of the calls running now (an elicitation's fallback when its context has none).
+        self._askers: dict[int, Asker] = {}
+        self._numbers = itertools.count(1)
         self.state = State.IDLE
         self.tools: list[types.Tool] = []
         self.last_error = ""
@@ -194,11 +200,19 @@ class ServerConnection:
         if down and self.backoff.wait(self._clock()) == 0:
             self._begin()
 
-    async def call(self, tool: str, args: dict[str, Any], timeout_s: float) -> types.CallToolResult:
-        """Call ``tool``; :class:`RequestTimeout` when the server does not answer in ``timeout_s``."""
+    async def call(
+        self, tool: str, args: dict[str, Any], timeout_s: float, *, ask: Asker | None = None
+    ) -> types.CallToolResult:
+        """Call ``tool``; :class:`RequestTimeout` when the server does not answer in ``timeout_s``
+        (a question the server asks meanwhile, through ``ask``, is answered within that time)."""
         t0 = time.monotonic()
         client = await self.ensure(timeout_s)
         left = timeout_s - (time.monotonic() - t0)
+        number = next(self._numbers)
+        if ask is not None:
+            ask = _within(ask, t0 + timeout_s)
+            self._askers[number] = ask
+        context = CURRENT_ASKER.set(ask)
         try:
             async with asyncio.timeout(max(left, 0.001)):
                 return await client.call_tool(tool, args)
@@ -229,6 +243,29 @@ class ServerConnection:
                 f"MCP server {self.name!r} went away during {tool!r}: {self.last_error}",
                 details={"server": self.name, "tool": tool},
             ) from None
+        finally:
+            CURRENT_ASKER.reset(context)
+            self._askers.pop(number, None)
+
+    async def _on_elicitation(self, _context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        """The server asks the user something while a tool runs: asked through the approval flow
+        of the call it belongs to (its context's asker; else the only call running), ``cancel``
+        when no call can ask it or a yes could not answer it (:mod:`.elicit`)."""
+        ask = CURRENT_ASKER.get()
+        if ask is None and len(self._askers) == 1:
+            ask = next(iter(self._askers.values()))
+        if ask is None or not answerable(params):
+            log.info(
+                "MCP server %s: elicitation answered cancel (no call can ask it, or a yes cannot)", self.name
+            )
+            return types.ElicitResult(action="cancel")
+        args, reason = question(self.name, params)
+        try:
+            answer = await ask(f"elicitation-{next(self._numbers)}", args, reason)
+        except JidoError as exc:
+            log.warning("MCP server %s: elicitation not asked: %s", self.name, exc.message)
+            return types.ElicitResult(action="cancel")
+        return result_of(answer, params)
 
     async def close(self) -> None:
         """Stop the server (idempotent); later uses fail."""
@@ -269,7 +306,9 @@ class ServerConnection:
         try:
             with anyio.CancelScope() as scope:
                 self._scope = scope
-                async with Client(self._transport(), client_info=_CLIENT_INFO) as client:
+                async with Client(
+                    self._transport(), client_info=_CLIENT_INFO, elicitation_callback=self._on_elicitation
+                ) as client:
                     self.tools = await _list_tools(client)
                     self._timer.cancel()
                     self._client = client
@@ -406,6 +445,19 @@ async def _http_transport(cfg: HttpServer, auth: httpx2.Auth | None) -> AsyncIte
         streamable_http_client(cfg.url, http_client=http) as streams,
     ):
         yield streams
+
+
+def _within(ask: Asker, deadline: float) -> Asker:
+    """``ask`` answering ``timeout`` once the call's time (``deadline``, monotonic) is over."""
+
+    async def bounded(question_id: str, args: dict[str, Any], reason: str) -> str:
+        try:
+            async with asyncio.timeout(max(deadline - time.monotonic(), 0.001)):
+                return await ask(question_id, args, reason)
+        except TimeoutError:
+            return "timeout"
+
+    return bounded
 
 
 def _nothing() -> None:

@@ -33,6 +33,7 @@ from jidocode.shared.trust import is_trusted, trust_store_path
 from .approvals import approval_store_path, awaiting_message, is_approved
 from .config import HttpServer, McpConfig, load_config, withhold_unapproved
 from .connection import McpServerError, ServerConnection, State
+from .elicit import Asker
 from .mapping import fit, mcp_name, split_name, tool_result, tool_spec
 from .oauth import TokenFile, login_path
 from .rules import mcp_exposed
@@ -309,9 +310,11 @@ class McpHost:
         timeout_s: float,
         *,
         max_bytes: int = MAX_RESULT_BYTES,
+        ask: Asker | None = None,
     ) -> ToolResult:
         """Run an authorized call of MCP tool ``name`` within ``timeout_s``; its result is cut to
-        ``max_bytes`` of JSON."""
+        ``max_bytes`` of JSON. A question its server asks meanwhile goes to ``ask`` (the call's
+        approval flow; without one it is answered ``cancel``)."""
         parts = split_name(name)
         if parts is None:
             raise NotFound(f"{name!r} is not an MCP tool name", details={"tool": name})
@@ -320,7 +323,7 @@ class McpHost:
         if server not in servers.config.servers:
             raise self._absent(servers.config, policy, name, server)
         conn = self._connection(servers, server, policy)
-        return fit(tool_result(server, tool, await conn.call(tool, args, timeout_s)), max_bytes)
+        return fit(tool_result(server, tool, await conn.call(tool, args, timeout_s, ask=ask)), max_bytes)
 
     @staticmethod
     def _absent(config: McpConfig, policy: Policy, name: str, server: str) -> NotFound:

@@ -8,7 +8,8 @@
   (:meth:`AuthServer.expire_access_tokens`).
 * :func:`protected_mcp`: the SDK's ``MCPServer`` with its auth settings (protected-resource
   metadata naming the authorization server, bearer tokens checked against the server's store and
-  bound to the resource), with a ``whoami`` tool and an ``ask`` tool that elicits.
+  bound to the resource), with a ``whoami`` tool and two that elicit (``deploy``: a yes/no;
+  ``colour``: a form a yes cannot fill).
 
 Both run under uvicorn on random loopback ports, on different origins (discovery goes through
 the protected-resource metadata, not the legacy same-origin guess).
@@ -24,7 +25,7 @@ import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Annotated, Any
 from urllib.parse import parse_qsl
 
 import uvicorn
@@ -36,7 +37,7 @@ from authlib.oauth2.rfc7591 import ClientRegistrationEndpoint
 from authlib.oauth2.rfc7636 import CodeChallenge
 from mcp.server.auth.provider import AccessToken
 from mcp.server.auth.settings import AuthSettings
-from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver import AcceptedElicitation, Elicit, ElicitationResult, MCPServer, Resolve
 from pydantic import BaseModel
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -336,6 +337,18 @@ class Answer(BaseModel):
     colour: str
 
 
+class Confirm(BaseModel):
+    approve: bool
+
+
+def _ask_deploy() -> Elicit[Confirm]:
+    return Elicit("Deploy to production?", Confirm)
+
+
+def _ask_colour() -> Elicit[Answer]:
+    return Elicit("Which colour?", Answer)
+
+
 def protected_mcp(auth_base: str, base: str, store: Store) -> MCPServer:
     """The SDK's server at ``<base>/mcp``, protected by the authorization server at ``auth_base``."""
     server = MCPServer(
@@ -354,10 +367,14 @@ def protected_mcp(auth_base: str, base: str, store: Store) -> MCPServer:
         return f"hello {USER}"
 
     @server.tool()
-    async def ask(ctx: Context) -> str:
-        """Ask the user a colour (an elicitation)."""
-        result = await ctx.elicit("Which colour?", Answer)
-        return f"{result.action}:{getattr(getattr(result, 'data', None), 'colour', '')}"
+    def deploy(answer: Annotated[ElicitationResult[Confirm], Resolve(_ask_deploy)]) -> str:
+        """Deploy, once the user confirms (an elicitation, on either protocol generation)."""
+        return f"accept:{answer.data.approve}" if isinstance(answer, AcceptedElicitation) else answer.action
+
+    @server.tool()
+    def colour(answer: Annotated[ElicitationResult[Answer], Resolve(_ask_colour)]) -> str:
+        """Ask the user a colour (a form a yes cannot fill)."""
+        return f"accept:{answer.data.colour}" if isinstance(answer, AcceptedElicitation) else answer.action
 
     return server
 

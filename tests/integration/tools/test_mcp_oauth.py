@@ -1,10 +1,12 @@
-"""HTTP MCP servers behind OAuth: the user's login (the real CLI), the tool runner's use of it.
+"""HTTP MCP servers behind OAuth: the user's login (the real CLI), the tool runner's use of it;
+and the server's elicitations, asked through the calling conversation's approval flow.
 
 A local authorization server on authlib and the SDK's MCP server with its auth settings
 (oauth_fixture.py), a real nats-server with the engine, project and asset-loader services and a
 tool runner. The test plays the user's browser: it opens the authorization URL the CLI prints
 and follows the redirect to the CLI's loopback callback. One system per module, in order:
-no login yet → login → calls → an expired token refreshed → a revoked grant asks for a new login.
+no login yet → login → calls → an expired token refreshed → a revoked grant asks for a new login
+→ elicitations.
 """
 
 from __future__ import annotations
@@ -27,9 +29,12 @@ from jidocode.services.registry import serve_many
 from jidocode.services.tool_runner.mcp.host import McpHost
 from jidocode.services.tool_runner.mcp.oauth import TokenFile, login_path
 from jidocode.services.tool_runner.service import ToolRunner
+from jidocode.shared import subjects
 from jidocode.shared.bus import Bus
 from jidocode.shared.clients import EngineClient
 from jidocode.shared.config import Config
+from jidocode.shared.envelope import Envelope
+from jidocode.shared.events.conversation import ApprovalResponse
 from jidocode.shared.events.tools import ToolResult
 from jidocode.shared.natsserver import NatsServer
 from jidocode.shared.trust import trust_project
@@ -154,7 +159,7 @@ async def test_before_any_login_a_call_says_to_log_in(system: OAuthSystem) -> No
 
 async def test_the_users_login_discovers_registers_with_pkce_and_stores_tokens(system: OAuthSystem) -> None:
     out = await login_as_user(system)
-    assert f"logged in to {SERVER}: 2 tool(s)" in " ".join(out.split())
+    assert f"logged in to {SERVER}: 3 tool(s)" in " ".join(out.split())
     auth = system.world.auth.store
     assert auth.challenges[-1] == "S256"  # PKCE
     assert auth.grants[-1] == "authorization_code"
@@ -204,3 +209,75 @@ async def test_a_revoked_grant_asks_for_a_new_login_and_the_login_repairs_it(sys
     await login_as_user(system)
     result = await system.run("after-new-login")
     assert result.ok and result.data["text"] == "hello alice", result
+
+
+async def _answering(
+    system: OAuthSystem, cid: str, decision: str | None, asked: list[Envelope]
+) -> AsyncIterator[None]:
+    """Answer every question on conversation ``cid`` with ``decision`` (as a client would; ``None``:
+    collect them, answer none)."""
+
+    async def on_out(env: Envelope) -> None:
+        if env.type == "conversation.approval.requested":
+            asked.append(env)
+            if decision is None:
+                return
+            await system.bus.publish(
+                subjects.conversation_in(system.pid, cid),
+                ApprovalResponse(request_id=env.data["request_id"], decision=decision),  # type: ignore[arg-type]
+                project_id=system.pid,
+                conversation_id=cid,
+            )
+
+    sub = await system.bus.subscribe(subjects.conversation_out_filter(system.pid, cid), on_out)
+    await system.bus.nc.flush()
+    try:
+        yield
+    finally:
+        await sub.unsubscribe()
+
+
+answering = contextlib.asynccontextmanager(_answering)
+
+
+async def _call(system: OAuthSystem, tool: str, rid: str, cid: str | None) -> str:
+    result = await run_tool(
+        system.bus, system.pid, f"mcp__{SERVER}__{tool}", {}, request_id=rid, conversation_id=cid
+    )
+    assert result.ok, result
+    return str(result.data["text"])
+
+
+async def test_an_elicitation_is_asked_through_the_calls_approval_flow(system: OAuthSystem) -> None:
+    asked: list[Envelope] = []
+    async with answering(system, "c-yes", "approve_once", asked):
+        assert await _call(system, "deploy", "e1", "c-yes") == "accept:True"
+    [question] = asked
+    assert question.data["request_id"].startswith("e1/elicitation-")  # the call's own question
+    assert question.data["tool"] == f"mcp__{SERVER}__deploy"
+    assert "Deploy to production?" in question.data["reason"]
+    assert question.data["args"]["schema"]["properties"]["approve"]["type"] == "boolean"
+
+    asked.clear()
+    async with answering(system, "c-no", "deny", asked):
+        assert await _call(system, "deploy", "e2", "c-no") == "decline"
+    assert len(asked) == 1
+
+    # nobody to ask (no conversation): cancel; a form a yes cannot fill: cancel, not asked
+    assert await _call(system, "deploy", "e3", None) == "cancel"
+    asked.clear()
+    async with answering(system, "c-form", "approve_once", asked):
+        assert await _call(system, "colour", "e4", "c-form") == "cancel"
+    assert asked == []
+
+
+async def test_an_unanswered_elicitation_is_cancelled(system: OAuthSystem) -> None:
+    (system.root / ".jido").mkdir(exist_ok=True)
+    (system.root / ".jido" / "settings.json").write_text(json.dumps({"tools": {"approval_timeout_s": 1}}))
+    asked: list[Envelope] = []
+    try:
+        async with answering(system, "c-silent", None, asked):
+            assert await _call(system, "deploy", "e5", "c-silent") == "cancel"
+        assert len(asked) == 1  # asked, and nobody answered within the approval timeout
+    finally:
+        (system.root / ".jido" / "settings.json").unlink()
