@@ -11,7 +11,9 @@ A token is alive while its heartbeat is renewed: seen rewritten within ``lease_t
 replica's clock (:class:`~jidocode.shared.lease.Sightings`, fed by a watch), and not deleted (a
 replica that stops deletes it last). A token never seen is read once (a peer that just started
 may have written it after the watch began): absent, it is dead; present, it is alive until it
-goes unrenewed for ``lease_ttl_s``. No wall clock is compared across machines.
+goes unrenewed for ``lease_ttl_s``. No wall clock is compared across machines. A token of this
+replica's own instance but another run (:func:`predecessor`) is dead at once: the same service
+started again after a crash takes its busy conversations over without waiting for a TTL.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from nats.js.kv import KeyValue
 
 from jidocode.shared.lease import BUS_ERRORS, Held, KeptLease, LeaseBucket, Lost, Seen, Sightings, is_stale
 
-__all__ = ["HEARTBEAT_PREFIX", "Replicas", "heartbeat_key", "instance_of"]
+__all__ = ["HEARTBEAT_PREFIX", "Replicas", "heartbeat_key", "instance_of", "predecessor"]
 
 log = logging.getLogger("jidocode.conversation.replicas")
 
@@ -40,6 +42,15 @@ def heartbeat_key(token: str) -> str:
 def instance_of(token: str | None) -> str | None:
     """The instance (bus source) a replica's token names (``<source>/<random>``); ``None``: nobody."""
     return (token.rsplit("/", 1)[0] or None) if token else None
+
+
+def predecessor(token: str, mine: str) -> bool:
+    """Whether ``token`` is an earlier run of the instance this replica (``mine``) is: an instance
+    name runs once at a time (``jidocode up`` starts a service again only after it exited and
+    names it the same; a container restarted in its pod keeps its host name and pid 1), so that
+    run is dead, and its conversations are taken over at once instead of after its heartbeat's
+    TTL (issue 31, point 4)."""
+    return token != mine and instance_of(token) == instance_of(mine) and instance_of(mine) is not None
 
 
 def alive_as_seen(seen: Seen | None, now: float, ttl_s: float) -> bool | None:
@@ -111,9 +122,12 @@ class Replicas:
 
     def alive(self, token: str, now: float) -> bool:
         """Whether ``token``'s replica is alive as known (a token never seen counts as alive
-        until :meth:`resolve` reads its heartbeat)."""
+        until :meth:`resolve` reads its heartbeat). Another token of this replica's own instance
+        is its predecessor, dead (:func:`predecessor`)."""
         if token == self.token:
             return True
+        if predecessor(token, self.token):
+            return False
         known = alive_as_seen(self.sightings.seen.get(heartbeat_key(token)), now, self.leases.ttl_s)
         return known is not False
 

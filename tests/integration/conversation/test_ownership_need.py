@@ -273,3 +273,27 @@ async def test_a_heartbeat_found_gone_is_written_again(bus: Bus, config: Config)
         await rt.wait_until(lambda: rt.scans >= scans + 3, DEADLINE)
         again = await owners.get(key)
         assert again.value == first.value and (again.revision or 0) > (first.revision or 0)
+
+
+async def test_the_same_instance_started_again_takes_over_without_waiting_for_its_heartbeat(
+    bus: Bus, config: Config
+) -> None:
+    """``up`` starts a crashed service again under the same instance name: its busy conversation
+    is taken over at once, not after the dead run's heartbeat TTL (here 120 s, longer than the
+    wait: only the predecessor rule can answer in time)."""
+    slow = SETTINGS.model_copy(update={"lease_ttl_s": 120.0})
+    answers = Answers()
+    await answers.start(bus)
+    await answer_list_tools(bus, [LlmToolSpec(name="read_file")])
+    stuck = ToolsDouble()
+    stuck.gate = asyncio.Event()
+    async with running_service(config, Llm(), stuck, slow, instance="same") as first:
+        await conversations(bus).start("restarted")
+        await conversations(bus).send_event("restarted", UserMessage.TYPE, {"text": "busy"})
+        await asyncio.wait_for(stuck.started.get(), DEADLINE)
+        first.ownership.close = lambda: _crash(first)  # type: ignore[method-assign]
+        first_token = first.token
+    async with running_service(config, Llm(), ToolsDouble(), slow, instance="same") as second:
+        assert second.token != first_token
+        await answers.wait(lambda: "restarted" in answers.by_conversation, 60.0)
+        assert second.loads == 1 and record_key(P, "restarted") in second.owned

@@ -215,3 +215,13 @@ def test_a_room_keeps_within_the_size_limits(room: str) -> None:
         and node.end_lineno - node.lineno + 1 > 80
     ]
     assert not long, f"{room}.py: functions over 80 lines: {long}"
+
+
+def test_another_run_of_this_replicas_own_instance_is_its_dead_predecessor() -> None:
+    from jidocode.services.conversation.replicas import predecessor
+
+    mine = "conversation/conversation-0-4242/aa11"
+    assert predecessor("conversation/conversation-0-4242/bb22", mine)  # the run before the restart
+    assert not predecessor(mine, mine)  # this run
+    assert not predecessor("conversation/conversation-1-4242/bb22", mine)  # a peer replica
+    assert not predecessor("conversation/other-host-7/bb22", mine)
