@@ -21,6 +21,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final
 
+from jidocode.services.tool_runner.mcp.elicit import Asker
 from jidocode.services.tool_runner.mcp.host import McpHost, ServerStatus
 from jidocode.services.tool_runner.mcp.mapping import split_name
 from jidocode.services.tool_runner.mcp.rules import mcp_exposed
@@ -169,8 +170,10 @@ class RecordedMcp(McpHost):
         timeout_s: float,
         *,
         max_bytes: int = 0,
+        ask: Asker | None = None,
     ) -> ToolResult:
-        """The next recorded result of this tool with these arguments (a failed result when none is left)."""
+        """The next recorded result of this tool with these arguments (a failed result when none is left;
+        a replay asks nothing: ``ask`` is unused)."""
         left = self._of(policy).results.get(call_key(name, args))
         if not left:
             return ToolResult(

@@ -42,6 +42,7 @@ import httpx2
 import mcp_types as types
 from mcp import Client
 from mcp.client._transport import TransportStreams
+from mcp.client.session import ClientRequestContext
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
@@ -247,7 +248,9 @@ class ServerConnection:
             CURRENT_ASKER.reset(context)
             self._askers.pop(number, None)
 
-    async def _on_elicitation(self, _context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+    async def _on_elicitation(
+        self, context: ClientRequestContext, params: types.ElicitRequestParams
+    ) -> types.ElicitResult:
         """The server asks the user something while a tool runs: asked through the approval flow
         of the call it belongs to (its context's asker; else the only call running), ``cancel``
         when no call can ask it or a yes could not answer it (:mod:`.elicit`)."""
