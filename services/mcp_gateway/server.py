@@ -16,7 +16,8 @@ What it serves (the SDK speaks the protocol; nothing here is protocol code):
   on 2025 connections; an ``InputRequiredResult`` round on 2026-07-28 ones), otherwise
   the call fails with a message naming the rule that asked.
 * ``resources/list``/``read``: the project's skills (``jidocode://skills/<name>``, also a
-  template whose ``name`` completes).
+  template whose ``name`` completes); ``resources/subscribe`` to one tells of each reload of
+  the project's assets (``subscriptions.py``).
 * ``prompts/list``/``get``: its slash commands, rendered by the asset loader.
 * ``completion/complete``: a command's path arguments, skill names (``completions.py``).
 * ``logging/setLevel`` and log messages: a ``chat`` turn's conversation events at the
@@ -73,6 +74,7 @@ from .mapping import (
     skill_resource,
     tool_to_mcp,
 )
+from .subscriptions import SkillSubscriptions
 
 __all__ = ["DEFAULT_CALL_TIMEOUT_S", "SERVER_NAME", "build_server"]
 
@@ -116,6 +118,7 @@ class _ProjectMcp:
         self.turns = ParkedTurns()
         self.completions = Completions(self.assets, self.tools)
         self.log_levels = LogLevels()
+        self.subscriptions = SkillSubscriptions(bus, project_id, self.assets)
         self._info: ProjectInfo | None = None
         self._stopping: set[asyncio.Future[None]] = set()
 
@@ -432,6 +435,7 @@ class _ProjectMcp:
 
     async def close(self) -> None:
         self.turns.close()
+        await self.subscriptions.close()
         await self.approvals.close()
 
 
@@ -476,6 +480,8 @@ def build_server(bus: Bus, project_id: str, *, call_timeout_s: float = DEFAULT_C
         on_call_tool=state.call_tool,
         on_list_resources=state.list_resources,
         on_list_resource_templates=state.list_resource_templates,
+        on_subscribe_resource=state.subscriptions.subscribe,
+        on_unsubscribe_resource=state.subscriptions.unsubscribe,
         on_read_resource=state.read_resource,
         on_list_prompts=state.list_prompts,
         on_get_prompt=state.get_prompt,

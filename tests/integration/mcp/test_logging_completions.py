@@ -1,6 +1,8 @@
 """`jidocode mcp <dir>` offers MCP logging and completions, driven by the official Python SDK's ``Client``
 over stdio against every service on a real nats-server and the scripted model.
 
+Subscriptions: a skill subscribed to tells when it changes on disk.
+
 Logging: a ``chat`` turn's conversation events arrive as log messages at the client's level
 (``logging/setLevel`` on a 2025 connection, the request's ``_meta`` opt-in on a 2026-07-28 one),
 none before the client asks. Completions: a slash command's path argument completes to the
@@ -8,8 +10,11 @@ project's paths (through the tool runner's ``list_dir``), the skills' template t
 
 from __future__ import annotations
 
+import asyncio
 import os
 import sys
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 import mcp_types as types
 import pytest
@@ -136,3 +141,48 @@ async def test_command_arguments_and_skill_names_complete(mcp_system: McpSystem)
             await values(types.PromptReference(name="nope"), "path", "")
         with pytest.raises(MCPError, match="has no argument 'file'"):
             await values(review, "file", "")
+
+
+def _updates() -> tuple[asyncio.Queue[str], Callable[[Any], Awaitable[None]]]:
+    """A message handler that keeps the URIs of ``notifications/resources/updated``."""
+    queue: asyncio.Queue[str] = asyncio.Queue()
+
+    async def on_message(message: Any) -> None:
+        if isinstance(message, types.ResourceUpdatedNotification):
+            queue.put_nowait(str(message.params.uri))
+
+    return queue, on_message
+
+
+async def test_a_subscribed_skill_tells_when_it_changes(mcp_system: McpSystem) -> None:
+    system = mcp_system
+    uri = "jidocode://skills/notes-reader"
+    left, on_left = _updates()
+    stayed, on_stayed = _updates()
+    async with (
+        Client(_server(system), read_timeout_seconds=90, mode="legacy", message_handler=on_left) as leaving,
+        Client(_server(system), read_timeout_seconds=90, mode="legacy", message_handler=on_stayed) as staying,
+    ):
+        assert staying.server_capabilities is not None and staying.server_capabilities.resources is not None
+        assert staying.server_capabilities.resources.subscribe is True
+        with pytest.warns(
+            MCPDeprecationWarning
+        ):  # 2025 connections only: 2026-07-28 has subscriptions/listen
+            await leaving.subscribe_resource(uri)
+            await staying.subscribe_resource(uri)
+            await leaving.unsubscribe_resource(uri)
+            with pytest.raises(MCPError, match="no skill 'nope'") as missing:
+                await staying.subscribe_resource("jidocode://skills/nope")
+            assert missing.value.error.code == -32002
+            with pytest.raises(MCPError, match="cannot subscribe to 'file:///etc/passwd'"):
+                await staying.subscribe_resource("file:///etc/passwd")
+
+        skill = system.project / ".jido" / "skills" / "notes-reader" / "SKILL.md"
+        skill.write_text(skill.read_text().replace("Reads notes.", "Reads notes, newer."))
+        assert await asyncio.wait_for(stayed.get(), 60) == uri  # the watcher saw it, the assets reloaded
+        [content] = (await staying.read_resource(uri)).contents
+        assert isinstance(content, types.TextResourceContents) and "Reads notes, newer." in content.text
+
+        with pytest.warns(MCPDeprecationWarning):
+            await leaving.send_ping()  # a round trip: a notification sent before it has arrived
+        assert left.empty()
