@@ -346,3 +346,15 @@ async def test_stdout_carries_protocol_messages_only(system: System) -> None:
     assert answers[2]["result"]["sessionId"]
     assert answers[3]["error"]["message"] == "cwd must be an absolute path, not 'relative'"
     assert "session " + answers[2]["result"]["sessionId"] in err.decode()
+
+
+async def test_a_failed_turn_is_an_error_naming_its_cause(system: System) -> None:
+    system.llm.script(Reply.error(401))
+    async with acp_agent(system, EditorClient()) as conn:
+        session = await asyncio.wait_for(conn.new_session(cwd=str(system.project)), WAIT)
+        with pytest.raises(RequestError) as failed:
+            await _prompt(conn, session.session_id, "hi")
+        assert str(failed.value).startswith("llm_auth: ")
+        with pytest.raises(RequestError) as unknown:
+            await _prompt(conn, "no-such-session", "hi")
+        assert "no session 'no-such-session' here" in str(unknown.value)
