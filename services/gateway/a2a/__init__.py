@@ -4,7 +4,8 @@ Routes (all behind the gateway's token, like every route but ``/healthz``):
 
 =====================================================  =====================================
 ``GET  /projects/<p>/.well-known/agent-card.json``     the project's agent card (:mod:`.card`)
-``POST /projects/<p>/a2a/jsonrpc``                     the JSON-RPC binding (the SDK's dispatcher)
+``POST /projects/<p>/a2a/jsonrpc``                     the JSON-RPC binding (the SDK's dispatcher;
+                                                       also at ``/projects/<p>``)
 ``/projects/<p>/a2a/rest/…``                           the HTTP+JSON binding (the SDK's REST routes)
 =====================================================  =====================================
 
@@ -15,6 +16,7 @@ factories); ours is :class:`.executor.ConversationExecutor` and
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import AsyncGenerator
 from typing import TYPE_CHECKING, Any, Final
@@ -25,10 +27,12 @@ from a2a.server.agent_execution.context import RequestContext
 from a2a.server.context import ServerCallContext
 from a2a.server.events import Event
 from a2a.server.request_handlers import DefaultRequestHandler, validate_request_params
-from a2a.server.request_handlers.response_helpers import agent_card_to_dict
+from a2a.server.request_handlers.response_helpers import agent_card_to_dict, build_error_response
 from a2a.server.routes import create_jsonrpc_routes, create_rest_routes
-from a2a.types.a2a_pb2 import SendMessageRequest, SubscribeToTaskRequest, Task, TaskState
+from a2a.types.a2a_pb2 import AgentCard, SendMessageRequest, SubscribeToTaskRequest, Task, TaskState
+from a2a.utils.constants import VERSION_HEADER
 from a2a.utils.errors import InvalidParamsError, TaskNotFoundError, UnsupportedOperationError
+from google.protobuf.json_format import MessageToDict
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Mount, Route, Router
@@ -38,9 +42,11 @@ from jidocode.shared import subjects
 from jidocode.shared.envelope import new_id
 from jidocode.shared.errors import JidoError, NotFound
 from jidocode.shared.events.engine import ProjectInfo
+from jidocode.shared.events.tools import ToolSpec
 
 from .card import JSONRPC_PATH, REST_PATH, build_card
 from .executor import ConversationExecutor
+from .listing import unknown_status
 from .tasks import ConversationTaskStore
 
 if TYPE_CHECKING:
@@ -61,6 +67,29 @@ def _error(status: int, error_type: str, message: str) -> Response:
     return JSONResponse(
         {"error": {"type": error_type, "message": message, "details": {}}}, status_code=status
     )
+
+
+def _card_json(card: AgentCard, asked_version: str) -> dict[str, Any]:
+    """The card as the client's protocol version reads it: a v1.x client (``A2A-Version``
+    ``1.…``, as the SDKs' 1.x clients send) gets the v1.0 card alone; any other (v0.3 clients
+    send no version) the SDK's card with the v0.3 fields added to the same object."""
+    if asked_version.strip().split(".")[0] == "1":
+        return MessageToDict(card)
+    return agent_card_to_dict(card)
+
+
+async def _refused_status(request: Request) -> Response | None:
+    """The ``InvalidParams`` answer to a ``ListTasks`` whose ``status`` is no task state; ``None``
+    for any other request (a body that is no JSON is left to the SDK, which says so)."""
+    try:
+        body = await request.json()  # Starlette keeps it: the SDK reads the same body again
+    except ValueError:
+        return None
+    unknown = unknown_status(body)
+    if unknown is None:
+        return None
+    request_id, message = unknown
+    return JSONResponse(build_error_response(request_id, InvalidParamsError(message=message)))
 
 
 class _ConversationIds(SimpleRequestContextBuilder):
@@ -180,18 +209,34 @@ class ProjectAgents:
         info = await self.project(project_id)
         if isinstance(info, Response):
             return info
+        assets, tools = await asyncio.gather(self._assets(project_id), self._tools(project_id))
+        card = build_card(info, str(request.base_url), assets, tools)
+        return JSONResponse(_card_json(card, request.headers.get(VERSION_HEADER, "")))
+
+    async def _assets(self, project_id: str) -> list[dict[str, Any]]:
+        """The project's skills, commands and workflows; none while the loader cannot say (the
+        card still says what the agent does; they come back with the loader)."""
         try:
-            skills = (await self.ctx.assets(project_id).list("skill")).items
-        except JidoError as exc:  # the card still says what the agent does; skills come back with the loader
+            return (await self.ctx.assets(project_id).list()).items
+        except JidoError as exc:
             log.warning("agent card of %s without its skills: %s", project_id, exc.message)
-            skills = []
-        card = build_card(info, str(request.base_url), skills)
-        return JSONResponse(agent_card_to_dict(card))
+            return []
+
+    async def _tools(self, project_id: str) -> list[ToolSpec]:
+        """The tools the project's policy shows the model; none while the project cannot say."""
+        try:
+            return (await self.ctx.project(project_id).list_tools()).tools
+        except JidoError as exc:
+            log.warning("agent card of %s without its tools: %s", project_id, exc.message)
+            return []
 
     async def jsonrpc(self, request: Request) -> Response:
         agent = await self.agent(request.path_params["project_id"])
         if isinstance(agent, Response):
             return agent
+        refused = await _refused_status(request)
+        if refused is not None:
+            return refused
         response: Response = await agent.jsonrpc.endpoint(request)  # type: ignore[attr-defined]
         return response
 
@@ -206,8 +251,19 @@ class ProjectAgents:
 def routes(ctx: GatewayContext) -> list[BaseRoute]:
     """The A2A routes, mounted by :func:`jidocode.services.gateway.app.create_app`."""
     agents = ProjectAgents(ctx)
+    # the card under the base URL given with or without its trailing slash (a client that joins
+    # "<base>/" and "/.well-known/…" asks for "//.well-known/…"), and the JSON-RPC endpoint too
+    cards = [
+        Route(f"/projects/{{project_id}}{slash}/.well-known/agent-card.json", agents.card, methods=["GET"])
+        for slash in ("", "/")
+    ]
+    # JSON-RPC at its own path, and at the agent's base URL for clients that post there
+    jsonrpc = [
+        Route(f"/projects/{{project_id}}{path}", agents.jsonrpc, methods=["POST"])
+        for path in (JSONRPC_PATH, JSONRPC_PATH + "/", "", "/")
+    ]
     return [
-        Route("/projects/{project_id}/.well-known/agent-card.json", agents.card, methods=["GET"]),
-        Route("/projects/{project_id}" + JSONRPC_PATH, agents.jsonrpc, methods=["POST"]),
+        *cards,
+        *jsonrpc,
         Mount("/projects/{project_id}" + REST_PATH, app=agents.rest),
     ]

@@ -24,6 +24,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import re
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from typing import Final
@@ -74,6 +75,14 @@ log = logging.getLogger("jidocode.gateway.a2a")
 JOURNAL_WAIT_S: Final = 30.0
 
 _FINISHED: Final = frozenset({"completed", "failed", "canceled"})
+#: A client's ``messageId`` that can be the conversation's event id as it is (the task's
+#: history then shows it); any other gets a new id.
+_PLAIN_ID: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}")
+
+
+def _event_id(message: Message) -> str:
+    """The event id of the user message: the client's ``messageId`` where it is plain."""
+    return message.message_id if _PLAIN_ID.fullmatch(message.message_id) else new_id()
 
 
 class ConversationExecutor(AgentExecutor):
@@ -154,7 +163,7 @@ class ConversationExecutor(AgentExecutor):
             await updater.start_work()
             return TurnFollower(None)
         text = "\n".join(texts).strip() or "\n".join(json.dumps(d) for d in datas)
-        message_id = new_id()
+        message_id = _event_id(message)
         user = UserMessage(text=text)
         try:
             await self.conversations.send_event(

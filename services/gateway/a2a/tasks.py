@@ -2,6 +2,7 @@
 
 The store keeps nothing: ``get`` folds the conversation's ``timeline`` projection
 (:func:`.view.fold`) into an A2A ``Task``, so every gateway replica answers the same.
+``list`` lists the project's conversations as tasks (:mod:`.listing`).
 The SDK's writes (each event the executor publishes) are already on the bus as the
 conversation's own journal, so ``save`` has one job only: a write that moves a live task
 to ``canceled`` (the SDK's cancel of a task running on another replica) becomes the
@@ -10,6 +11,7 @@ conversation's ``cancel``.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import Any, Final
 
@@ -33,8 +35,9 @@ from google.protobuf.struct_pb2 import Value
 from jidocode.shared import subjects
 from jidocode.shared.clients import ConversationsClient
 from jidocode.shared.errors import NotFound
-from jidocode.shared.events.conversation import Cancel
+from jidocode.shared.events.conversation import Cancel, ConversationSummary
 
+from .listing import READS, SCAN_LIMIT, candidates, check_token, moment, page
 from .view import PendingApproval, State, TaskView, fold
 
 __all__ = [
@@ -160,9 +163,30 @@ class ConversationTaskStore(TaskStore):
         return to_task(task_id, view)
 
     async def list(self, params: ListTasksRequest, context: ServerCallContext) -> ListTasksResponse:
-        raise UnsupportedOperationError(
-            message="listing tasks is not offered here: get a task by its id (the conversation's id)"
+        """The project's tasks, running or ended, filtered and paged (:mod:`.listing`)."""
+        check_token(params)  # a bad token is refused before anything is read
+        listed = await self.conversations.list(limit=SCAN_LIMIT, conversation_id=params.context_id or None)
+        reads = asyncio.Semaphore(READS)
+        found = await asyncio.gather(
+            *(self._listed(summary, reads) for summary in candidates(listed.conversations, params))
         )
+        return page(
+            [t for t in found if t is not None and (not params.status or t.status.state == params.status)],
+            params,
+        )
+
+    async def _listed(self, summary: ConversationSummary, reads: asyncio.Semaphore) -> Task | None:
+        """The task of a listed conversation, stamped with its last activity; ``None`` for one
+        that never had a user message (no task was born of it) or is gone."""
+        async with reads:
+            view = await read_view(self.conversations, summary.conversation_id)
+        if view is None or not any(u.role == "user" for u in view.history):
+            return None
+        task = to_task(summary.conversation_id, view)
+        when = moment(summary)
+        if when is not None:
+            task.status.timestamp.FromDatetime(when)
+        return task
 
     async def delete(self, task_id: str, context: ServerCallContext) -> None:
         raise UnsupportedOperationError(

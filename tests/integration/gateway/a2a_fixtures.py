@@ -2,8 +2,8 @@
 nats-server, the gateway on uvicorn (random loopback port), a scripted model that answers by
 what it is asked (so tests do not depend on each other's order), and a started project.
 
-The project's settings ``ask`` before writing under ``ask/``; a skill ``review`` makes the card
-show a project skill.
+The project's settings ``ask`` before writing under ``ask/``; a skill ``review``, a command
+``explain`` and a workflow ``tidy`` make the card show the project's skills.
 """
 
 from __future__ import annotations
@@ -101,6 +101,14 @@ def _write_project(root: Path) -> None:
     )
     (root / ".jido" / "skills" / "review" / "SKILL.md").write_text(
         "---\nname: review\ndescription: Review a change for bugs and style\n---\nLook closely.\n"
+    )
+    (root / ".jido" / "commands").mkdir()
+    (root / ".jido" / "commands" / "explain.md").write_text(
+        "---\ndescription: Explain a file\narguments: [file]\n---\nExplain {{file}}\n"
+    )
+    (root / ".jido" / "workflows").mkdir()
+    (root / ".jido" / "workflows" / "tidy.yaml").write_text(
+        "description: Tidy the project\nsteps:\n  - tool: bash\n    args: {command: 'echo tidy'}\n"
     )
     (root / "ask").mkdir()
     (root / "ask" / "x.txt").write_text("before\n")

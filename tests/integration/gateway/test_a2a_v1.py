@@ -1,0 +1,241 @@
+"""A2A v1.0 beyond the basics, with the a2a-sdk's own client: ``ListTasks`` (filters, pages,
+ended conversations), the client's ``messageId`` kept in ``GetTask``'s history, the card's
+skills (commands, workflows, the tool set), discovery with or without a trailing slash, and
+what a client sending no ``A2A-Version`` gets.
+
+One system per module (``a2a_fixtures``); ``test_a2a.py`` covers send, stream, get, cancel,
+subscribe and approvals.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import httpx
+import pytest
+from a2a.client import Client, ClientConfig, ClientFactory
+from a2a.helpers.proto_helpers import get_artifact_text
+from a2a.types.a2a_pb2 import (
+    GetTaskRequest,
+    ListTasksRequest,
+    Message,
+    Part,
+    Role,
+    SendMessageRequest,
+    Task,
+    TaskState,
+)
+from a2a.utils.constants import VERSION_HEADER, TransportProtocol
+from a2a.utils.errors import InvalidParamsError
+
+from jidocode.services.gateway.a2a.card import TOOLS_EXTENSION
+from jidocode.shared.clients import ConversationsClient
+from jidocode.shared.envelope import new_id
+from tests.integration.gateway.a2a_fixtures import TURN_S, A2ASystem, a2a_system
+
+__all__ = ["a2a_system"]
+
+pytestmark = [pytest.mark.slow, pytest.mark.asyncio(loop_scope="module")]
+
+BINDINGS = [TransportProtocol.JSONRPC.value, TransportProtocol.HTTP_JSON.value]
+
+
+@asynccontextmanager
+async def _client(system: A2ASystem, binding: str, *, url: str | None = None) -> AsyncIterator[Client]:
+    """The SDK's (non-streaming) client for ``binding``, built from the card at ``url``."""
+    async with system.http() as http:
+        config = ClientConfig(streaming=False, httpx_client=http, supported_protocol_bindings=[binding])
+        client = await ClientFactory(config).create_from_url(url or system.agent_url)
+        try:
+            yield client
+        finally:
+            await client.close()
+
+
+def _http_v1(system: A2ASystem) -> httpx.AsyncClient:
+    """An HTTP client with the token that says it speaks A2A v1.0 (as the SDKs' 1.x clients do)."""
+    return httpx.AsyncClient(
+        headers={"Authorization": f"Bearer {system.token}", VERSION_HEADER: "1.0"}, timeout=TURN_S
+    )
+
+
+async def _ask(client: Client, text: str, *, message_id: str | None = None) -> Task:
+    """A new task of ``text``, once the SDK returns it (``completed`` with the echo model)."""
+    message = Message(message_id=message_id or new_id(), role=Role.ROLE_USER, parts=[Part(text=text)])
+
+    async def send() -> Task:
+        (response,) = [r async for r in client.send_message(SendMessageRequest(message=message))]
+        assert response.HasField("task"), response
+        return response.task
+
+    return await asyncio.wait_for(send(), TURN_S)
+
+
+async def _all_pages(client: Client, request: ListTasksRequest) -> list[Task]:
+    """Every task of the listing, page after page (the tokens the server hands out)."""
+    tasks: list[Task] = []
+    while True:
+        page = await client.list_tasks(request)
+        tasks.extend(page.tasks)
+        assert page.page_size == len(page.tasks)
+        if not page.next_page_token:
+            return tasks
+        request.page_token = page.next_page_token
+
+
+# -- ListTasks ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("binding", BINDINGS)
+async def test_list_tasks_pages_through_running_and_ended_tasks(a2a_system: A2ASystem, binding: str) -> None:
+    async with _client(a2a_system, binding) as client:
+        made = [await _ask(client, f"list {binding} {i}") for i in range(3)]
+        ids = [t.id for t in made]
+        # an ended conversation is still a task
+        await ConversationsClient(a2a_system.bus, a2a_system.project_id).stop(ids[0])
+
+        first = await client.list_tasks(ListTasksRequest(page_size=2))
+        assert len(first.tasks) == 2 and first.page_size == 2 and first.next_page_token
+        assert first.total_size >= 3
+        listed = await _all_pages(client, ListTasksRequest(page_size=2))
+        assert len(listed) == first.total_size
+        assert len({t.id for t in listed}) == len(listed)  # no task twice across pages
+        assert set(ids) <= {t.id for t in listed}
+        # newest activity first (the SDK's order)
+        stamps = [t.status.timestamp.ToNanoseconds() for t in listed]
+        assert stamps == sorted(stamps, reverse=True)
+        for task in listed:
+            if task.id in ids:
+                assert task.status.state == TaskState.TASK_STATE_COMPLETED
+                assert not task.artifacts  # only with include_artifacts
+                assert [m.role for m in task.history] == [Role.ROLE_USER, Role.ROLE_AGENT]
+
+
+async def test_list_tasks_filters_by_context_status_and_time(a2a_system: A2ASystem) -> None:
+    async with _client(a2a_system, TransportProtocol.JSONRPC.value) as client:
+        task = await _ask(client, "filter me")
+        by_context = await client.list_tasks(ListTasksRequest(context_id=task.id, include_artifacts=True))
+        (only,) = by_context.tasks
+        assert only.id == task.id and by_context.total_size == 1
+        assert [get_artifact_text(a) for a in only.artifacts] == ["You said: filter me"]
+
+        completed = await client.list_tasks(ListTasksRequest(status=TaskState.TASK_STATE_COMPLETED))
+        assert task.id in {t.id for t in completed.tasks}
+        working = await client.list_tasks(ListTasksRequest(status=TaskState.TASK_STATE_WORKING))
+        assert task.id not in {t.id for t in working.tasks}
+
+        since = ListTasksRequest(context_id=task.id)
+        since.status_timestamp_after.CopyFrom(only.status.timestamp)
+        assert [t.id for t in (await client.list_tasks(since)).tasks] == [task.id]
+        since.status_timestamp_after.FromNanoseconds(only.status.timestamp.ToNanoseconds() + 1_000_000)
+        assert not (await client.list_tasks(since)).tasks
+
+        bare = await client.list_tasks(ListTasksRequest(context_id=task.id, history_length=0))
+        assert not bare.tasks[0].history
+        none = await client.list_tasks(ListTasksRequest(context_id="no-such-task"))
+        assert (list(none.tasks), none.total_size, none.page_size, none.next_page_token) == ([], 0, 0, "")
+
+
+async def test_a_foreign_page_token_or_an_unknown_status_is_invalid_params(a2a_system: A2ASystem) -> None:
+    async with _client(a2a_system, TransportProtocol.JSONRPC.value) as client:
+        with pytest.raises(InvalidParamsError, match="page token"):
+            await client.list_tasks(ListTasksRequest(page_token="not-a-token-of-ours"))
+    async with _http_v1(a2a_system) as http:
+        response = await http.post(
+            f"{a2a_system.agent_url}/a2a/jsonrpc",
+            json={"jsonrpc": "2.0", "id": 7, "method": "ListTasks", "params": {"status": "ALMOST_DONE"}},
+        )
+    error = response.json()["error"]
+    assert (response.json()["id"], error["code"]) == (7, -32602)
+    assert "ALMOST_DONE" in error["message"] and "TASK_STATE_WORKING" in error["message"]
+
+
+# -- history ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("binding", BINDINGS)
+async def test_get_task_history_keeps_the_clients_message_id(a2a_system: A2ASystem, binding: str) -> None:
+    mine = f"client-msg-{binding.lower().replace('+', '-')}-{new_id()}"
+    async with _client(a2a_system, binding) as client:
+        task = await _ask(client, "whose id?", message_id=mine)
+        got = await client.get_task(GetTaskRequest(id=task.id))
+    user, agent = got.history
+    assert (user.role, user.message_id) == (Role.ROLE_USER, mine)
+    assert agent.message_id and agent.message_id != mine
+
+
+async def test_a_message_id_that_is_no_plain_token_gets_a_server_id(a2a_system: A2ASystem) -> None:
+    async with _client(a2a_system, TransportProtocol.JSONRPC.value) as client:
+        task = await _ask(client, "odd id", message_id="has spaces\nand a newline")
+        got = await client.get_task(GetTaskRequest(id=task.id))
+    assert got.history[0].message_id and " " not in got.history[0].message_id
+
+
+# -- the card and discovery ---------------------------------------------------------
+
+
+async def test_card_lists_skills_commands_workflows_and_the_tool_set(a2a_system: A2ASystem) -> None:
+    async with _http_v1(a2a_system) as http:
+        card = (await http.get(f"{a2a_system.agent_url}/.well-known/agent-card.json")).json()
+    skills = {s["id"]: s for s in card["skills"]}
+    assert skills["skill:review"]["description"] == "Review a change for bugs and style"
+    assert skills["command:explain"]["name"] == "/explain"
+    assert skills["command:explain"]["description"] == "Explain a file"
+    assert skills["command:explain"]["examples"] == ["/explain"]
+    assert skills["workflow:tidy"]["description"] == "Tidy the project"
+    (tools,) = [e for e in card["capabilities"]["extensions"] if e["uri"] == TOOLS_EXTENSION]
+    names = {t["name"] for t in tools["params"]["tools"]}
+    assert {"read_file", "write_file", "bash"} <= names
+    assert not tools.get("required", False)
+    # a v1.0 client gets the v1.0 card alone: no v0.3 fields merged in
+    assert "url" not in card and "preferredTransport" not in card
+    assert set(card["securitySchemes"]["bearer"]) == {"httpAuthSecurityScheme"}
+
+
+@pytest.mark.parametrize("slash", ["", "/"])
+async def test_discovery_and_calls_with_or_without_a_trailing_slash(
+    a2a_system: A2ASystem, slash: str
+) -> None:
+    base = a2a_system.agent_url + slash
+    async with _client(a2a_system, TransportProtocol.JSONRPC.value, url=base) as client:
+        task = await _ask(client, f"slash {slash!r}")
+    assert task.status.state == TaskState.TASK_STATE_COMPLETED
+    async with _http_v1(a2a_system) as http:
+        joined = await http.get(f"{base}/.well-known/agent-card.json")  # "<base>/" + "/.well-known/…"
+        at_base = await http.post(
+            base, json={"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": task.id}}
+        )
+    assert joined.status_code == 200 and joined.json()["name"] == "JidoCode: proj"
+    assert at_base.json()["result"]["id"] == task.id
+
+
+# -- clients without A2A-Version ------------------------------------------------------
+
+
+async def test_a_client_without_a_version_gets_v0_3_or_a_refusal_naming_1_0(a2a_system: A2ASystem) -> None:
+    url = f"{a2a_system.agent_url}/a2a/jsonrpc"
+    message = {"messageId": new_id(), "role": "user", "parts": [{"kind": "text", "text": "old client"}]}
+    async with a2a_system.http() as http:  # no A2A-Version header: a v0.3 client
+        v03 = await http.post(
+            url, json={"jsonrpc": "2.0", "id": 1, "method": "message/send", "params": {"message": message}}
+        )
+        v10 = await http.post(
+            url, json={"jsonrpc": "2.0", "id": 2, "method": "GetTask", "params": {"id": "anything"}}
+        )
+        card = (await http.get(f"{a2a_system.agent_url}/.well-known/agent-card.json")).json()
+    task = v03.json()["result"]
+    assert (task["kind"], task["status"]["state"]) == ("task", "completed")  # the v0.3 shapes
+    assert task["history"][0]["messageId"] == message["messageId"]
+    error = v10.json()["error"]
+    assert error["code"] == -32009  # VersionNotSupported
+    assert "1.0" in error["message"]
+    assert card["url"].endswith("/a2a/jsonrpc") and card["preferredTransport"] == "JSONRPC"
+
+
+async def test_the_anonymous_stay_out_of_the_new_routes(a2a_system: A2ASystem) -> None:
+    async with httpx.AsyncClient(timeout=TURN_S) as anonymous:
+        card = await anonymous.get(f"{a2a_system.agent_url}//.well-known/agent-card.json")
+        rpc = await anonymous.post(f"{a2a_system.agent_url}/", json={"jsonrpc": "2.0", "id": 1})
+    assert (card.status_code, rpc.status_code) == (401, 401)
