@@ -6,17 +6,18 @@ indicator); the authorization URL is handed to ``show`` (the CLI prints it, and 
 unless told not to); the authorization server redirects the browser to a one-shot callback on
 the loopback (``http://127.0.0.1:<random port>/callback``, :class:`Callback`), whose code the
 provider exchanges for tokens, stored 0600 in the data home. The login succeeds when the
-server then lists its tools.
+server then lists its tools; only then does it replace an earlier login of the server.
 
 A refusal at the authorization server (``?error=access_denied``), a state that does not match,
-or no callback within the time fails the login with :class:`LoginFailed` naming why; the login
-file then holds no tokens.
+or no callback within the time fails the login with :class:`LoginFailed` naming why; an
+earlier login is then kept as it was.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import socket
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Final
@@ -35,6 +36,7 @@ from starlette.responses import PlainTextResponse
 from starlette.routing import Route
 
 from jidocode.shared.errors import JidoError
+from jidocode.shared.trust import locked
 
 from .oauth import StoredLoginProvider, TokenFile, client_metadata
 
@@ -111,12 +113,33 @@ async def login(
     show: Callable[[str], Awaitable[None]],
     timeout_s: float,
 ) -> list[types.Tool]:
-    """Log in to the server at ``url`` (a fresh login in ``store``); the tools it then lists.
+    """Log in to the server at ``url``; the tools it then lists. The new login replaces the one in
+    ``store`` only once complete (a failed login leaves the old one as it was).
 
     ``show(authorization URL)`` is awaited when the user must act. :class:`LoginFailed` when the
-    login is refused or does not complete within ``timeout_s``.
+    login is refused, fails, or does not complete within ``timeout_s``.
     """
-    store.forget()
+    pending = TokenFile(store.path.with_name(f".{store.path.name}.{os.getpid()}.pending"), store.url)
+    pending.forget()
+    try:
+        tools = await _authorise(url, headers, pending, show=show, timeout_s=timeout_s)
+        store.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        with locked(store.path):
+            os.replace(pending.path, store.path)
+        return tools
+    finally:
+        pending.forget()
+
+
+async def _authorise(
+    url: str,
+    headers: dict[str, str],
+    store: TokenFile,
+    *,
+    show: Callable[[str], Awaitable[None]],
+    timeout_s: float,
+) -> list[types.Tool]:
+    """The SDK's flow on ``store`` with the loopback callback, bounded by ``timeout_s``."""
     callback = Callback()
     async with callback.serving():
         refused: list[BaseException] = []
@@ -133,8 +156,15 @@ async def login(
             url, store, client_metadata(callback.redirect_uri), redirect_handler=show, callback_handler=answer
         )
         with anyio.move_on_after(timeout_s) as scope:
-            async with Client(_transport(url, headers, provider), client_info=_CLIENT_INFO) as client:
-                return (await client.list_tools()).tools
+            try:
+                async with Client(_transport(url, headers, provider), client_info=_CLIENT_INFO) as client:
+                    return (await client.list_tools()).tools
+            except Exception as exc:  # the SDK's flow or transport failed: say how, as a value
+                if refused:
+                    raise refused[0] from None
+                raise LoginFailed(
+                    f"the login to {url} failed: {_describe(exc)}", details={"url": url}
+                ) from None
         if refused:
             raise refused[0]
         raise LoginFailed(
@@ -142,3 +172,9 @@ async def login(
             "(no answer at the loopback callback, or the flow stopped)",
             details={"url": url},
         )
+
+
+def _describe(exc: BaseException) -> str:
+    if isinstance(exc, BaseExceptionGroup):
+        return "; ".join(_describe(sub) for sub in exc.exceptions)
+    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import logging
 import os
 import time
 from collections.abc import AsyncGenerator, Awaitable, Callable
@@ -58,6 +59,17 @@ LOGIN_DIR: Final = "mcp_oauth"
 MAX_LOGIN_BYTES: Final = 256 * 1024
 #: The redirect URI of the tool runner's provider (never used: it never asks for an authorization).
 RUNNER_REDIRECT: Final = "http://127.0.0.1/callback"
+
+
+class _OwnStops(logging.Filter):
+    """Drops the SDK's "OAuth flow error" log when the error is one of ours (a login needed, a
+    refused login): that is reported as a value, naming what to do, not as a traceback."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (record.exc_info and isinstance(record.exc_info[1], JidoError))
+
+
+logging.getLogger("mcp.client.auth.oauth2").addFilter(_OwnStops())
 
 
 class LoginRequired(JidoError):

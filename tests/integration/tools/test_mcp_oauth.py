@@ -20,11 +20,16 @@ import sys
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import parse_qsl, urlsplit
 
 import httpx
 import pytest
 import pytest_asyncio
 
+from jidocode.cli.dev.scripted_llm import Reply, ScriptedLlm, call
+from jidocode.client import ApprovalRequest, JidoClient
+from jidocode.services.conversation.llm import make_llm_port
+from jidocode.services.conversation.service import serve as serve_conversation
 from jidocode.services.registry import serve_many
 from jidocode.services.tool_runner.mcp.host import McpHost
 from jidocode.services.tool_runner.mcp.oauth import TokenFile, login_path
@@ -58,6 +63,7 @@ class OAuthSystem:
     data: Path
     root: Path
     pid: str
+    llm: ScriptedLlm
 
     async def run(self, rid: str) -> ToolResult:
         return await run_tool(self.bus, self.pid, f"mcp__{SERVER}__whoami", {}, request_id=rid, timeout=60)
@@ -74,31 +80,39 @@ async def system(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[OAut
         d.mkdir()
     (home / "settings.json").write_text(json.dumps({"permissions": {"allow": [f"mcp__{SERVER}"]}}))
     trust_project(root, home=home)
-    async with oauth_world() as world, contextlib.AsyncExitStack() as stack:
+    async with oauth_world() as world, ScriptedLlm() as llm, contextlib.AsyncExitStack() as stack:
         write_mcp_json(home, {SERVER: {"type": "http", "url": world.url}})  # the user's own server
         mp = stack.enter_context(pytest.MonkeyPatch.context())
         mp.setenv("JIDO_CODE_HOME", str(home))
         mp.setenv("JIDO_DATA_HOME", str(data))
         mp.setenv("AUTHLIB_INSECURE_TRANSPORT", "1")  # the test's authorization server is on http://
+        mp.setenv("JIDO_LLM_MODEL", "openai/scripted")
+        mp.setenv("JIDO_LLM_API_BASE", llm.api_base)
         server = await asyncio.to_thread(NatsServer(store_dir=base / "js", sync="default").start)
         config = Config(nats_url=server.url, jido_home=home, instance="test")
         stop = asyncio.Event()
-        task = asyncio.create_task(serve_many(config, stop, ("engine", "project", "asset_loader")))
+        llm_bus = await Bus.connect(config, "conversation-llm")
+        tasks = [
+            asyncio.create_task(serve_many(config, stop, ("engine", "project", "asset_loader"))),
+            asyncio.create_task(serve_conversation(config, stop, llm=make_llm_port(config, bus=llm_bus))),
+        ]
         host = McpHost(jido_home=home, data_home=data, start_timeout_s=60)
         runner_bus = await Bus.connect(config, "tool_runner")
         runner = ToolRunner(runner_bus, config, mcp=host)
         await runner.start()
         bus = await Bus.connect(config, "test")
         try:
-            await wait_for_services(config, ("engine", "project", "asset_loader", "tool_runner"), timeout=30)
+            names = ("engine", "project", "asset_loader", "conversation", "tool_runner")
+            await wait_for_services(config, names, timeout=30)
             pid = (await EngineClient(bus).start_project(str(root), timeout=20)).project_id
-            yield OAuthSystem(config, bus, host, world, home, data, root, pid)
+            yield OAuthSystem(config, bus, host, world, home, data, root, pid, llm)
         finally:
             await runner.stop()
             stop.set()
-            await asyncio.wait_for(task, 30)
+            await asyncio.wait_for(asyncio.gather(*tasks, return_exceptions=True), 30)
             await bus.close()
             await runner_bus.close()
+            await llm_bus.close()
             await asyncio.to_thread(server.stop)
 
 
@@ -111,9 +125,10 @@ async def _read_url(stdout: asyncio.StreamReader) -> str:
             return line.strip()
 
 
-async def login_as_user(system: OAuthSystem) -> str:
+async def login_as_user(system: OAuthSystem, *, refuse: bool = False) -> str:
     """``jidocode mcp-servers login <root> guarded --no-browser``, the test acting as the browser:
-    the authorization server consents and redirects to the CLI's loopback callback. Its stdout."""
+    the authorization server consents and redirects to the CLI's loopback callback (``refuse``:
+    the browser comes back with the authorization server's ``access_denied``). Its output."""
     env = {**os.environ, "JIDO_CODE_HOME": str(system.home), "JIDO_DATA_HOME": str(system.data)}
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
@@ -134,6 +149,8 @@ async def login_as_user(system: OAuthSystem) -> str:
     try:
         url = await asyncio.wait_for(_read_url(proc.stdout), 90)
         async with httpx.AsyncClient() as browser:
+            if refuse:
+                return await _refused(browser, url, proc)
             consent = await browser.get(url)
             assert consent.status_code == 302, consent.text
             callback = consent.headers["location"]
@@ -147,6 +164,17 @@ async def login_as_user(system: OAuthSystem) -> str:
             await proc.wait()
     assert proc.returncode == 0, err.decode()
     return rest.decode()
+
+
+async def _refused(browser: httpx.AsyncClient, url: str, proc: asyncio.subprocess.Process) -> str:
+    query = dict(parse_qsl(urlsplit(url).query))
+    denied = (
+        f"{query['redirect_uri']}?error=access_denied&error_description=nope%20today&state={query['state']}"
+    )
+    assert (await browser.get(denied)).status_code == 400
+    out, err = await asyncio.wait_for(proc.communicate(), 90)
+    assert proc.returncode == 1, (out, err)
+    return err.decode()
 
 
 async def test_before_any_login_a_call_says_to_log_in(system: OAuthSystem) -> None:
@@ -211,6 +239,17 @@ async def test_a_revoked_grant_asks_for_a_new_login_and_the_login_repairs_it(sys
     assert result.ok and result.data["text"] == "hello alice", result
 
 
+async def test_a_refused_login_says_why_and_keeps_the_earlier_login(system: OAuthSystem) -> None:
+    before = system.login_file().read_bytes()
+    err = await login_as_user(system, refuse=True)
+    assert "mcp_login_failed" in err and "refused the login: nope today" in " ".join(err.split())
+    assert "Traceback" not in err, err  # one plain line, not the SDK's log
+    assert system.login_file().read_bytes() == before
+    assert not list(system.login_file().parent.glob(".*.pending"))
+    result = await system.run("after-refused-login")
+    assert result.ok, result
+
+
 async def _answering(
     system: OAuthSystem, cid: str, decision: str | None, asked: list[Envelope]
 ) -> AsyncIterator[None]:
@@ -269,6 +308,35 @@ async def test_an_elicitation_is_asked_through_the_calls_approval_flow(system: O
     async with answering(system, "c-form", "approve_once", asked):
         assert await _call(system, "colour", "e4", "c-form") == "cancel"
     assert asked == []
+
+
+async def test_the_sdks_approve_callback_answers_an_elicitation_of_the_model_s_call(
+    system: OAuthSystem,
+) -> None:
+    """End to end: the model calls the tool, the server asks, the SDK client's ``approve`` callback
+    (the one every approval reaches) says yes, and the model reads the accepted answer."""
+    asked: list[ApprovalRequest] = []
+
+    def approve(request: ApprovalRequest) -> str:
+        asked.append(request)
+        return "approve_once"
+
+    system.llm.script(Reply.tools(call(f"mcp__{SERVER}__deploy")), Reply.answer("Deployed."))
+    client = await JidoClient.connect(
+        project_dir=system.root,
+        bus=system.bus,
+        settings={"retry_backoff_s": 0.01, "retry_backoff_max_s": 0.05},
+    )
+    try:
+        await client.configure_tools(approve=approve)
+        assert await client.send_message("Deploy it.", timeout=90) == "Deployed."
+    finally:
+        await client.close()
+    [request] = asked
+    assert request.tool == f"mcp__{SERVER}__deploy" and "Deploy to production?" in request.reason
+    _, second = await system.llm.wait_requests(2, timeout=30)
+    (tool,) = [m for m in second["messages"] if m.get("role") == "tool"]
+    assert "accept:True" in tool["content"]
 
 
 async def test_an_unanswered_elicitation_is_cancelled(system: OAuthSystem) -> None:
