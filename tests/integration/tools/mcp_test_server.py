@@ -4,6 +4,7 @@ Its tools misbehave on purpose: ``fail`` reports an error, ``hang`` never answer
 ends the process; ``boot`` tells one run from the next; ``read``/``write`` probe the sandbox.
 ``--hang-on-start`` never finishes starting; ``--exit-on-start`` exits at once with a message;
 ``--http <port>`` serves streamable HTTP on 127.0.0.1 instead of stdio (``header`` then answers).
+``confirm`` asks the user a yes/no (an elicitation) and says what came back.
 """
 
 from __future__ import annotations
@@ -12,10 +13,20 @@ import os
 import sys
 import uuid
 from pathlib import Path
+from typing import Annotated
 
 import anyio
-from mcp.server.mcpserver import Context, Image, MCPServer
+from mcp.server.mcpserver import (
+    AcceptedElicitation,
+    Context,
+    Elicit,
+    ElicitationResult,
+    Image,
+    MCPServer,
+    Resolve,
+)
 from mcp.server.mcpserver.exceptions import ToolError
+from pydantic import BaseModel
 
 BOOT = uuid.uuid4().hex
 server = MCPServer("flaky")
@@ -94,6 +105,20 @@ def header(name: str, ctx: Context) -> str:
     """One header of the HTTP request that carried this call (over streamable HTTP)."""
     headers = ctx.headers or {}
     return headers.get(name.lower(), "<none>")
+
+
+class Confirm(BaseModel):
+    approve: bool
+
+
+def _ask_confirm() -> Elicit[Confirm]:
+    return Elicit("Go ahead?", Confirm)
+
+
+@server.tool()
+def confirm(answer: Annotated[ElicitationResult[Confirm], Resolve(_ask_confirm)]) -> str:
+    """Ask the user a yes/no (an elicitation); the answer as ``accept:<bool>``, ``decline`` or ``cancel``."""
+    return f"accept:{answer.data.approve}" if isinstance(answer, AcceptedElicitation) else answer.action
 
 
 if __name__ == "__main__":

@@ -27,9 +27,12 @@ from jidocode.services.conversation.service import serve as serve_conversation
 from jidocode.services.registry import serve_many
 from jidocode.services.tool_runner.mcp.approvals import approve_server
 from jidocode.services.tool_runner.service import ToolRunner
+from jidocode.shared import subjects
 from jidocode.shared.bus import Bus
 from jidocode.shared.clients import EngineClient, ProjectClient, ToolsClient
 from jidocode.shared.config import Config
+from jidocode.shared.envelope import Envelope
+from jidocode.shared.events.conversation import ApprovalResponse
 from jidocode.shared.events.tools import ToolCatalog, ToolResult
 from jidocode.shared.natsserver import NatsServer
 from jidocode.shared.trust import trust_project
@@ -378,6 +381,32 @@ async def _listening(port: int, timeout: float = 60.0) -> None:
             return
 
     await asyncio.wait_for(loop(), timeout)
+
+
+async def test_a_stdio_servers_elicitation_is_asked_in_the_calls_conversation(system: McpSystem) -> None:
+    """A question of a server in the sandbox (over its pipes) reaches the call's conversation."""
+    asked: asyncio.Queue[Envelope] = asyncio.Queue()
+
+    async def on_out(env: Envelope) -> None:
+        if env.type == "conversation.approval.requested":
+            await asked.put(env)
+
+    sub = await system.bus.subscribe(subjects.conversation_out_filter(system.pid, "c-stdio"), on_out)
+    await system.bus.nc.flush()
+    try:
+        call = asyncio.create_task(system.run("mcp__flaky__confirm", {}, "q1", conversation_id="c-stdio"))
+        env = await asyncio.wait_for(asked.get(), 60)
+        assert env.data["request_id"].startswith("q1/elicitation-") and "Go ahead?" in env.data["reason"]
+        await system.bus.publish(
+            subjects.conversation_in(system.pid, "c-stdio"),
+            ApprovalResponse(request_id=env.data["request_id"], decision="deny"),
+            project_id=system.pid,
+            conversation_id="c-stdio",
+        )
+        result = await call
+        assert result.ok and result.data["text"] == "decline", result
+    finally:
+        await sub.unsubscribe()
 
 
 async def test_a_streamable_http_server_with_headers(system: McpSystem) -> None:
