@@ -18,6 +18,8 @@ log = logging.getLogger("jidocode.client")
 SEND_RETRY_FOR = 45.0
 #: One attempt's wait for ``send_event``'s answer (it answers in milliseconds when alive).
 SEND_ATTEMPT_TIMEOUT = 5.0
+#: The longest pause between two sends: a service started again is found within it.
+RESEND_PAUSE_MAX = 0.5
 
 
 async def send_again_while_unanswered(
@@ -51,4 +53,4 @@ async def send_again_while_unanswered(
                 raise
             log.info("sending %s again after: %s", event_id, exc.message)
             await asyncio.sleep(pause)
-            pause = min(pause * 2, 2.0)
+            pause = min(pause * 2, RESEND_PAUSE_MAX)
