@@ -212,8 +212,9 @@ def _login_target(project_dir: str, server: str, *, home: Path) -> tuple[str, Ht
             f"server first (`jidocode mcp-servers approve {root} {server}`)",
             details={"server": server, "state": row.state},
         )
-    cfg = load_config(Path(root), global_home=home, trusted=True).servers[server]
-    assert isinstance(cfg, HttpServer)
+    cfg = load_config(Path(root), global_home=home, trusted=True).servers.get(server)
+    if not isinstance(cfg, HttpServer):  # the file changed meanwhile
+        raise NotFound(f"no HTTP MCP server {server!r} for {root} any more", details={"server": server})
     return root, cfg
 
 
@@ -230,7 +231,10 @@ def login_server(
     home = global_home()
 
     async def show(url: str) -> None:
-        console.print(f"open this URL to log in to {server}:\n{url}", highlight=False, soft_wrap=True)
+        # the URL comes from the server's metadata: text, never markup
+        console.print(
+            f"open this URL to log in to {server}:\n{url}", highlight=False, markup=False, soft_wrap=True
+        )
         sys.stdout.flush()  # a caller reading the pipe needs the URL now
         if not no_browser:
             webbrowser.open(url)
