@@ -111,6 +111,10 @@ async def serve(
     """Serve until ``stop`` is set. ``on_runtime`` is handed the runtime once it runs (tests
     and benchmarks look at what it has loaded)."""
     settings = settings or RuntimeSettings.from_env()
+    if llm is None:  # litellm's seconds of import overlap the connection and the streams' set-up
+        from .llm.adapter import preload_litellm
+
+        preload_litellm()
     async with ServiceLifecycle(config, "conversation") as life:
         bus = life.bus
         metadata: dict[str, str] = {}
