@@ -74,7 +74,8 @@ def _card_json(card: AgentCard, asked_version: str) -> dict[str, Any]:
     ``1.…``, as the SDKs' 1.x clients send) gets the v1.0 card alone; any other (v0.3 clients
     send no version) the SDK's card with the v0.3 fields added to the same object."""
     if asked_version.strip().split(".")[0] == "1":
-        return MessageToDict(card)
+        v1: dict[str, Any] = MessageToDict(card)
+        return v1
     return agent_card_to_dict(card)
 
 
