@@ -20,6 +20,7 @@ import asyncio
 import logging
 from collections.abc import AsyncGenerator
 from typing import TYPE_CHECKING, Any, Final
+from urllib.parse import parse_qs
 
 from a2a.server.agent_execution import SimpleRequestContextBuilder
 from a2a.server.agent_execution.active_task import TERMINAL_TASK_STATES
@@ -31,6 +32,7 @@ from a2a.server.request_handlers.response_helpers import agent_card_to_dict, bui
 from a2a.server.routes import create_jsonrpc_routes, create_rest_routes
 from a2a.types.a2a_pb2 import AgentCard, SendMessageRequest, SubscribeToTaskRequest, Task, TaskState
 from a2a.utils.constants import VERSION_HEADER
+from a2a.utils.error_handlers import build_rest_error_payload
 from a2a.utils.errors import InvalidParamsError, TaskNotFoundError, UnsupportedOperationError
 from google.protobuf.json_format import MessageToDict
 from starlette.requests import Request
@@ -46,7 +48,7 @@ from jidocode.shared.events.tools import ToolSpec
 
 from .card import JSONRPC_PATH, REST_PATH, build_card
 from .executor import ConversationExecutor
-from .listing import unknown_status
+from .listing import status_refusal, unknown_status
 from .tasks import ConversationTaskStore
 
 if TYPE_CHECKING:
@@ -91,6 +93,19 @@ async def _refused_status(request: Request) -> Response | None:
         return None
     request_id, message = unknown
     return JSONResponse(build_error_response(request_id, InvalidParamsError(message=message)))
+
+
+def _refused_rest_status(scope: Scope) -> Response | None:
+    """The 400 answer to a ``GET …/rest/tasks`` whose ``status`` is no task state, else ``None``."""
+    if scope["method"] != "GET" or not scope["path"].rstrip("/").endswith(REST_PATH + "/tasks"):
+        return None
+    for value in parse_qs(scope["query_string"].decode("latin-1")).get("status", []):
+        refusal = status_refusal(value)
+        if refusal is not None:
+            return JSONResponse(
+                build_rest_error_payload(InvalidParamsError(message=refusal)), status_code=400
+            )
+    return None
 
 
 class _ConversationIds(SimpleRequestContextBuilder):
@@ -245,6 +260,10 @@ class ProjectAgents:
         agent = await self.agent(scope["path_params"]["project_id"])
         if isinstance(agent, Response):
             await agent(scope, receive, send)
+            return
+        refused = _refused_rest_status(scope)
+        if refused is not None:
+            await refused(scope, receive, send)
             return
         await agent.rest(scope, receive, send)
 

@@ -13,8 +13,8 @@ from its ``timeline`` (as ``GetTask`` reads it), so any replica lists the same:
   tasks come and go; a token this server did not make is ``InvalidParams``; the answer's
   ``pageSize`` is the number of tasks on the page (what the TCK checks; the SDK's own
   stores echo the size asked for);
-* a ``status`` that names no task state is ``InvalidParams`` (:func:`unknown_status`: the
-  SDK's parser would read it as "any state", so the raw request is checked first);
+* a ``status`` that names no task state is ``InvalidParams`` (:func:`status_refusal`: the
+  SDK's parsers would read it as "any state", so the raw request is checked first);
 * the SDK's handler then checks ``pageSize``/``historyLength`` and trims history and
   artifacts (``includeArtifacts``).
 
@@ -34,7 +34,17 @@ from a2a.utils.task import ListTasksCursor, decode_list_tasks_cursor, encode_lis
 
 from jidocode.shared.events.conversation import ConversationSummary
 
-__all__ = ["READS", "SCAN_LIMIT", "candidates", "check_token", "moment", "page", "sort_key", "unknown_status"]
+__all__ = [
+    "READS",
+    "SCAN_LIMIT",
+    "candidates",
+    "check_token",
+    "moment",
+    "page",
+    "sort_key",
+    "status_refusal",
+    "unknown_status",
+]
 
 #: How many of the project's conversations (newest first) a listing considers.
 SCAN_LIMIT: Final = 500
@@ -83,20 +93,27 @@ def candidates(
     return kept
 
 
+def status_refusal(status: object) -> str | None:
+    """Why the raw ``status`` of a ``ListTasks`` request names no task state (a name such as
+    ``TASK_STATE_WORKING``, or its number); ``None`` when it names one or is absent."""
+    if status is None or status in _STATES:
+        return None
+    if isinstance(status, str) and status.isdigit() and int(status) in _STATES:
+        return None
+    return f"status {str(status)[:64]!r} is no task state: one of {', '.join(TaskState.keys()[1:])}"
+
+
 def unknown_status(body: object) -> tuple[str | int | None, str] | None:
     """``(request id, message)`` when ``body`` is a JSON-RPC ``ListTasks`` whose ``status`` names
-    no task state (a name such as ``TASK_STATE_WORKING`` or its number), else ``None``."""
+    no task state, else ``None``."""
     if not isinstance(body, dict) or body.get("method") != "ListTasks":
         return None
     params = body.get("params")
-    status = params.get("status") if isinstance(params, dict) else None
-    if status is None or status in _STATES:
+    refusal = status_refusal(params.get("status") if isinstance(params, dict) else None)
+    if refusal is None:
         return None
     request_id = body.get("id")
-    return (
-        request_id if isinstance(request_id, str | int) else None,
-        f"status {str(status)[:64]!r} is no task state: one of {', '.join(TaskState.keys()[1:])}",
-    )
+    return (request_id if isinstance(request_id, str | int) else None, refusal)
 
 
 def check_token(params: ListTasksRequest) -> ListTasksCursor | None:

@@ -147,9 +147,15 @@ async def test_a_foreign_page_token_or_an_unknown_status_is_invalid_params(a2a_s
             f"{a2a_system.agent_url}/a2a/jsonrpc",
             json={"jsonrpc": "2.0", "id": 7, "method": "ListTasks", "params": {"status": "ALMOST_DONE"}},
         )
+        rest = await http.get(f"{a2a_system.agent_url}/a2a/rest/tasks", params={"status": "ALMOST_DONE"})
+        by_number = await http.get(f"{a2a_system.agent_url}/a2a/rest/tasks", params={"status": "3"})
     error = response.json()["error"]
     assert (response.json()["id"], error["code"]) == (7, -32602)
     assert "ALMOST_DONE" in error["message"] and "TASK_STATE_WORKING" in error["message"]
+    assert (rest.status_code, rest.json()["error"]["status"]) == (400, "INVALID_ARGUMENT")
+    assert "ALMOST_DONE" in rest.json()["error"]["message"]
+    assert by_number.status_code == 200  # 3 is TASK_STATE_COMPLETED's number
+    assert all(t["status"]["state"] == "TASK_STATE_COMPLETED" for t in by_number.json()["tasks"])
 
 
 # -- history ------------------------------------------------------------------------
