@@ -31,7 +31,7 @@ from a2a.utils.constants import VERSION_HEADER, TransportProtocol
 from a2a.utils.errors import InvalidParamsError
 
 from jidocode.services.gateway.a2a.card import TOOLS_EXTENSION
-from jidocode.shared.clients import ConversationsClient
+from jidocode.shared.clients import ConversationsClient, EngineClient
 from jidocode.shared.envelope import new_id
 from tests.integration.gateway.a2a_fixtures import TURN_S, A2ASystem, a2a_system
 
@@ -136,6 +136,25 @@ async def test_list_tasks_filters_by_context_status_and_time(a2a_system: A2ASyst
         assert not bare.tasks[0].history
         none = await client.list_tasks(ListTasksRequest(context_id="no-such-task"))
         assert (list(none.tasks), none.total_size, none.page_size, none.next_page_token) == ([], 0, 0, "")
+
+
+async def test_list_tasks_shows_only_the_projects_own_tasks(a2a_system: A2ASystem) -> None:
+    other_root = a2a_system.project.parent / "other"
+    other_root.mkdir(exist_ok=True)
+    engine = EngineClient(a2a_system.bus, timeout=30)
+    other = await engine.start_project(str(other_root))
+    try:
+        other_url = f"{a2a_system.base_url}/projects/{other.project_id}"
+        async with _client(a2a_system, TransportProtocol.JSONRPC.value, url=other_url) as client:
+            theirs = await _ask(client, "in the other project")
+            their_list = await _all_pages(client, ListTasksRequest())
+        async with _client(a2a_system, TransportProtocol.JSONRPC.value) as client:
+            ours = await _ask(client, "in ours")
+            our_list = await _all_pages(client, ListTasksRequest())
+    finally:
+        await engine.stop_project(other.project_id)
+    assert [t.id for t in their_list] == [theirs.id]
+    assert ours.id in {t.id for t in our_list} and theirs.id not in {t.id for t in our_list}
 
 
 async def test_a_foreign_page_token_or_an_unknown_status_is_invalid_params(a2a_system: A2ASystem) -> None:
