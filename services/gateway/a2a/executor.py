@@ -5,7 +5,8 @@ conversation's live output into A2A events (:class:`.view.TurnFollower` decides
 which):
 
 * a new task starts the conversation (its id is the task's), sends the text as a
-  ``conversation.user.message`` and follows the turn;
+  ``conversation.user.message`` (under the client's ``messageId`` where it is a plain
+  token, so the task's history shows it) and follows the turn;
 * a task in ``input-required`` reads the message as the answer to the oldest pending
   approval (:func:`.view.parse_decision`) and sends a ``conversation.approval.response``;
 * assistant deltas stream as pieces of the ``answer`` artifact; the final answer
