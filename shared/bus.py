@@ -93,6 +93,8 @@ _JS_TRANSIENT = (
 
 #: Pauses before asking again when the server reports no responder.
 _NO_RESPONDER_RETRIES = (0.025, 0.075)
+#: Reconnect listeners running (kept until they end).
+_RECONNECT_TASKS: set[asyncio.Future[None]] = set()
 
 
 class Bus:
@@ -104,6 +106,8 @@ class Bus:
         self.source = source
         self.replicas = replicas
         self._kv: dict[str, KeyValue] = {}
+        #: Called (each in a task of its own) when the connection comes back after a loss.
+        self._on_reconnect: list[Callable[[], Awaitable[None]]] = []
         #: This connection's tracer while tracing is on (``telemetry``); ``None`` costs nothing.
         self.tracer: Tracer | None = None
         self._span_export: BusSpanProcessor | None = None
@@ -136,13 +140,34 @@ class Bus:
         Tracing is switched on here as the ``OTEL_*`` variables say (once per process).
         """
         telemetry.setup_from_env()
+        made: list[Bus] = []
+
+        async def reconnected() -> None:
+            log.info("nats reconnected (%s)", name)
+            if made:
+                made[0].reconnected()
+
+        options.setdefault("reconnected_cb", reconnected)
         try:
             nc = await connect_nats(config, name, wait=wait, **options)
         except (nats.errors.NoServersError, OSError) as exc:
             raise ServiceUnavailable(
                 await unreachable_message(config.nats_url, exc), details={"nats_url": config.nats_url}
             ) from None
-        return cls(nc, source=f"{name}/{config.instance}", replicas=config.js_replicas or 1)
+        made.append(cls(nc, source=f"{name}/{config.instance}", replicas=config.js_replicas or 1))
+        return made[0]
+
+    def on_reconnect(self, listener: Callable[[], Awaitable[None]]) -> None:
+        """Call ``listener`` whenever the connection comes back after a loss (a restarted
+        server: what lived only in it, such as an ephemeral consumer, may be gone)."""
+        self._on_reconnect.append(listener)
+
+    def reconnected(self) -> None:
+        """The connection came back: start every listener of :meth:`on_reconnect`."""
+        for listener in self._on_reconnect:
+            task = asyncio.ensure_future(listener())
+            _RECONNECT_TASKS.add(task)
+            task.add_done_callback(_RECONNECT_TASKS.discard)
 
     # -- publishing -----------------------------------------------------------
 

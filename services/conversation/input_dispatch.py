@@ -13,21 +13,24 @@ An actor that loads registers first (live input is then held by it), and then
 reads its backlog straight from the stream, one message at a time by subject
 (:func:`read_backlog`, no consumer). Live and backlog input overlap; the actor
 takes each stream sequence once, in order (``actor.py``). The ordered consumer
-resets itself on a gap from the last sequence it delivered, so nothing is lost.
+resets itself on a gap from the last sequence it delivered, so nothing is lost; when the
+connection comes back (a restarted server) it is made again at once from the next sequence.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any
 
+import nats.errors
 import nats.js.errors
 from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
-from nats.js.api import DeliverPolicy
+from nats.js.api import ConsumerConfig, DeliverPolicy
 
 from jidocode.shared import subjects
 from jidocode.shared.bus import Bus
@@ -65,6 +68,10 @@ class InputDispatch:
         self.bus = bus
         self._sinks: dict[str, InputSink] = {}
         self._sub: Subscription | None = None
+        #: The stream sequence to read from when the consumer is made again.
+        self._next = 0
+        #: Consumers made again after the connection came back (:meth:`_after_reconnect`).
+        self.resets = 0
 
     def __len__(self) -> int:
         return len(self._sinks)
@@ -77,13 +84,43 @@ class InputDispatch:
 
     async def start(self) -> None:
         """Start reading input stored from now on (before any conversation is loaded here)."""
-        self._sub = await self.bus.js.subscribe(
+        info = await self.bus.js.stream_info(subjects.STREAM_CONV_IN)
+        self._next = info.state.last_seq + 1
+        self._sub = await self._subscribe()
+        self.bus.on_reconnect(self._after_reconnect)
+
+    async def _subscribe(self) -> Subscription:
+        """An ordered consumer of every conversation's input from :attr:`_next` on."""
+        sub: Subscription = await self.bus.js.subscribe(
             subjects.conversation_in_filter(),
             stream=subjects.STREAM_CONV_IN,
             cb=self._on_message,
             ordered_consumer=True,
-            deliver_policy=DeliverPolicy.NEW,
+            config=ConsumerConfig(deliver_policy=DeliverPolicy.BY_START_SEQUENCE, opt_start_seq=self._next),
         )
+        return sub
+
+    async def _after_reconnect(self) -> None:
+        """The connection came back (a restarted server may have lost the consumer): read on
+        from the next sequence at once, rather than after the ordered consumer misses two
+        heartbeats (10-20 s of input left waiting). The actors drop what they had already."""
+        delay = 0.2
+        for _ in range(30):
+            if self._sub is None:
+                return  # stopped
+            try:
+                fresh = await self._subscribe()
+            except (nats.errors.Error, nats.js.errors.Error, TimeoutError) as exc:
+                log.info("input consumer after a reconnect: %s; trying again", exc)
+                await asyncio.sleep(delay)  # JetStream may still be starting
+                delay = min(delay * 2, 2.0)
+                continue
+            old, self._sub = self._sub, fresh
+            self.resets += 1
+            with contextlib.suppress(Exception):  # gone with the old server, most likely
+                await old.unsubscribe()
+            return
+        log.warning("input consumer: not made again after a reconnect; its heartbeats will reset it")
 
     async def stop(self) -> None:
         """Stop reading, and delete the consumer (the server would keep it until its inactivity
@@ -110,11 +147,13 @@ class InputDispatch:
             del self._sinks[subject]
 
     async def _on_message(self, msg: Msg) -> None:
+        seq = msg.metadata.sequence.stream
+        self._next = max(self._next, seq + 1)
         sink = self._sinks.get(msg.subject)
         if sink is None:
             return  # not loaded here
         try:
-            sink(InputMessage(msg.metadata.sequence.stream, msg.data, msg.headers))
+            sink(InputMessage(seq, msg.data, msg.headers))
         except Exception:  # one actor's trouble must not stop the input of the others
             log.exception("input on %s", msg.subject)
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import pytest
 
@@ -21,6 +22,7 @@ from jidocode.shared import subjects
 from jidocode.shared.bus import Bus
 from jidocode.shared.config import Config
 from jidocode.shared.events.conversation import ConversationError, UserMessage
+from jidocode.shared.natsserver import NatsServer, free_port
 
 from ._support import P, ToolsDouble, conversations, running_service
 from .test_idle import DEADLINE, Answers, EchoLlm
@@ -213,3 +215,36 @@ async def test_input_sent_while_the_replicas_consumer_is_gone_is_answered_after_
         assert rt.loads == 1  # the loaded actor got it, no reload
         assert rt.inputs.consumer != gone
     assert answers.by_conversation[cid] == ["re: before", "re: while it was gone"]
+
+
+async def test_after_a_server_restart_the_input_consumer_is_made_again_at_once(tmp_path: Path) -> None:
+    """A restarted nats-server loses the replica's ephemeral input consumer; the reconnect makes
+    it again from the next sequence (``resets``), instead of the 10-20 s the ordered consumer's
+    missed heartbeats take, and the loaded conversation answers the next message."""
+    server = NatsServer(store_dir=tmp_path / "js", port=free_port(), sync="default")
+    await asyncio.to_thread(server.start)
+    config = Config(nats_url=server.url)
+    bus = await Bus.connect(config, "restart-test")
+    settings = RuntimeSettings(lease_ttl_s=5.0, idle_timeout_s=600.0, list_tools_patience_s=0.0)
+    answers = Answers()
+    await answers.start(bus)
+    client = conversations(bus)
+    cid = "restarted"
+    try:
+        async with running_service(config, EchoLlm(), ToolsDouble(), settings) as rt:
+            await client.start(cid)
+            await client.send_event(cid, UserMessage.TYPE, {"text": "before"})
+            await answers.wait(lambda: bool(answers.by_conversation.get(cid)))
+            await asyncio.to_thread(server.stop)
+            await asyncio.to_thread(server.start)  # the same port and store
+            await rt.wait_until(lambda: rt.inputs.resets >= 1, DEADLINE)
+            await answers.start(
+                bus
+            )  # (core subscriptions come back with the connection; listen again anyway)
+            await client.send_event(cid, UserMessage.TYPE, {"text": "after"})
+            await answers.wait(lambda: len(answers.by_conversation[cid]) >= 2)
+            assert rt.loads == 1
+        assert answers.by_conversation[cid][:2] == ["re: before", "re: after"]
+    finally:
+        await bus.close()
+        await asyncio.to_thread(server.stop)
