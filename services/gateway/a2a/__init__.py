@@ -3,7 +3,8 @@
 Routes (all behind the gateway's token, like every route but ``/healthz``):
 
 =====================================================  =====================================
-``GET  /projects/<p>/.well-known/agent-card.json``     the project's agent card (:mod:`.card`)
+``GET  /projects/<p>/.well-known/agent-card.json``     the project's agent card (:mod:`.card`; also
+                                                       under ``/projects/<p>/a2a``)
 ``POST /projects/<p>/a2a/jsonrpc``                     the JSON-RPC binding (the SDK's dispatcher;
                                                        also at ``/projects/<p>``)
 ``/projects/<p>/a2a/rest/…``                           the HTTP+JSON binding (the SDK's REST routes)
@@ -57,6 +58,9 @@ if TYPE_CHECKING:
 __all__ = ["ProjectAgents", "routes"]
 
 log = logging.getLogger("jidocode.gateway.a2a")
+
+#: Where a card is, below an agent's base URL.
+CARD_PATH: Final = "/.well-known/agent-card.json"
 
 #: Seconds a task parked in ``input-required`` keeps its in-memory SDK state on this replica;
 #: after that a follow-up rebuilds it from the conversation (as on any other replica).
@@ -268,15 +272,30 @@ class ProjectAgents:
         await agent.rest(scope, receive, send)
 
 
+async def _no_project_in_url(request: Request) -> Response:
+    base = str(request.base_url).rstrip("/")
+    return _error(
+        404,
+        "not_found",
+        f"no project in this URL: give the agent's base URL with its trailing slash, "
+        f"{base}/projects/<project id>/ (or {base}/projects/<project id>/a2a)",
+    )
+
+
 def routes(ctx: GatewayContext) -> list[BaseRoute]:
     """The A2A routes, mounted by :func:`jidocode.services.gateway.app.create_app`."""
     agents = ProjectAgents(ctx)
-    # the card under the base URL given with or without its trailing slash (a client that joins
-    # "<base>/" and "/.well-known/…" asks for "//.well-known/…"), and the JSON-RPC endpoint too
+    # the card under the base URL ".../projects/<p>/" or ".../projects/<p>/a2a", given with or
+    # without its trailing slash (a client joining "<base>/" and "/.well-known/…" asks for
+    # "//.well-known/…"; the JS SDK resolves ".well-known/…" against the base, so without the
+    # slash it asks one level up: ".../projects/<p>/a2a" then finds ".../projects/<p>/.well-known")
     cards = [
-        Route(f"/projects/{{project_id}}{slash}/.well-known/agent-card.json", agents.card, methods=["GET"])
+        Route(f"/projects/{{project_id}}{under}{slash}{CARD_PATH}", agents.card, methods=["GET"])
+        for under in ("", "/a2a")
         for slash in ("", "/")
     ]
+    # a JS client given ".../projects/<p>" without its slash asks here: say what to give instead
+    cards.append(Route("/projects" + CARD_PATH, _no_project_in_url, methods=["GET"]))
     # JSON-RPC at its own path, and at the agent's base URL for clients that post there
     jsonrpc = [
         Route(f"/projects/{{project_id}}{path}", agents.jsonrpc, methods=["POST"])

@@ -50,6 +50,8 @@ __all__ = [
 SCAN_LIMIT: Final = 500
 #: Timelines read at once while listing.
 READS: Final = 8
+#: What the JS SDK (ts-proto) sends for a ``status`` its caller left unset: no filter, as unset.
+_UNSET_BY_TS_PROTO: Final = "UNRECOGNIZED"
 #: What a ``ListTasks`` ``status`` may be: a task state's name or number.
 _STATES: Final[frozenset[str | int]] = frozenset([*TaskState.keys(), *TaskState.values()])
 
@@ -96,7 +98,7 @@ def candidates(
 def status_refusal(status: object) -> str | None:
     """Why the raw ``status`` of a ``ListTasks`` request names no task state (a name such as
     ``TASK_STATE_WORKING``, or its number); ``None`` when it names one or is absent."""
-    if status is None or status in _STATES:
+    if status is None or status in _STATES or status == _UNSET_BY_TS_PROTO:
         return None
     if isinstance(status, str) and status.isdigit() and int(status) in _STATES:
         return None

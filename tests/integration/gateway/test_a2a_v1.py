@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from urllib.parse import urljoin
 
 import httpx
 import pytest
@@ -168,6 +169,11 @@ async def test_a_foreign_page_token_or_an_unknown_status_is_invalid_params(a2a_s
         )
         rest = await http.get(f"{a2a_system.agent_url}/a2a/rest/tasks", params={"status": "ALMOST_DONE"})
         by_number = await http.get(f"{a2a_system.agent_url}/a2a/rest/tasks", params={"status": "3"})
+        unset = await http.post(  # what the JS SDK sends for a status its caller left unset
+            f"{a2a_system.agent_url}/a2a/jsonrpc",
+            json={"jsonrpc": "2.0", "id": 8, "method": "ListTasks", "params": {"status": "UNRECOGNIZED"}},
+        )
+    assert "tasks" in unset.json()["result"]
     error = response.json()["error"]
     assert (response.json()["id"], error["code"]) == (7, -32602)
     assert "ALMOST_DONE" in error["message"] and "TASK_STATE_WORKING" in error["message"]
@@ -219,20 +225,32 @@ async def test_card_lists_skills_commands_workflows_and_the_tool_set(a2a_system:
     assert set(card["securitySchemes"]["bearer"]) == {"httpAuthSecurityScheme"}
 
 
-@pytest.mark.parametrize("slash", ["", "/"])
-async def test_discovery_and_calls_with_or_without_a_trailing_slash(
-    a2a_system: A2ASystem, slash: str
-) -> None:
-    base = a2a_system.agent_url + slash
+@pytest.mark.parametrize("suffix", ["", "/", "/a2a", "/a2a/"])
+async def test_discovery_with_or_without_a_trailing_slash(a2a_system: A2ASystem, suffix: str) -> None:
+    base = a2a_system.agent_url + suffix
     async with _client(a2a_system, TransportProtocol.JSONRPC.value, url=base) as client:
-        task = await _ask(client, f"slash {slash!r}")
+        task = await _ask(client, f"base {suffix!r}")
     assert task.status.state == TaskState.TASK_STATE_COMPLETED
     async with _http_v1(a2a_system) as http:
         joined = await http.get(f"{base}/.well-known/agent-card.json")  # "<base>/" + "/.well-known/…"
-        at_base = await http.post(
-            base, json={"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": task.id}}
-        )
+        resolved = await http.get(urljoin(base, ".well-known/agent-card.json"))  # the JS SDK's way
     assert joined.status_code == 200 and joined.json()["name"] == "JidoCode: proj"
+    if suffix == "":  # ".../projects/<p>" resolves to ".../projects/.well-known/…": no project in it
+        assert resolved.status_code == 404
+        assert "trailing slash" in resolved.json()["error"]["message"]
+    else:
+        assert resolved.status_code == 200 and resolved.json()["name"] == "JidoCode: proj"
+
+
+@pytest.mark.parametrize("slash", ["", "/"])
+async def test_json_rpc_answers_at_the_base_url_too(a2a_system: A2ASystem, slash: str) -> None:
+    async with _client(a2a_system, TransportProtocol.JSONRPC.value) as client:
+        task = await _ask(client, "at the base")
+    async with _http_v1(a2a_system) as http:
+        at_base = await http.post(
+            a2a_system.agent_url + slash,
+            json={"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": task.id}},
+        )
     assert at_base.json()["result"]["id"] == task.id
 
 
