@@ -146,7 +146,6 @@ async def serve(
 async def _default_llm(config: Config, bus: Bus, metadata: dict[str, str]) -> LlmPort:
     """The LLM port of the environment's model picker; the picked model goes into ``metadata``."""
     from .llm import ModelPicker, make_llm_port
-    from .llm.adapter import load_litellm_async
 
     picker = ModelPicker(os.environ)
     llm = make_llm_port(config, bus=bus, picker=picker)
@@ -154,9 +153,9 @@ async def _default_llm(config: Config, bus: Bus, metadata: dict[str, str]) -> Ll
     # The model a conversation gets when it configures none (`jidocode models` reads it).
     metadata.update(picker.metadata())
     log.info("model when none is configured: %s", picker.describe())
-    # litellm's import takes seconds of CPU: finish it before taking any
-    # lease, so heartbeats are never starved by the first model call.
-    await load_litellm_async()
+    # litellm's import (seconds of CPU) goes on in its thread (``serve`` started it): conversations
+    # are taken meanwhile, and a model call awaits it off the event loop, as every litellm lookup
+    # does (a restarted service takes its busy conversations back 2 s sooner: issue 31, point 4).
     return llm
 
 
