@@ -7,7 +7,8 @@ taken first and idle ones stay unloaded until their next input, so the live turn
 are not held up by reloading everything. ``jidocode up`` runs in a process of its own with the
 scripted OpenAI-compatible model on loopback (as ``bench/soak.py``). The script
 
-1. makes ``--idle`` conversations that each took one turn and are left idle (still loaded);
+1. makes ``--idle`` conversations that each took one turn and are left idle (still loaded); the
+   model answers each call after ``--model-delay`` seconds (2 s: a live turn is a model's time);
 2. runs ``--live`` conversations taking ``--turns`` turns each, one after the other: the
    no-crash round;
 3. runs the same again, and once a quarter of its turns are answered kills the conversation
@@ -46,8 +47,13 @@ from jidocode.shared.bus import Bus  # noqa: E402
 _REBUILT = re.compile(r"conversation \S+ rebuilt from \d+ journal entries")
 
 
-def answer(body: dict[str, Any]) -> Reply:
-    return Reply.answer(f"answer {len(body.get('messages') or [])}")
+def answerer(delay_s: float) -> Any:
+    """The scripted model: a short answer after ``delay_s`` (a model's think time)."""
+
+    def answer(body: dict[str, Any]) -> Reply:
+        return Reply.answer(f"answer {len(body.get('messages') or [])}", delay_s=delay_s)
+
+    return answer
 
 
 def pct(values: list[float], q: float) -> float:
@@ -63,14 +69,23 @@ class Rebuilds(deque[str]):
         super().__init__(maxlen=40)
         self.seen = 0
         self.at_mark = 0
+        self.marked_at: float | None = None
+        #: Seconds after the mark of the first and the last rebuild.
+        self.first: float | None = None
+        self.last: float | None = None
 
     def append(self, line: str) -> None:
         if _REBUILT.search(line):
             self.seen += 1
+            if self.marked_at is not None:
+                after = time.monotonic() - self.marked_at
+                self.first = after if self.first is None else self.first
+                self.last = after
         super().append(line)
 
     def mark(self) -> None:
         self.at_mark = self.seen
+        self.marked_at = time.monotonic()
 
     def since_mark(self) -> int:
         return self.seen - self.at_mark
@@ -142,7 +157,7 @@ async def main(args: argparse.Namespace) -> None:
         tmp = Path(tmp_name)
         project = tmp / "proj"
         project.mkdir()
-        async with ScriptedLlm(responder=answer) as llm:
+        async with ScriptedLlm(responder=answerer(args.model_delay)) as llm:
             up = Up(tmp, llm)
             rebuilds = Rebuilds()
             up.tail = rebuilds  # the drain thread appends every line of up's output to it
@@ -167,7 +182,8 @@ async def main(args: argparse.Namespace) -> None:
                 print(f"failed turns: no crash {calm.failures}, crash {crash.failures}")
                 print(
                     f"conversations rebuilt after the kill: {rebuilds.since_mark()} "
-                    f"(live {args.live}, idle {args.idle}; idle ones should stay unloaded)"
+                    f"(live {args.live}, idle {args.idle}; idle ones should stay unloaded), "
+                    f"the first {rebuilds.first or 0:.1f} s and the last {rebuilds.last or 0:.1f} s after it"
                 )
                 await bus.close()
             finally:
@@ -179,4 +195,5 @@ if __name__ == "__main__":
     parser.add_argument("--idle", type=int, default=480, help="idle conversations loaded before the crash")
     parser.add_argument("--live", type=int, default=50, help="conversations taking turns")
     parser.add_argument("--turns", type=int, default=3, help="turns each live conversation takes per round")
+    parser.add_argument("--model-delay", type=float, default=2.0, help="seconds the model takes to answer")
     asyncio.run(main(parser.parse_args()))
