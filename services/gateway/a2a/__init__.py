@@ -273,6 +273,7 @@ class ProjectAgents:
 
 
 async def _no_project_in_url(request: Request) -> Response:
+    """The 404 of ``/projects/.well-known/agent-card.json``, saying which base URL to give."""
     base = str(request.base_url).rstrip("/")
     return _error(
         404,
