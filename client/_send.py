@@ -16,8 +16,9 @@ log = logging.getLogger("jidocode.client")
 #: How long an event is sent again, with the same id, while the conversation service does not
 #: answer (one that died with the request, or one starting again after a crash).
 SEND_RETRY_FOR = 45.0
-#: One attempt's wait for ``send_event``'s answer (it answers in milliseconds when alive).
-SEND_ATTEMPT_TIMEOUT = 5.0
+#: One attempt's wait for ``send_event``'s answer (milliseconds when the service is alive; a slow
+#: one answered twice costs nothing, the copy is dropped).
+SEND_ATTEMPT_TIMEOUT = 2.5
 #: The longest pause between two sends: a service started again is found within it.
 RESEND_PAUSE_MAX = 0.5
 

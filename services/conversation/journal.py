@@ -102,7 +102,14 @@ async def publish_with_retry(
     bus: Bus, subject: str, payload: bytes, headers: dict[str, str], *, attempts: int = 5
 ) -> int:
     """JetStream publish; a timed-out attempt is retried with the same headers (so the same
-    ``Nats-Msg-Id``: the server drops the copy if the first one was stored). Returns the sequence."""
+    ``Nats-Msg-Id``: the server drops the copy if the first one was stored). Returns the sequence.
+
+    A store whose disk is full (as ``up`` names it) is ``storage_full`` at once: the server
+    would drop the write without answering."""
+    if full_store(os.environ) is not None:
+        raise unacknowledged(
+            f"JetStream's store has no room for a publish on {subject}", {"subject": subject}
+        )
     delay = 0.1
     for attempt in range(1, attempts + 1):
         try:
