@@ -12,6 +12,7 @@ its tool calls) and lets it go (``jidocode chat <dir> --conversation <id>`` or
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import typer
@@ -29,7 +30,6 @@ from jidocode.shared.events.conversation import (
 )
 
 from .common import cli_bus, console, print_json, resolve_project, run
-from .replay import export_command as _export_command
 
 __all__ = ["app"]
 
@@ -244,5 +244,14 @@ def _retention_days() -> float:
     return days
 
 
-# ``export``: a recording of the conversation for ``jidocode replay`` (cli/replay.py)
-app.command("export")(_export_command)
+@app.command("export")
+def export(
+    project_dir: str = typer.Argument(..., help="the project's directory"),
+    conversation_id: str = typer.Argument(..., help="the conversation"),
+    output: Path | None = typer.Option(None, "--output", "-o", help="the file (default: <id>.jsonl here)"),
+) -> None:
+    """Write a conversation's journal, the model's recorded answers and its projections to a
+    recording (JSON lines; see docs/compaction-and-replay.md) for `jidocode replay`."""
+    from .replay import export_command  # the replay's modules: only for an export
+
+    export_command(project_dir, conversation_id, output)

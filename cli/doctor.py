@@ -45,13 +45,13 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import typer
 from rich.markup import escape
 
 from jidocode.services.registry import SERVICES
-from jidocode.shared import sandbox, subjects
+from jidocode.shared import subjects
 from jidocode.shared.bus import connect_nats, foreign_listener, gather
 from jidocode.shared.config import Config, credentials_dir, default_data_home, running_file, running_system
 from jidocode.shared.errors import JidoError, PermissionDenied
@@ -60,6 +60,9 @@ from jidocode.shared.llm_probe import OllamaProbe, check_endpoint, probe_ollama
 from jidocode.shared.natsserver import find_nats_server
 from jidocode.shared.settings import global_home, load_settings
 from jidocode.shared.store_space import describe_streams, format_bytes
+
+if TYPE_CHECKING:
+    from jidocode.shared import sandbox
 
 from .common import console, print_json
 from .console import find_console
@@ -411,6 +414,8 @@ def bubblewrap_install(os_release: dict[str, str] | None = None) -> list[str]:
 
 async def _try(root: str, jido_home: str) -> tuple[bool, str]:
     """Run ``echo ok`` the way the bash tool would, in ``root``."""
+    from jidocode.shared import sandbox  # (the sandbox's modules: only when it is checked)
+
     try:
         launch = await sandbox.prepare(["/bin/sh", "-c", "echo ok"], root=root, jido_home=jido_home)
     except JidoError as exc:
@@ -437,6 +442,8 @@ async def _try(root: str, jido_home: str) -> tuple[bool, str]:
 
 def sandbox_report(project: str | None = None, *, check: bool = True) -> dict[str, Any]:
     """The sandbox part of what ``doctor`` prints, as data."""
+    from jidocode.shared import sandbox
+
     caps = sandbox.detect()
     home = str(global_home())
     root = os.path.realpath(project or os.getcwd())

@@ -4,6 +4,8 @@ get_history, reset_session, get_context_usage, cancel, resume; seed 000's slash 
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from ._client import (
     ApprovalRequest,
     ApproveCallback,
@@ -15,8 +17,20 @@ from ._client import (
 )
 from ._commands import RenderedCommand, SlashCommand, is_command_name, parse_slash_command
 from ._compaction import CompactionResult
-from ._plugins import Plugin, PluginRegistry
 from ._turn import TurnOutcome, TurnTracker
+
+if TYPE_CHECKING:
+    from ._plugins import Plugin, PluginRegistry
+
+
+def __getattr__(name: str) -> Any:
+    """The plugin registry's names, imported on first use (its models cost a CLI's start)."""
+    if name in ("Plugin", "PluginRegistry"):
+        from . import _plugins
+
+        return getattr(_plugins, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "ApprovalRequest",

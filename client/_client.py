@@ -44,19 +44,19 @@ import logging
 import os
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import nats.errors
 from nats.aio.subscription import Subscription
 
+from jidocode.shared import clients as service_clients  # each client's events on first use
 from jidocode.shared import subjects
 from jidocode.shared.bus import Bus
-from jidocode.shared.clients import AssetsClient, ConversationsClient, EngineClient, ProjectClient
-from jidocode.shared.config import Config
+from jidocode.shared.clients import ConversationsClient, EngineClient
+from jidocode.shared.config import Config, default_jido_home
 from jidocode.shared.envelope import Envelope, new_id
 from jidocode.shared.errors import ErrorInfo, InvalidInput, JidoError, NotFound, RequestTimeout, from_info
 from jidocode.shared.events import EventModel
-from jidocode.shared.events.assets import AssetReport
 from jidocode.shared.events.conversation import (
     ApprovalRequested,
     ApprovalResponse,
@@ -69,7 +69,6 @@ from jidocode.shared.events.conversation import (
 from jidocode.shared.events.engine import ProjectInfo
 from jidocode.shared.events.llm import UsageTotals
 from jidocode.shared.ledger import LedgerReader
-from jidocode.shared.settings import global_home
 from jidocode.shared.trust import TrustState, trust_project, trust_state
 
 from ._callbacks import (
@@ -84,10 +83,14 @@ from ._callbacks import (
 )
 from ._commands import RenderedCommand, is_command_name
 from ._compaction import CompactionResult, wait_for_compaction
-from ._plugins import PluginRegistry
 from ._send import send_again_while_unanswered
 from ._turn import TurnOutcome, TurnTracker
 from ._usage import ContextUsage, context_usage_of
+
+if TYPE_CHECKING:
+    from jidocode.shared.events.assets import AssetReport
+
+    from ._plugins import PluginRegistry
 
 __all__ = [
     "ApprovalRequest",
@@ -126,7 +129,7 @@ class JidoClient:
         jido_home: Path | None = None,
     ) -> None:
         self.bus = bus
-        self.jido_home = global_home(jido_home)
+        self.jido_home = jido_home or default_jido_home()
         self.project = project
         self.project_id: str = project.project_id
         self.root_path: str = project.root_path
@@ -247,6 +250,8 @@ class JidoClient:
     def plugins(self) -> PluginRegistry:
         """Seed 003's plugin registry of this project and conversation (``discover``,
         ``expose_tool``, ``unexpose_tool``)."""
+        from ._plugins import PluginRegistry  # the plugins' models: only when asked for
+
         return PluginRegistry(self)
 
     def on_event(self, callback: EventCallback) -> None:
@@ -269,7 +274,7 @@ class JidoClient:
         """
         state = trust_project(self.root_path, home=self.jido_home)
         try:
-            await AssetsClient(self.bus, self.project_id, timeout=REQUEST_TIMEOUT).reload()
+            await service_clients.AssetsClient(self.bus, self.project_id, timeout=REQUEST_TIMEOUT).reload()
         except JidoError as exc:
             log.warning("assets of %s not reloaded after trusting it: %s", self.project_id, exc)
         return state
@@ -417,7 +422,7 @@ class JidoClient:
 
     async def list_commands(self) -> list[dict[str, Any]]:
         """The project's slash commands: ``{name, description, layer, path, …}`` each."""
-        assets = AssetsClient(self.bus, self.project_id, timeout=REQUEST_TIMEOUT)
+        assets = service_clients.AssetsClient(self.bus, self.project_id, timeout=REQUEST_TIMEOUT)
         return list((await assets.list("command")).items)
 
     async def render_command(self, name: str, arguments: str = "") -> RenderedCommand:
@@ -433,7 +438,7 @@ class JidoClient:
                 f"{name!r} is not a command name (a-z, 0-9, single hyphens, at most 64 characters)",
                 details={"command": name},
             )
-        assets = AssetsClient(self.bus, self.project_id, timeout=REQUEST_TIMEOUT)
+        assets = service_clients.AssetsClient(self.bus, self.project_id, timeout=REQUEST_TIMEOUT)
         result = await assets.render_command(
             name, arguments, conversation_id=self.conversation_id, timeout=REQUEST_TIMEOUT
         )
@@ -479,7 +484,9 @@ class JidoClient:
 
         Returns the new generation with its counts and diagnostics (settings problems included).
         """
-        return await ProjectClient(self.bus, self.project_id, timeout=RELOAD_TIMEOUT).reload_assets()
+        return await service_clients.ProjectClient(
+            self.bus, self.project_id, timeout=RELOAD_TIMEOUT
+        ).reload_assets()
 
     async def cancel(self, reason: str | None = None) -> None:
         """Cancel the running turn (the LLM call and the running tools stop)."""

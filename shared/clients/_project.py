@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
-from jidocode.shared.events.assets import AssetReport, ReloadAssets
+from typing import TYPE_CHECKING
+
 from jidocode.shared.events.engine import GetProject, ProjectInfo
 from jidocode.shared.events.tools import GetPolicy, ListTools, ToolCatalog, ToolPolicy
 
 from ._base import Ext, ProjectScoped
+
+if TYPE_CHECKING:
+    from jidocode.shared.events.assets import AssetReport
 
 __all__ = ["ProjectClient"]
 
@@ -37,4 +41,6 @@ class ProjectClient(ProjectScoped):
         (``jido.assets.<p>.reload``), as the seed's project server does. The report carries the
         loader's diagnostics, the settings files' included.
         """
+        from jidocode.shared.events.assets import ReloadAssets  # the assets' models: only here
+
         return await self._scoped("reload_assets", ReloadAssets(), timeout=timeout, **ext)
