@@ -47,13 +47,23 @@ async def record_reads(url: str) -> AsyncIterator[RecordReads]:
     """Every read request of the records bucket routed by the server while the block runs."""
     nc = await nats.connect(url)
     reads = RecordReads()
+    subs = []
     try:
         for api in ("STREAM.MSG.GET", "DIRECT.GET"):
-            await nc.subscribe(f"$JS.API.{api}.{_STREAM}", cb=reads.seen)
-            await nc.subscribe(f"$JS.API.{api}.{_STREAM}.>", cb=reads.seen)
+            subs.append(await nc.subscribe(f"$JS.API.{api}.{_STREAM}", cb=reads.seen))
+            subs.append(await nc.subscribe(f"$JS.API.{api}.{_STREAM}.>", cb=reads.seen))
         await nc.flush()
         yield reads
+        # every request the server routed before this flush's answer is in the queues: let the
+        # callbacks take them (a count read right after the flush could miss one under load)
         await nc.flush()
+
+        async def drained() -> None:
+            while any(sub.pending_msgs for sub in subs):  # noqa: ASYNC110 (a queue size: no event)
+                await asyncio.sleep(0)  # the subscriptions' tasks take their messages
+
+        await asyncio.wait_for(drained(), 10)
+        await asyncio.sleep(0)
     finally:
         await nc.close()
 
