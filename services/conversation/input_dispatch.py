@@ -45,6 +45,10 @@ __all__ = ["ConversationInput", "InputDispatch", "InputMessage", "InputSink", "r
 
 log = logging.getLogger("jidocode.conversation.input")
 
+#: The input consumer's idle heartbeat: a consumer lost without a reconnect (deleted, or a server
+#: that lost it) is made again after two missed ones (nats-py's ordered consumer; its default is 5 s).
+HEARTBEAT_S = 2.0
+
 
 @dataclass(frozen=True)
 class InputMessage:
@@ -96,6 +100,7 @@ class InputDispatch:
             stream=subjects.STREAM_CONV_IN,
             cb=self._on_message,
             ordered_consumer=True,
+            idle_heartbeat=HEARTBEAT_S,
             config=ConsumerConfig(deliver_policy=DeliverPolicy.BY_START_SEQUENCE, opt_start_seq=self._next),
         )
         return sub
