@@ -80,8 +80,9 @@ TURN_DEADLINE = 240.0
 WAVE_DEADLINE = 60.0
 #: How long the system may take to answer ``$SRV.PING`` again after a kill.
 RECOVERY_DEADLINE = 90.0
-#: One request's timeout: a request lost in an outage is asked again after this.
-REQUEST_TIMEOUT = 5.0
+#: One request's timeout: a request lost in an outage is asked again after this (the SDK's send
+#: attempt's, ``client/_send.py``: a turn's time includes it when its poll met the killed service).
+REQUEST_TIMEOUT = 2.5
 #: Victims killed once the model has this many tool calls out (running, queued or being reported).
 TOOL_VICTIMS = ("tool_runner", NATS)
 TOOLS_IN_FLIGHT = 3
