@@ -9,20 +9,18 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import shutil
-import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+from tests.contract.js_packages import node_with_package
 
 __all__ = ["DRIVER", "JsSdk", "js_sdk"]
 
 #: The driver script: the JS SDK's ``Client`` over stdio, one JSON line per step.
 DRIVER = Path(__file__).with_name("mcp_js_client.mjs")
 SDK_PACKAGE = "@modelcontextprotocol/sdk@^1.20"
-INSTALL_TIMEOUT_S = 600
 
 
 class JsSdk:
@@ -51,41 +49,8 @@ class JsSdk:
         return [json.loads(line) for line in out.decode().splitlines() if line.startswith("{")]
 
 
-def _install(into: Path) -> str | None:
-    """npm-install the SDK into ``into``; ``None``, or why it could not."""
-    npm = shutil.which("npm")
-    if npm is None:
-        return "npm is not installed"
-    try:
-        done = subprocess.run(
-            [npm, "install", "--no-audit", "--no-fund", "--prefix", str(into), SDK_PACKAGE],
-            capture_output=True,
-            text=True,
-            timeout=INSTALL_TIMEOUT_S,
-            check=False,
-        )
-    except subprocess.TimeoutExpired:
-        return f"npm install {SDK_PACKAGE} took more than {INSTALL_TIMEOUT_S} s"
-    if done.returncode != 0:
-        return f"npm install {SDK_PACKAGE} failed: {done.stderr.strip()[-500:]}"
-    return None
-
-
 @pytest.fixture(scope="session")
 def js_sdk(tmp_path_factory: pytest.TempPathFactory) -> JsSdk:
     """The JS SDK, or a skip naming what is missing."""
-    node = shutil.which("node")
-    if node is None:
-        pytest.skip("node is not installed: the MCP JS SDK tests need it")
-    given = os.environ.get("JIDO_MCP_JS_SDK")
-    if given:
-        modules = Path(given)
-    else:
-        into = tmp_path_factory.mktemp("mcp-js-sdk")
-        reason = _install(into)
-        if reason is not None:
-            pytest.skip(f"the MCP JS SDK is not available: {reason}")
-        modules = into / "node_modules"
-    if not (modules / "@modelcontextprotocol" / "sdk" / "package.json").is_file():
-        pytest.skip(f"no @modelcontextprotocol/sdk under {modules}")
+    node, modules = node_with_package(SDK_PACKAGE, "JIDO_MCP_JS_SDK", tmp_path_factory, "MCP JS SDK")
     return JsSdk(node, modules)

@@ -11,15 +11,13 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import shutil
-import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from jidocode.shared.envelope import new_id
+from tests.contract.js_packages import node_with_package
 from tests.integration.gateway.a2a_fixtures import A2ASystem, a2a_system
 
 __all__ = ["a2a_system"]
@@ -28,49 +26,14 @@ pytestmark = [pytest.mark.slow, pytest.mark.asyncio(loop_scope="module")]
 
 DRIVER = Path(__file__).with_name("a2a_js_client.mjs")
 SDK_PACKAGE = "@a2a-js/sdk@^1.3"
-INSTALL_TIMEOUT_S = 600
 #: The completed state in the JS SDK's enum (``TaskState.TASK_STATE_COMPLETED``).
 COMPLETED = 3
-
-
-def _install(into: Path) -> str | None:
-    """npm-install the SDK into ``into``; ``None``, or why it could not."""
-    npm = shutil.which("npm")
-    if npm is None:
-        return "npm is not installed"
-    try:
-        done = subprocess.run(
-            [npm, "install", "--no-audit", "--no-fund", "--prefix", str(into), SDK_PACKAGE],
-            capture_output=True,
-            text=True,
-            timeout=INSTALL_TIMEOUT_S,
-            check=False,
-        )
-    except subprocess.TimeoutExpired:
-        return f"npm install {SDK_PACKAGE} took more than {INSTALL_TIMEOUT_S} s"
-    if done.returncode != 0:
-        return f"npm install {SDK_PACKAGE} failed: {done.stderr.strip()[-500:]}"
-    return None
 
 
 @pytest.fixture(scope="session")
 def a2a_js(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, Path]:
     """``(node, node_modules)`` holding the A2A JS SDK, or a skip naming what is missing."""
-    node = shutil.which("node")
-    if node is None:
-        pytest.skip("node is not installed: the A2A JS SDK tests need it")
-    given = os.environ.get("JIDO_A2A_JS_SDK")
-    if given:
-        modules = Path(given)
-    else:
-        into = tmp_path_factory.mktemp("a2a-js")
-        why = _install(into)
-        if why is not None:
-            pytest.skip(why)
-        modules = into / "node_modules"
-    if not (modules / "@a2a-js" / "sdk" / "package.json").is_file():
-        pytest.skip(f"no @a2a-js/sdk under {modules}")
-    return node, modules
+    return node_with_package(SDK_PACKAGE, "JIDO_A2A_JS_SDK", tmp_path_factory, "A2A JS SDK")
 
 
 async def _drive(
