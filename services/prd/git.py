@@ -330,6 +330,11 @@ class GitRepo:
         run = await self._git("rev-parse", "--verify", "--quiet", f"refs/heads/{branch}", check=False)
         return run.code == 0
 
+    async def head(self) -> str:
+        """The commit HEAD names (``""`` before the first commit)."""
+        run = await self._git("rev-parse", "--verify", "--quiet", "HEAD", check=False)
+        return run.out.decode().strip() if run.code == 0 else ""
+
     async def _has_head(self) -> bool:
         return (await self._git("rev-parse", "--verify", "--quiet", "HEAD", check=False)).code == 0
 
@@ -390,8 +395,13 @@ class GitRepo:
                 ) from None
             raise
 
-    async def commit_all(self, message: str, *, exclude: tuple[str, ...] = (".daedalus/",)) -> Commit | None:
+    async def commit_all(
+        self, message: str, *, exclude: tuple[str, ...] = (".daedalus/",), include: tuple[str, ...] = ()
+    ) -> Commit | None:
         """Stage every change outside ``exclude`` and commit it (``None``: nothing to commit).
+
+        ``include``: files inside ``exclude`` staged all the same (paths relative to the top of
+        the work tree, taken literally: the PRD's own files, committed with each story).
 
         The message goes to ``git commit -F -`` on stdin, verbatim (``--cleanup=verbatim``); hooks
         never run (``core.hooksPath`` pinned, and ``--no-verify``). A nested repository (an
@@ -408,8 +418,11 @@ class GitRepo:
         await self._require_repo()
         await self._refuse_nested(specs)
         await self._git("add", "--all", "--", ".", *specs)
+        if include:
+            await self._git("add", "--all", "--", *(f":(top,literal){p}" for p in include))
         # an excluded path staged earlier (by hand) stays out of the loop's commit
         staged_excluded = await self._staged(*(s.replace(":(exclude,literal)", ":(literal)") for s in specs))
+        staged_excluded = [p for p in staged_excluded if p not in include]
         if staged_excluded:
             if await self._has_head():
                 await self._git("reset", "--quiet", "--", *(f":(top,literal){p}" for p in staged_excluded))
