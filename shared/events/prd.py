@@ -115,6 +115,13 @@ class LoopInfo(EventModel):
     #: Sequence number of the last event published for this PRD.
     seq: int = 0
     updated_at: str = ""
+    #: Provider iterations this loop ran (its ``max_iterations`` budget), resumes included.
+    iterations: int = 0
+    #: What those iterations cost in US dollars, as the providers reported it (``max_cost_usd``).
+    cost_usd: float = 0.0
+    #: What the user should know about how the loop was started (no quality commands configured,
+    #: a project layer ignored), one line each.
+    warnings: list[str] = Field(default_factory=list)
 
 
 class PrdSummary(BaseModel):
@@ -153,6 +160,8 @@ class PrdView(EventModel):
     #: ``prd.json`` as stored (camelCase keys, see ``docs/prd.schema.json``).
     prd: dict[str, Any] = Field(default_factory=dict)
     loop: LoopInfo | None = None
+    #: What the user should know about the PRD's configuration (``create``: no quality commands).
+    warnings: list[str] = Field(default_factory=list)
 
 
 # --- commands -------------------------------------------------------------------------------------
