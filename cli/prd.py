@@ -1,4 +1,4 @@
-"""``jidocode prd new|list|show|run|pause|resume|stop|reset-story|tui``: a project's PRD loops.
+"""``jidocode prd new|import|list|show|run|pause|resume|stop|reset-story|tui``: a project's PRD loops.
 
 A PRD (product requirements document) is worked story by story by the ``prd`` service
 (``docs/prd.md``); these commands are its client, through :class:`PrdClient`, on the
@@ -24,11 +24,9 @@ import re
 import signal
 import sys
 from collections.abc import Awaitable, Callable
-from pathlib import Path
 from typing import Final, Protocol
 
 import typer
-from pydantic import TypeAdapter, ValidationError
 from rich.table import Table
 from rich.text import Text
 
@@ -47,6 +45,7 @@ from jidocode.shared.events.prd import (
 from .common import NatsReach, cli_bus, console, err_console, fields, print_json, resolve_project, run
 from .prd_follow import PrdFollower
 from .prd_render import LineRenderer, exit_code_for, safe, story_rows, story_text
+from .prd_source import MAX_STORIES_FILE_BYTES, PrdSource, read_json, read_source, stories_of
 
 __all__ = [
     "EXIT_INTERRUPTED",
@@ -69,8 +68,6 @@ PROJECT_DIR = typer.Argument(..., help="the project's directory")
 NAME = typer.Argument(..., help="the PRD's name (letters, digits, '_' and '-')")
 JSON = typer.Option(False, "--json", help="print JSON")
 
-#: The largest ``--from`` file read (500 stories of 20 000 characters fit comfortably).
-MAX_STORIES_FILE_BYTES: Final = 8 * 1024 * 1024
 #: Loop events ``show`` prints (the newest).
 SHOW_EVENTS: Final = 10
 #: Seconds ``show`` waits for the stored events it knows exist (the stream answers at once).
@@ -81,7 +78,6 @@ SHOW_POLL_S: Final = 0.3
 EXIT_INTERRUPTED: Final = 130
 
 _NAME_RE: Final = re.compile(r"^[A-Za-z0-9_\-]{1,64}$")
-_DRAFTS: Final = TypeAdapter(list[StoryDraft])
 
 
 def check_name(name: str) -> str:
@@ -96,37 +92,7 @@ def check_name(name: str) -> str:
 def read_stories(path: str) -> list[StoryDraft]:
     """The stories of a ``--from`` file: a JSON list of ``{title, description,
     acceptance_criteria, priority}`` (``id`` optional); a bad one is named with its field."""
-    file = Path(path).expanduser()
-    try:
-        size = file.stat().st_size
-    except OSError as exc:
-        raise InvalidInput(
-            f"cannot read the stories file {path}: {exc.strerror}", details={"path": path}
-        ) from None
-    if size > MAX_STORIES_FILE_BYTES:
-        raise InvalidInput(
-            f"the stories file {path} has {size} bytes: at most {MAX_STORIES_FILE_BYTES} are read",
-            details={"path": path},
-        )
-    try:
-        data = json.loads(file.read_text(encoding="utf-8"))
-    except (ValueError, OSError) as exc:
-        raise InvalidInput(f"the stories file {path} is not JSON: {exc}", details={"path": path}) from None
-    if isinstance(data, dict) and isinstance(data.get("stories"), list):
-        data = data["stories"]
-    if not isinstance(data, list):
-        raise InvalidInput(
-            f"the stories file {path} must hold a JSON list of stories, got {type(data).__name__}",
-            details={"path": path},
-        )
-    try:
-        return _DRAFTS.validate_python(data)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"])
-        raise InvalidInput(
-            f"story {where} in {path}: {first['msg']}", details={"path": path, "field": where}
-        ) from None
+    return stories_of(read_json(path), path)
 
 
 async def _client(bus: Bus, project_dir: str) -> PrdClient:
@@ -163,29 +129,80 @@ def new(
     title: str = typer.Option("", "--title", help="a one-line title"),
     description: str = typer.Option("", "--description", help="what the PRD is about"),
     stories_file: str = typer.Option(
-        "", "--from", help="a JSON list of {title, description, acceptance_criteria, priority}"
+        "",
+        "--from",
+        help="a JSON list of {title, description, acceptance_criteria, priority}, or a Ralph prd.json",
     ),
     branch_name: str = typer.Option("", "--branch-name", help="the branch its loop works on"),
     json_out: bool = JSON,
 ) -> None:
-    """Create a PRD (its files under .daedalus/prds/<name>/), with stories from --from."""
+    """Create a PRD (its files under .daedalus/prds/<name>/), with stories from --from (a Ralph
+    prd.json brings its title, description and branch unless given here)."""
 
     async def main() -> PrdView:
         check_name(name)
-        stories = read_stories(stories_file) if stories_file else []
-        async with cli_bus("prd") as bus:
-            client = await _client(bus, project_dir)
-            return await client.create(
-                name, title=title, description=description, branch_name=branch_name, stories=stories
-            )
+        source = read_source(stories_file, name=name) if stories_file else PrdSource()
+        return await _create(
+            project_dir,
+            name,
+            PrdSource(
+                stories=source.stories,
+                title=title or source.title,
+                description=description or source.description,
+                branch_name=branch_name or source.branch_name,
+            ),
+        )
 
-    view = run(main)
+    _print_created(run(main), json_out)
+
+
+@app.command("import")
+def import_(
+    project_dir: str = PROJECT_DIR,
+    ralph_file: str = typer.Argument(..., help="a Ralph prd.json (project, branchName, userStories)"),
+    name: str = typer.Option("", "--name", help="the PRD's name (default: from branchName or project)"),
+    json_out: bool = JSON,
+) -> None:
+    """Create a PRD from a Ralph prd.json: its stories keep their ids, priorities, passes and notes."""
+
+    async def main() -> PrdView:
+        if name:
+            check_name(name)
+        source = read_source(ralph_file, name=name)
+        if not source.name:
+            raise InvalidInput(
+                f"{ralph_file} is not a Ralph prd.json (an object with userStories): "
+                "use `jidocode prd new --from` for a list of stories",
+                details={"path": ralph_file},
+            )
+        return await _create(project_dir, source.name, source)
+
+    _print_created(run(main), json_out)
+
+
+async def _create(project_dir: str, name: str, source: PrdSource) -> PrdView:
+    async with cli_bus("prd") as bus:
+        client = await _client(bus, project_dir)
+        return await client.create(
+            name,
+            title=source.title,
+            description=source.description,
+            branch_name=source.branch_name,
+            stories=source.stories,
+        )
+
+
+def _print_created(view: PrdView, json_out: bool) -> None:
     if json_out:
         print_json(fields(view))
         return
-    count = len(story_rows(view.prd))
+    rows = story_rows(view.prd)
+    passed = sum(r.state == "passed" for r in rows)
+    already = f" ({passed} passed)" if passed else ""
     console.print(
-        Text.assemble("created ", (view.name, "bold"), safe(f" with {count} stories in {view.path}"))
+        Text.assemble(
+            "created ", (view.name, "bold"), safe(f" with {len(rows)} stories{already} in {view.path}")
+        )
     )
 
 

@@ -97,6 +97,8 @@ def _new_prd(cmd: CreatePrd) -> Prd:
                 description=draft.description,
                 acceptance_criteria=list(draft.acceptance_criteria),
                 priority=draft.priority,
+                passes=draft.passes,
+                notes=draft.notes,
             )
         )
     try:

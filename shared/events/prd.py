@@ -177,6 +177,10 @@ class StoryDraft(BaseModel):
     description: str = Field(default="", max_length=20_000)
     acceptance_criteria: list[str] = Field(default_factory=list, max_length=64)
     priority: int = Field(default=1, ge=0, le=1_000_000)
+    #: Already passed (an imported document keeps its progress: ``prd import``).
+    passes: bool = False
+    #: What earlier work learnt about the story (an imported document's ``notes``).
+    notes: str = Field(default="", max_length=20_000)
 
 
 class CreatePrd(Command[PrdView]):
