@@ -163,6 +163,13 @@ ENDPOINTS: tuple[Endpoint, ...] = (
         "conversation:Subscribe",
         "Where to follow and replay output",
     ),
+    Endpoint(
+        "conversation",
+        "conversations",
+        "rewind",
+        "conversation:RewindConversation",
+        "Rewind the context to before a user message",
+    ),
     Endpoint("tool_runner", "tools", "run", "tools:RunTool", "Run one tool call under the policy"),
     Endpoint("tool_runner", "tools", "cancel", "tools:CancelTool", "Cancel a tool call by request id"),
     Endpoint("tool_runner", "tools", "mcp_tools", "tools:ListTools", "Tools of the project's MCP servers"),

@@ -2,7 +2,7 @@
 
 Endpoints (nats.micro ``jidocode-conversation``, ``jido.conversations.<p>.<verb>``):
 ``start``, ``stop``, ``delete``, ``prune``, ``list``, ``send_event``, ``get_projection``,
-``replay`` (see ``shared.endpoints``). With ``conversations.retention_days`` set, a periodic
+``replay``, ``rewind`` (see ``shared.endpoints``). With ``conversations.retention_days`` set, a periodic
 sweep prunes every project (``prune.py``). Clients call them directly: ``start`` checks the project
 in the registry and merges the project's ``llm`` settings under the request's. Each
 replica runs the conversations it owns (see ``runtime.py``). The LLM port is
@@ -35,6 +35,8 @@ from jidocode.shared.events.conversation import (
     Projection,
     PruneConversations,
     ReplayInfo,
+    RewindConversation,
+    RewindResult,
     SendEvent,
     StartConversation,
     StopConversation,
@@ -49,6 +51,7 @@ from jidocode.shared.telemetry.export import ensure_trace_stream
 
 from .ports import LlmPort, ToolPort
 from .prune import RetentionSweep, sweep_period_s
+from .rewind import rewind_conversation
 from .runtime import Runtime
 from .settings import RuntimeSettings
 from .tools_bridge import NatsToolPort
@@ -217,3 +220,8 @@ def _serve_endpoints(
     host.serve_project(endpoint("conversation", "send_event"), send_event)
     host.serve_project(endpoint("conversation", "get_projection"), get_projection)
     host.serve_project(endpoint("conversation", "replay"), replay)
+
+    async def rewind(project_id: str, cmd: RewindConversation, env: Envelope) -> RewindResult:
+        return await rewind_conversation(runtime.endpoints, project_id, cmd)
+
+    host.serve_project(endpoint("conversation", "rewind"), rewind)

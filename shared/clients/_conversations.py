@@ -16,6 +16,8 @@ from jidocode.shared.events.conversation import (
     Projection,
     PruneConversations,
     ReplayInfo,
+    RewindConversation,
+    RewindResult,
     SendEvent,
     StartConversation,
     StopConversation,
@@ -28,6 +30,10 @@ from ._base import Ext, ProjectScoped
 #: The least a stop (or a delete, which stops first) is waited for: the service gives the
 #: conversation's owner a moment to cancel what it runs before letting it go.
 STOP_TIMEOUT_S: Final = 15.0
+
+
+#: The least a rewind is waited for (the service waits up to 40 s for the owner's answer).
+REWIND_TIMEOUT_S: Final = 45.0
 
 
 def _at_least(timeout: float | None) -> float:
@@ -136,3 +142,14 @@ class ConversationsClient(ProjectScoped):
         """Where to follow the conversation's output, and the stream sequence to replay from."""
         cmd = Subscribe(conversation_id=conversation_id, after_id=after_id)
         return await self._scoped("replay", cmd, timeout=timeout, **ext)
+
+    async def rewind(
+        self, conversation_id: str, message_id: str, *, timeout: float | None = None, **ext: Ext
+    ) -> RewindResult:
+        """Rewind the context to before the user message ``message_id`` (or the turn of that id);
+        waits until the conversation journaled its ``conversation.rewound`` entry (at least
+        :data:`REWIND_TIMEOUT_S`: a takeover of a dead owner's conversation comes first)."""
+        cmd = RewindConversation(conversation_id=conversation_id, message_id=message_id)
+        return await self._scoped(
+            "rewind", cmd, timeout=max(timeout or self.timeout or 0.0, REWIND_TIMEOUT_S), **ext
+        )

@@ -82,5 +82,6 @@ INPUT_RECEIVERS: Final = MappingProxyType(
         "conversation.resume": _CONV,
         "conversation.approval.response": ("conversation", "tool_runner"),
         "conversation.compact": _CONV,
+        "conversation.rewind": _CONV,
     }
 )

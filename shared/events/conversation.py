@@ -23,12 +23,15 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ._base import Command, EventModel
 from .model_answer import ModelToolCall, usage_cost, usage_count
+from .rewind import EVENTS as _REWIND_EVENTS
+from .rewind import REWIND_REFUSED, Rewind, RewindConversation, RewindResult, Rewound
 from .turn import TurnEnded, TurnEndOutcome
 
 __all__ = [
     "EVENTS",
     "EXTERNAL_TYPES",
     "PROJECTIONS",
+    "REWIND_REFUSED",
     "ApprovalDecision",
     "ApprovalRequested",
     "ApprovalResponse",
@@ -62,6 +65,10 @@ __all__ = [
     "QueueOverflow",
     "ReplayInfo",
     "Resume",
+    "Rewind",
+    "RewindConversation",
+    "RewindResult",
+    "Rewound",
     "SendEvent",
     "StartConversation",
     "StopConversation",
@@ -135,7 +142,7 @@ class Compact(_Output):
 
 #: The only types accepted from outside on ``jido.conv.<p>.<c>.in``.
 EXTERNAL_TYPES: Final[frozenset[str]] = frozenset(
-    model.TYPE for model in (UserMessage, Cancel, Resume, ApprovalResponse, Compact)
+    model.TYPE for model in (UserMessage, Cancel, Resume, ApprovalResponse, Compact, Rewind)
 )
 
 
@@ -572,3 +579,4 @@ class CompactionFailed(_Output):
 
 
 EVENTS = (*EVENTS, Compact, CompactionRequested, CompactionCompleted, CompactionFailed, TurnEnded)
+EVENTS = (*EVENTS, *_REWIND_EVENTS)

@@ -20,6 +20,11 @@ A ``conversation.compaction.completed`` entry replaces the messages of every
 run anchored before its ``to_index`` (an earlier summary included) with one
 summary message (:func:`summary_message`); the runs after it stay. Nothing
 leaves the timeline: only this projection changes (docs/compaction-and-replay.md).
+
+A ``conversation.rewound`` entry drops the run of the user message it names and every run
+placed after it: the context is again what it was before that message (an answer to a model
+call made before the message stays, wherever its result arrived). Nothing leaves the timeline
+here either (docs/rewind.md).
 """
 
 from __future__ import annotations
@@ -40,6 +45,7 @@ from jidocode.shared.events.conversation import (
     ToolCallRequested,
     UserMessage,
 )
+from jidocode.shared.events.rewind import Rewound
 
 from .signal import Signal
 from .timeline import Timeline
@@ -86,7 +92,8 @@ class _Run:
         self.size = size
         #: A user message's run (where a kept turn begins).
         self.user = user
-        #: Replaced by a compaction's summary: its messages are gone from the context.
+        #: Replaced by a compaction's summary, or dropped by a rewind: its messages are gone from
+        #: the context.
         self.compacted = False
 
 
@@ -140,6 +147,8 @@ class ContextBuilder:
                     self._compact(done.to_index, done.summary)
             case CompactionFailed() | Cancel():
                 self._open_compaction = None
+            case Rewound(to_index=to_index):
+                self._rewind(to_index)
             case ToolCallCompleted() | ToolCallFailed() as result:
                 self._add_result(result)
             case LlmRequested():
@@ -217,6 +226,35 @@ class ContextBuilder:
         for run in self._runs[n:]:
             run.start += 1 - size
         self._runs[:n] = [_Run(-1, 0, 1)]
+
+    def holds_user_message(self, position: int) -> bool:
+        """Whether the user message at timeline ``position`` is in the context as it was sent
+        (not summarised by a compaction, not dropped by a rewind)."""
+        return any(run.user and run.anchor == position for run in self._runs)
+
+    def rewind_split(self, to_index: int) -> tuple[int, int]:
+        """``(kept, dropped)``: the context messages a rewind to ``to_index`` keeps and drops."""
+        n = self._first_run_from(to_index)
+        kept = self._runs[n].start if n < len(self._runs) else len(self._messages)
+        return kept, len(self._messages) - kept
+
+    def _first_run_from(self, to_index: int) -> int:
+        """Index of the first run anchored at ``to_index`` or later (``len(runs)``: none)."""
+        n = len(self._runs)
+        while n > 0 and self._runs[n - 1].anchor >= to_index:
+            n -= 1
+        return n
+
+    def _rewind(self, to_index: int) -> None:
+        """Drop the runs anchored at ``to_index`` or later (the rewound message's and after)."""
+        n = self._first_run_from(to_index)
+        gone = self._runs[n:]
+        if not gone:
+            return
+        for run in gone:
+            run.compacted = True
+        del self._messages[gone[0].start :]
+        del self._runs[n:]
 
     def _answer(self, request_id: str, position: int) -> _Answer:
         answer = self._answers.get(request_id)

@@ -30,6 +30,7 @@ from jidocode.shared.events.conversation import (
     TurnEnded,
     UserMessage,
 )
+from jidocode.shared.events.rewind import Rewound
 
 from .signal import Signal
 from .state import PendingToolCall, Status, SubagentInfo, Trigger
@@ -196,3 +197,14 @@ def _subagent_completed(event: SubagentCompleted, w: Work, s: Signal) -> None:
     w.set_subagent(info.model_copy(update={"status": event.status or "completed", "result": event.result}))
     if sid in w.pending_subagents:
         w.pending_subagents.remove(sid)
+
+
+@_evolve.register
+def _rewound(event: Rewound, w: Work, s: Signal) -> None:
+    """Back before a user message (the context moves in ``context.py``): the messages from it on
+    are no longer waiting for an answer, and the last call's context fill says nothing now."""
+    later = {e.id for e in w.timeline[event.to_index :] if e.type == UserMessage.TYPE}
+    w.waiting_messages = [m for m in w.waiting_messages if m not in later]
+    w.unanswered = bool(w.waiting_messages)
+    w.turns = 0
+    w.context_tokens = 0

@@ -33,6 +33,7 @@ from jidocode.shared.events.conversation import (
     TurnEndOutcome,
     UserMessage,
 )
+from jidocode.shared.events.rewind import REWIND_REFUSED, Rewind, Rewound
 
 from .context import ContextBuilder, context_messages
 from .evolve import evolve
@@ -45,6 +46,7 @@ from .intents import (
     RunLlm,
     RunToolIntent,
 )
+from .rewind import RewindRefusal, rewind_target
 from .signal import Signal
 from .state import Status
 from .timeline import Timeline
@@ -75,7 +77,7 @@ def apply(w: Work, s: Signal) -> None:
     event = s.event
     if isinstance(event, Cancel):
         _cancelled(w, s, event, before)
-    elif w.status is not Status.CANCELLED:  # no orchestration until resume
+    elif w.status is not Status.CANCELLED or isinstance(event, Rewind):  # else nothing until resume
         _react(event, w, s, before)
 
 
@@ -211,6 +213,29 @@ def _compact(event: Compact, w: Work, s: Signal, before: _Before) -> None:
         details={"compacted_to": w.compacted_to},
     )
     apply(w, mint(w, error, s))
+
+
+@_react.register
+def _rewind(event: Rewind, w: Work, s: Signal, before: _Before) -> None:
+    """Answer a rewind input: a ``conversation.rewound`` entry, or why not (decision 0335)."""
+    target = rewind_target(w.status, w.timeline, event.message_id)
+    if isinstance(target, RewindRefusal):
+        refused = ConversationError(
+            error_type=REWIND_REFUSED,
+            message=target.message,
+            details={"request_id": s.id, "message_id": target.message_id, "reason": target.reason},
+        )
+        apply(w, mint(w, refused, s))
+        return
+    rewound = Rewound(
+        request_id=s.id,
+        message_id=target.message_id,
+        text=target.text,
+        to_index=target.position,
+        kept=target.kept,
+        dropped=target.dropped,
+    )
+    apply(w, mint(w, rewound, s))
 
 
 @_react.register

@@ -73,4 +73,5 @@ def test_external_types_are_the_seed_contract_plus_approval() -> None:
         "conversation.resume",
         "conversation.approval.response",
         "conversation.compact",  # compaction on demand (docs/compaction-and-replay.md)
+        "conversation.rewind",  # back before a user message (docs/rewind.md)
     } == EXTERNAL_TYPES

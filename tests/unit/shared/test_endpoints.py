@@ -143,6 +143,7 @@ def test_the_project_service_no_longer_forwards_conversations() -> None:
         "send_event",
         "get_projection",
         "replay",
+        "rewind",
     }
 
 
