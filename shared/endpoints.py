@@ -180,6 +180,23 @@ ENDPOINTS: tuple[Endpoint, ...] = (
         "mcp:ListMcpServers",
         "The project's MCP servers and their state",
     ),
+    Endpoint(
+        "tool_runner", "tools", "checkpoints_list", "tools:ListCheckpoints", "The project's checkpoints"
+    ),
+    Endpoint(
+        "tool_runner",
+        "tools",
+        "checkpoints_diff",
+        "tools:DiffCheckpoint",
+        "What restoring a checkpoint would change",
+    ),
+    Endpoint(
+        "tool_runner",
+        "tools",
+        "checkpoints_restore",
+        "tools:RestoreCheckpoint",
+        "Put the project's files back as a checkpoint holds them",
+    ),
     Endpoint("asset_loader", "assets", "get", "assets:GetAsset", "One skill, command or workflow"),
     Endpoint("asset_loader", "assets", "list", "assets:ListAssets", "List assets"),
     Endpoint("asset_loader", "assets", "search", "assets:SearchAssets", "Fuzzy search over assets"),

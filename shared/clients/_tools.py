@@ -8,7 +8,13 @@ from typing import Any
 from jidocode.shared.events.mcp import ListMcpServers, McpServerList
 from jidocode.shared.events.tools import (
     CancelTool,
+    CheckpointDiff,
+    CheckpointList,
+    CheckpointRestored,
+    DiffCheckpoint,
+    ListCheckpoints,
     ListTools,
+    RestoreCheckpoint,
     RunTool,
     ToolCallMeta,
     ToolCancelAccepted,
@@ -85,3 +91,36 @@ class ToolsClient(ProjectScoped):
     async def mcp_servers(self, *, timeout: float | None = None, **ext: Ext) -> McpServerList:
         """The project's MCP servers and their state on the replica that answers (starts none)."""
         return await self._scoped("mcp_servers", ListMcpServers(), timeout=timeout, **ext)
+
+    async def checkpoints_list(
+        self, conversation_id: str | None = None, *, timeout: float | None = None, **ext: Ext
+    ) -> CheckpointList:
+        """The project's checkpoints, oldest first (of ``conversation_id`` alone when given)."""
+        command = ListCheckpoints(conversation_id=conversation_id)
+        return await self._scoped("checkpoints_list", command, timeout=timeout, **ext)
+
+    async def checkpoints_diff(
+        self, checkpoint: str, *, timeout: float | None = None, **ext: Ext
+    ) -> CheckpointDiff:
+        """What restoring ``checkpoint`` (its id) would change, and which of those files somebody
+        else than the agent changed since (``NotFound`` for an unknown id)."""
+        return await self._scoped(
+            "checkpoints_diff", DiffCheckpoint(checkpoint=checkpoint), timeout=timeout, **ext
+        )
+
+    async def checkpoints_restore(
+        self,
+        checkpoint: str,
+        *,
+        paths: list[str] | None = None,
+        overwrite_user_changes: bool = False,
+        timeout: float | None = None,
+        **ext: Ext,
+    ) -> CheckpointRestored:
+        """Put the work tree back as ``checkpoint`` holds it (only ``paths`` when given): the paths
+        restored, and those kept because somebody else changed them since (unless
+        ``overwrite_user_changes``)."""
+        command = RestoreCheckpoint(
+            checkpoint=checkpoint, paths=paths, overwrite_user_changes=overwrite_user_changes
+        )
+        return await self._scoped("checkpoints_restore", command, timeout=timeout, **ext)

@@ -14,9 +14,17 @@ from ._base import Command, EventModel
 
 __all__ = [
     "EVENTS",
+    "TURN_LABEL_MAX",
     "CancelTool",
+    "CheckpointDiff",
+    "CheckpointInfo",
+    "CheckpointList",
+    "CheckpointRestored",
+    "DiffCheckpoint",
     "GetPolicy",
+    "ListCheckpoints",
     "ListTools",
+    "RestoreCheckpoint",
     "RunTool",
     "ToolCallMeta",
     "ToolCancelAccepted",
@@ -31,6 +39,10 @@ __all__ = [
     "ToolSpec",
     "ToolStarted",
 ]
+
+
+#: The longest ``ToolCallMeta.turn_label`` (the user's message, cut by the caller).
+TURN_LABEL_MAX = 200
 
 
 class ToolCallMeta(BaseModel):
@@ -48,6 +60,13 @@ class ToolCallMeta(BaseModel):
     #: does not start the call after it, bounds its waits and runs by it, and passes it on to
     #: the steps of a workflow or skill. ``ToolsClient.run`` sets it from its timeout.
     deadline: float | None = None
+
+    #: The conversation turn the call belongs to (the id of the user message that opened it) and
+    #: that message's text, cut to :data:`TURN_LABEL_MAX` characters: the tool runner records one
+    #: checkpoint of the project's files per ``(conversation_id, turn_id)`` before the turn's
+    #: first call that can write (docs/checkpoints.md). ``None``: no turn, no checkpoint.
+    turn_id: str | None = Field(default=None, min_length=1, max_length=256)
+    turn_label: str | None = Field(default=None, max_length=TURN_LABEL_MAX)
 
     #: What the asset loader appends to a call's request id for each step of a workflow
     #: (``<id>/wf/<run>/<step>``) or a skill's tool call (``<id>/skill/<name>/<route>``).
@@ -243,6 +262,88 @@ class ToolCancelRequested(EventModel):
     conversation_id: str | None = None
 
 
+class CheckpointInfo(BaseModel):
+    """One checkpoint: the project's files before the first writing call of a conversation's turn."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    #: A short stable id (the start of the checkpoint's commit id in the project's shadow repository).
+    id: str
+    conversation_id: str
+    turn_id: str
+    #: The user's message that opened the turn (cut; untrusted text: escape it where shown).
+    label: str = ""
+    #: Unix time (seconds) it was recorded.
+    created_at: float
+    #: How many files it holds.
+    files: int = 0
+    #: Paths left out: ``.gitignore``'d ones (a directory ends with ``/``), those over the size cap,
+    #: nested repositories and names git cannot list (capped; ``…`` ends a cut list).
+    skipped: list[str] = Field(default_factory=list)
+
+
+class CheckpointList(EventModel):
+    """Reply of ``jido.tools.<p>.checkpoints_list``: the checkpoints, oldest first."""
+
+    channel: ClassVar[str] = "reply"
+    type: Literal["tool.checkpoint_list"] = "tool.checkpoint_list"
+    checkpoints: list[CheckpointInfo] = Field(default_factory=list)
+
+
+class ListCheckpoints(Command[CheckpointList]):
+    """Request body of ``jido.tools.<p>.checkpoints_list``: the project's checkpoints (of one
+    conversation when ``conversation_id`` is given)."""
+
+    type: Literal["tool.list_checkpoints"] = "tool.list_checkpoints"
+    conversation_id: str | None = None
+
+
+class CheckpointDiff(EventModel):
+    """Reply of ``checkpoints_diff``: what a restore of ``checkpoint`` would change in the work tree.
+
+    ``added``: files restore would make again (gone since), ``modified``: files it would write back,
+    ``deleted``: files made since that it would delete. ``changed_by_user``: the paths among them
+    somebody else than the agent changed since the checkpoint (restore keeps them unless told).
+    """
+
+    channel: ClassVar[str] = "reply"
+    type: Literal["tool.checkpoint_diff"] = "tool.checkpoint_diff"
+    checkpoint: CheckpointInfo
+    added: list[str] = Field(default_factory=list)
+    modified: list[str] = Field(default_factory=list)
+    deleted: list[str] = Field(default_factory=list)
+    changed_by_user: list[str] = Field(default_factory=list)
+
+
+class DiffCheckpoint(Command[CheckpointDiff]):
+    """Request body of ``jido.tools.<p>.checkpoints_diff``: compare a checkpoint with the work tree."""
+
+    type: Literal["tool.diff_checkpoint"] = "tool.diff_checkpoint"
+    checkpoint: str = Field(min_length=4, max_length=64)
+
+
+class CheckpointRestored(EventModel):
+    """Reply of ``checkpoints_restore``: the paths written back or deleted, and those kept because
+    somebody else than the agent changed them since the checkpoint."""
+
+    channel: ClassVar[str] = "reply"
+    type: Literal["tool.checkpoint_restored"] = "tool.checkpoint_restored"
+    checkpoint: CheckpointInfo
+    restored: list[str] = Field(default_factory=list)
+    kept: list[str] = Field(default_factory=list)
+
+
+class RestoreCheckpoint(Command[CheckpointRestored]):
+    """Request body of ``jido.tools.<p>.checkpoints_restore``: put the work tree back as the
+    checkpoint holds it (only ``paths`` when given; user-changed files only with
+    ``overwrite_user_changes``)."""
+
+    type: Literal["tool.restore_checkpoint"] = "tool.restore_checkpoint"
+    checkpoint: str = Field(min_length=4, max_length=64)
+    paths: list[str] | None = None
+    overwrite_user_changes: bool = False
+
+
 EVENTS: tuple[type[EventModel], ...] = (
     ToolResult,
     ToolCancelAccepted,
@@ -256,4 +357,10 @@ EVENTS: tuple[type[EventModel], ...] = (
     ListTools,
     GetPolicy,
     ToolCancelRequested,
+    CheckpointList,
+    ListCheckpoints,
+    CheckpointDiff,
+    DiffCheckpoint,
+    CheckpointRestored,
+    RestoreCheckpoint,
 )
