@@ -22,6 +22,10 @@ started process can touch*, whatever the command line says:
 - :mod:`._paths`: the protected, hidden and readable paths;
 - :mod:`._namespace`: the pid namespace of a bubblewrap call, ended by killing
   its first process (whenever the stop comes);
+- :mod:`._egress`: :class:`Egress`, the egress proxy a launch may reach and nothing else of the
+  network (bubblewrap: its socket bridged into the namespace by :mod:`._bridge`; Landlock: TCP
+  to its port only, and a seccomp filter that closes UDP in every Landlock launch without the
+  full network);
 - :mod:`._launch`: :func:`prepare`, the I/O that puts the plans together;
 - :mod:`._run`: :func:`run_command`, which runs a prepared launch to its end (output capped,
   timeout, nothing left behind): the bash tool and the PRD loop's quality checks.
@@ -29,7 +33,8 @@ started process can touch*, whatever the command line says:
 Refusals are :class:`~jidocode.shared.errors.PermissionDenied` with
 ``details.sandbox`` = ``unavailable`` (no sandbox works and the user did not
 turn it off), ``protected_too_large`` (Landlock cannot keep a protected
-path that large) or ``protected_unwatched`` (no inotify instance left); a call
+path that large), ``egress_unconfinable`` (the egress proxy under a Landlock
+that cannot keep TCP to its port: ABI < 4) or ``protected_unwatched`` (no inotify instance left); a call
 that changed a protected path fails with ``protected_changed`` (the bash tool).
 See docs/security.md ("OS sandbox") and docs/deploy.md.
 """
@@ -38,6 +43,7 @@ from __future__ import annotations
 
 from ._bwrap import Mount, bwrap_argv
 from ._detect import Capabilities, detect
+from ._egress import Egress
 from ._env import ENV_ALLOWLIST, GIT_PINS, sandbox_env
 from ._guard import GUARD, Guard, TooLarge, capture, repair
 from ._launch import LAUNCHER, Launch, prepare
@@ -58,6 +64,7 @@ __all__ = [
     "TRUNCATION_MARK",
     "Capabilities",
     "Choice",
+    "Egress",
     "Guard",
     "Launch",
     "Mount",

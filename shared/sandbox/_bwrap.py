@@ -21,14 +21,16 @@ class Mount:
     ``tmpfs``: an empty directory; ``dir``: a directory created in a tmpfs;
     ``symlink``: a symbolic link to ``target`` (``/bin -> usr/bin``);
     ``hide-file``: ``/dev/null`` over a file; ``rw`` / ``ro``: a bind of
-    ``dest`` itself, or of the open directory ``fd`` when given (the source is
-    then pinned: a symlink swapped in after the check cannot redirect it).
+    ``dest`` itself (or of ``source`` when given: the egress proxy's socket), or of the open
+    directory ``fd`` when given (the source is then pinned: a symlink swapped in after the check
+    cannot redirect it).
     """
 
     kind: Literal["tmpfs", "dir", "symlink", "hide-file", "rw", "ro"]
     dest: str
     fd: int | None = None
     target: str = ""
+    source: str = ""
 
     def args(self) -> list[str]:
         if self.kind == "symlink":
@@ -40,7 +42,7 @@ class Mount:
         flag = "--bind" if self.kind == "rw" else "--ro-bind"
         if self.fd is not None:
             return [f"{flag}-fd", str(self.fd), self.dest]
-        return [flag, self.dest, self.dest]
+        return [flag, self.source or self.dest, self.dest]
 
 
 def _order(m: Mount) -> tuple[int, int]:

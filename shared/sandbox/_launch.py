@@ -19,6 +19,7 @@ from jidocode.shared.errors import PermissionDenied
 
 from ._bwrap import Mount, bwrap_argv
 from ._detect import Capabilities, detect
+from ._egress import SOCKET_INSIDE, Egress, bridge_argv, bridge_python, proxy_env
 from ._env import sandbox_env
 from ._guard import GUARD, Ticket, TooLarge
 from ._launcher import spec_argv
@@ -310,66 +311,127 @@ def _plan(
     additional_directories: Sequence[str],
     source_env: Mapping[str, str],
     cwd: str | None = None,
+    egress: Egress | None = None,
 ) -> Launch:
     workdir = cwd or root
     if choice.mode == "off":
         own_home = source_env.get("HOME") or os.path.expanduser("~")
         env = sandbox_env(source_env, home=own_home, tmpdir=source_env.get("TMPDIR") or tempfile.gettempdir())
         return Launch(choice=choice, argv=list(argv), env=env, cwd=workdir, root=root)
-    home = _home(source_env)
-    hidden = runtime_hidden(source_env, jido_home=jido_home)
-    system = system_readable()
-    # PATH keeps only entries the command can see: the system, the root, the additional directories
-    visible = (*system, root, *additional_directories)
-    rels = protected_rels(data_dir)
+    where = _Where(
+        root=root,
+        workdir=workdir,
+        home=_home(source_env),
+        hidden=runtime_hidden(source_env, jido_home=jido_home),
+        extra_ro=additional_directories,
+        # the proxy only where the settings keep the full network closed
+        egress=None if choice.network else egress,
+    )
     if choice.mode == "bubblewrap":
-        mounts, fds, sandbox_home = _bwrap_mounts(root, rels, home, hidden, additional_directories, system)
-        info_r, info_w = os.pipe()
-        try:
-            env = sandbox_env(source_env, home=sandbox_home, tmpdir="/tmp", hidden=("/",), visible=visible)
-            full = bwrap_argv(
-                argv,
-                root=root,
-                mounts=mounts,
-                env=env,
-                network=choice.network,
-                bwrap=caps.bwrap or "bwrap",
-                disable_userns=caps.bwrap_disable_userns,
-                info_fd=info_w,
-                chdir=workdir,
-            )
-            # bubblewrap's own environment is scrubbed too (--clearenv sets the command's)
-            return Launch(
-                choice=choice,
-                argv=full,
-                env=env,
-                cwd=workdir,
-                pass_fds=(*fds, info_w),
-                root=root,
-                guarded=True,
-                info_fd=info_r,
-            )
-        except BaseException:
-            for fd in (*fds, info_r, info_w):
-                os.close(fd)
-            raise
+        return _plan_bwrap(argv, choice, caps, where, protected_rels(data_dir), source_env)
+    return _plan_landlock(argv, choice, caps, where, source_env)
+
+
+@dataclass(frozen=True)
+class _Where:
+    """What a sandboxed launch sees: its root, where it starts, the home, hidden paths, the
+    additional directories and the egress proxy it may reach."""
+
+    root: str
+    workdir: str
+    home: str | None
+    hidden: tuple[str, ...]
+    extra_ro: Sequence[str]
+    egress: Egress | None
+
+    def env(self, source_env: Mapping[str, str], home: str, tmpdir: str) -> dict[str, str]:
+        """The command's environment: PATH keeps only what it sees (system, root, additional
+        directories); the proxy's variables when it has one."""
+        visible = (*system_readable(), self.root, *self.extra_ro)
+        env = sandbox_env(source_env, home=home, tmpdir=tmpdir, hidden=("/",), visible=visible)
+        if self.egress is not None:
+            env.update(proxy_env(self.egress))
+        return env
+
+
+def _egress_mounts(egress: Egress | None, mounts: list[Mount]) -> str | None:
+    """Add the proxy's socket (and the bridge's interpreter, if hidden) to ``mounts``; the
+    bridge's interpreter (``None``: no proxy)."""
+    if egress is None:
+        return None
+    python, prefix = bridge_python()
+    mounts.append(Mount("ro", SOCKET_INSIDE, source=egress.socket))
+    if prefix is not None:
+        mounts.append(Mount("ro", prefix))
+    return python
+
+
+def _plan_bwrap(
+    argv: Sequence[str],
+    choice: Choice,
+    caps: Capabilities,
+    where: _Where,
+    rels: Sequence[str],
+    source_env: Mapping[str, str],
+) -> Launch:
+    root = where.root
+    mounts, fds, sandbox_home = _bwrap_mounts(
+        root, rels, where.home, where.hidden, where.extra_ro, system_readable()
+    )
+    info_r, info_w = os.pipe()
+    try:
+        python = _egress_mounts(where.egress, mounts)
+        if python is not None and where.egress is not None:
+            argv = bridge_argv(python, where.egress, list(argv))
+        env = where.env(source_env, sandbox_home, "/tmp")
+        full = bwrap_argv(
+            argv,
+            root=root,
+            mounts=mounts,
+            env=env,
+            network=choice.network,
+            bwrap=caps.bwrap or "bwrap",
+            disable_userns=caps.bwrap_disable_userns,
+            info_fd=info_w,
+            chdir=where.workdir,
+        )
+        # bubblewrap's own environment is scrubbed too (--clearenv sets the command's)
+        return Launch(
+            choice=choice,
+            argv=full,
+            env=env,
+            cwd=where.workdir,
+            pass_fds=(*fds, info_w),
+            root=root,
+            guarded=True,
+            info_fd=info_r,
+        )
+    except BaseException:
+        for fd in (*fds, info_r, info_w):
+            os.close(fd)
+        raise
+
+
+def _plan_landlock(
+    argv: Sequence[str], choice: Choice, caps: Capabilities, where: _Where, source_env: Mapping[str, str]
+) -> Launch:
     scratch = tempfile.mkdtemp(prefix="jidocode-sandbox-")
     try:
         os.mkdir(os.path.join(scratch, "home"), 0o700)
         os.mkdir(os.path.join(scratch, "tmp"), 0o700)
-        spec = _landlock_spec(root, hidden, scratch, additional_directories, caps, choice.network, home)
+        spec = _landlock_spec(
+            where.root, where.hidden, scratch, where.extra_ro, caps, choice.network, where.home
+        )
     except BaseException:
         shutil.rmtree(scratch, ignore_errors=True)
         raise
-    env = sandbox_env(
-        source_env,
-        home=os.path.join(scratch, "home"),
-        tmpdir=os.path.join(scratch, "tmp"),
-        hidden=("/",),
-        visible=visible,
-    )
+    if where.egress is not None:
+        spec["connect_port"] = where.egress.port
+    env = where.env(source_env, os.path.join(scratch, "home"), os.path.join(scratch, "tmp"))
     full = [sys.executable, "-I", "-S", LAUNCHER, *spec_argv(spec), "--", *argv]
-    return Launch(choice=choice, argv=full, env=env, cwd=workdir, root=root, guarded=True, scratch=scratch)
+    return Launch(
+        choice=choice, argv=full, env=env, cwd=where.workdir, root=where.root, guarded=True, scratch=scratch
+    )
 
 
 async def prepare(
@@ -383,8 +445,13 @@ async def prepare(
     caps: Capabilities | None = None,
     cwd: str | None = None,
     watch: bool = True,
+    egress: Egress | None = None,
 ) -> Launch:
     """The launch of ``argv`` in the project ``root`` under the sandbox its settings and this machine give.
+
+    ``egress``: the proxy the command may reach, and nothing else of the network (see
+    :mod:`._egress`); ``None``: no network at all. The full network the user's global settings
+    may open (``sandbox.network``) wins over it; without a sandbox it is not needed.
 
     ``watch=False``: the protected paths are repaired only when the launch closes, not while it
     runs (a stdio MCP server runs as long as its project: a watch would undo the user's own edits
@@ -394,7 +461,7 @@ async def prepare(
     of the project), since only ``root`` is writable and visible as the project.
 
     Raises :class:`PermissionDenied` (``details.sandbox``: ``unavailable``,
-    ``protected_too_large`` or ``protected_unwatched``) when the call may not run. The caller
+    ``protected_too_large``, ``protected_unwatched`` or ``egress_unconfinable``) when the call may not run. The caller
     starts ``launch.argv`` with ``launch.env`` in ``launch.cwd`` (inheriting
     ``launch.pass_fds``), hands the process to ``launch.attach`` (the guard then stops it as
     soon as it changes a protected path) and always awaits ``launch.close()`` afterwards: a
@@ -412,6 +479,8 @@ async def prepare(
             f"bash is refused: {choice.reason}",
             details={"sandbox": "unavailable", "hint": choice.hint},
         )
+    if egress is not None:
+        _check_egress(choice, caps)
     guarded = choice.mode != "off"
     ticket = await _enter_guard(root, data_dir, choice, watch) if guarded else None
     plan = asyncio.ensure_future(
@@ -426,6 +495,7 @@ async def prepare(
             additional_directories=additional_directories,
             source_env=env,
             cwd=cwd,
+            egress=egress,
         )
     )
     try:
@@ -439,6 +509,17 @@ async def prepare(
         raise
     launch.ticket = ticket
     return launch
+
+
+def _check_egress(choice: Choice, caps: Capabilities) -> None:
+    """Refuse a proxied launch the sandbox cannot confine to the proxy (Landlock ABI < 4)."""
+    if choice.mode == "landlock" and not choice.network and caps.landlock_abi < 4:
+        raise PermissionDenied(
+            f"network through the egress proxy is refused under Landlock ABI {caps.landlock_abi}: "
+            "confining TCP to the proxy's port needs ABI >= 4 (Linux >= 6.7), and the whole network "
+            f"is not given instead; {choice.hint}",
+            details={"sandbox": "egress_unconfinable", "landlock_abi": caps.landlock_abi},
+        )
 
 
 async def _enter_guard(root: str, data_dir: str, choice: Choice, watch: bool = True) -> Ticket:

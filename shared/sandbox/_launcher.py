@@ -42,13 +42,24 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
     from typing import Any, Final, NoReturn
 
-__all__ = ["ACCESS", "READ_RIGHTS", "RIGHTS_FILE", "WRITE_RIGHTS", "abi", "main", "parse_spec", "spec_argv"]
+__all__ = [
+    "ACCESS",
+    "READ_RIGHTS",
+    "RIGHTS_FILE",
+    "WRITE_RIGHTS",
+    "abi",
+    "main",
+    "parse_spec",
+    "spec_argv",
+    "udp_filter_program",
+]
 
 _SYS_CREATE_RULESET: Final = 444
 _SYS_ADD_RULE: Final = 445
 _SYS_RESTRICT_SELF: Final = 446
 _CREATE_RULESET_VERSION: Final = 1
 _RULE_PATH_BENEATH: Final = 1
+_RULE_NET_PORT: Final = 2
 
 _PR_SET_PDEATHSIG: Final = 1
 _PR_SET_CHILD_SUBREAPER: Final = 36
@@ -102,6 +113,10 @@ class _PathBeneathAttr(ctypes.Structure):
     _fields_ = [("allowed_access", ctypes.c_uint64), ("parent_fd", ctypes.c_int32)]
 
 
+class _NetPortAttr(ctypes.Structure):
+    _fields_ = [("allowed_access", ctypes.c_uint64), ("port", ctypes.c_uint64)]
+
+
 _libc: Any = None
 
 
@@ -150,6 +165,9 @@ def _ruleset(spec: dict[str, Any]) -> int:
     libc = _syscall()
     attr = _RulesetAttr(handled_access_fs=_mask(tuple(ACCESS), version))
     size = 8
+    port = int(spec.get("connect_port") or 0)
+    if port and version < 4:
+        raise OSError(0, f"Landlock ABI {version} cannot keep TCP to port {port} only (ABI >= 4 can)")
     if version >= 4 and not spec.get("network", False):
         attr.handled_access_net = _NET_BIND_TCP | _NET_CONNECT_TCP
         size = 16
@@ -169,6 +187,8 @@ def _ruleset(spec: dict[str, Any]) -> int:
         for paths, rights in grants:
             for path in paths:
                 _add_rule(fd, path, rights, version)
+        if port:
+            _add_port_rule(fd, port)
     except BaseException:
         os.close(fd)
         raise
@@ -193,6 +213,15 @@ def _add_rule(ruleset: int, path: str, rights: tuple[str, ...], version: int) ->
         os.close(pfd)
 
 
+def _add_port_rule(ruleset: int, port: int) -> None:
+    """Allow TCP ``connect`` to ``port`` (of any address: Landlock rules name ports only)."""
+    rule = _NetPortAttr(allowed_access=_NET_CONNECT_TCP, port=port)
+    _check(
+        int(_syscall().syscall(_SYS_ADD_RULE, ruleset, _RULE_NET_PORT, ctypes.byref(rule), 0)),
+        f"landlock_add_rule tcp:{port}",
+    )
+
+
 def _drop_capabilities(libc: Any) -> None:
     """Empty the bounding and ambient sets: a command run by root gets no capability at ``exec``.
 
@@ -203,6 +232,98 @@ def _drop_capabilities(libc: Any) -> None:
     for cap in range(64):
         if libc.prctl(_PR_CAPBSET_DROP, cap, 0, 0, 0) < 0 and ctypes.get_errno() == 22:  # EINVAL: no such cap
             break
+
+
+# --- the seccomp filter: no UDP (nor any other non-TCP internet socket) ---------------------------
+
+_PR_SET_SECCOMP: Final = 22
+_SECCOMP_MODE_FILTER: Final = 2
+_RET_ALLOW: Final = 0x7FFF0000
+_RET_EPERM: Final = 0x00050000 | 1  # SECCOMP_RET_ERRNO | EPERM
+_LD_W_ABS: Final = 0x20
+_JEQ_K: Final = 0x15
+_AND_K: Final = 0x54
+_RET_K: Final = 0x06
+_X32: Final = 0x40000000
+_IO_URING_SETUP: Final = 425
+#: ``uname -m`` -> (its audit arch, its ``socket`` numbers; the compat arch, the numbers refused
+#: there outright: ``socketcall``, whose arguments a filter cannot read, ``socket``, io_uring).
+_ARCHES: Final = {
+    "x86_64": (0xC000003E, (41, _X32 | 41), 0x40000003, (102, 359, _IO_URING_SETUP)),
+    "aarch64": (0xC00000B7, (198,), 0x40000028, (102, 281, _IO_URING_SETUP)),
+}
+
+
+class _SockFilter(ctypes.Structure):
+    _fields_ = [
+        ("code", ctypes.c_uint16),
+        ("jt", ctypes.c_uint8),
+        ("jf", ctypes.c_uint8),
+        ("k", ctypes.c_uint32),
+    ]
+
+
+class _SockFprog(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.POINTER(_SockFilter))]
+
+
+def udp_filter_program(machine: str) -> list[tuple[int, str, str, int]] | None:
+    """The filter as ``(code, jump if true, jump if false, k)`` with jumps to labels; ``None``
+    where the machine's system call numbers are not known here.
+
+    ``socket(AF_INET or AF_INET6, type, protocol)`` is refused (``EPERM``) unless ``type`` is
+    ``SOCK_STREAM`` and ``protocol`` is 0 or TCP: no UDP, ICMP, SCTP or MPTCP, whose connections
+    Landlock's TCP rules do not see. ``io_uring_setup`` is refused (an io_uring can make sockets
+    the filter never sees), and so is every socket call of the 32-bit compat mode.
+    """
+    arch = _ARCHES.get(machine)
+    if arch is None:
+        return None
+    native, sockets, compat, refused = arch
+    prog: list[tuple[int, str, str, int]] = [
+        (_LD_W_ABS, "", "", 4),  # seccomp_data.arch
+        (_JEQ_K, "native", "", native),
+        (_JEQ_K, "compat", "allow", compat),
+        (_LD_W_ABS, "compat:", "", 0),  # seccomp_data.nr
+        *[(_JEQ_K, "deny", "", nr) for nr in refused],
+        (_RET_K, "", "", _RET_ALLOW),
+        (_LD_W_ABS, "native:", "", 0),
+        (_JEQ_K, "deny", "", _IO_URING_SETUP),
+        (_JEQ_K, "deny", "", _X32 | _IO_URING_SETUP),
+        *[(_JEQ_K, "socket", "", nr) for nr in sockets],
+        (_RET_K, "", "", _RET_ALLOW),
+        (_LD_W_ABS, "socket:", "", 16),  # args[0]: the domain
+        (_JEQ_K, "inet", "", 2),  # AF_INET
+        (_JEQ_K, "inet", "allow", 10),  # AF_INET6
+        (_LD_W_ABS, "inet:", "", 24),  # args[1]: the type, with SOCK_NONBLOCK / SOCK_CLOEXEC
+        (_AND_K, "", "", 0xF),
+        (_JEQ_K, "", "deny", 1),  # SOCK_STREAM
+        (_LD_W_ABS, "", "", 32),  # args[2]: the protocol
+        (_JEQ_K, "allow", "", 0),
+        (_JEQ_K, "allow", "deny", 6),  # IPPROTO_TCP
+        (_RET_K, "allow:", "", _RET_ALLOW),
+        (_RET_K, "deny:", "", _RET_EPERM),
+    ]
+    return prog
+
+
+def _assemble(prog: list[tuple[int, str, str, int]]) -> Any:
+    """The program as a ``struct sock_filter`` array; a label is written ``name:`` where it is
+    defined (in the true-jump slot of that instruction) and ``name`` where it is jumped to."""
+    labels = {jt[:-1]: i for i, (_, jt, _, _) in enumerate(prog) if jt.endswith(":")}
+    out = (_SockFilter * len(prog))()
+    for i, (code, jt, jf, k) in enumerate(prog):
+        targets = [0 if not j or j.endswith(":") else labels[j] - i - 1 for j in (jt, jf)]
+        if any(not 0 <= t < 256 for t in targets):
+            raise ValueError(f"seccomp filter: jump out of range at {i}")
+        out[i] = _SockFilter(code, targets[0], targets[1], k)
+    return out
+
+
+def _install_udp_filter(libc: Any, program: Any) -> None:
+    """Load the filter (``no_new_privs`` must be set); it holds for the command and its children."""
+    fprog = _SockFprog(len(program), ctypes.cast(program, ctypes.POINTER(_SockFilter)))
+    _check(libc.prctl(_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER, ctypes.byref(fprog), 0, 0), "prctl(SECCOMP)")
 
 
 # --- the launcher ------------------------------------------------------------------------
@@ -281,7 +402,7 @@ _LISTS = ("--read", "--write", "--files")
 
 def spec_argv(spec: dict[str, Any]) -> list[str]:
     """The launcher's arguments for ``spec`` (before ``--`` and the program); see :func:`parse_spec`."""
-    out = [str(int(spec["abi"])), "1" if spec.get("network") else "0", str(int(spec.get("parent") or 0))]
+    out = [str(int(spec["abi"])), _net_word(spec), str(int(spec.get("parent") or 0))]
     for flag, key in zip(_LISTS, ("read", "write", "files_rw"), strict=True):
         paths = [str(p) for p in spec.get(key, ())]
         if any(not p.startswith("/") for p in paths):
@@ -290,11 +411,31 @@ def spec_argv(spec: dict[str, Any]) -> list[str]:
     return out
 
 
+def _net_word(spec: dict[str, Any]) -> str:
+    """``NET`` of the launcher's arguments: ``1`` the whole network, ``tcp:PORT`` TCP connect to
+    that port only (the egress proxy), ``0`` none."""
+    if spec.get("network"):
+        return "1"
+    port = spec.get("connect_port")
+    if port:
+        if not 0 < int(port) < 65536:
+            raise ValueError(f"connect_port: 1-65535 expected, not {port}")
+        return f"tcp:{int(port)}"
+    return "0"
+
+
 def parse_spec(args: Sequence[str]) -> tuple[dict[str, Any], list[str]]:
-    """``ABI NET PARENT --read P… --write P… --files P… -- PROGRAM ARGS…`` -> (spec, program)."""
+    """``ABI NET PARENT --read P… --write P… --files P… -- PROGRAM ARGS…`` -> (spec, program).
+
+    ``NET``: ``1`` (the whole network), ``0`` (none) or ``tcp:PORT`` (TCP connect to ``PORT`` only).
+    """
     sep = list(args).index("--")
     head, program = list(args[:sep]), list(args[sep + 1 :])
     spec: dict[str, Any] = {"abi": int(head[0]), "network": head[1] == "1", "parent": int(head[2])}
+    if head[1].startswith("tcp:"):
+        spec["connect_port"] = int(head[1][4:])
+    elif head[1] not in ("0", "1"):
+        raise ValueError(f"unexpected network {head[1]!r}")
     key = None
     names = dict(zip(_LISTS, ("read", "write", "files_rw"), strict=True))
     for word in head[3:]:
@@ -313,8 +454,11 @@ def parse_spec(args: Sequence[str]) -> tuple[dict[str, Any], list[str]]:
 _STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 
 
-def _exec_restricted(libc: Any, fd: int, launcher: int, program: list[str]) -> NoReturn:  # pragma: no cover
-    """In the forked child: restrict itself by the ruleset ``fd`` and exec ``program``; never returns.
+def _exec_restricted(
+    libc: Any, fd: int, launcher: int, program: list[str], udp_filter: Any = None
+) -> NoReturn:  # pragma: no cover
+    """In the forked child: restrict itself by the ruleset ``fd`` (and the seccomp ``udp_filter``,
+    when given) and exec ``program``; never returns.
 
     Runs in the child, whose coverage is not collected: it execs or exits.
     """
@@ -326,12 +470,23 @@ def _exec_restricted(libc: Any, fd: int, launcher: int, program: list[str]) -> N
             os._exit(126)  # the launcher died before the line above: nobody would end us
         _drop_capabilities(libc)
         _check(libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "prctl(NO_NEW_PRIVS)")
+        if udp_filter is not None:
+            _install_udp_filter(libc, udp_filter)
         _check(int(libc.syscall(_SYS_RESTRICT_SELF, fd, 0)), "landlock_restrict_self")
         os.close(fd)
         os.execv(program[0], program)
     except BaseException as exc:
         os.write(2, f"sandbox (landlock): {exc}\n".encode())
     os._exit(126)
+
+
+def _udp_filter(spec: dict[str, Any]) -> Any:
+    """The seccomp filter of a launch without the whole network (``None``: with it, or on a
+    machine whose system call numbers :func:`udp_filter_program` does not know)."""
+    if spec.get("network"):
+        return None
+    prog = udp_filter_program(os.uname().machine)
+    return None if prog is None else _assemble(prog)
 
 
 def _wait_for(child: int) -> int:
@@ -350,9 +505,10 @@ def _supervise(libc: Any, spec: dict[str, Any], program: list[str], me: int) -> 
         return 1  # the tool runner is already gone
     _check(libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0), "prctl(CHILD_SUBREAPER)")
     fd = _ruleset(spec)
+    udp_filter = _udp_filter(spec)
     child = os.fork()
     if child == 0:  # pragma: no cover - the child execs or exits
-        _exec_restricted(libc, fd, me, program)
+        _exec_restricted(libc, fd, me, program, udp_filter)
     os.close(fd)
     return _wait_for(child)
 

@@ -280,6 +280,7 @@ def test_public_surface() -> None:
         "TRUNCATION_MARK",
         "Capabilities",
         "Choice",
+        "Egress",
         "Guard",
         "Launch",
         "Mount",
