@@ -9,7 +9,9 @@
 What it serves (the SDK speaks the protocol; nothing here is protocol code):
 
 * ``tools/list``: the project's policy-filtered catalogue (``ProjectClient.list_tools``),
-  input and output schemas and safety annotations, plus ``chat`` and ``cancel``.
+  input and output schemas and safety annotations, plus ``chat`` and ``cancel``, and the PRD
+  tools the policy lets through (``prd_list``, ``prd_status``, ``prd_run``, ``prd_pause``:
+  ``prd_tools.py``).
 * ``tools/call``: ``ToolsClient.run``, the tool runner's one path with the policy, the
   sandbox and the quotas of any call; ``tool.*`` events on the bus as for any call. An
   ``ask`` becomes an elicitation when the client supports it (a server-to-client request
@@ -41,7 +43,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from jidocode.client import ApprovalRequest, Decision
 from jidocode.shared.bus import Bus
-from jidocode.shared.clients import AssetsClient, ProjectClient, ToolsClient
+from jidocode.shared.clients import AssetsClient, PrdClient, ProjectClient, ToolsClient
 from jidocode.shared.envelope import new_id
 from jidocode.shared.errors import JidoError
 from jidocode.shared.events.engine import ProjectInfo
@@ -74,6 +76,7 @@ from .mapping import (
     skill_resource,
     tool_to_mcp,
 )
+from .prd_tools import PRD_TOOL_NAMES, Asker, PrdTools, elicit_asker
 from .subscriptions import SkillSubscriptions
 
 __all__ = ["DEFAULT_CALL_TIMEOUT_S", "SERVER_NAME", "build_server"]
@@ -104,6 +107,19 @@ def _modern(ctx: Ctx) -> bool:
     return ctx.protocol_version in MODERN_PROTOCOL_VERSIONS
 
 
+def _back_channel_asker(ctx: Ctx) -> Asker | None:
+    """Asks the user through an ``elicitation/create`` request, when the client declared
+    elicitation and this connection can carry a request to it; else ``None``."""
+    caps = ctx.session.client_capabilities
+    if caps is None or caps.elicitation is None or not ctx.session.can_send_request:
+        return None
+
+    async def elicit(message: str, schema: dict[str, Any]) -> types.ElicitResult:
+        return await ctx.session.elicit_form(message, schema, related_request_id=ctx.request_id)
+
+    return elicit_asker(elicit)
+
+
 class _ProjectMcp:
     """The handlers of one project's server and what they share."""
 
@@ -119,6 +135,7 @@ class _ProjectMcp:
         self.completions = Completions(self.assets, self.tools)
         self.log_levels = LogLevels()
         self.subscriptions = SkillSubscriptions(bus, project_id, self.assets)
+        self.prd_tools = PrdTools(PrdClient(bus, project_id, timeout=REQUEST_TIMEOUT_S), self.project)
         self._info: ProjectInfo | None = None
         self._stopping: set[asyncio.Future[None]] = set()
 
@@ -133,20 +150,23 @@ class _ProjectMcp:
         self, ctx: Ctx, params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
         catalog = await self.project.list_tools()
-        own = {CHAT_TOOL.name, CANCEL_TOOL.name}
+        own = {CHAT_TOOL.name, CANCEL_TOOL.name, *PRD_TOOL_NAMES}
         shadowed = [t.name for t in catalog.tools if t.name in own]
         if shadowed:
             log.warning(
                 "the project's tools %s are not listed: the MCP server's own tools have those names", shadowed
             )
         tools = [tool_to_mcp(spec) for spec in catalog.tools if spec.name not in own]
-        return types.ListToolsResult(tools=[*tools, CHAT_TOOL, CANCEL_TOOL])
+        prd_tools = await self.prd_tools.exposed()
+        return types.ListToolsResult(tools=[*tools, CHAT_TOOL, CANCEL_TOOL, *prd_tools])
 
     async def call_tool(
         self, ctx: Ctx, params: types.CallToolRequestParams
     ) -> types.CallToolResult | types.InputRequiredResult:
         if params.name == CHAT_TOOL.name:
             return await self._chat(ctx, params)
+        if params.name in PRD_TOOL_NAMES:
+            return await self.prd_tools.call(params.name, params.arguments, _back_channel_asker(ctx))
         if params.name == CANCEL_TOOL.name:
             cancel = parse_args(CancelArgs, params.name, params.arguments)
             return (
@@ -473,7 +493,8 @@ def build_server(bus: Bus, project_id: str, *, call_timeout_s: float = DEFAULT_C
         title=f"JidoCode project {project_id}",
         instructions=(
             "The tools of one JidoCode project, run under its policy and sandbox; `chat` talks to "
-            "the project's assistant, `cancel` stops a turn. Skills are resources, slash commands prompts."
+            "the project's assistant, `cancel` stops a turn, `prd_*` list, follow, start and pause its PRD "
+            "loops. Skills are resources, slash commands prompts."
         ),
         lifespan=lifespan,
         on_list_tools=state.list_tools,
