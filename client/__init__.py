@@ -1,6 +1,6 @@
 """The JidoCode client SDK over NATS (seed 003): connect, configure_tools, send_message,
 get_history, reset_session, get_context_usage, cancel, resume; seed 000's slash commands
-(run_command, parse_slash_command) and reload_assets."""
+(run_command, parse_slash_command) and reload_assets; rewind (issue 30)."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from ._client import (
 )
 from ._commands import RenderedCommand, SlashCommand, is_command_name, parse_slash_command
 from ._compaction import CompactionResult
+from ._rewind import RewindOutcome, UserMessageRef, rewindable_messages
 from ._turn import TurnOutcome, TurnTracker
 
 if TYPE_CHECKING:
@@ -42,11 +43,14 @@ __all__ = [
     "Plugin",
     "PluginRegistry",
     "RenderedCommand",
+    "RewindOutcome",
     "SlashCommand",
     "TurnFailed",
     "TurnOutcome",
     "TurnTracker",
+    "UserMessageRef",
     "connect",
     "is_command_name",
     "parse_slash_command",
+    "rewindable_messages",
 ]

@@ -83,6 +83,7 @@ from ._callbacks import (
 )
 from ._commands import RenderedCommand, is_command_name
 from ._compaction import CompactionResult, wait_for_compaction
+from ._rewind import Confirm, RewindOutcome, RewindWhat, rewind
 from ._send import send_again_while_unanswered
 from ._turn import TurnOutcome, TurnTracker
 from ._usage import ContextUsage, context_usage_of
@@ -508,6 +509,13 @@ class JidoClient:
         return await wait_for_compaction(
             self._listeners, lambda: self.send_event(Compact(instructions=instructions)), timeout=timeout
         )
+
+    async def rewind(
+        self, message_id: str, what: RewindWhat = "both", *, confirm: Confirm | bool = False, **options: bool
+    ) -> RewindOutcome:
+        """Go back before a user message: its files, the conversation, or both (``client/_rewind.py``)."""
+        cid = await self._ensure_conversation()
+        return await rewind(self.conversations, cid, message_id, what, confirm=confirm, **options)
 
     async def get_projection(self, name: str) -> Any:
         """The value of the conversation's projection ``name`` (``timeline``, ``llm_context``, ``usage`` …)."""
