@@ -44,11 +44,13 @@ __all__ = [
     "MAX_OUTPUT_LINES",
     "LineRenderer",
     "StoryRow",
+    "attempt_note",
     "check_lines",
     "exit_code_for",
     "header_text",
     "preview",
     "safe",
+    "story_detail",
     "story_mark",
     "story_rows",
     "story_text",
@@ -266,6 +268,10 @@ class StoryRow:
     state: str
     priority: int = 1
     attempts: int = 0
+    description: str = ""
+    criteria: tuple[str, ...] = ()
+    #: The loop's notes of the story's attempts (``prd.json`` ``notes``).
+    notes: str = ""
 
 
 def _state_of(story: dict[str, Any]) -> str:
@@ -283,16 +289,22 @@ def story_rows(prd: dict[str, Any]) -> list[StoryRow]:
     for story in stories if isinstance(stories, list) else []:
         if not isinstance(story, dict):
             continue
-        rows.append(
-            StoryRow(
-                id=str(story.get("id", "?")),
-                title=str(story.get("title", "")),
-                state=_state_of(story),
-                priority=int(story.get("priority", 1) or 0),
-                attempts=int(story.get("attempts", 0) or 0),
-            )
-        )
+        rows.append(_row(story))
     return rows
+
+
+def _row(story: dict[str, Any]) -> StoryRow:
+    criteria = story.get("acceptanceCriteria", story.get("acceptance_criteria", []))
+    return StoryRow(
+        id=str(story.get("id", "?")),
+        title=str(story.get("title", "")),
+        state=_state_of(story),
+        priority=int(story.get("priority", 1) or 0),
+        attempts=int(story.get("attempts", 0) or 0),
+        description=str(story.get("description", "")),
+        criteria=tuple(str(c) for c in criteria) if isinstance(criteria, list) else (),
+        notes=str(story.get("notes", "")),
+    )
 
 
 def story_mark(state: str) -> tuple[str, str]:
@@ -300,15 +312,58 @@ def story_mark(state: str) -> tuple[str, str]:
     return _MARKS.get(state, ("?", ""))
 
 
-def story_text(row: StoryRow, *, current: bool = False) -> Text:
-    """One story line: its mark, id and title (the one being worked in bold)."""
+def story_text(row: StoryRow, *, current: bool = False, selected: bool = False) -> Text:
+    """One story line: its mark, id and title (the one being worked in bold, the one
+    selected in reverse video)."""
     mark, style = story_mark(row.state)
-    return _line(
+    line = _line(
         (mark + " ", style),
         (row.id, "bold" if current else ""),
         " ",
         (_clip(row.title, 80), "bold" if current else ""),
     )
+    if selected:
+        line.stylize("reverse")
+    return line
+
+
+# -- a story's attempts, from its events (the TUI's story view) ----------------------------------
+
+
+def attempt_note(event: PrdEvent) -> str | None:
+    """What ``event`` says of its story's attempt, in a few words (``None``: nothing to note)."""
+    if isinstance(event, PrdIterationFinished):
+        done = "iteration done" if event.ok else "iteration failed"
+        return f"{done}: {event.summary}" if event.summary else done
+    if isinstance(event, PrdQualityReport):
+        failed = [c.command for c in event.checks if not c.ok]
+        if event.ok:
+            return f"checks passed ({len(event.checks)})"
+        return f"checks failed: {', '.join(failed)}" if failed else "checks failed"
+    if isinstance(event, PrdCommitted):
+        return f"committed {event.commit[:12]}"
+    if isinstance(event, PrdError):
+        return f"error ({event.kind}): {event.message}"
+    if isinstance(event, PrdStoryStateChanged) and event.to_state == "passed":
+        return "passed"
+    return None
+
+
+def story_detail(row: StoryRow, attempts: list[tuple[int, str]]) -> Text:
+    """A story's view: its title and state, description, acceptance criteria, attempts with
+    what each did (``attempts``: ``(attempt, note)`` in order, from the events) and notes."""
+    mark, style = story_mark(row.state)
+    lines = [_line((f"{mark} ", style), (row.id, "bold"), " ", _clip(row.title), (f"  ({row.state})", "dim"))]
+    if row.description:
+        lines += [_line(_clip(part)) for part in row.description.strip().splitlines()[:MAX_OUTPUT_LINES]]
+    lines.append(_line(("acceptance criteria:", "bold")))
+    lines += [_line(("  • ", "cyan"), _clip(c)) for c in row.criteria] or [_line(("  none", "dim"))]
+    lines.append(_line((f"attempts: {row.attempts}", "bold")))
+    lines += [_line((f"  #{n} ", "cyan"), _clip(note)) for n, note in attempts[-MAX_OUTPUT_LINES:]]
+    if row.notes:
+        lines.append(_line(("notes:", "bold")))
+        lines += [_line(("  ", ""), _clip(part)) for part in _tail(row.notes)]
+    return Text("\n").join(lines)
 
 
 def header_text(name: str, state: str, story_id: str, attempt: int) -> Text:

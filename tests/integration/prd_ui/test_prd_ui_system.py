@@ -22,10 +22,11 @@ import httpx
 import pytest
 import pytest_asyncio
 from click.testing import Result
+from textual.widgets import OptionList, RichLog
 from typer.testing import CliRunner
 
 from jidocode.cli.main import app
-from jidocode.cli.prd_tui import BusSource, PrdApp
+from jidocode.cli.prd_tui import BusSource, PrdApp, PrdPicker
 from jidocode.services.gateway.service import GatewayServer, make_context
 from jidocode.services.gateway.settings import GatewaySettings
 from jidocode.services.prd import service as prd_service
@@ -250,6 +251,58 @@ async def test_the_tui_opens_on_the_running_system(system: System) -> None:
         assert tui.sent == ["pause"] and len(tui.failures) == 1 and "has no loop" in tui.failures[0]
         await pilot.press("q")
     assert tui.return_value == 0
+
+
+async def test_the_tui_shows_a_finished_prds_history_and_the_picker_lists_the_prds(system: System) -> None:
+    """Opened on a PRD whose loop completed, the TUI shows what the loop did (from the PRD's stored
+    events), each story's criteria and attempts; without a name, the picker offers every PRD."""
+    prds = PrdClient(system.bus, system.project_id, timeout=30)
+    story = StoryDraft(title="History", acceptance_criteria=["hist.txt exists", "one.txt stays"])
+    await prds.create("hist", title="History", stories=[story])
+    system.provider.scripts["hist/US-001"] = [
+        Act(write={"hist.txt": "h\n", "one.txt": "1\n"}, say="wrote it")
+    ]
+    ran = await system.cli("prd", "run", str(system.root), "hist")
+    assert ran.exit_code == 0, ran.output
+
+    tui = PrdApp(BusSource(system.bus, system.project_id, "hist"))
+    async with tui.run_test(size=(160, 50)) as pilot:
+        await asyncio.wait_for(tui.loaded.wait(), WAIT)
+
+        async def history_drawn() -> None:
+            while tui.model.seq < tui.read_seq or not tui.query_one("#stream", RichLog).lines:
+                await pilot.pause()
+
+        await asyncio.wait_for(history_drawn(), WAIT)
+        await pilot.pause()
+        stream = "\n".join(strip.text for strip in tui.query_one("#stream", RichLog).lines)
+        for expected in ("━━ story US-001 · attempt 1 · instant", "wrote it", "● committed", "→ completed"):
+            assert expected in stream, f"{expected!r} not in:\n{stream}"
+        checks = "\n".join(strip.text for strip in tui.query_one("#checks", RichLog).lines)
+        assert f"✓ {CHECK}" in checks
+        assert tui.model.state == "completed"
+        shown = str(tui.query_one("#story").render())
+        for expected in (
+            "✓ US-001 History",
+            "• hist.txt exists",
+            "• one.txt stays",
+            "attempts: 1",
+            "#1 committed",
+        ):
+            assert expected in shown, f"{expected!r} not in:\n{shown}"
+        await pilot.press("q")
+
+    listed = (await prds.list()).prds
+    picker = PrdPicker(listed)
+    async with picker.run_test() as pilot:
+        await pilot.pause()
+        names = [p.name for p in listed]
+        assert "hist" in names and len(names) >= 2
+        options = picker.query_one("#prds", OptionList)
+        for _ in range(names.index("hist") - (options.highlighted or 0)):
+            await pilot.press("down")
+        await pilot.press("enter")
+    assert picker.return_value == "hist"
 
 
 async def _collect(
