@@ -1,4 +1,5 @@
-"""``jidocode prd new|import|list|show|run|pause|resume|stop|reset-story|tui``: a project's PRD loops.
+"""``jidocode prd new|import|draft|list|show|run|pause|resume|stop|reset-story|finish|tui``: a
+project's PRD loops.
 
 A PRD (product requirements document) is worked story by story by the ``prd`` service
 (``docs/prd.md``); these commands are its client, through :class:`PrdClient`, on the
@@ -36,6 +37,7 @@ from jidocode.shared.errors import InvalidInput, ServiceUnavailable
 from jidocode.shared.events.prd import (
     LoopInfo,
     PrdEvent,
+    PrdFinished,
     PrdList,
     PrdLoopStateChanged,
     PrdView,
@@ -512,6 +514,41 @@ def reset_story(
         return
     state = next((r.state for r in story_rows(view.prd) if r.id == story_id), "pending")
     console.print(Text.assemble("story ", (safe(story_id), "bold"), f" of {view.name}: {state}"))
+
+
+@app.command()
+def finish(
+    project_dir: str = PROJECT_DIR,
+    name: str = NAME,
+    into: str = typer.Option("", "--into", help="the branch to merge into (default: where the loop started)"),
+    push: bool = typer.Option(
+        False, "--push", help="push that branch to its remote (a local bare repository)"
+    ),
+    remote: str = typer.Option(
+        "", "--remote", help="the remote to push to (default: the branch's, else origin)"
+    ),
+    json_out: bool = JSON,
+) -> None:
+    """Merge the PRD's branch into the branch its loop started from (a fast-forward or a merge
+    commit; refused on a conflict, naming the files), remove its worktree, and with --push push."""
+
+    async def main() -> PrdFinished:
+        check_name(name)
+        async with cli_bus("prd") as bus:
+            client = await _client(bus, project_dir)
+            return await client.finish(name, into=into, push=push, remote=remote)
+
+    done = run(main)
+    if json_out:
+        print_json(fields(done))
+        return
+    how = {"fast_forward": "fast-forwarded", "merge_commit": "merged with a merge commit"}
+    verb = how.get(done.merge, "already had everything of")
+    console.print(Text.assemble((done.into, "bold"), safe(f" {verb} {done.branch} (now {done.commit[:12]})")))
+    if done.worktree_removed:
+        console.print(Text(safe(f"removed the worktree {done.worktree_removed}")))
+    if done.pushed_to:
+        console.print(Text(safe(f"pushed {done.into} to {done.pushed_to} ({done.remote_url})")))
 
 
 def _require_name(name: str) -> None:

@@ -219,6 +219,9 @@ ENDPOINTS: tuple[Endpoint, ...] = (
     Endpoint(
         "prd", "prds", "reset_story", "prd:ResetStory", "Put a story back to pending (explicit user action)"
     ),
+    Endpoint(
+        "prd", "prds", "finish", "prd:FinishPrd", "Merge a PRD's branch, remove its worktree, push (finish)"
+    ),
 )
 
 _BY_KEY: dict[tuple[str, str], Endpoint] = {(e.service, e.verb): e for e in ENDPOINTS}

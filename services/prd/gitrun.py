@@ -175,8 +175,10 @@ async def run_git(
     source_env: Mapping[str, str],
     jido_home: str | None,
     data_dir: str,
+    additional_directories: Sequence[str] = (),
 ) -> GitRun:
-    """Run ``argv`` (from :func:`git_argv`) in the sandbox of the project ``root``, starting in ``cwd``.
+    """Run ``argv`` (from :func:`git_argv`) in the sandbox of the project ``root``, starting in ``cwd``
+    (``additional_directories`` are visible, read-only: the project a push reads from).
 
     Raises :class:`PermissionDenied` when no sandbox can run it (the user did not turn the
     sandbox off), :class:`RequestTimeout` after ``timeout_s`` (everything it started is
@@ -190,6 +192,7 @@ async def run_git(
             data_dir=data_dir,
             jido_home=jido_home,
             source_env=source_env,
+            additional_directories=additional_directories,
         )
     except PermissionDenied as exc:
         reason = exc.message.replace("bash is refused", "git is refused", 1)

@@ -118,7 +118,7 @@ class LoopManager:
         # one preparation and claim at a time per repository on this replica: `git worktree add`
         # races itself, and the work-dir check must see the claim of the run before it
         async with self._git_locks.setdefault(str(root), asyncio.Lock()):
-            work_dir, branch, created = await prepare(
+            work_dir, branch, created, base = await prepare(
                 self.store, project_id, root, prd, options, config, current
             )
             info = LoopInfo(
@@ -132,7 +132,7 @@ class LoopManager:
                 owner=self.owner,
                 seq=current.record.info.seq if current else 0,
             )
-            record = LoopRecord(info=info, options=options, created_branch=created)
+            record = LoopRecord(info=info, options=options, created_branch=created, base_branch=base)
             stored = await self.store.claim(record)
         held = await self._seize(stored)
         loop = await self._start(project_id, root, stored, config, provider, "ready", held)

@@ -30,8 +30,10 @@ async def prepare(
     options: RunOptions,
     config: PrdConfig,
     previous: Stored | None,
-) -> tuple[Path, str, str]:
-    """The work dir and branch of a new loop, and the branch the loop created (``""``: none)."""
+) -> tuple[Path, str, str, str]:
+    """The work dir and branch of a new loop, the branch the loop created (``""``: none), and the
+    branch it started from (what ``finish`` merges into: the root's branch before the switch;
+    a loop run again on its own branch keeps the earlier loop's)."""
     git = GitRepo(str(root), allow_destructive=config.allow_destructive_git)
     if not await git.is_repo():
         raise InvalidInput(
@@ -41,15 +43,27 @@ async def prepare(
         )
     branch = options.branch or prd.branch_name
     ours = previous.record.created_branch if previous is not None else ""
+    start = await git.current_branch()
     if options.worktree:
-        return await _in_worktree(git, root, prd, options, branch or f"prd/{prd.name}", ours)
+        work_dir, branch, ours = await _in_worktree(
+            git, root, prd, options, branch or f"prd/{prd.name}", ours
+        )
+        return work_dir, branch, ours, _base(start, branch, previous)
     await _exclusive(store, project_id, prd.name, root)
     await git.ensure_clean(allow_dirty=options.allow_dirty)
-    if branch and await git.current_branch() != branch:
+    if branch and start != branch:
         await _trusted_branch(git, branch, options, ours)
         if await git.checkout_branch(branch):
             ours = branch
-    return root, branch or await git.current_branch(), ours
+    branch = branch or start
+    return root, branch, ours, _base(start, branch, previous)
+
+
+def _base(start: str, branch: str, previous: Stored | None) -> str:
+    """The branch a loop started from: the root's (``start``), unless the root is already on the
+    loop's ``branch`` (a loop of this PRD switched it there) and an earlier loop recorded one."""
+    earlier = previous.record.base_branch if previous is not None else ""
+    return earlier if start == branch and earlier else start
 
 
 async def _in_worktree(

@@ -10,6 +10,7 @@ Endpoints (nats.micro ``jidocode-prd``, ``jido.prds.<p>.<verb>``, see ``shared.e
     resume       ResumePrd   -> LoopInfo   the same story again
     stop         StopPrd     -> LoopInfo
     reset_story  ResetStory  -> PrdView    the explicit user action (refused while the loop runs)
+    finish       FinishPrd   -> PrdFinished  merge the branch, remove the worktree, push (:mod:`.finish`)
 
 Besides the endpoints each replica runs the loops it owns (:mod:`.loop`), renews their leases
 and scans for loops whose owner died (:meth:`LoopManager.recover`). A clean stop leaves every
@@ -20,6 +21,7 @@ resumes it at once. The project's root comes from the registry (``WatchedDirecto
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 from collections.abc import Awaitable, Callable, Mapping
@@ -32,10 +34,12 @@ from jidocode.shared.envelope import Envelope
 from jidocode.shared.errors import Conflict, InvalidInput, JidoError
 from jidocode.shared.events.prd import (
     CreatePrd,
+    FinishPrd,
     GetPrd,
     ListPrds,
     LoopInfo,
     PausePrd,
+    PrdFinished,
     PrdList,
     PrdSummary,
     PrdView,
@@ -50,7 +54,9 @@ from jidocode.shared.service import ServiceHost, ServiceLifecycle
 from . import files, ops
 from .config import PrdConfig, load_config
 from .eventlog import ensure_stream
+from .finish import finish_prd
 from .loop import LoopManager, LoopSettings, ProviderResolver
+from .loop_rules import HELD
 from .model import Prd, UserStory, story_state
 from .providers.base import Provider
 from .store import LoopStore
@@ -58,6 +64,9 @@ from .store import LoopStore
 __all__ = ["default_resolver", "serve"]
 
 log = logging.getLogger("jidocode.prd")
+
+#: Seconds ``finish`` waits for a loop whose record says it ended to be over on this replica.
+SETTLE_S = 30.0
 
 
 def default_resolver(bus: Bus, config: Config) -> ProviderResolver:
@@ -207,6 +216,42 @@ def _serve_endpoints(
     host.serve_project(endpoint("prd", "resume"), resume)
     host.serve_project(endpoint("prd", "stop"), stop_)
     host.serve_project(endpoint("prd", "reset_story"), reset_story)
+    host.serve_project(endpoint("prd", "finish"), _finisher(store, manager, root_of))
+
+
+def _finisher(
+    store: LoopStore, manager: LoopManager, root_of: Callable[[str], Awaitable[Path]]
+) -> Callable[[str, FinishPrd, Envelope], Awaitable[PrdFinished]]:
+    """The ``finish`` endpoint: refused while this replica runs the PRD's loop (:mod:`.finish`)."""
+
+    async def finish(project_id: str, cmd: FinishPrd, env: Envelope) -> PrdFinished:
+        root = await root_of(project_id)
+        prd = await asyncio.to_thread(files.load_prd, files.PrdPaths(root, cmd.name).prd_json)
+        stored = await store.get(project_id, cmd.name)
+        record = stored.record if stored is not None else None
+        if record is not None and record.info.state not in HELD:
+            await _ended(manager, project_id, cmd.name)
+        return await finish_prd(project_id, root, prd, cmd, record, manager.config_of(root))
+
+    return finish
+
+
+async def _ended(manager: LoopManager, project_id: str, name: str) -> None:
+    """Wait for this replica's loop of ``name``, whose record says it ended, to be over (its last
+    event written, its files saved); ``Conflict`` when it does not end in time."""
+    local = manager.loops.get((project_id, name))
+    if local is None:
+        return
+    try:
+        await asyncio.wait_for(asyncio.shield(local.settled.wait()), SETTLE_S)
+    except TimeoutError:
+        raise Conflict(
+            f"the loop of PRD {name!r} is still ending here: finish again in a moment",
+            details={"prd": name, "state": "running"},
+        ) from None
+    if local.task is not None:
+        with contextlib.suppress(Exception):  # its outcome is the record's, already read
+            await asyncio.wait_for(asyncio.shield(local.task), SETTLE_S)
 
 
 def _summaries(root: Path, loops: Mapping[str, LoopInfo]) -> list[PrdSummary]:

@@ -103,6 +103,8 @@ class LoopRecord(BaseModel):
     #: a later loop may check it out again although ``prd.json``, which the agent can edit, names
     #: it; any other existing branch must be named on the command line (decision 0300).
     created_branch: str = ""
+    #: The branch the loop started from (the root's before it switched): ``finish`` merges into it.
+    base_branch: str = ""
 
 
 @dataclass(frozen=True)

@@ -6,10 +6,12 @@ from collections.abc import Sequence
 
 from jidocode.shared.events.prd import (
     CreatePrd,
+    FinishPrd,
     GetPrd,
     ListPrds,
     LoopInfo,
     PausePrd,
+    PrdFinished,
     PrdList,
     PrdView,
     ResetStory,
@@ -20,6 +22,10 @@ from jidocode.shared.events.prd import (
 )
 
 from ._base import Ext, ProjectScoped
+
+#: The least a ``finish`` is waited for: a merge, a worktree removal and a push are a dozen git
+#: commands, each in the sandbox.
+FINISH_TIMEOUT_S = 120.0
 
 __all__ = ["PrdClient"]
 
@@ -90,3 +96,20 @@ class PrdClient(ProjectScoped):
     ) -> PrdView:
         cmd = ResetStory(name=name, story_id=story_id)
         return await self._scoped("reset_story", cmd, timeout=timeout, **ext)
+
+    async def finish(
+        self,
+        name: str,
+        *,
+        into: str = "",
+        push: bool = False,
+        remote: str = "",
+        timeout: float | None = None,
+        **ext: Ext,
+    ) -> PrdFinished:
+        """Merge the PRD's branch into ``into`` (default: where its loop started), remove its
+        worktree, and with ``push`` push ``into`` to ``remote`` (default: the branch's, else
+        ``origin``)."""
+        cmd = FinishPrd(name=name, into=into, push=push, remote=remote)
+        wait = max(timeout or 0.0, FINISH_TIMEOUT_S)
+        return await self._scoped("finish", cmd, timeout=wait, **ext)

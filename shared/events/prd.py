@@ -28,6 +28,7 @@ __all__ = [
     "STORY_STATES",
     "CheckOutcome",
     "CreatePrd",
+    "FinishPrd",
     "GetPrd",
     "ListPrds",
     "LoopInfo",
@@ -39,6 +40,7 @@ __all__ = [
     "PrdCommitted",
     "PrdError",
     "PrdEvent",
+    "PrdFinished",
     "PrdIterationFinished",
     "PrdIterationStarted",
     "PrdList",
@@ -164,6 +166,27 @@ class PrdView(EventModel):
     warnings: list[str] = Field(default_factory=list)
 
 
+class PrdFinished(EventModel):
+    """Reply of ``finish``: the PRD's branch merged, its worktree removed, the result pushed."""
+
+    channel: ClassVar[str] = "reply"
+    type: Literal["prd.finished"] = "prd.finished"
+    project_id: str
+    name: str
+    #: The PRD's branch, and the branch it was merged into (the one its loop started from).
+    branch: str
+    into: str
+    #: ``fast_forward``, ``merge_commit``, or ``up_to_date`` (nothing to merge).
+    merge: Literal["fast_forward", "merge_commit", "up_to_date"]
+    #: The commit ``into`` points at now.
+    commit: str
+    #: The worktree removed (empty when the loop worked in the project root).
+    worktree_removed: str = ""
+    #: The remote pushed to, and its URL (empty without ``push``).
+    pushed_to: str = ""
+    remote_url: str = ""
+
+
 # --- commands -------------------------------------------------------------------------------------
 
 
@@ -243,6 +266,20 @@ class ResetStory(Command[PrdView]):
     type: Literal["prd.reset_story"] = "prd.reset_story"
     name: str = Field(pattern=_NAME)
     story_id: str = Field(min_length=1, max_length=64)
+
+
+class FinishPrd(Command[PrdFinished]):
+    """Merge the PRD's branch into the branch its loop started from (a fast-forward or a merge
+    commit; ``Conflict`` naming the files on a conflict), remove its worktree, and with ``push``
+    push that branch to the remote (refused while its loop runs or is paused)."""
+
+    type: Literal["prd.finish"] = "prd.finish"
+    name: str = Field(pattern=_NAME)
+    #: The branch to merge into; empty: the one the loop started from.
+    into: str = Field(default="", max_length=200)
+    push: bool = False
+    #: The remote to push to; empty: ``branch.<into>.remote``, else ``origin``.
+    remote: str = Field(default="", max_length=200)
 
 
 # --- loop events (jido.prd.<p>.<prd>.<type>) --------------------------------------------------------
@@ -391,5 +428,7 @@ EVENTS: tuple[type[EventModel], ...] = (
     ResumePrd,
     StopPrd,
     ResetStory,
+    PrdFinished,
+    FinishPrd,
     *PRD_EVENTS,
 )
