@@ -17,7 +17,7 @@ from ._client import (
 )
 from ._commands import RenderedCommand, SlashCommand, is_command_name, parse_slash_command
 from ._compaction import CompactionResult
-from ._rewind import RewindOutcome, UserMessageRef, rewindable_messages
+from ._rewind import RewindOutcome, RewindWhat, UserMessageRef, rewindable_messages
 from ._turn import TurnOutcome, TurnTracker
 
 if TYPE_CHECKING:
@@ -44,6 +44,7 @@ __all__ = [
     "PluginRegistry",
     "RenderedCommand",
     "RewindOutcome",
+    "RewindWhat",
     "SlashCommand",
     "TurnFailed",
     "TurnOutcome",

@@ -31,6 +31,7 @@ from jidocode.shared.events.conversation import (
     EventAccepted,
     Projection,
     Resume,
+    RewindResult,
 )
 from jidocode.shared.events.engine import ProjectInfo, ProjectList
 from jidocode.shared.events.llm import UsageTotals
@@ -75,6 +76,11 @@ class MessageBody(_Body):
 
 class CancelBody(_Body):
     reason: str | None = Field(default=None, max_length=1000)
+
+
+class RewindBody(_Body):
+    #: A user message of the conversation (its timeline entry id), or a turn's id.
+    message_id: str = Field(min_length=1, max_length=512, description="the user message to go back before")
 
 
 class ApprovalBody(_Body):
@@ -267,6 +273,12 @@ async def resume(request: Request, ctx: GatewayContext) -> Accepted:
     )
 
 
+async def rewind(request: Request, ctx: GatewayContext) -> RewindResult:
+    """Rewind the conversation (not the files) to before a user message (docs/rewind.md)."""
+    body = await read_body(request, RewindBody)
+    return await ctx.conversations(_pid(request)).rewind(_cid(request), body.message_id)
+
+
 async def answer_approval(request: Request, ctx: GatewayContext) -> Accepted:
     body = await read_body(request, ApprovalBody)
     event = ApprovalResponse(
@@ -362,6 +374,7 @@ API_ROUTES: tuple[ApiRoute, ...] = (
     ApiRoute("POST", _C + "/messages", send_message, "Send a user message", Accepted, MessageBody, 202),
     ApiRoute("POST", _C + "/cancel", cancel, "Cancel the running turn", Accepted, CancelBody, 202),
     ApiRoute("POST", _C + "/resume", resume, "Resume a cancelled conversation", Accepted, None, 202),
+    ApiRoute("POST", _C + "/rewind", rewind, "Rewind to before a user message", RewindResult, RewindBody),
     ApiRoute(
         "POST",
         _C + "/approvals/{request_id}",

@@ -271,3 +271,28 @@ async def test_a_project_is_an_mcp_server_behind_the_token(gateway: Gateway) -> 
         assert result.is_error is False
         assert "hello" in " ".join(getattr(c, "text", "") for c in result.content).lower()
     assert gateway.server.app.state.mcp.projects == [pid]
+
+
+async def test_the_console_s_rewind_goes_back_before_a_message(gateway: Gateway) -> None:
+    """``POST …/rewind`` (the console's button per user message, docs/rewind.md)."""
+    gateway.llm.script(Reply.answer("first back"), Reply.answer("second back"))
+    async with gateway.client() as http:
+        pid = await _project(gateway, http)
+        cid = await _conversation(http, pid)
+        base = f"/api/projects/{pid}/conversations/{cid}"
+        sent = []
+        for text in ("first", "second"):
+            accepted = (await http.post(f"{base}/messages", json={"text": text})).json()
+            await gateway.collect(http, f"{base}/events", _answer_to(accepted["correlation_id"]))
+            sent.append(accepted["id"])
+
+        unknown = await http.post(f"{base}/rewind", json={"message_id": "no-such-message"})
+        assert unknown.status_code == 404 and "not a user message" in unknown.json()["error"]["message"]
+        rewound = await http.post(f"{base}/rewind", json={"message_id": sent[1]})
+        assert rewound.status_code == 200, rewound.text
+        assert (rewound.json()["message_id"], rewound.json()["dropped"]) == (sent[1], 2)
+        context = (await http.get(f"{base}/projections/llm_context")).json()["value"]
+        assert context == [
+            {"role": "user", "content": "first"},
+            {"role": "assistant", "content": "first back"},
+        ]

@@ -33,6 +33,38 @@
     return { node, body };
   }
 
+  /** A user message, with its button to rewind the conversation to before it (docs/rewind.md). */
+  function userMessage(event) {
+    const shown = message("user", event.data.text, event);
+    const button = el("button", { class: "rewind secondary", title: "rewind the conversation to before this message" }, "Rewind to here");
+    button.addEventListener("click", () => rewind(event.id, button));
+    shown.node.append(button);
+    return shown;
+  }
+
+  async function rewind(messageId, button) {
+    if (!window.confirm("Rewind the conversation to before this message? The model forgets it and what came after; the journal keeps everything. Files are not changed (use /rewind in jidocode chat for them).")) return;
+    button.disabled = true;
+    try {
+      await api("POST", `${base}/rewind`, { message_id: messageId });
+      Jido.report(composer, null);
+    } catch (error) {
+      Jido.report(composer, error);
+    } finally {
+      button.disabled = false;
+    }
+  }
+
+  /** The conversation went back before a message: it and what followed are marked as left behind. */
+  function rewound(event) {
+    let behind = false;
+    for (const node of timeline.children) {
+      if (node.dataset.eventId === event.data.message_id) behind = true;
+      if (behind) node.classList.add("rewound");
+    }
+    return notice("info", `rewound to before a message (${event.data.dropped} context messages dropped)`, event);
+  }
+
   function bubble(requestId, event) {
     const key = requestId || "live";
     let found = bubbles.get(key) || (requestId ? bubbles.get("live") : undefined);
@@ -133,7 +165,8 @@
   }
 
   const handlers = {
-    "conversation.user.message": (event) => message("user", event.data.text, event),
+    "conversation.user.message": userMessage,
+    "conversation.rewound": rewound,
     // the model is called: an empty bubble (a blinking cursor) until its text streams in
     "conversation.llm.requested": (event) => bubble(event.id, event),
     "conversation.assistant.delta": (event) => {
