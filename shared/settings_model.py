@@ -6,9 +6,9 @@ merge and the trust rules are described there.
 
 from __future__ import annotations
 
-from typing import Any, Final, Literal
+from typing import Annotated, Any, Final, Literal
 
-from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator
+from pydantic import AfterValidator, AliasChoices, BaseModel, ConfigDict, Field, field_validator
 
 from jidocode.shared.subjects import type_tokens
 
@@ -100,6 +100,22 @@ class ToolSettings(BaseModel):
     approval_timeout_s: float = Field(default=60.0, gt=0.0, le=86400.0)
 
 
+def _domain_entries(entries: list[str]) -> list[str]:
+    """Every entry parses as a host name, ``*.`` suffix, IP or CIDR (``ValueError`` names the bad ones)."""
+    # imported here: the policy package imports the settings
+    from jidocode.shared.policy.domains import parse_domain_pattern
+
+    problems: list[str] = []
+    for entry in entries:
+        try:
+            parse_domain_pattern(entry)
+        except ValueError as exc:
+            problems.append(str(exc))
+    if problems:
+        raise ValueError("; ".join(problems))
+    return entries
+
+
 class SandboxSettings(BaseModel):
     """``sandbox``: the OS sandbox of every process a tool starts (see :mod:`jidocode.shared.sandbox`).
 
@@ -110,7 +126,12 @@ class SandboxSettings(BaseModel):
     model_config = _FROZEN
 
     mode: Literal["auto", "bubblewrap", "landlock", "off"] = "auto"
+    #: ``true``: every tool process has the whole network, no proxy (the user's global layer only).
     network: bool = False
+    #: Hosts a tool process may reach through the egress proxy (docs/network.md): names,
+    #: ``*.`` suffixes, IP literals, CIDRs. ``denied_domains`` wins over them.
+    allowed_domains: Annotated[list[str], AfterValidator(_domain_entries)] = Field(default_factory=list)
+    denied_domains: Annotated[list[str], AfterValidator(_domain_entries)] = Field(default_factory=list)
 
 
 class ConversationSettings(BaseModel):

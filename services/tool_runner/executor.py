@@ -24,6 +24,7 @@ from jidocode.shared.errors import (
 from jidocode.shared.events.tools import ToolResult, ToolResultError
 from jidocode.shared.policy import Decision, Effect, Policy, authorize
 
+from .egress.scope import Pass
 from .tools import BUILTINS, DEFAULT_OUTPUT_CAP, DEFAULT_TIMEOUT_S, ToolContext
 
 __all__ = [
@@ -121,9 +122,16 @@ def check_args(name: str, args: Any, limits: Limits) -> dict[str, Any]:
 
 
 async def run_authorized(
-    policy: Policy, name: str, args: dict[str, Any], decision: Decision, limits: Limits
+    policy: Policy,
+    name: str,
+    args: dict[str, Any],
+    decision: Decision,
+    limits: Limits,
+    *,
+    egress: Pass | None = None,
 ) -> ToolResult:
-    """Run a built-in whose call was authorized (``decision`` allows it, or a human approved)."""
+    """Run a built-in whose call was authorized (``decision`` allows it, or a human approved);
+    ``egress`` is the call's pass of the replica's egress proxy."""
     tool = BUILTINS.get(name)
     if tool is None:
         raise NotFound(f"unknown tool {name!r}", details={"tool": name})
@@ -133,7 +141,11 @@ async def run_authorized(
         problems = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors())
         raise InvalidInput(f"{name}: invalid arguments: {problems}") from None
     ctx = ToolContext(
-        policy=policy, decision=decision, timeout_s=limits.timeout_s, output_cap=limits.output_cap
+        policy=policy,
+        decision=decision,
+        timeout_s=limits.timeout_s,
+        output_cap=limits.output_cap,
+        egress=egress,
     )
     try:
         data = await asyncio.wait_for(tool.run(inp, ctx), timeout=limits.timeout_s + _GRACE_S)

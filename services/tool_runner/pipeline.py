@@ -54,6 +54,8 @@ from jidocode.shared.policy.decision import tool_exposed
 
 from .approvals import ApprovalGate, refuse_denied
 from .call import Call, CallKey
+from .egress.calls import approved_hosts, call_scope, needs_egress
+from .egress.proxy import EgressProxy
 from .errors import CANCELLED, CallCancelled
 from .executor import Limits, check_args, error_result, result_limit, run_authorized
 from .forward import AssetTools
@@ -108,6 +110,8 @@ class Pipeline:
         self.mcp = McpHost(jido_home=None) if mcp is None else mcp
         #: The conversation of each call this replica handles: the only one whose cancel counts.
         self._owners: dict[CallKey, str | None] = {}
+        #: The replica's egress proxy (``None``: calls get no pass, ``web_fetch`` refuses).
+        self.egress: EgressProxy | None = None
 
     async def run(self, call: Call) -> ToolResult:
         """The call's result: always a result, also for a refusal (claim, then :meth:`_attempt`)."""
@@ -245,8 +249,20 @@ class Pipeline:
                 ask=partial(self.gate.ask, call, timeout_s=project.tools.approval_timeout_s),
             )
         if call.name in BUILTINS:
-            return run_authorized(project.policy, call.name, args, decision, limits)
+            return self._builtin(call, project, args, decision, limits)
         return self.assets.run(call, limits)
+
+    async def _builtin(
+        self, call: Call, project: Project, args: dict[str, Any], decision: Decision, limits: Limits
+    ) -> ToolResult:
+        """A built-in; one that fetches or runs programs holds a pass of the egress proxy while it runs."""
+        if self.egress is None or not needs_egress(call.name):
+            return await run_authorized(project.policy, call.name, args, decision, limits)
+        timeout = project.tools.approval_timeout_s
+        hosts = approved_hosts(args, decision)
+        scope = call_scope(call, project.policy, self.gate, timeout_s=timeout, approved_hosts=hosts)
+        async with self.egress.grant(scope) as egress:
+            return await run_authorized(project.policy, call.name, args, decision, limits, egress=egress)
 
     async def _claim_lifetime(self, project_id: str) -> float:
         return claim_lifetime(await self.projects.tools_or_none(project_id), self.quota_wait_s)

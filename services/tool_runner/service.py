@@ -66,6 +66,7 @@ from jidocode.shared.events.tools import (
 from jidocode.shared.service import ServiceHost, ServiceLifecycle
 
 from .call import Call
+from .egress.calls import start_proxy
 from .idempotency import Ledger, ledger_key
 from .mcp.host import McpHost
 from .pipeline import Pipeline
@@ -134,6 +135,7 @@ class ToolRunner:
         self._subs.append(
             await self.bus.subscribe(subjects.signal(ToolCancelRequested.TYPE), self._on_cancel_signal)
         )
+        self.pipeline.egress = await start_proxy(self.bus, self.config)
         host.serve_project(endpoint("tool_runner", "run"), self.handle_run)
         host.serve_project(endpoint("tool_runner", "cancel"), self.handle_cancel)
         host.serve_project(endpoint("tool_runner", "mcp_tools"), self.handle_mcp_tools)
@@ -156,6 +158,8 @@ class ToolRunner:
                 await sub.unsubscribe()
         if self.pipeline is not None:
             await self.pipeline.gate.close()
+            if self.pipeline.egress is not None:
+                await self.pipeline.egress.close()
             await self.pipeline.mcp.close()
             await self.pipeline.projects.close()
 

@@ -56,6 +56,7 @@ SIGNALS: Final = MappingProxyType(
         "tool.completed": Route(("tool_runner",)),
         "tool.failed": Route(("tool_runner",)),
         "tool.cancel_requested": Route(("tool_runner",), ("tool_runner",)),
+        "tool.network": Route(("tool_runner",)),
         # seed 000 §6 telemetry that had no signal of its own
         "project.assets_loaded": Route(("asset_loader",)),
         "assets.changed": Route(("asset_loader",)),

@@ -32,6 +32,7 @@ __all__ = [
     "ToolCatalog",
     "ToolCompleted",
     "ToolFailed",
+    "ToolNetwork",
     "ToolPolicy",
     "ToolResult",
     "ToolResultError",
@@ -242,6 +243,9 @@ class ToolPolicy(EventModel):
     default: str = "deny"
     protected: list[str] = Field(default_factory=list)
     sensitive: str = ""
+    #: What the egress proxy lets tool processes reach (``sandbox.allowed_domains``, docs/network.md).
+    allowed_domains: list[str] = Field(default_factory=list)
+    denied_domains: list[str] = Field(default_factory=list)
     #: timeout_s, output_cap and the concurrency quotas (the ``tools`` settings).
     limits: dict[str, Any] = Field(default_factory=dict)
 
@@ -260,6 +264,28 @@ class ToolCancelRequested(EventModel):
     request_id: str
     #: The conversation the cancel came from: a call of another conversation is not stopped.
     conversation_id: str | None = None
+
+
+class ToolNetwork(EventModel):
+    """One connection a tool call asked for through the egress proxy (docs/network.md): the decision
+    when it is made, and once more with the bytes moved when an allowed one closes."""
+
+    type: Literal["tool.network"] = "tool.network"
+    project_id: str
+    request_id: str
+    conversation_id: str | None = None
+    #: The host as the program named it, and the port.
+    host: str
+    port: int
+    #: ``allowed``, ``denied`` (``reason`` says why), or ``closed`` (an allowed one ended).
+    outcome: Literal["allowed", "denied", "closed"]
+    reason: str = ""
+    #: The address connected to (after the checks), when there was one.
+    address: str | None = None
+    #: ``connect`` (a CONNECT tunnel) or ``http`` (a plain request through the proxy).
+    via: Literal["connect", "http"] = "connect"
+    bytes_up: int = 0
+    bytes_down: int = 0
 
 
 class CheckpointInfo(BaseModel):
@@ -363,4 +389,5 @@ EVENTS: tuple[type[EventModel], ...] = (
     DiffCheckpoint,
     CheckpointRestored,
     RestoreCheckpoint,
+    ToolNetwork,
 )

@@ -15,6 +15,7 @@ from jidocode.shared.tools.specs import BUILTIN_SPECS, BuiltinSpec
 from .paths import Access
 
 __all__ = [
+    "NETWORK_TOOLS",
     "PATH_ARGS",
     "PATH_TOOLS",
     "READ_TOOLS",
@@ -24,7 +25,7 @@ __all__ = [
     "permission_of",
 ]
 
-RuleKind = Literal["bash", "path", "name"]
+RuleKind = Literal["bash", "path", "name", "domain"]
 
 #: Permission names that stand for another (``Write(x)`` is ``Edit(x)``, as in Claude Code).
 _SYNONYMS: Final[Mapping[str, str]] = {"Write": "Edit"}
@@ -45,7 +46,13 @@ READ_TOOLS: Final[tuple[str, ...]] = tuple(t for t, (_, _, a) in PATH_ARGS.items
 WRITE_TOOLS: Final[tuple[str, ...]] = tuple(t for t, (_, _, a) in PATH_ARGS.items() if a == "write")
 
 
+#: Built-in tools that reach the network: decided by the host of their URL (``WebFetch`` rules).
+NETWORK_TOOLS: Final[frozenset[str]] = frozenset(t.name for t in BUILTIN_SPECS if t.network)
+
+
 def _kind(spec: BuiltinSpec) -> RuleKind:
+    if spec.network:
+        return "domain"
     return "path" if spec.path_arg else "bash" if spec.access == "run" else "name"
 
 

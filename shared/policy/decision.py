@@ -21,9 +21,10 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-from .builtins import PATH_ARGS, PATH_TOOLS
+from .builtins import NETWORK_TOOLS, PATH_ARGS, PATH_TOOLS
 from .commands import bash_decision
 from .model import Decision, Effect, Policy
+from .network import fetch_decision
 from .paths import bad_path_chars
 from .suggest import named_rule, path_rule
 
@@ -98,6 +99,8 @@ def authorize(policy: Policy, tool: str, args: Mapping[str, Any]) -> Decision:
         return _path_decision(policy, tool, args)
     if tool == "bash":
         return bash_decision(policy, args)
+    if tool in NETWORK_TOOLS:
+        return fetch_decision(policy, args)
     return _named_decision(policy, tool)
 
 
@@ -106,7 +109,7 @@ def tool_exposed(policy: Policy, tool: str) -> bool:
     for r in policy.deny:
         if r.covers_tool(tool) and r.pattern is None:
             return False
-    if policy.default is Effect.ASK:
+    if policy.default is Effect.ASK or tool in NETWORK_TOOLS:  # a fetch asks when no rule matches
         return True
     return any(r.covers_tool(tool) for r in (*policy.allow, *policy.ask))
 

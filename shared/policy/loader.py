@@ -52,6 +52,7 @@ def policy_from_settings(
 ) -> Policy:
     """Build the :class:`Policy` of ``root``; :class:`InvalidInput` while a settings file has an error."""
     perms = require_usable(loaded, refused=REFUSED).permissions
+    sandbox = loaded.settings.sandbox
     trusted = loaded.trusted is not False
     starter = starter_permissions(perms, trusted=trusted)
     perms = starter or perms
@@ -68,6 +69,8 @@ def policy_from_settings(
             home=home,
             trusted=trusted,
             starter=starter is not None,
+            allowed_domains=sandbox.allowed_domains,
+            denied_domains=sandbox.denied_domains,
         )
     except InvalidRule as exc:
         diags = _rule_diagnostics(loaded.files) or [

@@ -9,6 +9,7 @@ from typing import Any, Final
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from .domains import NetworkRules
 from .paths import TOOL_RUN_PATHS, PathSandbox
 from .rules import InvalidRule, PermissionRule, parse_rules
 
@@ -62,6 +63,8 @@ class Policy(BaseModel):
     trusted: bool = True
     #: No settings said what is allowed: the starter permissions are in force (``starter.py``).
     starter: bool = False
+    #: ``sandbox.allowed_domains`` / ``denied_domains``: what the egress proxy lets through.
+    network: NetworkRules = Field(default_factory=NetworkRules)
 
     @property
     def root(self) -> str:
@@ -108,6 +111,8 @@ class Policy(BaseModel):
         home: str | None = None,
         trusted: bool = True,
         starter: bool = False,
+        allowed_domains: list[str] | tuple[str, ...] = (),
+        denied_domains: list[str] | tuple[str, ...] = (),
     ) -> Policy:
         """Parse every rule; raise :class:`InvalidRule` naming each bad one (a startup error)."""
         if default not in ("deny", "ask"):
@@ -120,6 +125,10 @@ class Policy(BaseModel):
                 parsed[what] = parse_rules(list(raws), what=f"permissions.{what}")
             except InvalidRule as exc:
                 problems.append(exc.problem)
+        try:
+            network = NetworkRules.parse(allowed_domains, denied_domains)
+        except ValueError as exc:
+            problems.append(str(exc))
         if problems:
             raise InvalidRule("permissions", "; ".join(problems))
         sandbox = PathSandbox.create(
@@ -138,6 +147,7 @@ class Policy(BaseModel):
             default=Effect(default),
             trusted=trusted,
             starter=starter,
+            network=network,
         )
 
     def summary(self) -> dict[str, Any]:
@@ -156,4 +166,5 @@ class Policy(BaseModel):
                 *TOOL_RUN_PATHS,
             ],
             "sensitive": "denied by default (.env, *.pem, *.key, id_rsa*, .ssh/ …)",
+            **self.network.summary(),
         }

@@ -9,7 +9,9 @@ Grammar (anything else is an :class:`InvalidRule`, raised at project start)::
     pattern  := for Bash: "<words>" (the exact command) or "<words>:*" (the
                 command starts with these words); for path tools: a glob where
                 "**" spans directories and "*" stays within one, anchored as
-                below
+                below; for WebFetch: "domain:<entry>", an entry as in
+                sandbox.allowed_domains (pypi.org, *.npmjs.org, an IP, a CIDR;
+                see :mod:`.domains`)
 
 Path pattern anchors (each matches what it says; ``..`` and ``.`` are collapsed):
 
@@ -31,6 +33,7 @@ Which tools a rule name covers:
 ``Read``    ``read_file``, ``list_dir``, ``glob``, ``grep``
 ``Edit``    ``write_file``, ``edit_file`` (``Write`` is the same)
 ``Glob``    ``glob``; ``Grep``: ``grep``; ``LS``: ``list_dir``
+``WebFetch``  ``web_fetch``, and every connection through the egress proxy
 other       the tool of that exact name (``mcp__srv`` covers ``mcp__srv__*``)
 ==========  ==============================================
 """
@@ -45,6 +48,7 @@ from typing import Final
 from pydantic import BaseModel, ConfigDict
 
 from .builtins import PATH_TOOLS, RULE_NAMES, RuleKind
+from .domains import parse_domain_pattern
 
 __all__ = [
     "PATH_TOOLS",
@@ -95,6 +99,12 @@ class PermissionRule(BaseModel):
         )
 
     # -- matching -------------------------------------------------------------
+
+    def matches_host(self, host: str) -> bool:
+        """WebFetch: whether the normalized ``host`` is this rule's domain entry (a bare rule: any)."""
+        if self.kind != "domain":
+            return False
+        return self.pattern is None or parse_domain_pattern(self.pattern).matches_host(host)
 
     def matches_command(self, argv: tuple[str, ...], *, loose: bool = False) -> bool:
         """Bash: whether the command words ``argv`` match.
@@ -289,6 +299,16 @@ def _path_rule(raw: str, text: str, name: str, tools: frozenset[str], pattern: s
     return PermissionRule(raw=text, name=name, kind="path", tools=tools, pattern=pattern)
 
 
+def _domain_rule(raw: str, text: str, name: str, tools: frozenset[str], pattern: str) -> PermissionRule:
+    if not pattern.startswith("domain:"):
+        raise InvalidRule(raw, f"expected {name}(domain:<host>), e.g. {name}(domain:pypi.org)")
+    try:
+        entry = parse_domain_pattern(pattern.removeprefix("domain:").strip())
+    except ValueError as exc:
+        raise InvalidRule(raw, str(exc)) from None
+    return PermissionRule(raw=text, name=name, kind="domain", tools=tools, pattern=entry.raw)
+
+
 def parse_rule(raw: object) -> PermissionRule:
     """Parse one rule; raise :class:`InvalidRule` naming the problem."""
     if not isinstance(raw, str):
@@ -305,6 +325,8 @@ def parse_rule(raw: object) -> PermissionRule:
         raise InvalidRule(raw, "empty pattern; write the bare tool name to match everything")
     if kind == "bash":
         return _bash_rule(raw, text, name, tools, pattern)
+    if kind == "domain":
+        return _domain_rule(raw, text, name, tools, pattern)
     return _path_rule(raw, text, name, tools, pattern)
 
 

@@ -16,6 +16,7 @@ __all__ = [
     "ListDirInput",
     "ReadFileInput",
     "ToolInput",
+    "WebFetchInput",
     "WriteFileInput",
 ]
 
@@ -75,3 +76,13 @@ class BashInput(ToolInput):
         description="seconds before the command is killed (capped by the project)",
     )
     description: str | None = Field(default=None, max_length=500, description="what the command is for")
+
+
+class WebFetchInput(ToolInput):
+    url: str = Field(min_length=1, max_length=8192, description="the http:// or https:// URL to fetch")
+    max_bytes: int = Field(
+        default=1024 * 1024,
+        ge=1024,
+        le=10 * 1024 * 1024,
+        description="stop reading the body after this many bytes",
+    )

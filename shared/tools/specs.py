@@ -27,6 +27,7 @@ from .inputs import (
     ListDirInput,
     ReadFileInput,
     ToolInput,
+    WebFetchInput,
     WriteFileInput,
 )
 
@@ -39,6 +40,7 @@ __all__ = [
     "GREP",
     "LIST_DIR",
     "READ_FILE",
+    "WEB_FETCH",
     "WRITE_FILE",
     "Access",
     "BashOutput",
@@ -53,6 +55,7 @@ __all__ = [
     "Permission",
     "ReadFileOutput",
     "ToolOutput",
+    "WebFetchOutput",
     "WriteFileOutput",
     "builtin_specs",
 ]
@@ -144,10 +147,19 @@ class BashOutput(ToolOutput):
     )
 
 
+class WebFetchOutput(ToolOutput):
+    url: str = Field(description="the URL the content came from (after redirects)")
+    status: int = Field(description="the HTTP status of the last response")
+    content_type: str = Field(description="the Content-Type of the response")
+    content: str = Field(description="the page as text (HTML turned into markdown)")
+    truncated: bool = Field(description="the body or the text was cut at a size cap")
+    redirects: list[str] = Field(default_factory=list, description="the URLs redirected through")
+
+
 #: What a call does: reads files of the project, writes them, or runs a command.
 Access = Literal["read", "write", "run"]
 #: The name permission rules give a tool (``Read(src/**)``, ``Edit(app.py)``, ``Bash(npm test:*)``).
-Permission = Literal["Read", "Edit", "Bash"]
+Permission = Literal["Read", "Edit", "Bash", "WebFetch"]
 
 
 @dataclass(frozen=True)
@@ -179,6 +191,8 @@ class BuiltinSpec:
     path_arg: PathArg | None = None
     rule_names: tuple[str, ...] = ()
     agent_names: tuple[str, ...] = ()
+    #: It reaches the network: its rules name domains (``WebFetch(domain:pypi.org)``).
+    network: bool = False
 
     @property
     def safety(self) -> ToolSafety:
@@ -187,7 +201,7 @@ class BuiltinSpec:
             read_only=self.access == "read",
             destructive=self.access != "read",
             idempotent=self.idempotent,
-            open_world=self.access == "run",
+            open_world=self.access == "run" or self.network,
             permission=self.permission,
         )
 
@@ -286,8 +300,30 @@ BASH = BuiltinSpec(
     agent_names=("Bash",),
 )
 
+WEB_FETCH = BuiltinSpec(
+    "web_fetch",
+    "Fetch a web page (http or https) and return it as readable text (HTML as markdown), with its final "
+    "URL and status. Redirects are followed only to allowed hosts; size and time are capped.",
+    WebFetchInput,
+    WebFetchOutput,
+    access="read",  # it changes nothing of the project
+    permission="WebFetch",
+    idempotent=True,
+    agent_names=("WebFetch",),
+    network=True,
+)
+
 #: Every built-in tool, in catalog order.
-BUILTIN_SPECS: tuple[BuiltinSpec, ...] = (READ_FILE, WRITE_FILE, EDIT_FILE, LIST_DIR, GLOB, GREP, BASH)
+BUILTIN_SPECS: tuple[BuiltinSpec, ...] = (
+    READ_FILE,
+    WRITE_FILE,
+    EDIT_FILE,
+    LIST_DIR,
+    GLOB,
+    GREP,
+    BASH,
+    WEB_FETCH,
+)
 #: The same, by name.
 BUILTIN_BY_NAME: Final[dict[str, BuiltinSpec]] = {t.name: t for t in BUILTIN_SPECS}
 

@@ -5,11 +5,14 @@ from __future__ import annotations
 import os
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from jidocode.shared.policy import Decision, Effect, Policy, authorize, is_within
 from jidocode.shared.sandbox import TRUNCATION_MARK, cap_text
 from jidocode.shared.tools import BuiltinSpec, ToolInput
+
+if TYPE_CHECKING:
+    from jidocode.services.tool_runner.egress.scope import Pass
 
 __all__ = [
     "DEFAULT_OUTPUT_CAP",
@@ -32,6 +35,9 @@ class ToolContext:
     decision: Decision
     timeout_s: float = DEFAULT_TIMEOUT_S
     output_cap: int = DEFAULT_OUTPUT_CAP
+    #: The call's pass of the replica's egress proxy (``None`` outside a tool runner, and for a
+    #: tool that reaches no network): its processes and ``web_fetch`` go out through it.
+    egress: Pass | None = None
 
     @property
     def path(self) -> str:

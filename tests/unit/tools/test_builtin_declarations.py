@@ -44,7 +44,7 @@ LEGACY_RULE_NAMES = {
 
 
 def test_each_builtin_tool_has_exactly_one_declaration_and_one_runner() -> None:
-    assert len(NAMES) == len(set(NAMES)) == 7
+    assert len(NAMES) == len(set(NAMES)) == 8
     assert list(BUILTIN_BY_NAME) == NAMES
     assert set(BUILTINS) == set(NAMES)
     for name, tool in BUILTINS.items():
@@ -68,8 +68,13 @@ def test_the_policy_tables_follow_the_declaration(spec: BuiltinSpec) -> None:
     }
 
 
+#: The names added since: the network rules (``WebFetch(domain:pypi.org)``).
+NEW_RULE_NAMES = {"WebFetch": ("domain", {"web_fetch"}), "web_fetch": ("domain", {"web_fetch"})}
+
+
 def test_the_rule_names_read_every_rule_as_before() -> None:
-    assert {name: (kind, set(tools)) for name, (kind, tools) in RULE_NAMES.items()} == LEGACY_RULE_NAMES
+    derived = {name: (kind, set(tools)) for name, (kind, tools) in RULE_NAMES.items()}
+    assert derived == {**LEGACY_RULE_NAMES, **NEW_RULE_NAMES}
     for name, (kind, tools) in LEGACY_RULE_NAMES.items():
         rule = parse_rule(f"{name}(src/**)" if kind == "path" else f"{name}(ls:*)")
         assert (rule.kind, set(rule.tools)) == (kind, tools)
@@ -96,7 +101,7 @@ def test_the_catalog_spec_is_the_declaration(spec: BuiltinSpec) -> None:
     assert shown.safety.permission == spec.permission
     assert shown.safety.read_only is (spec.access == "read")
     assert shown.safety.destructive is (spec.access != "read")
-    assert shown.safety.open_world is (spec.access == "run")
+    assert shown.safety.open_world is (spec.access == "run" or spec.network)
     assert shown.safety.idempotent is spec.idempotent
 
 

@@ -56,6 +56,7 @@ def test_specs_have_json_schema() -> None:
         "glob",
         "grep",
         "bash",
+        "web_fetch",
     }
     for s in specs:
         assert s["description"] and s["input_schema"]["type"] == "object"

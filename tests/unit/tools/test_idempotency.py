@@ -23,7 +23,7 @@ from jidocode.shared.settings import ToolSettings
 
 
 def test_read_only_builtins_take_no_claim() -> None:
-    assert {"read_file", "list_dir", "glob", "grep"} == READ_ONLY
+    assert {"read_file", "list_dir", "glob", "grep", "web_fetch"} == READ_ONLY
     assert all(not needs_claim(name) for name in READ_ONLY)
     assert needs_claim("bash") and needs_claim("write_file") and needs_claim("run_workflow")
 
