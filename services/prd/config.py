@@ -93,6 +93,9 @@ class ProviderSettings(BaseModel):
     #: Extra environment for the CLI (API keys by reference are the user's business).
     env: dict[EnvName, EnvValue] = Field(default_factory=dict, max_length=64)
     timeout_s: Timeout = 1800.0
+    #: The CLI's own login: its credential files readable (read-only) and its API hosts
+    #: reachable, for its process only (``providers/login.py``); from the user's layers only.
+    use_login: bool = False
 
 
 class PrdConfig(BaseModel):
@@ -259,6 +262,24 @@ def _to_config(merged: Mapping[str, Any]) -> PrdConfig:
     return PrdConfig.model_validate(data)
 
 
+def _without_use_login(layer: dict[str, Any], path: Path, ignored: list[str]) -> dict[str, Any]:
+    """A project layer without ``providers.<key>.use_login`` (each one named in ``ignored``):
+    only the user opens a CLI's login to the project's loops, never the project itself."""
+    providers = layer.get("providers")
+    if not isinstance(providers, dict):
+        return layer
+    kept: dict[str, Any] = {}
+    for key, table in providers.items():
+        if isinstance(table, dict) and "use_login" in table:
+            ignored.append(
+                f"{path}: prd.providers.{key}.use_login: ignored, only your own settings "
+                "(~/.config/daedalus/config.toml or the global settings.json) give a CLI its login"
+            )
+            table = {k: v for k, v in table.items() if k != "use_login"}
+        kept[key] = table
+    return {**layer, "providers": kept}
+
+
 def load_config_report(
     root: str | None, *, env: Mapping[str, str] | None = None, jido_home: str | None = None
 ) -> LoadedConfig:
@@ -293,6 +314,8 @@ def load_config_report(
                 f"{', '.join(PROTECTED_KEYS)}); run `jidocode projects trust {os.path.realpath(root or '.')}`"
             )
             continue
+        if index > 0:
+            layer = _without_use_login(layer, path, ignored)
         merged = deep_merge(merged, layer)
     return LoadedConfig(config=_to_config(merged), files=files, ignored=ignored, trusted=trusted)
 
@@ -323,4 +346,5 @@ DOCUMENTED_KEYS: Final[tuple[str, ...]] = (
     "providers.<key>.model",
     "providers.<key>.env",
     "providers.<key>.timeout_s",
+    "providers.<key>.use_login",
 )

@@ -38,21 +38,30 @@ _NO_PROXY: Final = "localhost,127.0.0.1,::1"
 @dataclass(frozen=True, slots=True)
 class Egress:
     """The egress proxy a sandboxed command may reach: its unix ``socket`` and its TCP ``port`` on
-    ``127.0.0.1`` (both served by the same proxy, which decides every connection)."""
+    ``127.0.0.1`` (both served by the same proxy, which decides every connection).
+
+    ``proxy_url``: the URL the command's variables carry, with the call's credentials
+    (``http://user:token@127.0.0.1:PORT``); default ``http://127.0.0.1:PORT``. Under bubblewrap
+    the bridge listens inside on the same port number, so the one URL serves both sandboxes.
+    """
 
     socket: str
     port: int
+    proxy_url: str = ""
 
     def __post_init__(self) -> None:
         if not os.path.isabs(self.socket) or "\x00" in self.socket:
             raise ValueError(f"the egress proxy's socket must be an absolute path, not {self.socket!r}")
         if not 0 < self.port < 65536:
             raise ValueError(f"the egress proxy's port must be 1-65535, not {self.port}")
+        bad_url = bool(self.proxy_url) and not self.proxy_url.startswith("http://")
+        if bad_url or any(c in self.proxy_url for c in "\x00\r\n"):
+            raise ValueError("the egress proxy's URL must be an http:// URL on one line")
 
     @property
     def url(self) -> str:
         """The proxy's address as the command's variables give it (the same port in every sandbox)."""
-        return f"http://127.0.0.1:{self.port}"
+        return self.proxy_url or f"http://127.0.0.1:{self.port}"
 
 
 def proxy_env(egress: Egress) -> dict[str, str]:

@@ -312,20 +312,23 @@ def _plan(
     source_env: Mapping[str, str],
     cwd: str | None = None,
     egress: Egress | None = None,
+    read_files: Sequence[str] = (),
 ) -> Launch:
     workdir = cwd or root
     if choice.mode == "off":
         own_home = source_env.get("HOME") or os.path.expanduser("~")
         env = sandbox_env(source_env, home=own_home, tmpdir=source_env.get("TMPDIR") or tempfile.gettempdir())
         return Launch(choice=choice, argv=list(argv), env=env, cwd=workdir, root=root)
+    hidden = runtime_hidden(source_env, jido_home=jido_home)
     where = _Where(
         root=root,
         workdir=workdir,
         home=_home(source_env),
-        hidden=runtime_hidden(source_env, jido_home=jido_home),
+        hidden=hidden,
         extra_ro=additional_directories,
         # the proxy only where the settings keep the full network closed
         egress=None if choice.network else egress,
+        read_files=_readable_files(read_files, hidden, root),
     )
     if choice.mode == "bubblewrap":
         return _plan_bwrap(argv, choice, caps, where, protected_rels(data_dir), source_env)
@@ -343,6 +346,8 @@ class _Where:
     hidden: tuple[str, ...]
     extra_ro: Sequence[str]
     egress: Egress | None
+    #: Single files readable at their own path: ``(path as given, the file it leads to)``.
+    read_files: tuple[tuple[str, str], ...] = ()
 
     def env(self, source_env: Mapping[str, str], home: str, tmpdir: str) -> dict[str, str]:
         """The command's environment: PATH keeps only what it sees (system, root, additional
@@ -352,6 +357,30 @@ class _Where:
         if self.egress is not None:
             env.update(proxy_env(self.egress))
         return env
+
+
+def _readable_files(files: Sequence[str], hidden: Sequence[str], root: str) -> tuple[tuple[str, str], ...]:
+    """The ``files`` a launch may read: absolute, leading to a regular file that no hidden path
+    holds; each with the file it leads to (a link is followed here, once)."""
+    out: list[tuple[str, str]] = []
+    for path in files:
+        if not os.path.isabs(path):
+            continue
+        real = os.path.realpath(path)
+        if os.path.isfile(real) and hidden_at(real, hidden, root) is None:
+            out.append((os.path.normpath(path), real))
+    return tuple(out)
+
+
+def _link_files(files: Sequence[tuple[str, str]], home: str | None, scratch_home: str) -> None:
+    """Under Landlock: a link in the sandbox's home to each readable file of the user's home,
+    at the same place (``~/.codex/auth.json``), so the command finds it under its own ``HOME``."""
+    for path, real in files:
+        if home is None or not within(path, home) or path == home:
+            continue
+        link = os.path.join(scratch_home, os.path.relpath(path, home))
+        os.makedirs(os.path.dirname(link), mode=0o700, exist_ok=True)
+        os.symlink(real, link)
 
 
 def _egress_mounts(egress: Egress | None, mounts: list[Mount]) -> str | None:
@@ -380,6 +409,7 @@ def _plan_bwrap(
     )
     info_r, info_w = os.pipe()
     try:
+        mounts += [Mount("ro", path, source=real) for path, real in where.read_files]
         python = _egress_mounts(where.egress, mounts)
         if python is not None and where.egress is not None:
             argv = bridge_argv(python, where.egress, list(argv))
@@ -422,6 +452,8 @@ def _plan_landlock(
         spec = _landlock_spec(
             where.root, where.hidden, scratch, where.extra_ro, caps, choice.network, where.home
         )
+        spec["read"] += [real for _, real in where.read_files]
+        _link_files(where.read_files, where.home, os.path.join(scratch, "home"))
     except BaseException:
         shutil.rmtree(scratch, ignore_errors=True)
         raise
@@ -446,12 +478,18 @@ async def prepare(
     cwd: str | None = None,
     watch: bool = True,
     egress: Egress | None = None,
+    read_files: Sequence[str] = (),
 ) -> Launch:
     """The launch of ``argv`` in the project ``root`` under the sandbox its settings and this machine give.
 
     ``egress``: the proxy the command may reach, and nothing else of the network (see
     :mod:`._egress`); ``None``: no network at all. The full network the user's global settings
     may open (``sandbox.network``) wins over it; without a sandbox it is not needed.
+
+    ``read_files``: single files the command may also read, read-only, at their own path (a
+    provider CLI's login under the home: nothing else of the home becomes visible; under
+    Landlock a link at the same place in the sandbox's home leads to each). A path that is not
+    a file, or lies in a hidden path, is left out.
 
     ``watch=False``: the protected paths are repaired only when the launch closes, not while it
     runs (a stdio MCP server runs as long as its project: a watch would undo the user's own edits
@@ -496,6 +534,7 @@ async def prepare(
             source_env=env,
             cwd=cwd,
             egress=egress,
+            read_files=read_files,
         )
     )
     try:

@@ -20,6 +20,7 @@ from jidocode.shared.events.prd import NormalizedKind
 
 if TYPE_CHECKING:
     from jidocode.services.prd.config import ProviderSettings
+    from jidocode.services.prd.providers.login import EgressOpener
     from jidocode.shared.bus import Bus
 
 __all__ = [
@@ -173,6 +174,9 @@ class ProviderContext:
     additional_directories: tuple[str, ...] = ()
     data_dir: str = ".jido"
     default_model: str = ""
+    #: Opens a pass of the egress proxy for one run of a CLI whose ``use_login`` is on (its
+    #: login domains); ``None``: no proxy here (see ``providers/login.py``).
+    egress: EgressOpener | None = None
 
 
 #: ``(settings, context) -> Provider``: how the registry builds a provider. Raises

@@ -23,6 +23,7 @@ from jidocode.services.prd.config import ProviderSettings
 
 from .base import IterationRequest, ProviderCapabilities, ProviderContext, ProviderEvent, full_prompt
 from .cli_stream import CliFlavor, CliProvider
+from .login import CLAUDE
 from .sequence import classify, clip_input, usage_metadata
 
 __all__ = ["FLAVOR", "build", "create", "normalize"]
@@ -117,6 +118,7 @@ def normalize(native: dict[str, Any]) -> list[ProviderEvent]:
 FLAVOR: Final = CliFlavor(
     key="claude",
     default_command="claude",
+    login=CLAUDE,
     build=build,
     normalize=normalize,
     capabilities=ProviderCapabilities(

@@ -47,6 +47,7 @@ from .base import (
     ProviderError,
 )
 from .channel import ChannelRun
+from .login import NO_LOGIN, Login, login_files
 from .sequence import Normalize, Sequencer, parse_line, safe_normalize
 
 __all__ = [
@@ -82,6 +83,8 @@ class CliFlavor:
     build: BuildArgs
     normalize: Normalize
     capabilities: ProviderCapabilities
+    #: The files and hosts of the CLI's own login, used only with ``use_login`` (``login.py``).
+    login: Login = NO_LOGIN
 
 
 def _validate(key: str, settings: ProviderSettings) -> None:
@@ -170,6 +173,7 @@ class CliProvider:
         command = resolve_command(key, self._settings.command or self._flavor.default_command)
         argv, stdin = self.argv(request, command)
         visible = await self._visible(request.work_dir)
+        exits = contextlib.AsyncExitStack()
         try:
             launch = await sandbox.prepare(
                 argv,
@@ -177,9 +181,15 @@ class CliProvider:
                 data_dir=self._context.data_dir,
                 jido_home=self._context.jido_home,
                 additional_directories=visible,
+                egress=await self._login_egress(exits),
+                read_files=self._login_files(),
             )
         except PermissionDenied as exc:
+            await exits.aclose()
             raise ProviderError("config", f"the {key} CLI cannot run in the sandbox: {exc.message}") from None
+        except BaseException:
+            await exits.aclose()
+            raise
         try:
             proc = await asyncio.create_subprocess_exec(
                 *launch.argv,
@@ -193,6 +203,7 @@ class CliProvider:
             )
         except OSError as exc:
             await launch.close()
+            await exits.aclose()
             raise ProviderError("config", f"the {key} CLI {command!r} cannot be started: {exc}") from None
         run = CliRun(
             key,
@@ -202,9 +213,25 @@ class CliProvider:
             timeout_s=self._settings.timeout_s,
             normalize=self._flavor.normalize,
             metadata={"command": os.path.basename(command), "sandbox": launch.mode},
+            exits=exits,
         )
         run.start()
         return run
+
+    def _login_files(self) -> list[str]:
+        """The CLI's login files, readable in its sandbox when the user turned ``use_login`` on."""
+        if not self._settings.use_login:
+            return []
+        return login_files(self._flavor.login, os.environ.get("HOME") or os.path.expanduser("~"))
+
+    async def _login_egress(self, exits: contextlib.AsyncExitStack) -> sandbox.Egress | None:
+        """With ``use_login``: a pass of the egress proxy to the CLI's login domains, closed by
+        ``exits`` when the run ends (``None``: no login, or no proxy in this context)."""
+        opener = self._context.egress
+        domains = self._flavor.login.domains
+        if not self._settings.use_login or opener is None or not domains:
+            return None
+        return await exits.enter_async_context(opener(self._flavor.key, domains))
 
 
 class CliRun(ChannelRun):
@@ -220,8 +247,11 @@ class CliRun(ChannelRun):
         timeout_s: float,
         normalize: Normalize,
         metadata: dict[str, str],
+        exits: contextlib.AsyncExitStack | None = None,
     ) -> None:
         super().__init__()
+        #: What the run holds besides its launch (a pass of the egress proxy), closed after it.
+        self._exits = exits
         self._key = key
         self._proc = proc
         self._launch = launch
@@ -384,3 +414,5 @@ class CliRun(ChannelRun):
             self._namespace.close()
             self._namespace = None
         await self._launch.close()
+        if self._exits is not None:
+            await self._exits.aclose()

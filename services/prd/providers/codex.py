@@ -22,6 +22,7 @@ from jidocode.services.prd.config import ProviderSettings
 
 from .base import IterationRequest, ProviderCapabilities, ProviderContext, ProviderEvent, full_prompt
 from .cli_stream import CliFlavor, CliProvider
+from .login import CODEX
 from .sequence import classify, clip_input, usage_metadata
 
 __all__ = ["FLAVOR", "build", "create", "normalize"]
@@ -202,6 +203,7 @@ def normalize(native: dict[str, Any]) -> list[ProviderEvent]:
 FLAVOR: Final = CliFlavor(
     key="codex",
     default_command="codex",
+    login=CODEX,
     build=build,
     normalize=normalize,
     capabilities=ProviderCapabilities(

@@ -29,6 +29,7 @@ from .base import (
     full_prompt,
 )
 from .cli_stream import CliFlavor, CliProvider
+from .login import GEMINI
 from .sequence import classify, clip_input, usage_metadata
 
 __all__ = ["FLAVOR", "PROMPT_CAP", "build", "create", "normalize"]
@@ -111,6 +112,7 @@ def normalize(native: dict[str, Any]) -> list[ProviderEvent]:
 FLAVOR: Final = CliFlavor(
     key="gemini",
     default_command="gemini",
+    login=GEMINI,
     build=build,
     normalize=normalize,
     capabilities=ProviderCapabilities(
