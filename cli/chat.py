@@ -13,7 +13,8 @@ prompt, ``/help`` lists the chat's own commands and the project's,
 tokens used against the context window, ``/reset`` starts a fresh
 conversation, ``/history`` shows it, ``/compact [what to keep]`` summarises the
 older part of the conversation now, ``/rewind`` goes back before a message (its files, the
-conversation or both: :mod:`.chat_rewind`), ``/quit`` (or Ctrl-D) leaves. Any other
+conversation or both: :mod:`.chat_rewind`), ``/prd`` lists, starts and follows the project's
+PRD loops (:mod:`.chat_prd`), ``/quit`` (or Ctrl-D) leaves. Any other
 ``/name arguments`` runs the project's slash command ``name``
 (``.jido/commands/<name>.md``): it is rendered with the arguments and sent as
 the user's message, and the line says which command ran; an unknown name lists
@@ -80,6 +81,7 @@ from .chat_lines import (
     trust_question,
 )
 from .chat_markdown import MarkdownBlocks, print_markdown
+from .chat_prd import run_prd
 from .chat_rewind import run_rewind
 from .common import NatsReach, run
 
@@ -436,6 +438,7 @@ _BUILTIN_RUNS: Final[dict[str, Callable[[JidoClient, str], Awaitable[None]]]] = 
     "resume": _resume,
     "history": _history,
     "compact": _compact,
+    "prd": run_prd,
     "rewind": run_rewind,
 }
 

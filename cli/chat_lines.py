@@ -41,7 +41,7 @@ _ARG_PREVIEW = 60
 
 #: The chat's own commands (``/exit`` is ``/quit``); every other ``/name`` is the project's
 #: (a project command of one of these names is shadowed by the chat's own).
-BUILTINS: Final = ("help", "usage", "reset", "resume", "history", "quit", "exit", "compact", "rewind")
+BUILTINS: Final = ("help", "usage", "reset", "resume", "history", "quit", "exit", "compact", "rewind", "prd")
 #: What ``/help`` says of each built-in command.
 BUILTIN_HELP: Final = (
     ("/help", "this list"),
@@ -51,6 +51,7 @@ BUILTIN_HELP: Final = (
     ("/history", "the conversation so far"),
     ("/compact [what to keep]", "summarise the older part of the conversation now"),
     ("/rewind [n] [what]", "go back before a message: its files, the conversation, or both"),
+    ("/prd [run|status|pause <name>]", "the project's PRD loops: list, start and follow, look, pause"),
     ("/quit", "leave (also /exit, Ctrl-D)"),
 )
 
