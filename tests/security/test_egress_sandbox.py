@@ -11,6 +11,7 @@ command printed.
 from __future__ import annotations
 
 import asyncio
+import base64
 import socket
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
@@ -19,9 +20,12 @@ from urllib.parse import urlparse
 
 import pytest
 
+from jidocode.services.tool_runner.egress.scope import Pass
+from jidocode.services.tool_runner.executor import Limits, run_authorized
 from jidocode.shared import sandbox
 from jidocode.shared.errors import PermissionDenied
 from jidocode.shared.natsserver import NatsServer
+from jidocode.shared.policy import Decision, Effect, Policy
 from jidocode.shared.sandbox import Capabilities, Egress
 from jidocode.shared.sandbox._launcher import _assemble, parse_spec, spec_argv, udp_filter_program
 from tests.security.sandbox_support import MODES, make_project, skip_unless, write_global
@@ -35,6 +39,8 @@ class Proxy:
 
     egress: Egress
     requests: list[bytes] = field(default_factory=list)
+    #: The ``Proxy-Authorization`` header of each request (empty: none).
+    auth: list[bytes] = field(default_factory=list)
 
 
 @dataclass
@@ -58,18 +64,24 @@ def box(request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.Monk
 @pytest.fixture
 async def proxy(tmp_path: Path) -> AsyncIterator[Proxy]:
     """A proxy on a unix socket and on 127.0.0.1 that records each request's first line and answers it."""
-    seen: list[bytes] = []
+    seen = Proxy(Egress(socket=str(tmp_path / "egress.sock"), port=1))
 
     async def on(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        seen.append((await reader.readline()).strip())
+        seen.requests.append((await reader.readline()).strip())
+        auth = b""
+        while (line := await reader.readline()).strip():
+            name, _, value = line.partition(b":")
+            if name.strip().lower() == b"proxy-authorization":
+                auth = value.strip()
+        seen.auth.append(auth)
         writer.write(_ANSWER)
         await writer.drain()
         writer.close()
 
-    path = str(tmp_path / "egress.sock")
-    unix = await asyncio.start_unix_server(on, path)
+    unix = await asyncio.start_unix_server(on, seen.egress.socket)
     tcp = await asyncio.start_server(on, "127.0.0.1", 0)
-    yield Proxy(Egress(socket=path, port=tcp.sockets[0].getsockname()[1]), seen)
+    seen.egress = Egress(socket=seen.egress.socket, port=tcp.sockets[0].getsockname()[1])
+    yield seen
     for server in (unix, tcp):
         server.close()
         await server.wait_closed()
@@ -202,6 +214,21 @@ async def test_without_a_proxy_nothing_is_reached(box: Box, listener: tuple[int,
     )
     assert "REFUSED" in out and "NO-PROXY" in out and "127.0.0.1" not in out, out
     assert seen == []
+
+
+async def test_the_bash_tool_goes_out_through_its_pass(box: Box, proxy: Proxy) -> None:
+    policy = Policy.build(str(box.root), jido_home=str(box.jido_home))
+    issued = Pass(token="t0k3n", tcp_port=proxy.egress.port, unix_path=proxy.egress.socket)
+    allow = Decision(effect=Effect.ALLOW, reason="the sandbox's network is judged")
+    command = {"command": 'curl -sS http://registry.test/pkg; python3 -c "$PY"'.replace("$PY", _URLLIB)}
+    result = await run_authorized(policy, "bash", command, allow, Limits(timeout_s=60.0), egress=issued)
+    assert result.ok and str(result.data["output"]).count("via-proxy") == 2, result
+    assert proxy.requests == [
+        b"GET http://registry.test/pkg HTTP/1.1",
+        b"GET http://pypi.test/simple/ HTTP/1.1",
+    ]
+    token = b"Basic " + base64.b64encode(b"jido:t0k3n")
+    assert proxy.auth == [token, token]  # the pass's token rides along, from curl and from Python
 
 
 def _shell_quote(text: str) -> str:

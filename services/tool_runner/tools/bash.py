@@ -6,6 +6,8 @@
   unless the user's global settings turned the sandbox off;
 - the environment is scrubbed to an allowlist (no NATS credentials, no LLM
   keys of the runner reach the command) plus git's pinned configuration;
+- its only network is the call's pass of the egress proxy, when it has one (the proxy variables
+  point at it; a program ignoring them has no way out); without a pass, none;
 - it runs through :func:`jidocode.shared.sandbox.run_command` (shared with the PRD loop's checks):
   stdin is ``/dev/null``; stdout and stderr are merged and capped;
 - everything the command starts ends with the call, ``setsid`` children
@@ -71,9 +73,17 @@ async def sandbox_status(name: str, policy: Policy) -> sandbox.Choice | None:
     return sandbox.choose(settings, caps)
 
 
+def _egress(ctx: ToolContext) -> sandbox.Egress | None:
+    """The call's pass of the egress proxy, as the sandbox's one way out (``None``: no network)."""
+    issued = ctx.egress
+    if issued is None:
+        return None
+    return sandbox.Egress(socket=issued.unix_path, port=issued.tcp_port, proxy_url=issued.proxy_url())
+
+
 async def _bash(args: BashInput, ctx: ToolContext) -> dict[str, Any]:
     timeout = min(args.timeout_s, ctx.timeout_s) if args.timeout_s else ctx.timeout_s
-    launch = await sandbox.prepare([*_SHELL, args.command], **_where(ctx.policy))
+    launch = await sandbox.prepare([*_SHELL, args.command], **_where(ctx.policy), egress=_egress(ctx))
     try:
         result = await run_command(
             launch.argv,
