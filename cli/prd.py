@@ -47,7 +47,15 @@ from jidocode.shared.events.prd import (
 from .common import NatsReach, cli_bus, console, err_console, fields, print_json, resolve_project, run
 from .prd_follow import PrdFollower
 from .prd_render import LineRenderer, exit_code_for, safe, story_rows, story_text
-from .prd_source import MAX_STORIES_FILE_BYTES, PrdSource, read_json, read_source, stories_of
+from .prd_source import (
+    MAX_STORIES_FILE_BYTES,
+    PrdSource,
+    create_prd,
+    print_created,
+    read_json,
+    read_source,
+    stories_of,
+)
 
 __all__ = [
     "EXIT_INTERRUPTED",
@@ -144,7 +152,7 @@ def new(
     async def main() -> PrdView:
         check_name(name)
         source = read_source(stories_file, name=name) if stories_file else PrdSource()
-        return await _create(
+        return await create_prd(
             project_dir,
             name,
             PrdSource(
@@ -155,7 +163,7 @@ def new(
             ),
         )
 
-    _print_created(run(main), json_out)
+    print_created(run(main), json_out)
 
 
 @app.command("import")
@@ -177,35 +185,37 @@ def import_(
                 "use `jidocode prd new --from` for a list of stories",
                 details={"path": ralph_file},
             )
-        return await _create(project_dir, source.name, source)
+        return await create_prd(project_dir, source.name, source)
 
-    _print_created(run(main), json_out)
-
-
-async def _create(project_dir: str, name: str, source: PrdSource) -> PrdView:
-    async with cli_bus("prd") as bus:
-        client = await _client(bus, project_dir)
-        return await client.create(
-            name,
-            title=source.title,
-            description=source.description,
-            branch_name=source.branch_name,
-            stories=source.stories,
-        )
+    print_created(run(main), json_out)
 
 
-def _print_created(view: PrdView, json_out: bool) -> None:
-    if json_out:
-        print_json(fields(view))
-        return
-    rows = story_rows(view.prd)
-    passed = sum(r.state == "passed" for r in rows)
-    already = f" ({passed} passed)" if passed else ""
-    console.print(
-        Text.assemble(
-            "created ", (view.name, "bold"), safe(f" with {len(rows)} stories{already} in {view.path}")
-        )
-    )
+@app.command()
+def draft(
+    project_dir: str = PROJECT_DIR,
+    name: str = NAME,
+    description: str = typer.Argument("", help="the feature, in prose (or --from)"),
+    notes: str = typer.Option("", "--from", help="a notes file (Markdown prose) to draft from"),
+    yes: bool = typer.Option(False, "--yes", "-y", help="write prd.json without asking"),
+    model: str = typer.Option("", "--model", help="the model that writes it (default: configured)"),
+    timeout: float = typer.Option(600.0, "--timeout", min=1.0, help="seconds the model may take"),
+    json_out: bool = JSON,
+) -> None:
+    """Have the model write a PRD from a feature description (stories, acceptance criteria,
+    priorities; it may read the project, never change it), show it, and create it once you
+    accept (--yes: at once)."""
+    from .prd_draft import ask_for_draft, feature_text, show_draft
+
+    _require_name(name)
+    drafted = run(lambda: ask_for_draft(project_dir, name, feature_text(description, notes), model, timeout))
+    out = err_console if json_out else console
+    for line in show_draft(name, drafted):
+        out.print(line, highlight=False)
+    if not yes and not typer.confirm(f"create PRD {name} from this draft?", err=json_out):
+        err_console.print("nothing written")
+        raise typer.Exit(1)
+    source = PrdSource(stories=drafted.stories, title=drafted.title, description=drafted.description)
+    print_created(run(lambda: create_prd(project_dir, name, source)), json_out)
 
 
 @app.command("list")

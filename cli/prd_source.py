@@ -1,4 +1,5 @@
-"""What ``jidocode prd new --from`` and ``prd import`` read: a stories file or a Ralph ``prd.json``.
+"""What ``jidocode prd new --from`` and ``prd import`` read (a stories file or a Ralph ``prd.json``),
+and the creation of a PRD from it (``new``, ``import``, ``draft``).
 
 A stories file is a JSON list of ``{title, description, acceptance_criteria, priority}`` (or
 ``{"stories": [...]}``); a Ralph document (``project``, ``branchName``, ``userStories`` …,
@@ -15,14 +16,28 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 from pydantic import TypeAdapter, ValidationError
+from rich.text import Text
 
+from jidocode.shared.clients import PrdClient
 from jidocode.shared.errors import InvalidInput
-from jidocode.shared.events.prd import StoryDraft
+from jidocode.shared.events.prd import PrdView, StoryDraft
+
+from .common import cli_bus, console, fields, print_json, resolve_project
+from .prd_render import safe, story_rows
 
 if TYPE_CHECKING:
     from jidocode.services.prd.model import Prd
 
-__all__ = ["MAX_STORIES_FILE_BYTES", "PrdSource", "drafts_of", "read_json", "read_source", "stories_of"]
+__all__ = [
+    "MAX_STORIES_FILE_BYTES",
+    "PrdSource",
+    "create_prd",
+    "drafts_of",
+    "print_created",
+    "read_json",
+    "read_source",
+    "stories_of",
+]
 
 #: The largest ``--from`` file read (500 stories of 20 000 characters fit comfortably).
 MAX_STORIES_FILE_BYTES: Final = 8 * 1024 * 1024
@@ -113,4 +128,32 @@ def read_source(path: str, *, name: str = "") -> PrdSource:
         title=prd.title,
         description=prd.description,
         branch_name=prd.branch_name,
+    )
+
+
+async def create_prd(project_dir: str, name: str, source: PrdSource) -> PrdView:
+    """Create PRD ``name`` of the project at ``project_dir`` from ``source``."""
+    async with cli_bus("prd") as bus:
+        info = await resolve_project(bus, project_dir)
+        return await PrdClient(bus, info.project_id, timeout=30).create(
+            name,
+            title=source.title,
+            description=source.description,
+            branch_name=source.branch_name,
+            stories=source.stories,
+        )
+
+
+def print_created(view: PrdView, json_out: bool) -> None:
+    """``created <name> with <n> stories (<k> passed) in <path>``, or the view as JSON."""
+    if json_out:
+        print_json(fields(view))
+        return
+    rows = story_rows(view.prd)
+    passed = sum(r.state == "passed" for r in rows)
+    already = f" ({passed} passed)" if passed else ""
+    console.print(
+        Text.assemble(
+            "created ", (view.name, "bold"), safe(f" with {len(rows)} stories{already} in {view.path}")
+        )
     )
