@@ -37,7 +37,7 @@ from tests.helpers import wait_for_services
 from .helpers import WAIT, Events, git, git_repo
 from .instant import Act, InstantProvider
 
-pytestmark = [pytest.mark.sandbox, pytest.mark.asyncio(loop_scope="module")]
+pytestmark = pytest.mark.asyncio(loop_scope="module")
 
 
 @dataclass
