@@ -27,8 +27,10 @@ from ._mode import Choice, choose, effective_settings
 from ._paths import (
     PROC_READABLE,
     hidden_at,
+    link_files,
     protected_rels,
     read_cover,
+    readable_files,
     runtime_hidden,
     system_readable,
     within,
@@ -328,7 +330,7 @@ def _plan(
         extra_ro=additional_directories,
         # the proxy only where the settings keep the full network closed
         egress=None if choice.network else egress,
-        read_files=_readable_files(read_files, hidden, root),
+        read_files=readable_files(read_files, hidden, root),
     )
     if choice.mode == "bubblewrap":
         return _plan_bwrap(argv, choice, caps, where, protected_rels(data_dir), source_env)
@@ -357,30 +359,6 @@ class _Where:
         if self.egress is not None:
             env.update(proxy_env(self.egress))
         return env
-
-
-def _readable_files(files: Sequence[str], hidden: Sequence[str], root: str) -> tuple[tuple[str, str], ...]:
-    """The ``files`` a launch may read: absolute, leading to a regular file that no hidden path
-    holds; each with the file it leads to (a link is followed here, once)."""
-    out: list[tuple[str, str]] = []
-    for path in files:
-        if not os.path.isabs(path):
-            continue
-        real = os.path.realpath(path)
-        if os.path.isfile(real) and hidden_at(real, hidden, root) is None:
-            out.append((os.path.normpath(path), real))
-    return tuple(out)
-
-
-def _link_files(files: Sequence[tuple[str, str]], home: str | None, scratch_home: str) -> None:
-    """Under Landlock: a link in the sandbox's home to each readable file of the user's home,
-    at the same place (``~/.codex/auth.json``), so the command finds it under its own ``HOME``."""
-    for path, real in files:
-        if home is None or not within(path, home) or path == home:
-            continue
-        link = os.path.join(scratch_home, os.path.relpath(path, home))
-        os.makedirs(os.path.dirname(link), mode=0o700, exist_ok=True)
-        os.symlink(real, link)
 
 
 def _egress_mounts(egress: Egress | None, mounts: list[Mount]) -> str | None:
@@ -453,7 +431,7 @@ def _plan_landlock(
             where.root, where.hidden, scratch, where.extra_ro, caps, choice.network, where.home
         )
         spec["read"] += [real for _, real in where.read_files]
-        _link_files(where.read_files, where.home, os.path.join(scratch, "home"))
+        link_files(where.read_files, where.home, os.path.join(scratch, "home"))
     except BaseException:
         shutil.rmtree(scratch, ignore_errors=True)
         raise
@@ -482,14 +460,10 @@ async def prepare(
 ) -> Launch:
     """The launch of ``argv`` in the project ``root`` under the sandbox its settings and this machine give.
 
-    ``egress``: the proxy the command may reach, and nothing else of the network (see
-    :mod:`._egress`); ``None``: no network at all. The full network the user's global settings
-    may open (``sandbox.network``) wins over it; without a sandbox it is not needed.
-
-    ``read_files``: single files the command may also read, read-only, at their own path (a
-    provider CLI's login under the home: nothing else of the home becomes visible; under
-    Landlock a link at the same place in the sandbox's home leads to each). A path that is not
-    a file, or lies in a hidden path, is left out.
+    ``egress``: the proxy the command may reach, and nothing else (:mod:`._egress`); ``None``:
+    no network. The full network of the user's global ``sandbox.network`` wins over it.
+    ``read_files``: single files also readable, read-only, at their own path (a provider CLI's
+    login; see :func:`~._paths.readable_files`).
 
     ``watch=False``: the protected paths are repaired only when the launch closes, not while it
     runs (a stdio MCP server runs as long as its project: a watch would undo the user's own edits

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import os
 import stat
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import PurePosixPath
 from typing import Final
 
@@ -34,8 +34,10 @@ __all__ = [
     "SYSTEM_READABLE",
     "hidden_at",
     "hidden_paths",
+    "link_files",
     "protected_rels",
     "read_cover",
+    "readable_files",
     "runtime_hidden",
     "system_readable",
     "within",
@@ -201,3 +203,27 @@ def read_cover(hidden: Iterable[str], top: str = "/") -> list[str]:
 
     walk(os.path.normpath(top))
     return out
+
+
+def readable_files(files: Sequence[str], hidden: Sequence[str], root: str) -> tuple[tuple[str, str], ...]:
+    """The ``files`` a launch may read: absolute, leading to a regular file that no hidden path
+    holds; each with the file it leads to (a link is followed here, once)."""
+    out: list[tuple[str, str]] = []
+    for path in files:
+        if not os.path.isabs(path):
+            continue
+        real = os.path.realpath(path)
+        if os.path.isfile(real) and hidden_at(real, hidden, root) is None:
+            out.append((os.path.normpath(path), real))
+    return tuple(out)
+
+
+def link_files(files: Sequence[tuple[str, str]], home: str | None, scratch_home: str) -> None:
+    """Under Landlock: a link in the sandbox's home to each readable file of the user's home,
+    at the same place (``~/.codex/auth.json``), so the command finds it under its own ``HOME``."""
+    for path, real in files:
+        if home is None or not within(path, home) or path == home:
+            continue
+        link = os.path.join(scratch_home, os.path.relpath(path, home))
+        os.makedirs(os.path.dirname(link), mode=0o700, exist_ok=True)
+        os.symlink(real, link)
