@@ -26,6 +26,7 @@ TABLE: tuple[tuple[str, str, str], ...] = (
     ("projects", "projects:app", "Start, stop and list projects; trust or untrust a project root."),
     ("conversations", "conversations:app", "A project's conversations: list, show, stop, delete, prune."),
     ("tools", "tools:app", "List and run a project's tools under its policy."),
+    ("checkpoints", "checkpoints:app", "A project's checkpoints (one per conversation turn): list, diff, restore."),
     ("assets", "assets:app", "Skills, commands and workflows of a project."),
     ("contract", "contract:app", "The published contract of the bus."),
     ("dev", "dev:app", "dev commands"),

@@ -51,6 +51,7 @@ import typer
 from rich.markup import escape
 
 from jidocode.services.registry import SERVICES
+from jidocode.services.tool_runner.checkpoints.usage import describe_use
 from jidocode.shared import subjects
 from jidocode.shared.bus import connect_nats, foreign_listener, gather
 from jidocode.shared.config import Config, credentials_dir, default_data_home, running_file, running_system
@@ -183,6 +184,7 @@ def check_disk(data_home: Path | None = None) -> Check:
     detail = f"{home}: {format_bytes(usage.free)} free of {format_bytes(usage.total)}"
     streams = describe_streams(home / "nats")
     detail += f"; streams: {streams}" if streams else "; no JetStream store yet"
+    detail += f"; {describe_use(home, format_bytes)}"
     if usage.free < LOW_SPACE:
         fix = "free space on that disk: a full disk stops every JetStream write until there is room again"
         return _check("disk", "warn", detail, fix)

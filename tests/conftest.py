@@ -108,6 +108,8 @@ def jido_home(
     """
     home = tmp_path_factory.mktemp("jido_home")
     monkeypatch.setenv("JIDO_CODE_HOME", str(home))
+    # the data home too (the tool runner's checkpoints live there): never the user's own
+    monkeypatch.setenv("JIDO_DATA_HOME", str(tmp_path_factory.mktemp("data_home")))
     trust_project(tmp_path, home=home)
     return home
 

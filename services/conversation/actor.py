@@ -518,7 +518,8 @@ class ConversationActor:
         with self.traces.tool_call(
             intent.correlation_id, intent.name, intent.call_id, intent.request_id
         ) as sp:
-            outcome = await call_tool(self.rt.tools, self.project_id, self.conversation_id, intent)
+            tools, state = self.rt.tools, self.state  # the state names the call's turn
+            outcome = await call_tool(tools, self.project_id, self.conversation_id, intent, state)
             if sp is not None:
                 sp.set_attribute(
                     "jido.outcome", "completed" if isinstance(outcome, ToolCallCompleted) else "failed"

@@ -15,8 +15,9 @@ from jidocode.shared.events import EventModel
 from jidocode.shared.events.conversation import ToolCallCompleted, ToolCallFailed
 from jidocode.shared.events.tools import ToolCallMeta
 
-from .core import RunToolIntent, Signal
+from .core import ConversationState, RunToolIntent, Signal
 from .ports import ToolPort
+from .tools_bridge import turn_of
 
 __all__ = ["LLM_SOURCE", "TOOLS_SOURCE", "call_tool", "result_signal", "tool_failure"]
 
@@ -52,15 +53,23 @@ def tool_failure(intent: RunToolIntent, exc: JidoError) -> ToolCallFailed:
 
 
 async def call_tool(
-    tools: ToolPort, project_id: str, conversation_id: str, intent: RunToolIntent
+    tools: ToolPort,
+    project_id: str,
+    conversation_id: str,
+    intent: RunToolIntent,
+    state: ConversationState | None = None,
 ) -> ToolCallCompleted | ToolCallFailed:
     """Run ``intent`` through the tool port; its outcome, never an exception (a port that
-    raises must still end the call: nothing waits forever)."""
+    raises must still end the call: nothing waits forever). ``state``: the conversation's, whose
+    open turn the call names (:func:`.tools_bridge.turn_of`), for the turn's checkpoint."""
+    turn = turn_of(state)
     meta = ToolCallMeta(
         conversation_id=conversation_id,
         request_id=intent.request_id,
         correlation_id=intent.correlation_id,
         causation_id=intent.request_id,
+        turn_id=turn[0],
+        turn_label=turn[1],
     )
     try:
         result = await tools.run(project_id, intent.name, intent.args, meta)

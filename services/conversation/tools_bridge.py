@@ -35,12 +35,15 @@ import nats.errors
 from jidocode.shared.bus import Bus
 from jidocode.shared.clients import ProjectClient, ToolsClient
 from jidocode.shared.errors import JidoError, RequestTimeout, ServiceUnavailable
+from jidocode.shared.events.conversation import UserMessage
 from jidocode.shared.events.tools import (
+    TURN_LABEL_MAX,
     ToolCallMeta,
     ToolResult,
     ToolResultError,
 )
 
+from .core import ConversationState
 from .ports import LlmToolSpec
 
 __all__ = [
@@ -49,6 +52,7 @@ __all__ = [
     "RETRY_MAX_S",
     "NatsToolPort",
     "list_tool_specs",
+    "turn_of",
 ]
 
 log = logging.getLogger("jidocode.conversation.tools")
@@ -132,6 +136,21 @@ class NatsToolPort:
             await ToolsClient(self.bus, project_id).cancel(request_id, conversation_id=conversation_id)
         except JidoError as exc:
             log.info("cancel of tool call %s: %s", request_id, exc.message)
+
+
+def turn_of(state: ConversationState | None) -> tuple[str | None, str | None]:
+    """The open turn's id (the id of its first user message) and label (that message's text on
+    one line, cut to :data:`TURN_LABEL_MAX`): what a tool call tells the tool runner, which
+    records one checkpoint per turn. ``(None, None)`` outside a turn (pure)."""
+    if state is None or not state.turn_messages:
+        return None, None
+    first = state.turn_messages[0]
+    for entry in reversed(state.timeline):
+        if entry.id == first and entry.type == UserMessage.TYPE:
+            text = " ".join(entry.event_as(UserMessage).text.split())
+            cut = text if len(text) <= TURN_LABEL_MAX else text[: TURN_LABEL_MAX - 1] + "…"
+            return first, cut
+    return first, None
 
 
 def _failed(exc: JidoError, message: str) -> ToolResult:

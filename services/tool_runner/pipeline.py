@@ -15,7 +15,9 @@
    it waits (:class:`.quotas.WaitingRoom`, bounded per project), then a request
    slot again to run;
 5. **execute**: a built-in in-process under the limits (:mod:`.executor`), an
-   asset tool on the asset loader — in a task a cancel kills (:mod:`.running`);
+   asset tool on the asset loader — in a task a cancel kills (:mod:`.running`); the first
+   call of a conversation's turn that can write records the turn's **checkpoint** of the
+   project's files first, and every such call what it left after (:mod:`.checkpoints`);
 6. **report**: ``tool.started`` once the call holds its slots, ``tool.completed``
    or ``tool.failed`` at the end (:mod:`.report`).
 
@@ -54,6 +56,7 @@ from jidocode.shared.policy.decision import tool_exposed
 
 from .approvals import ApprovalGate, refuse_denied
 from .call import Call, CallKey
+from .checkpoints.recorder import Checkpoints
 from .egress.calls import approved_hosts, call_scope, needs_egress
 from .egress.proxy import EgressProxy
 from .errors import CANCELLED, CallCancelled
@@ -93,6 +96,7 @@ class Pipeline:
         max_queued_calls: int | None = None,
         quotas: Quotas | None = None,
         mcp: McpHost | None = None,
+        checkpoints: Checkpoints | None = None,
     ) -> None:
         self.bus = bus
         self.projects = projects
@@ -108,6 +112,8 @@ class Pipeline:
         self.assets = AssetTools(bus)
         #: The MCP servers' connections of this replica (``mcp__<server>__<tool>`` tools).
         self.mcp = McpHost(jido_home=None) if mcp is None else mcp
+        #: The projects' checkpoint stores (``None``: no checkpoints, a replay or a unit test).
+        self.checkpoints = checkpoints
         #: The conversation of each call this replica handles: the only one whose cancel counts.
         self._owners: dict[CallKey, str | None] = {}
         #: The replica's egress proxy (``None``: calls get no pass, ``web_fetch`` refuses).
@@ -185,7 +191,40 @@ class Pipeline:
             if claim is not None:
                 await self.ledger.begin(claim)  # TakenOver: another replica runs it now, not here
             await self.bus.emit(started(call, box), **call.ext)
-            return await self.running.execute(call.key, self._tool(call, project, args, decision, limits))
+            if not await self._writes(call, project):
+                return await self.running.execute(call.key, self._tool(call, project, args, decision, limits))
+            return await self._checkpointed(call, project, self._tool(call, project, args, decision, limits))
+
+    async def _writes(self, call: Call, project: Project) -> bool:
+        """Whether the call belongs to a turn to checkpoint and can write: a built-in that is not
+        read-only, an MCP tool its server does not mark read-only, an asset tool."""
+        if self.checkpoints is None or call.request.meta.turn_id is None or call.conversation_id is None:
+            return False
+        if call.name in BUILTINS:
+            return needs_claim(call.name)
+        if split_name(call.name) is not None:
+            timeout = project.limits.timeout_s
+            with contextlib.suppress(JidoError, OSError, TimeoutError):
+                spec = await self.mcp.spec(call.project_id, project.policy, call.name, timeout)
+                return not spec.safety.read_only
+        return True
+
+    async def _checkpointed(
+        self, call: Call, project: Project, tool: Coroutine[Any, Any, ToolResult]
+    ) -> ToolResult:
+        """Run ``tool`` after the turn's checkpoint; record what it left, however it ended."""
+        assert self.checkpoints is not None
+        meta = call.request.meta
+        try:
+            problem = await self.checkpoints.before(meta, project.info)
+        except BaseException:
+            tool.close()
+            raise
+        try:
+            result = await self.running.execute(call.key, tool)
+        finally:
+            self.checkpoints.after(meta, project.info)  # in the background: the result goes now
+        return result if problem is None else result.model_copy(update={"logs": [*result.logs, problem]})
 
     @contextlib.asynccontextmanager
     async def _quota(self, call: Call, project: Project) -> AsyncIterator[None]:

@@ -4,6 +4,7 @@ Endpoints (nats.micro ``jidocode-tool-runner``, queue group shared by the replic
 
     jido.tools.<p>.run      RunTool    -> ToolResult (always a result, also for a refusal)
     jido.tools.<p>.cancel   CancelTool -> ToolCancelAccepted
+    jido.tools.<p>.checkpoints_list|diff|restore    the project's checkpoints (:mod:`.checkpoints`)
 
 A ``run`` goes through the :mod:`.pipeline` (claim → authorize → ask → quota →
 execute → report). A ``cancel`` is served by one replica: it records the
@@ -56,7 +57,13 @@ from jidocode.shared.events.engine import ProjectStopped
 from jidocode.shared.events.mcp import ListMcpServers, McpServerInfo, McpServerList
 from jidocode.shared.events.tools import (
     CancelTool,
+    CheckpointDiff,
+    CheckpointList,
+    CheckpointRestored,
+    DiffCheckpoint,
+    ListCheckpoints,
     ListTools,
+    RestoreCheckpoint,
     RunTool,
     ToolCancelAccepted,
     ToolCancelRequested,
@@ -66,6 +73,7 @@ from jidocode.shared.events.tools import (
 from jidocode.shared.service import ServiceHost, ServiceLifecycle
 
 from .call import Call
+from .checkpoints.recorder import Checkpoints
 from .egress.calls import start_proxy
 from .idempotency import Ledger, ledger_key
 from .mcp.host import McpHost
@@ -97,11 +105,14 @@ class ToolRunner:
         max_queued_calls: int | None = None,
         quota_lease_s: int | None = None,
         mcp: McpHost | None = None,
+        checkpoints: Checkpoints | None = None,
     ) -> None:
         self.bus = bus
         self.config = config
         #: The MCP servers' host (``None``: one for the global home; a replay passes its own).
         self.mcp = mcp
+        #: The projects' checkpoints (``None``: under ``<data home>/checkpoints``).
+        self.checkpoints = checkpoints
         self.quota_wait_s = quota_wait_s
         #: How long a quota slot of a replica that died stays busy (``None``: ``JIDO_TOOL_QUOTA_LEASE_S``).
         self.quota_lease_s = None if quota_lease_s is None else check_lease(quota_lease_s, "quota_lease_s")
@@ -131,6 +142,7 @@ class ToolRunner:
             max_queued_calls=self.max_queued_calls,
             quotas=Quotas(await QuotaLeases.open(self.bus, lease_s=self.quota_lease_s)),
             mcp=self.mcp or McpHost(jido_home=self.config.jido_home),
+            checkpoints=self.checkpoints or Checkpoints(jido_home=self.config.jido_home),
         )
         self._subs.append(
             await self.bus.subscribe(subjects.signal(ToolCancelRequested.TYPE), self._on_cancel_signal)
@@ -140,6 +152,9 @@ class ToolRunner:
         host.serve_project(endpoint("tool_runner", "cancel"), self.handle_cancel)
         host.serve_project(endpoint("tool_runner", "mcp_tools"), self.handle_mcp_tools)
         host.serve_project(endpoint("tool_runner", "mcp_servers"), self.handle_mcp_servers)
+        host.serve_project(endpoint("tool_runner", "checkpoints_list"), self.handle_checkpoints_list)
+        host.serve_project(endpoint("tool_runner", "checkpoints_diff"), self.handle_checkpoints_diff)
+        host.serve_project(endpoint("tool_runner", "checkpoints_restore"), self.handle_checkpoints_restore)
         self._subs.append(
             await self.bus.subscribe(subjects.signal(ProjectStopped.TYPE), self._on_project_stopped)
         )
@@ -162,6 +177,8 @@ class ToolRunner:
                 await self.pipeline.egress.close()
             await self.pipeline.mcp.close()
             await self.pipeline.projects.close()
+            if self.pipeline.checkpoints is not None:
+                await self.pipeline.checkpoints.aclose()
 
     def _pipeline(self) -> Pipeline:
         if self.pipeline is None:
@@ -219,6 +236,35 @@ class ToolRunner:
         servers, problems = await pipeline.mcp.status(project_id, project.policy)
         return McpServerList(
             servers=[McpServerInfo.model_validate(vars(s)) for s in servers], problems=problems
+        )
+
+    def _checkpoints(self) -> Checkpoints:
+        checkpoints = self._pipeline().checkpoints
+        if checkpoints is None:
+            raise NotFound("this tool runner keeps no checkpoints")
+        return checkpoints
+
+    async def handle_checkpoints_list(
+        self, project_id: str, request: ListCheckpoints, env: Envelope
+    ) -> CheckpointList:
+        """The project's checkpoints (of one conversation when named), oldest first."""
+        info = await self._pipeline().projects.info(project_id)
+        return await self._checkpoints().list(info, request.conversation_id)
+
+    async def handle_checkpoints_diff(
+        self, project_id: str, request: DiffCheckpoint, env: Envelope
+    ) -> CheckpointDiff:
+        """What restoring the checkpoint would change, and what the user changed since."""
+        info = await self._pipeline().projects.info(project_id)
+        return await self._checkpoints().diff(info, request.checkpoint)
+
+    async def handle_checkpoints_restore(
+        self, project_id: str, request: RestoreCheckpoint, env: Envelope
+    ) -> CheckpointRestored:
+        """Put the project's files back as the checkpoint holds them (user changes kept unless told)."""
+        info = await self._pipeline().projects.info(project_id)
+        return await self._checkpoints().restore(
+            info, request.checkpoint, request.paths, request.overwrite_user_changes
         )
 
     async def _on_project_stopped(self, env: Envelope) -> None:

@@ -1,0 +1,182 @@
+"""The tool runner's checkpoints: one per turn before its first writing call, and the endpoints.
+
+:meth:`Checkpoints.before` runs in the pipeline right before a call that can write (a built-in
+that is not read-only, an MCP tool not marked read-only, an asset tool) of a conversation's turn
+(``meta.turn_id``): the first such call of the turn records the checkpoint, the others find it.
+:meth:`Checkpoints.after` records what the agent left once the call ended. A checkpoint that
+cannot be recorded never stops the call: the call's result says so in its logs.
+
+The store of a project (:class:`.store.CheckpointStore`) is used by one task at a time per
+replica (a lock per project); between replicas, a turn's checkpoint is created once (an atomic
+ref) and the objects are content-addressed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+from collections.abc import AsyncIterator, Mapping
+from pathlib import Path
+
+from jidocode.shared.config import default_jido_home
+from jidocode.shared.errors import JidoError
+from jidocode.shared.events.engine import ProjectInfo
+from jidocode.shared.events.tools import (
+    CheckpointDiff,
+    CheckpointList,
+    CheckpointRestored,
+    ToolCallMeta,
+)
+
+from .listing import Listing, list_files
+from .settings import CheckpointSettings, user_checkpoint_settings
+from .store import CheckpointStore, store_path
+from .usage import checkpoints_home
+
+__all__ = ["Checkpoints"]
+
+log = logging.getLogger("jidocode.tool_runner.checkpoints")
+
+
+class Checkpoints:
+    """The checkpoint stores of the projects this replica serves."""
+
+    def __init__(
+        self,
+        home: Path | None = None,
+        *,
+        jido_home: Path | None = None,
+        source_env: Mapping[str, str] | None = None,
+    ) -> None:
+        self.home = home or checkpoints_home()
+        self.jido_home = jido_home or default_jido_home()
+        self.source_env = dict(os.environ if source_env is None else source_env)
+        self._stores: dict[str, CheckpointStore] = {}
+        self._locks: dict[str, asyncio.Lock] = {}
+        #: The after-call records still running (:meth:`after`).
+        self._pending: set[asyncio.Task[None]] = set()
+
+    def settings(self) -> CheckpointSettings:
+        return user_checkpoint_settings(self.jido_home)
+
+    async def settled(self) -> None:
+        """Wait until every after-call record started so far is done."""
+        while self._pending:
+            await asyncio.gather(*self._pending, return_exceptions=True)
+
+    async def aclose(self) -> None:
+        """Finish the pending records, then close the stores."""
+        await self.settled()
+        for store in self._stores.values():
+            store.close()
+        self._stores.clear()
+
+    @contextlib.asynccontextmanager
+    async def _store(self, info: ProjectInfo) -> AsyncIterator[CheckpointStore]:
+        """The project's store, held by this task alone."""
+        lock = self._locks.setdefault(info.project_id, asyncio.Lock())
+        async with lock:
+            settings = await asyncio.to_thread(self.settings)
+            store = self._stores.get(info.project_id)
+            if store is None or store.root != info.root_path:
+                path = store_path(self.home, info.project_id)
+                store = await asyncio.to_thread(
+                    CheckpointStore, path, info.root_path, max_file_bytes=settings.max_file_bytes
+                )
+                self._stores[info.project_id] = store
+            store.max_file_bytes = settings.max_file_bytes
+            yield store
+
+    async def _listing(self, store: CheckpointStore) -> Listing:
+        return await list_files(
+            str(store.path), store.root, source_env=self.source_env, jido_home=str(self.jido_home)
+        )
+
+    # --- recording (the pipeline) ----------------------------------------------------------------
+
+    async def before(self, meta: ToolCallMeta, info: ProjectInfo) -> str | None:
+        """Record the turn's checkpoint unless it has one; a line for the call's logs when it failed."""
+        if meta.turn_id is None or meta.conversation_id is None:
+            return None
+        conversation, turn = meta.conversation_id, meta.turn_id
+        try:
+            settings = await asyncio.to_thread(self.settings)
+            if not settings.enabled:
+                return None
+            async with self._store(info) as store:
+                if await asyncio.to_thread(store.has, conversation, turn):
+                    return None
+                listing = await self._listing(store)
+                made = await asyncio.to_thread(
+                    store.record, conversation, turn, meta.turn_label or "", listing
+                )
+                if made is not None:
+                    log.info("checkpoint %s of %s turn %s recorded", made.id, conversation, turn)
+                    await asyncio.to_thread(self._expire, store, settings)
+        except (JidoError, OSError, ValueError) as exc:
+            text = exc.message if isinstance(exc, JidoError) else str(exc)
+            log.warning("no checkpoint of %s turn %s: %s", conversation, turn, text)
+            return f"no checkpoint of this turn could be recorded: {text}"
+        return None
+
+    def after(self, meta: ToolCallMeta, info: ProjectInfo) -> None:
+        """Record, in the background, what the agent left after a writing call of a checkpointed
+        turn (the store's lock orders it before any later use of the store)."""
+        if meta.turn_id is None or meta.conversation_id is None:
+            return
+        task = asyncio.get_running_loop().create_task(self._after(meta, info))
+        self._pending.add(task)
+        task.add_done_callback(self._pending.discard)
+
+    async def _after(self, meta: ToolCallMeta, info: ProjectInfo) -> None:
+        assert meta.turn_id is not None and meta.conversation_id is not None
+        try:
+            async with self._store(info) as store:
+                if not await asyncio.to_thread(store.has, meta.conversation_id, meta.turn_id):
+                    return
+                listing = await self._listing(store)
+                await asyncio.to_thread(store.record_after, meta.conversation_id, meta.turn_id, listing)
+        except (JidoError, OSError, ValueError) as exc:
+            log.warning("checkpoint of %s: the state after the call not recorded: %s", meta.turn_id, exc)
+
+    @staticmethod
+    def _expire(store: CheckpointStore, settings: CheckpointSettings) -> None:
+        gone = store.expire(
+            max_age_days=settings.max_age_days, max_per_conversation=settings.max_per_conversation
+        )
+        if gone:
+            store.prune()
+            log.info("checkpoints of %s: %d expired", store.root, gone)
+
+    # --- the endpoints ---------------------------------------------------------------------------
+
+    async def list(self, info: ProjectInfo, conversation_id: str | None) -> CheckpointList:
+        async with self._store(info) as store:
+            found = await asyncio.to_thread(store.checkpoints, conversation_id)
+        return CheckpointList(checkpoints=[c.info for c in found])
+
+    async def diff(self, info: ProjectInfo, checkpoint: str) -> CheckpointDiff:
+        await self.settled()
+        async with self._store(info) as store:
+            listing = await self._listing(store)
+            return await asyncio.to_thread(store.diff, checkpoint, listing)
+
+    async def restore(
+        self, info: ProjectInfo, checkpoint: str, paths: list[str] | None, overwrite: bool
+    ) -> CheckpointRestored:
+        await self.settled()
+        async with self._store(info) as store:
+            listing = await self._listing(store)
+            done = await asyncio.to_thread(
+                lambda: store.restore(checkpoint, listing, paths=paths, overwrite=overwrite)
+            )
+            await asyncio.to_thread(store.mark_left, await self._listing(store))
+        log.info(
+            "checkpoint %s restored: %d paths, %d kept",
+            done.checkpoint.id,
+            len(done.restored),
+            len(done.kept),
+        )
+        return done
