@@ -42,6 +42,7 @@ SANDBOX_DEPENDENT: Final = frozenset(
         "tests/integration/conversation/test_tools_bridge.py",
         "tests/integration/mcp/test_prd_tools.py",
         "tests/integration/prd/test_finish.py",
+        "tests/integration/rewind/test_rewind.py",
         "tests/integration/tools/test_mcp_servers_bus.py",
         "tests/integration/tools/test_tool_runner_bus.py",
         "tests/security/test_policy_bus.py",

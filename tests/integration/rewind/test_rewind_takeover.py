@@ -4,16 +4,20 @@ Real nats-server; the conversation service runs in this process, twice. The firs
 as ``kill -9`` leaves it (its heartbeat unrenewed, its keys still naming it); the rewind sent
 afterwards is checked against the journal, goes through the conversation's input stream and is
 applied by the second replica, whose next model call holds only the context before the message.
+A rewind naming another conversation's message is refused there and journals nothing.
 """
 
 from __future__ import annotations
 
 import asyncio
 
+import pytest
+
 from jidocode.services.conversation.runtime import Runtime
 from jidocode.services.conversation.settings import RuntimeSettings
 from jidocode.shared.bus import Bus
 from jidocode.shared.config import Config
+from jidocode.shared.errors import NotFound
 from jidocode.shared.events.conversation import TurnEnded, UserMessage
 from tests.integration.conversation._support import (
     ScriptLlm,
@@ -46,17 +50,25 @@ async def test_a_rewind_after_the_owner_was_killed_is_applied_by_another_replica
     bus: Bus, config: Config
 ) -> None:
     client = conversations(bus)
-    out = await follow(bus, "kept")
-    async with running_service(
-        config, ScriptLlm(answer("one back"), answer("two back")), ToolsDouble(), SETTINGS, instance="first"
-    ) as first:
+    out, elsewhere = await follow(bus, "kept"), await follow(bus, "other")
+    answers = ScriptLlm(answer("one back"), answer("two back"), answer("other back"))
+    async with running_service(config, answers, ToolsDouble(), SETTINGS, instance="first") as first:
         await client.start("kept")
         sent = [(await client.send_event("kept", UserMessage.TYPE, {"text": t})).id for t in ("one", "two")]
         await out.wait_type(TurnEnded.TYPE, count=2, timeout=DEADLINE)
+        await client.start("other")
+        spoofed = (await client.send_event("other", UserMessage.TYPE, {"text": "other"})).id
+        await elsewhere.wait_type(TurnEnded.TYPE, timeout=DEADLINE)
         first.ownership.close = lambda: _crash(first)  # type: ignore[method-assign]
 
     llm = ScriptLlm(answer("three back"))
     async with running_service(config, llm, ToolsDouble(), SETTINGS, instance="second") as second:
+        # another conversation's message: refused, and nothing reaches the journal
+        timeline = (await client.get_projection("kept", "timeline", timeout=DEADLINE)).value
+        with pytest.raises(NotFound, match="not a user message"):
+            await client.rewind("kept", spoofed, timeout=DEADLINE)
+        assert (await client.get_projection("kept", "timeline")).value == timeline
+
         result = await client.rewind("kept", sent[1], timeout=DEADLINE)
         assert (result.message_id, result.text, result.dropped) == (sent[1], "two", 2)
         assert second.ownership.owned  # the second replica took the conversation and applied it
