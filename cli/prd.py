@@ -163,7 +163,10 @@ def new(
             ),
         )
 
-    print_created(run(main), json_out)
+    view = run(main)
+    for warning in view.warnings:  # e.g. no quality commands configured: on stderr, also with --json
+        err_console.print(Text(safe(f"warning: {warning}"), style="yellow"))
+    print_created(view, json_out)
 
 
 @app.command("import")
@@ -425,6 +428,8 @@ def run_(
                     branch=branch,
                     allow_dirty=allow_dirty,
                 )
+                for warning in loop.warnings:  # no quality commands, a project layer ignored
+                    err_console.print(Text(safe(f"warning: {warning}"), style="yellow"))
                 if follower is None:
                     _print_loop(loop, json_out)
                     return 0
