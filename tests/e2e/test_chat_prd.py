@@ -1,5 +1,6 @@
 """``/prd`` in ``jidocode chat`` end to end: every service on a real nats-server and the scripted
-model (the ``system`` fixture of ``test_chat``), the real CLI as a subprocess. ``/prd`` lists the
+model (the ``system`` fixture of ``test_chat``), the real CLI (typer's runner in a thread, and a
+subprocess where Ctrl-C must reach it). ``/prd`` lists the
 project's PRDs, ``/prd status`` shows one, ``/prd run`` starts its loop (git in the sandbox, the
 ``jidocode`` provider on the scripted model) and follows it until Ctrl-C, which leaves the loop
 running."""
@@ -13,15 +14,26 @@ import subprocess
 import sys
 
 import pytest
+from click.testing import Result
+from typer.testing import CliRunner
 
 from jidocode.cli.dev.scripted_llm import Reply
+from jidocode.cli.main import app
 from jidocode.shared.clients import EngineClient, PrdClient
 from jidocode.shared.events.prd import StoryDraft
-from tests.e2e.test_chat import System, _jidocode
+from tests.e2e.test_chat import System
 
 pytestmark = pytest.mark.slow
 
 WAIT = 90.0
+
+
+async def _chat(system: System, root: str, line: str) -> Result:
+    """``jidocode chat <root> <line>`` as a terminal runs it (its own event loop, in a thread)."""
+    env = {"NATS_URL": system.config.nats_url, "COLUMNS": "200"}
+    return await asyncio.wait_for(
+        asyncio.to_thread(CliRunner().invoke, app, ["chat", root, line], env=env), WAIT
+    )
 
 
 def _git(system: System, *args: str) -> None:
@@ -38,16 +50,12 @@ async def test_prd_in_chat_lists_shows_runs_and_follows_a_loop(system: System) -
     await prds.create("greet", title="Greet", stories=[story])
     root = str(system.project)
 
-    code, out, err = await _jidocode(system, "chat", root, "/prd")
-    assert code == 0, err
-    assert "greet  ready  0/1 passed  Greet" in out
-    code, out, err = await _jidocode(system, "chat", root, "/prd status greet")
-    assert code == 0, err
-    assert "PRD greet  ready" in out and "· US-001 Greeting [bold]page[/bold]" in out
-    code, out, err = await _jidocode(system, "chat", root, "/prd status ../x")
-    assert code == 2 and "'../x' is not a PRD name" in err
-    code, out, err = await _jidocode(system, "chat", root, "/prd frobnicate greet")
-    assert code == 2 and "usage: /prd [list]" in err
+    listed = await _chat(system, root, "/prd")
+    assert listed.exit_code == 0, listed.output
+    assert "greet  ready  0/1 passed  Greet" in listed.stdout
+    shown = await _chat(system, root, "/prd status greet")
+    assert shown.exit_code == 0, shown.output
+    assert "PRD greet  ready" in shown.stdout and "· US-001 Greeting [bold]page[/bold]" in shown.stdout
 
     # the model takes its time: the loop is mid-iteration when the user presses Ctrl-C
     system.llm.script(Reply.answer("working on it", delay_s=300))
