@@ -8,6 +8,14 @@ by ``kill -9`` (``PR_SET_PDEATHSIG``, :func:`jidocode.shared.runner.die_with_par
 a service must survive a crash anyway, and a SIGKILL is gone at once, where a
 drain could keep an orphan answering on the next ``up``'s server (issue 31).
 
+Warm spares (decision 0341): for the services named in ``spares`` (by default the conversation
+service, whose restart every in-flight turn waits for), ``up`` keeps a second process that has
+already imported everything (litellm included) and waits on its stdin, started
+:data:`SPARE_AFTER_S` seconds after the live one (its imports never slow a start). When the live
+process dies, the spare is told ``go`` and serves within a fraction of a second: no interpreter
+start, no imports on the crash's critical path. A new spare follows. A spare holds no connection,
+port or lock until it is told to go; it dies with ``up`` like every child.
+
 Live children: ``up`` keeps ``<data home>/up-children.json`` (pid, start time
 and label of every child it runs, 0600). A new ``up`` refuses to start while a
 process listed there still runs (:func:`survivors`, the same pid *and* start
@@ -37,11 +45,14 @@ from rich.console import Console
 from rich.markup import escape
 
 from jidocode.shared.natsserver import NatsServer, write_private
-from jidocode.shared.runner import HOST_CWD, die_with_parent, python_module_argv
+from jidocode.shared.runner import HOST_CWD, SPARE_ENV, die_with_parent, python_module_argv
 
 __all__ = [
+    "DEFAULT_SPARES",
     "HEALTH_EVERY",
     "NATS_BACKOFF_CAP",
+    "SPARE_AFTER_S",
+    "SPARE_ENV",
     "UNHEALTHY_CHECKS",
     "Backoff",
     "Child",
@@ -66,6 +77,11 @@ UNHEALTHY_CHECKS: Final = 3
 #: comes within this many seconds.
 NATS_BACKOFF_CAP: Final = 10.0
 
+#: Seconds a service runs before its warm spare is started: its start-up is over by then.
+SPARE_AFTER_S: Final = 3.0
+#: The services ``up`` keeps a warm spare of, unless ``--spares`` says otherwise.
+DEFAULT_SPARES: Final = ("conversation",)
+
 #: Variables naming a path: made absolute for the children, which run in ``/``.
 _PATH_VARS = ("JIDO_CODE_HOME", "JIDO_DATA_HOME", "XDG_DATA_HOME", "NATS_CREDS")
 
@@ -87,7 +103,9 @@ def say(label: str, text: str, color: str = "white") -> None:
 
 @dataclass
 class Backoff:
-    """Restart delays: ``base`` doubling to ``cap``; reset after ``stable`` seconds of good running."""
+    """Restart delays: the first at once, then ``base`` doubling to ``cap``; reset after ``stable``
+    seconds of good running. A process that dies once (a kill, an out-of-memory) is back as soon as
+    it can start: its conversations and calls wait for nothing else. One that keeps dying backs off."""
 
     base: float = 0.5
     cap: float = 30.0
@@ -97,7 +115,7 @@ class Backoff:
     def next_delay(self, ran_for: float) -> float:
         if ran_for >= self.stable:
             self.attempt = 0
-        delay: float = min(self.cap, self.base * 2.0**self.attempt)
+        delay: float = 0.0 if self.attempt == 0 else min(self.cap, self.base * 2.0 ** (self.attempt - 1))
         self.attempt += 1
         return delay
 
@@ -109,6 +127,10 @@ class Child:
     process: asyncio.subprocess.Process | None = None
     backoff: Backoff = field(default_factory=Backoff)
     restarts: int = 0
+    #: Whether a warm spare is kept for this child (see the module's docstring).
+    keep_spare: bool = False
+    #: The warm spare, once started.
+    spare: asyncio.subprocess.Process | None = None
 
     @property
     def label(self) -> str:
@@ -199,10 +221,13 @@ def absolute_paths(env: dict[str, str], cwd: str) -> dict[str, str]:
     return made
 
 
-async def spawn_service(child: Child, env: dict[str, str]) -> asyncio.subprocess.Process:
+async def spawn_service(
+    child: Child, env: dict[str, str], *, spare: bool = False
+) -> asyncio.subprocess.Process:
     """Start ``child``'s service process: isolated Python (``-I``) in :data:`HOST_CWD`, so no
     project ``up`` was started from can shadow the package (docs/decisions/0302); it gets SIGKILL
-    when this process dies (Linux)."""
+    when this process dies (Linux). A ``spare`` waits for ``go`` on its stdin (a pipe) to serve."""
+    extra = {SPARE_ENV: "1"} if spare else {}
     return await asyncio.create_subprocess_exec(
         *python_module_argv(f"jidocode.services.{child.name}"),
         cwd=HOST_CWD,
@@ -210,7 +235,9 @@ async def spawn_service(child: Child, env: dict[str, str]) -> asyncio.subprocess
             **absolute_paths(env, os.getcwd()),
             "JIDO_INSTANCE": f"{child.label}-{os.getpid()}",
             "JIDO_LOG_FORMAT": env.get("JIDO_LOG_FORMAT", "text"),
+            **extra,
         },
+        stdin=asyncio.subprocess.PIPE if spare else None,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.STDOUT,
         start_new_session=True,  # Ctrl-C reaches the supervisor only; it stops children in order
@@ -224,32 +251,106 @@ async def _pump(child: Child, stream: asyncio.StreamReader) -> None:
         say(child.label, line.decode(errors="replace").rstrip(), color)
 
 
+@dataclass
+class _Running:
+    """A child process and the task copying its output."""
+
+    process: asyncio.subprocess.Process
+    pump: asyncio.Task[None]
+
+
+async def _start(child: Child, env: dict[str, str], *, spare: bool = False) -> _Running:
+    process = await spawn_service(child, env, spare=spare)
+    assert process.stdout is not None
+    return _Running(process, asyncio.create_task(_pump(child, process.stdout)))
+
+
+async def _spare_later(child: Child, env: dict[str, str], live: LiveChildren | None) -> _Running:
+    """A warm spare for ``child``, started :data:`SPARE_AFTER_S` seconds from now."""
+    await asyncio.sleep(SPARE_AFTER_S)  # the live process's start-up first
+    spare = await _start(child, env, spare=True)
+    child.spare = spare.process
+    if live is not None:
+        live.add(f"{child.label} (spare)", spare.process.pid)
+    return spare
+
+
+async def _promote(spare: _Running | None) -> _Running | None:
+    """``spare`` told to serve; ``None`` when there is none or it is gone."""
+    if spare is None or spare.process.returncode is not None or spare.process.stdin is None:
+        return None
+    try:
+        spare.process.stdin.write(b"go\n")
+        await spare.process.stdin.drain()
+        spare.process.stdin.close()
+    except (BrokenPipeError, ConnectionResetError):
+        return None
+    return spare
+
+
+async def _take_spare(keeper: asyncio.Task[_Running] | None) -> _Running | None:
+    """The spare ``keeper`` started, or ``None`` (cancelled when it has not started one yet)."""
+    if keeper is None:
+        return None
+    if not keeper.done():
+        keeper.cancel()
+    results = await asyncio.gather(keeper, return_exceptions=True)
+    return results[0] if isinstance(results[0], _Running) else None
+
+
 async def supervise_child(
     child: Child, env: dict[str, str], stopping: asyncio.Event, live: LiveChildren | None = None
 ) -> None:
-    """Run ``child`` until ``stopping``, restarting it with backoff; ``live`` lists it meanwhile."""
-    while not stopping.is_set():
-        started = time.monotonic()
-        child.process = await spawn_service(child, env)
-        if live is not None:
-            live.add(child.label, child.process.pid)
-        assert child.process.stdout is not None
-        pump = asyncio.create_task(_pump(child, child.process.stdout))
-        code = await child.process.wait()
-        await pump
-        if live is not None:
-            live.remove(child.process.pid)
-        if stopping.is_set():
-            return
-        delay = child.backoff.next_delay(time.monotonic() - started)
-        child.restarts += 1
-        say("up", f"{child.label} exited with code {code}; restart #{child.restarts} in {delay:.1f} s", "red")
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(stopping.wait(), delay)
+    """Run ``child`` until ``stopping``, restarting it (from its warm spare when it keeps one)
+    with backoff; ``live`` lists it meanwhile."""
+    spare: _Running | None = None
+    keeper: asyncio.Task[_Running] | None = None
+    try:
+        while not stopping.is_set():
+            started = time.monotonic()
+            promoted = await _promote(spare)
+            running = promoted or await _start(child, env)
+            spare, child.spare = None, None
+            child.process = running.process
+            if live is not None:
+                live.remove(running.process.pid)  # listed as the spare until now
+                live.add(child.label, running.process.pid)
+            if child.keep_spare:
+                keeper = asyncio.create_task(_spare_later(child, env, live))
+            code = await running.process.wait()
+            await running.pump
+            spare, keeper = await _take_spare(keeper), None
+            if live is not None:
+                live.remove(running.process.pid)
+            if stopping.is_set():
+                return
+            delay = child.backoff.next_delay(time.monotonic() - started)
+            child.restarts += 1
+            how = " from its warm spare" if spare is not None and spare.process.returncode is None else ""
+            say(
+                "up",
+                f"{child.label} exited with code {code}; restart #{child.restarts}{how} in {delay:.1f} s",
+                "red",
+            )
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stopping.wait(), delay)
+    finally:
+        spare = spare or await _take_spare(keeper)
+        if spare is not None and spare.process.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                spare.process.kill()  # it waits for `go`: nothing to drain
+            await spare.process.wait()
+            if live is not None:
+                live.remove(spare.process.pid)
 
 
 async def stop_children(children: list[Child], grace: float) -> None:
-    """SIGTERM every live child, wait up to ``grace`` seconds, SIGKILL what is left."""
+    """SIGTERM every live child, wait up to ``grace`` seconds, SIGKILL what is left (a warm spare
+    is killed at once: it holds nothing)."""
+    for c in children:
+        if c.spare is not None and c.spare.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                c.spare.kill()
     live = [c for c in children if c.process and c.process.returncode is None]
     for c in live:
         with contextlib.suppress(ProcessLookupError):

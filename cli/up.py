@@ -55,15 +55,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import fcntl
 import json
 import os
 import shutil
 import signal
 import time
-from collections.abc import Iterator
 from pathlib import Path
-from typing import TextIO
 
 import nats.errors
 import typer
@@ -78,14 +75,12 @@ from jidocode.shared.bus import connect_nats, describe_error, foreign_listener, 
 from jidocode.shared.config import (
     CLIENT_USER,
     Config,
-    RunningSystem,
     credentials_dir,
     default_data_home,
     read_credentials,
-    running_file,
     same_server,
 )
-from jidocode.shared.natsserver import NatsServer, ensure_credentials, free_port, stop_orphan, write_private
+from jidocode.shared.natsserver import NatsServer, ensure_credentials, free_port, stop_orphan
 from jidocode.shared.store_space import (
     STORE_ENV,
     StreamBudget,
@@ -98,19 +93,19 @@ from jidocode.shared.store_space import (
 
 from .console import check_gateway, login_url
 from .supervisor import (
+    DEFAULT_SPARES,
     Backoff,
     Child,
     LiveChildren,
     absolute_paths,
     children_file,
-    describe_survivors,
     say,
     spawn_service,
     stop_children,
     supervise_child,
     supervise_nats,
-    survivors,
 )
+from .up_claim import DEFAULT_PORT, Claim, choose_port, claim_data_home, port_free, refuse_while_children_live
 
 __all__ = [
     "DEFAULT_PORT",
@@ -126,8 +121,6 @@ __all__ = [
     "up",
 ]
 
-#: The embedded server's port when ``--port`` is not given (and it is free).
-DEFAULT_PORT = 4222
 #: Seconds after which ``up`` names the services that still do not answer ``$SRV.PING``.
 SLOW_AFTER = (10.0, 30.0, 60.0)
 
@@ -170,7 +163,8 @@ async def _run(
     names: tuple[str, ...] = SERVICES,
     nats_wait: float = 30.0,
     gateway_port: int | None = None,
-    claim: _Claim | None = None,
+    claim: Claim | None = None,
+    spares: frozenset[str] = frozenset(DEFAULT_SPARES),
 ) -> None:
     server: NatsServer | None = None
     passwords: dict[str, str] | None = None
@@ -198,7 +192,11 @@ async def _run(
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stopping.set)
-    children = [Child(name, replica=i) for name in names for i in range(replicas.get(name, 1))]
+    children = [
+        Child(name, replica=i, keep_spare=name in spares)
+        for name in names
+        for i in range(replicas.get(name, 1))
+    ]
     live = LiveChildren(children_file(claim.data_home)) if claim is not None else None
     tasks = [
         asyncio.create_task(supervise_child(c, service_env(env, c.name, passwords), stopping, live))
@@ -390,7 +388,7 @@ def _choose_gateway_port(port: int | None) -> int:
     return chosen
 
 
-async def _announce_gateway(port: int, claim: _Claim | None, timeout: float = 120.0) -> None:
+async def _announce_gateway(port: int, claim: Claim | None, timeout: float = 120.0) -> None:
     """Once the program on the gateway's ``port`` proves it is our gateway (it holds the token):
     its login URL with the token (as Jupyter does), and its URL in ``up.json``.
 
@@ -426,112 +424,15 @@ async def _announce_gateway(port: int, claim: _Claim | None, timeout: float = 12
     say("up", f"the gateway did not answer as ours on {base} within {timeout:g} s", "yellow")
 
 
-def port_free(port: int, host: str = "127.0.0.1") -> bool:
-    """Whether nothing listens on ``host:port``: a bind with ``SO_REUSEADDR`` (as nats-server's
-    own listener), so TIME-WAIT sockets of a server just stopped do not make it look busy."""
-    import socket
-
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            s.bind((host, port))
-        except OSError:
-            return False
-    return True
-
-
-def _choose_port(port: int | None) -> int:
-    """An explicit ``port`` if free (else exit 1: never moved); without one, 4222 or a free port."""
-    if port is not None:
-        if not port_free(port):
-            say(
-                "up",
-                f"port {port} is busy: another program listens there (`ss -ltnp 'sport = :{port}'` shows "
-                "which). Stop it, pass another --port, or omit --port to use 4222 or a free one.",
-                "red",
-            )
-            raise typer.Exit(1)
-        return port
-    if port_free(DEFAULT_PORT):
-        return DEFAULT_PORT
-    chosen = free_port()
-    say(
-        "up",
-        f"port {DEFAULT_PORT} is busy; using the free port {chosen} (other terminals find it by themselves)",
-    )
-    return chosen
-
-
-class _Claim:
-    """This process's hold on a data home: the locked ``up.lock`` and our ``up.json``."""
-
-    def __init__(self, data_home: Path, lock: TextIO) -> None:
-        self.data_home = data_home
-        self.lock = lock
-        self.info: RunningSystem | None = None
-
-    def announce(self, url: str) -> None:
-        """Write ``up.json``: this process and its NATS URL."""
-        self._write(RunningSystem(pid=os.getpid(), url=url))
-
-    def announce_gateway(self, base_url: str) -> None:
-        """Add the checked gateway's base URL to ``up.json`` (after :meth:`announce`)."""
-        if self.info is not None:
-            self._write(self.info.model_copy(update={"gateway": base_url}))
-
-    def _write(self, info: RunningSystem) -> None:
-        self.info = info
-        write_private(running_file(self.data_home), info.model_dump_json() + "\n")
-
-
-def refuse_while_children_live(data_home: Path) -> None:
-    """Exit 1, naming them, while services an earlier ``up`` started on ``data_home`` still run:
-    they would join this system's server and answer there."""
-    found = survivors(children_file(data_home))
-    if found:
-        say("up", describe_survivors(found, data_home), "red")
-        raise typer.Exit(1)
-
-
-@contextlib.contextmanager
-def claim_data_home(data_home: Path) -> Iterator[_Claim]:
-    """Hold ``<data home>/up.lock`` (an exclusive ``flock``) while the block runs; if another
-    process holds it, say which (pid and URL from ``up.json``) and exit 1."""
-    data_home.mkdir(parents=True, exist_ok=True, mode=0o700)
-    lock = (data_home / "up.lock").open("a")
-    try:
-        try:
-            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            try:
-                other: RunningSystem | None = RunningSystem.model_validate_json(
-                    running_file(data_home).read_bytes()
-                )
-            except (OSError, ValueError):
-                other = None
-            who = (
-                f"pid {other.pid}, NATS at {other.url}"
-                if other is not None
-                else "it is still starting: its pid and URL are not written yet"
-            )
-            say(
-                "up",
-                f"jidocode up is already running on this data home ({data_home}): {who}. "
-                "Use that one (every command finds it by itself), stop it first, "
-                "or set JIDO_DATA_HOME to another folder.",
-                "red",
-            )
-            raise typer.Exit(1) from None
-        claim = _Claim(data_home, lock)
-        try:
-            yield claim
-        finally:
-            path = running_file(data_home)
-            with contextlib.suppress(OSError, ValueError):
-                if RunningSystem.model_validate_json(path.read_bytes()).pid == os.getpid():
-                    path.unlink()
-    finally:
-        lock.close()  # releases the flock
+def _service_names(text: str, option: str) -> tuple[str, ...]:
+    """The services a comma-separated ``text`` names (``BadParameter`` naming an unknown one)."""
+    names = tuple(n.strip().replace("-", "_") for n in text.split(",") if n.strip())
+    unknown = sorted(set(names) - set(RUNNABLE))
+    if unknown:
+        raise typer.BadParameter(
+            f"unknown service(s) {', '.join(unknown)}: expected {', '.join(RUNNABLE)}", param_hint=option
+        )
+    return names
 
 
 def up(
@@ -556,27 +457,50 @@ def up(
         max=65535,
         help=f"port of the HTTP gateway (default {GATEWAY_DEFAULT_PORT}, or a free port when it is busy)",
     ),
+    spares: str = typer.Option(
+        ",".join(DEFAULT_SPARES),
+        envvar="JIDO_UP_SPARES",
+        help="comma-separated services kept warm for an instant restart ('' for none)",
+    ),
 ) -> None:
     """Run the whole system: embedded NATS (unless NATS_URL is set) and every service."""
     nats_url = os.environ.get("NATS_URL") or None
     replicas = {"conversation": conversation_replicas, "tool_runner": tool_runner_replicas}
+    warm = _service_names(spares, "--spares")
     names = RUNNABLE
     if only:
-        names = tuple(n.strip().replace("-", "_") for n in only.split(",") if n.strip())
-        unknown = sorted(set(names) - set(RUNNABLE))
-        if unknown:
-            raise typer.BadParameter(
-                f"unknown service(s) {', '.join(unknown)}: expected {', '.join(RUNNABLE)}"
-            )
+        names = _service_names(only, "--only")
     if nats_url:
         with contextlib.suppress(KeyboardInterrupt):
-            asyncio.run(_run(nats_url, replicas, grace, store, 0, names, nats_wait, gateway_port))
+            asyncio.run(
+                _run(
+                    nats_url,
+                    replicas,
+                    grace,
+                    store,
+                    0,
+                    names,
+                    nats_wait,
+                    gateway_port,
+                    spares=frozenset(warm),
+                )
+            )
         return
     with claim_data_home(default_data_home()) as claim:  # exits if another `up` runs there
         refuse_while_children_live(claim.data_home)
-        chosen = _choose_port(port)
+        chosen = choose_port(port)
         claim.announce(f"nats://127.0.0.1:{chosen}")
         with contextlib.suppress(KeyboardInterrupt):
             asyncio.run(
-                _run(None, replicas, grace, store, chosen, names, gateway_port=gateway_port, claim=claim)
+                _run(
+                    None,
+                    replicas,
+                    grace,
+                    store,
+                    chosen,
+                    names,
+                    gateway_port=gateway_port,
+                    claim=claim,
+                    spares=frozenset(warm),
+                )
             )

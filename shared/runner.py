@@ -45,12 +45,14 @@ from jidocode.shared.telemetry import make_formatter
 
 __all__ = [
     "HOST_CWD",
+    "SPARE_ENV",
     "Serve",
     "configure_logging",
     "die_with_parent",
     "python_module_argv",
     "run_service",
     "tune_gc",
+    "wait_to_serve",
 ]
 
 #: The working directory of every Python the runtime starts on the host: no project's.
@@ -177,12 +179,31 @@ def _run(main: Coroutine[Any, Any, None]) -> None:
     asyncio.run(main)
 
 
-def run_service(name: str, serve: Serve) -> None:
+#: Set in a warm spare's environment by ``jidocode up`` (``cli/supervisor.py``).
+SPARE_ENV: Final = "JIDO_SPARE"
+
+
+def wait_to_serve(warm: Callable[[], object] | None = None) -> bool:
+    """In a warm spare (:data:`SPARE_ENV` set): run ``warm`` (the imports the service would make
+    on its first request), then block until the supervisor writes ``go`` on stdin. ``False`` when
+    stdin ends first (the supervisor went away: the spare exits). Outside a spare: ``True`` at once."""
+    if os.environ.pop(SPARE_ENV, None) != "1":
+        return True
+    if warm is not None:
+        warm()
+    gc.collect()  # the imports' garbage, collected now rather than in the first turn
+    return sys.stdin.buffer.readline().strip() == b"go"
+
+
+def run_service(name: str, serve: Serve, *, warm: Callable[[], object] | None = None) -> None:
     """Run ``serve`` (the service ``name``) until a signal; a ``JidoError`` exits 1.
 
     Its metrics are served when the environment gives it a port (``shared.telemetry.metrics``).
+    A warm spare (:func:`wait_to_serve`) runs ``warm`` and waits to be told to serve first.
     """
     configure_logging(service=name)
+    if not wait_to_serve(warm):
+        return
     from jidocode.shared.telemetry import metrics  # a service's import, not every command's
 
     try:

@@ -18,6 +18,7 @@ import nats
 import pytest
 
 from jidocode.cli.dev.scripted_llm import Reply, ScriptedLlm
+from jidocode.cli.supervisor import children_file, survivors
 from jidocode.services.registry import SERVICES
 from jidocode.shared import subjects
 from jidocode.shared.bus import connect_nats
@@ -40,6 +41,9 @@ class UpProcess:
     def __init__(self, tmp: Path, port: int | None = None, extra_env: dict[str, str] | None = None) -> None:
         env = {k: v for k, v in os.environ.items() if k != "NATS_URL"}
         env.update(extra_env or {})
+        # no warm spare unless a test asks for one (`up`'s default keeps the conversation service's):
+        # its imports are seconds of CPU each `up` of the suite would pay for nothing
+        env.setdefault("JIDO_UP_SPARES", "")
         self.data_home = str(tmp / "data")
         env.update(
             {
@@ -91,7 +95,7 @@ class UpProcess:
 
 
 async def test_up_runs_nats_and_five_services_supervises_and_stops_cleanly(tmp_path: Path) -> None:
-    up = UpProcess(tmp_path)
+    up = UpProcess(tmp_path, extra_env={"JIDO_UP_SPARES": "conversation"})  # up's default
     await up.start_reader()
     try:
         m = await up.wait_line(r"NATS listening on (nats://\S+)")
@@ -155,6 +159,23 @@ async def test_up_runs_nats_and_five_services_supervises_and_stops_cleanly(tmp_p
 
         pids[subjects.SERVICE_NAMES["engine"]] = await asyncio.wait_for(engine_back(), 30)
 
+        # the conversation service has a warm spare: a kill is answered by it, not by a new start
+        spare = await asyncio.wait_for(_spare_pid(Path(up.data_home), "conversation"), 60)
+        os.kill(pids[subjects.SERVICE_NAMES["conversation"]], signal.SIGKILL)
+        await up.wait_line(r"conversation exited with code -9; restart #1 from its warm spare in 0\.0 s")
+
+        async def served_by_the_spare() -> None:
+            nc = await connect_nats(client, "tests", wait=False)
+            try:
+                while await _pids_of(nc, "conversation") != [spare]:  # each ping waits for answers
+                    pass
+            finally:
+                await nc.close()
+
+        await asyncio.wait_for(served_by_the_spare(), 30)
+        pids[subjects.SERVICE_NAMES["conversation"]] = spare
+        pids["the next spare"] = await asyncio.wait_for(_spare_pid(Path(up.data_home), "conversation"), 60)
+
         # Ctrl-C: everything drains and stops, no orphan
         up.proc.send_signal(signal.SIGINT)
         await up.wait_line(r"all stopped", timeout=40)
@@ -168,6 +189,20 @@ async def test_up_runs_nats_and_five_services_supervises_and_stops_cleanly(tmp_p
     finally:
         if up.proc.poll() is None:
             up.proc.kill()
+
+
+async def _spare_pid(data_home: Path, label: str) -> int:
+    """The pid of ``label``'s warm spare, once ``up`` lists one in its live children's file."""
+    while True:
+        found = [c.pid for c in survivors(children_file(data_home)) if c.label == f"{label} (spare)"]
+        if found:
+            return found[0]
+        await asyncio.sleep(0.2)  # the file has no change notification; the caller bounds the wait
+
+
+async def _pids_of(nc: nats.aio.client.Client, name: str) -> list[int]:
+    infos = (await ping_services(nc)).get(subjects.SERVICE_NAMES[name], [])
+    return [int(i["metadata"]["pid"]) for i in infos]
 
 
 async def _cli(up: UpProcess, *argv: str) -> str:

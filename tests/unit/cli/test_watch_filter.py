@@ -45,7 +45,7 @@ def test_summary_skips_empty_values() -> None:
     assert summarize(_env("x")) == "text=hello n=2"
 
 
-def test_backoff_doubles_to_the_cap_and_resets_after_stable_running() -> None:
+def test_backoff_restarts_at_once_then_doubles_to_the_cap_and_resets_after_stable_running() -> None:
     b = Backoff(base=0.5, cap=4, stable=60)
-    assert [b.next_delay(1) for _ in range(5)] == [0.5, 1, 2, 4, 4]
-    assert b.next_delay(120) == 0.5
+    assert [b.next_delay(1) for _ in range(6)] == [0, 0.5, 1, 2, 4, 4]
+    assert b.next_delay(120) == 0
