@@ -41,6 +41,7 @@ import time
 from collections import Counter
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -151,11 +152,24 @@ def turn_outcome(timeline: list[dict[str, Any]], message_id: str) -> str | None:
         if entry.get("correlation_id") != message_id:
             continue
         data = entry.get("data") or {}
-        if entry.get("type") == LlmCompleted.TYPE and not data.get("tool_calls"):
+        if _is_answer(entry):
             return "answered"
         if entry.get("type") in (LlmFailed.TYPE, LoopStopped.TYPE):
             return f"{entry['type']}: {json.dumps(data)[:300]}"
     return None
+
+
+def _is_answer(entry: dict[str, Any]) -> bool:
+    return entry.get("type") == LlmCompleted.TYPE and not (entry.get("data") or {}).get("tool_calls")
+
+
+def answered_at(timeline: list[dict[str, Any]], message_id: str) -> float:
+    """The wall-clock time the turn opened by ``message_id`` was answered: its answer event's own
+    ``time``, so a turn's figure does not depend on when the client's poll happened to look."""
+    for entry in timeline:
+        if entry.get("correlation_id") == message_id and _is_answer(entry):
+            return datetime.fromisoformat(str(entry["time"]).replace("Z", "+00:00")).timestamp()
+    raise AssertionError(f"{message_id}: no answer in the timeline")
 
 
 @dataclass
@@ -174,7 +188,8 @@ class Load:
     tasks: dict[str, asyncio.Task[None]] = field(default_factory=dict)
     changed: asyncio.Condition = field(default_factory=asyncio.Condition)
     retries: Counter[str] = field(default_factory=Counter)
-    #: per wave, the seconds each answered turn took from its message to its answer
+    #: per wave, the seconds each answered turn took from its message being sent to its answer
+    #: event's time (same machine, same clock)
     took: list[list[float]] = field(default_factory=lambda: [[] for _ in range(TURNS)])
 
     def start(self) -> None:
@@ -227,6 +242,7 @@ class Load:
 
     async def turn(self, conv: str, turn: int) -> None:
         began = time.monotonic()
+        sent_at = time.time()
         deadline = began + TURN_DEADLINE
         message_id = event_id(conv, turn)
         message = UserMessage(text=f"append {tag(conv, turn)}")
@@ -244,9 +260,10 @@ class Load:
             timeline = await self.retrying(
                 "get_projection", lambda: self.convs.get_projection(conv, "timeline"), deadline
             )
-            outcome = turn_outcome(list(timeline.value or []), message_id)
+            entries = list(timeline.value or [])
+            outcome = turn_outcome(entries, message_id)
             if outcome == "answered":
-                self.took[turn - 1].append(time.monotonic() - began)
+                self.took[turn - 1].append(answered_at(entries, message_id) - sent_at)
                 return
             if outcome is not None:
                 raise AssertionError(f"turn {turn} ended without an answer: {outcome}")
@@ -422,6 +439,7 @@ async def test_every_process_killed_mid_load_loses_and_doubles_nothing(
         monkeypatch.setenv("JIDO_TOOL_QUOTA_WAIT_S", "5")
         # a killed tool runner's quota slots come back after their lease: shorter than the wait
         monkeypatch.setenv("JIDO_TOOL_QUOTA_LEASE_S", "2")
+        monkeypatch.setenv("JIDO_UP_SPARES", "conversation")  # up's default (the suite's `up`s keep none)
         up = UpProcess(tmp_path)  # its environment: ours, with its own data home and JIDO_CODE_HOME=home
         await up.start_reader()
         drain: asyncio.Task[None] | None = None
