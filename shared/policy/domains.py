@@ -19,9 +19,10 @@ address the name resolved to, before connecting to that same address):
    (refused for the proxy; asked for ``web_fetch``).
 4. After resolution, every address is checked: loopback, link-local (``169.254.169.254``),
    unspecified, multicast and reserved addresses are **always** refused, whatever the entries
-   say; so are the runtime's own endpoints (NATS, the gateway). Any other non-global address
-   (RFC 1918, unique-local, CGNAT, documentation ranges) is refused unless an *allowed IP or
-   CIDR entry* covers it: a name alone never opens a private address, since whoever controls
+   say; so are the runtime's own endpoints (NATS, the gateway: their addresses, and their
+   ports on any non-global address, where another interface of their host may answer). Any
+   other non-global address (RFC 1918, unique-local, CGNAT, documentation ranges) is refused
+   unless an *allowed IP or CIDR entry* covers it: a name alone never opens a private address, since whoever controls
    the name's DNS could point it anywhere (DNS rebinding).
 """
 
@@ -263,8 +264,9 @@ def address_refusal(
     if always is not None:
         return f"{ip} is {always}, always refused"
     for address, runtime_port in runtime:
-        if port == runtime_port and str(_as_ip(address) or address) == str(ip):
-            return f"{ip}:{port} is the runtime's own endpoint, always refused"
+        same = str(_as_ip(address) or address) == str(ip)
+        if port == runtime_port and (same or not ip.is_global):  # its port on any address of the LAN
+            return f"{ip}:{port} is the runtime's own endpoint (NATS, the gateway), always refused"
     for p in denied:
         if p.covers_address(ip):
             return f"{ip} is denied by {p.raw!r}"
