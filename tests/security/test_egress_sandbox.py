@@ -74,8 +74,14 @@ async def proxy(tmp_path: Path) -> AsyncIterator[Proxy]:
             if name.strip().lower() == b"proxy-authorization":
                 auth = value.strip()
         seen.auth.append(auth)
-        writer.write(_ANSWER)
-        await writer.drain()
+        if seen.requests[-1].startswith(b"CONNECT echo.test:"):
+            writer.write(b"HTTP/1.1 200 Connection established\r\n\r\n")
+            while data := await reader.read(65536):  # the tunnel echoes what comes through it
+                writer.write(data)
+                await writer.drain()
+        else:
+            writer.write(_ANSWER)
+            await writer.drain()
         writer.close()
 
     unix = await asyncio.start_unix_server(on, seen.egress.socket)
@@ -164,6 +170,29 @@ async def test_curl_and_urllib_reach_the_proxy_through_its_variables(box: Box, p
         b"GET http://registry.test/pkg HTTP/1.1",
         b"GET http://pypi.test/simple/ HTTP/1.1",
     ]
+
+
+_TUNNEL = (
+    "import hashlib, os, socket, urllib.parse\n"
+    "proxy = urllib.parse.urlsplit(os.environ['HTTPS_PROXY'])\n"
+    "s = socket.create_connection((proxy.hostname, proxy.port), timeout=30)\n"
+    "s.sendall(b'CONNECT echo.test:443 HTTP/1.1\\r\\nHost: echo.test:443\\r\\n\\r\\n')\n"
+    "head = b''\n"
+    "while not head.endswith(b'\\r\\n\\r\\n'):\n"
+    "    head += s.recv(1)\n"
+    "data = os.urandom(1 << 20)\n"
+    "s.sendall(data)\n"
+    "s.shutdown(socket.SHUT_WR)\n"
+    "back = b''\n"
+    "while chunk := s.recv(65536):\n"
+    "    back += chunk\n"
+    "print(head.split(b' ')[1].decode(), back == data, len(back))\n"
+)
+
+
+async def test_a_tunnel_carries_a_mebibyte_both_ways(box: Box, proxy: Proxy) -> None:
+    out = await run(box, f"python3 -c {_shell_quote(_TUNNEL)}", proxy.egress)
+    assert out.split() == ["200", "True", str(1 << 20)], out
 
 
 async def test_https_goes_through_connect(box: Box, proxy: Proxy) -> None:
