@@ -67,6 +67,7 @@ if TYPE_CHECKING:
 
 from .common import console, print_json
 from .console import find_console
+from .doctor_network import check_network
 from .mcp_servers import check_mcp
 
 __all__ = [
@@ -558,6 +559,7 @@ def doctor(
         check_system(),
         check_console(),
         check_model(),
+        check_network(project or os.getcwd()),
     ]
     # Settings: printed after the checks, and under their own key in --json (the sandbox report
     # already has a "settings" key: its own). A settings error is fatal (every call is refused).
