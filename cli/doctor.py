@@ -50,6 +50,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import typer
 from rich.markup import escape
 
+from jidocode.services.prd.config import doctor_check as check_prd
 from jidocode.services.registry import SERVICES
 from jidocode.services.tool_runner.checkpoints.usage import describe_use
 from jidocode.shared import subjects
@@ -559,6 +560,7 @@ def doctor(
         check_system(),
         check_console(),
         check_model(),
+        check_prd(project or os.getcwd()),
         check_network(project or os.getcwd()),
     ]
     # Settings: printed after the checks, and under their own key in --json (the sandbox report

@@ -49,6 +49,7 @@ SANDBOX_DEPENDENT: Final = frozenset(
         "tests/security/test_runtime_attacks.py",
         "tests/security/test_sandbox_worktree.py",
         "tests/unit/prd/test_gitrun.py",
+        "tests/unit/prd/test_notify.py::test_a_command_hook_runs_in_the_sandbox_with_the_notice_as_arguments",
         "tests/unit/tools/test_builtin_tools.py",
     }
 )

@@ -26,9 +26,10 @@ import os
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, Any, Final
+from typing import Annotated, Any, Final, Literal
+from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError, model_validator
 
 from jidocode.shared.errors import InvalidInput
 from jidocode.shared.settings import (
@@ -45,11 +46,16 @@ from .retry import MAX_DELAY_S, MAX_RETRIES, RetryPolicy
 __all__ = [
     "DOCUMENTED_KEYS",
     "MAX_CONFIG_BYTES",
+    "NOTIFY_STATES",
     "PROTECTED_KEYS",
     "LoadedConfig",
+    "NotifyHook",
+    "NotifyState",
     "PrdConfig",
     "ProviderSettings",
     "config_toml_path",
+    "config_warnings",
+    "doctor_check",
     "load_config",
     "load_config_report",
 ]
@@ -64,6 +70,7 @@ PROTECTED_KEYS: Final = (
     "providers.<key>.args",
     "providers.<key>.env",
     "allow_destructive_git",
+    "notify",
 )
 MAX_TIMEOUT_S: Final = 24 * 3600.0
 _KEY = r"^[A-Za-z0-9_\-]{1,64}$"
@@ -98,6 +105,36 @@ class ProviderSettings(BaseModel):
     use_login: bool = False
 
 
+NotifyState = Literal["completed", "error", "paused"]
+#: The loop states a notice can be sent on.
+NOTIFY_STATES: Final[tuple[NotifyState, ...]] = ("completed", "error", "paused")
+MAX_NOTIFY_TIMEOUT_S: Final = 120.0
+
+
+class NotifyHook(BaseModel):
+    """One notice (``notify[]``): a command run in the sandbox, or a webhook the service POSTs to."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    #: The loop states that send it.
+    on: list[NotifyState] = Field(default_factory=lambda: list(NOTIFY_STATES), min_length=1, max_length=3)
+    #: Run as ``bash -c <command> notify <state> <prd> <reason>`` in the work dir, sandboxed like a check.
+    command: Annotated[str, StringConstraints(max_length=4096)] = ""
+    #: An ``http://`` or ``https://`` URL; the notice is POSTed to it as JSON (no redirects).
+    url: Annotated[str, StringConstraints(max_length=2048)] = ""
+    timeout_s: float = Field(default=10.0, gt=0.0, le=MAX_NOTIFY_TIMEOUT_S, allow_inf_nan=False)
+
+    @model_validator(mode="after")
+    def _one_target(self) -> NotifyHook:
+        if bool(self.command.strip()) == bool(self.url):
+            raise ValueError("a notify hook has exactly one of command and url")
+        if self.url:
+            parts = urlsplit(self.url)
+            if parts.scheme not in ("http", "https") or not parts.hostname:
+                raise ValueError(f"notify url {self.url[:200]!r} is not an http(s) URL with a host")
+        return self
+
+
 class PrdConfig(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -113,6 +150,14 @@ class PrdConfig(BaseModel):
     sandbox_policy: Policy = "workspace-write"
     #: Commit each passed story.
     commit: bool = True
+    #: Commit the PRD's own files (``prd.json``, ``progress.md``, ``prd.md``) with each story.
+    commit_prd_files: bool = True
+    #: A loop pauses before an iteration past this many (unset: no limit).
+    max_iterations: int | None = Field(default=None, ge=1, le=1_000_000)
+    #: A loop pauses once its iterations cost this much in US dollars (unset: no limit).
+    max_cost_usd: float | None = Field(default=None, gt=0.0, le=1_000_000.0, allow_inf_nan=False)
+    #: Notices when the loop completes, fails or pauses (none by default).
+    notify: list[NotifyHook] = Field(default_factory=list, max_length=16)
     #: Destructive git actions (removing a worktree with changes, deleting a branch) allowed.
     allow_destructive_git: bool = False
     providers: dict[ProviderKey, ProviderSettings] = Field(default_factory=dict, max_length=32)
@@ -150,6 +195,10 @@ class _ProviderLayer(ProviderSettings):
     model_config = _STRICT
 
 
+class _NotifyLayer(NotifyHook):
+    model_config = _STRICT
+
+
 class _Layer(PrdConfig):
     """The keys of ``config.toml`` and of the ``prd`` settings key: :class:`PrdConfig`'s, strict,
     with ``retry.retry_delays`` in seconds as the seed spells it."""
@@ -158,6 +207,7 @@ class _Layer(PrdConfig):
 
     retry: _RetryLayer = _RetryLayer()  # type: ignore[assignment]
     providers: dict[ProviderKey, _ProviderLayer] = Field(default_factory=dict, max_length=32)  # type: ignore[assignment]
+    notify: list[_NotifyLayer] = Field(default_factory=list, max_length=16)  # type: ignore[assignment]
 
 
 def _dotted(loc: tuple[int | str, ...]) -> str:
@@ -320,6 +370,35 @@ def load_config_report(
     return LoadedConfig(config=_to_config(merged), files=files, ignored=ignored, trusted=trusted)
 
 
+def config_warnings(loaded: LoadedConfig) -> list[str]:
+    """What a user starting a loop under ``loaded`` should know: no quality commands (a story
+    then passes on the provider's word and a change alone), and each layer ignored."""
+    out: list[str] = []
+    if not loaded.config.quality_commands:
+        out.append(
+            "no quality commands are configured (prd.quality_commands): a story passes on the "
+            "provider's word and a change alone, nothing checks it"
+        )
+    return out + list(loaded.ignored)
+
+
+def doctor_check(root: str | None) -> dict[str, Any]:
+    """The ``prd`` line of ``jidocode doctor`` for project ``root``: ``warn`` naming what
+    :func:`config_warnings` says (no quality commands, a layer ignored) or a layer that is not
+    valid (the loop refuses to run on it), else ``ok`` with the checks and layers read."""
+    try:
+        loaded = load_config_report(root)
+    except InvalidInput as exc:
+        return {"name": "prd", "status": "warn", "detail": exc.message, "fix": "fix the key named"}
+    warnings = config_warnings(loaded)
+    if warnings:
+        fix = "set prd.quality_commands (docs/prd-config.md)"
+        return {"name": "prd", "status": "warn", "detail": "; ".join(warnings), "fix": fix}
+    read = ", ".join(loaded.files) or "no file"
+    detail = f"{len(loaded.config.quality_commands)} quality command(s) from {read}"
+    return {"name": "prd", "status": "ok", "detail": detail, "fix": None}
+
+
 def load_config(
     root: str, *, env: Mapping[str, str] | None = None, jido_home: str | None = None
 ) -> PrdConfig:
@@ -338,7 +417,15 @@ DOCUMENTED_KEYS: Final[tuple[str, ...]] = (
     "approval_policy",
     "sandbox_policy",
     "commit",
+    "commit_prd_files",
     "allow_destructive_git",
+    "max_iterations",
+    "max_cost_usd",
+    "notify",
+    "notify[].on",
+    "notify[].command",
+    "notify[].url",
+    "notify[].timeout_s",
     "retry.max_retries",
     "retry.retry_delays",
     "providers.<key>.command",

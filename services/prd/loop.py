@@ -48,7 +48,7 @@ from jidocode.shared.events.prd import LoopInfo, LoopState, PrdLoopStateChanged,
 from jidocode.shared.lease import BUS_ERRORS, Held, KeptLease, Seen, Sightings
 
 from . import files
-from .config import PrdConfig, load_config
+from .config import PrdConfig, config_warnings, load_config, load_config_report
 from .eventlog import EventLog
 from .loop_prepare import prepare
 from .loop_rules import MAX_EVENT_TEXT, LoopSettings, halt_plan, lease_lapsed, resume_refusal, run_refusal
@@ -66,6 +66,8 @@ ProviderResolver = Callable[[str, str, PrdConfig], Provider]
 RootOf = Callable[[str], Awaitable[Path]]
 #: ``root -> config`` (the default reads the files: :func:`config.load_config`).
 ConfigOf = Callable[[Path], PrdConfig]
+#: ``root -> warnings`` about its configuration (:func:`config.config_warnings`).
+WarningsOf = Callable[[Path], list[str]]
 
 #: Seconds a takeover waits for the last owner's iteration to be abandoned before it goes on.
 ABANDON_S: Final = 15.0
@@ -82,6 +84,7 @@ class LoopManager:
         root_of: RootOf,
         resolve_provider: ProviderResolver,
         config_of: ConfigOf | None = None,
+        warnings_of: WarningsOf | None = None,
         settings: LoopSettings | None = None,
         owner: str | None = None,
     ) -> None:
@@ -90,6 +93,9 @@ class LoopManager:
         self.root_of = root_of
         self.resolve_provider = resolve_provider
         self.config_of: ConfigOf = config_of or (lambda root: load_config(str(root)))
+        self.warnings_of: WarningsOf = warnings_of or (
+            lambda root: config_warnings(load_config_report(str(root)))
+        )
         self.settings = settings or LoopSettings()
         self.owner = owner or bus.source
         self.loops: dict[tuple[str, str], RunningLoop] = {}
@@ -108,6 +114,7 @@ class LoopManager:
         root = await self.root_of(project_id)
         paths = files.PrdPaths(root, cmd.name)
         prd = files.load_prd(paths.prd_json)  # NotFound / InvalidInput before anything else
+        await self._quiet(project_id, cmd.name)
         current = await self.store.get(project_id, cmd.name)
         refusal = run_refusal(cmd.name, current.record.info if current is not None else None)
         if refusal is not None:
@@ -131,6 +138,7 @@ class LoopManager:
                 branch=branch,
                 owner=self.owner,
                 seq=current.record.info.seq if current else 0,
+                warnings=self.warnings_of(root),
             )
             record = LoopRecord(info=info, options=options, created_branch=created, base_branch=base)
             stored = await self.store.claim(record)
@@ -145,6 +153,7 @@ class LoopManager:
         return await self._halt(project_id, name, "stopped", reason)
 
     async def resume(self, project_id: str, name: str) -> LoopInfo:
+        await self._quiet(project_id, name)
         current = await self._record(project_id, name)
         info = current.record.info
         refusal = resume_refusal(name, info)
@@ -175,6 +184,7 @@ class LoopManager:
             local.want(target, reason)
             await asyncio.shield(local.settled.wait())
             return local.info
+        await self._quiet(project_id, name)
         current = await self._record(project_id, name)
         info = current.record.info
         alive = not lease_lapsed(
@@ -188,6 +198,14 @@ class LoopManager:
         # paused here (stop it), or running with a dead owner: the record is changed right here
         root = await self.root_of(project_id)
         return await self._offline(project_id, root, current, target, reason)
+
+    async def _quiet(self, project_id: str, name: str) -> None:
+        """Wait for a loop of this replica that settled to end (its notices sent, its event log
+        closed): one event writer per PRD (docs/decisions/0282)."""
+        local = self.loops.get((project_id, name))
+        if local is not None and local.settled.is_set() and local.task is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.shield(local.task)
 
     async def _ask_owner(self, current: Stored, target: LoopState, reason: str) -> LoopInfo:
         """Another replica runs it: write the request into the record; its heartbeat applies it."""
@@ -347,6 +365,7 @@ class LoopManager:
     async def _drive(self, loop: RunningLoop, from_state: LoopState) -> None:
         try:
             await loop.main(from_state)
+            await loop.notify()
         finally:
             if loop.heartbeat is not None:
                 loop.heartbeat.cancel()

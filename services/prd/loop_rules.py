@@ -2,7 +2,9 @@
 
 What an iteration's result or a quality report means for the attempt (:func:`iteration_outcome`,
 :func:`checks_outcome`), whether a failed attempt is tried again and after how long
-(:func:`retry_delay`), which loop event a provider event becomes (:func:`loop_event`), what the
+(:func:`retry_delay`), whether an attempt did its story at all (:func:`done_outcome`,
+:func:`nothing_done_outcome`), when a budget pauses the loop (:func:`budget_reason`), which
+loop event a provider event becomes (:func:`loop_event`), what the
 loop writes into its record (:func:`record_changes`), the commit message and the progress entry
 of a passed story, and which commands a loop's state refuses (:func:`run_refusal`,
 :func:`resume_refusal`, :func:`halt_plan`). :mod:`.loop_run` and :mod:`.loop` do the effects
@@ -30,8 +32,10 @@ from jidocode.shared.events.prd import (
 )
 from jidocode.shared.lease import Seen, is_stale
 
+from .config import PrdConfig
 from .eventlog import DEFAULT_QUEUE_SIZE
 from .model import UserStory
+from .prompt import DONE_MARKER
 from .providers.base import IterationResult, ProviderEvent
 from .quality import QualityReport
 from .retry import RetryPolicy
@@ -48,14 +52,18 @@ __all__ = [
     "Lost",
     "Outcome",
     "RelayContext",
+    "budget_reason",
     "cap",
     "cap_input",
     "checks_outcome",
     "commit_message",
+    "cost_of",
+    "done_outcome",
     "halt_plan",
     "iteration_outcome",
     "lease_lapsed",
     "loop_event",
+    "nothing_done_outcome",
     "progress_entry",
     "record_changes",
     "resume_refusal",
@@ -164,6 +172,61 @@ def checks_outcome(report: QualityReport) -> Outcome | None:
     names = ", ".join(c.command for c in failing)
     text = "\n\n".join(f"$ {c.command}\n(exit {c.exit_code})\n{c.output}" for c in failing)
     return Outcome(False, "checks", f"checks failed: {names}"[:500], text[-MAX_FAILURE_TEXT:])
+
+
+def done_outcome(result: IterationResult, story_id: str) -> Outcome | None:
+    """The failed attempt an iteration makes that ended without saying its story is done
+    (``None``: it said so, or the provider has no such signal and its status ``ok`` counts)."""
+    if result.done is not False:
+        return None
+    return Outcome(
+        False,
+        "nothing_done",
+        f"story {story_id}: the provider did not report the story done "
+        f"(its final message did not end with {DONE_MARKER})",
+        f"Your previous attempt did not end its final message with the line {DONE_MARKER}: finish "
+        "the story, make its acceptance criteria hold, then end your final message with that line.",
+    )
+
+
+def nothing_done_outcome(story_id: str, *, changed: bool, checks_ran: int) -> Outcome | None:
+    """The failed attempt an iteration makes that changed nothing while no quality check ran:
+    nothing was done, and nothing checked it (``None``: one or the other happened)."""
+    if changed or checks_ran:
+        return None
+    return Outcome(
+        False,
+        "nothing_done",
+        f"story {story_id}: nothing changed and no quality check ran",
+        "Your previous attempt changed no file (and no quality check is configured to verify the "
+        "story otherwise): make the changes the story asks for.",
+    )
+
+
+def cost_of(result: IterationResult) -> float:
+    """What an iteration cost in US dollars, as its provider reported it (``metadata.cost_usd``; 0
+    when it did not, or reported something that is no finite, non-negative number)."""
+    try:
+        cost = float(result.metadata.get("cost_usd", "0"))
+    except ValueError:
+        return 0.0
+    return cost if 0.0 <= cost < float("inf") else 0.0
+
+
+def budget_reason(config: PrdConfig, info: LoopInfo) -> str | None:
+    """Why the loop pauses before its next iteration: a budget of ``config`` is spent (``None``: it
+    goes on). Budgets count the iterations of one loop (``info``: a run and its resumes)."""
+    if config.max_iterations is not None and info.iterations >= config.max_iterations:
+        return (
+            f"budget reached: {info.iterations} iterations, max_iterations is {config.max_iterations} "
+            "(raise prd.max_iterations, then resume)"
+        )
+    if config.max_cost_usd is not None and info.cost_usd >= config.max_cost_usd:
+        return (
+            f"budget reached: the iterations cost ${info.cost_usd:.4f}, max_cost_usd is "
+            f"${config.max_cost_usd:g} (raise prd.max_cost_usd, then resume)"
+        )
+    return None
 
 
 def retry_delay(policy: RetryPolicy, outcome: Outcome, story_id: str, attempt: int) -> float:

@@ -35,9 +35,10 @@ from jidocode.shared.lease import KeptLease
 from jidocode.shared.lease import Lost as LeaseLost
 
 from . import files, ops, quality
-from .config import PrdConfig
+from .config import NOTIFY_STATES, PrdConfig
 from .eventlog import EventLog
 from .git import GitRepo
+from .loop_files import stage_prd_files
 from .loop_rules import (
     Interrupted,
     LoopFailed,
@@ -45,17 +46,22 @@ from .loop_rules import (
     Lost,
     Outcome,
     RelayContext,
+    budget_reason,
     cap,
     checks_outcome,
     commit_message,
+    cost_of,
+    done_outcome,
     iteration_outcome,
     loop_event,
+    nothing_done_outcome,
     progress_entry,
     record_changes,
     retry_delay,
     transcript_line,
 )
 from .model import Prd, UserStory
+from .notify import Notice, send_notices
 from .prompt import build_prompt
 from .providers.base import IterationRequest, IterationResult, IterationRun, Provider, ProviderError
 from .store import LoopStore, RunOptions, StaleRecord, Stored
@@ -247,6 +253,7 @@ class RunningLoop:
         # a resumed story redoes the attempt that was cut (it did not fail)
         attempt = self.info.attempt if self.info.story_id == story.id and self.info.attempt else 1
         while True:
+            self.within_budget()
             # the iteration's name is stored before it starts (one write with the attempt's), so
             # whoever takes the loop over can stop it (LoopManager.recover)
             await self.save(story_id=story.id, attempt=attempt, iteration_id=new_id().lower())
@@ -255,6 +262,13 @@ class RunningLoop:
                 return
             await self.retry(story, attempt, outcome)
             attempt += 1
+
+    def within_budget(self) -> None:
+        """Pause (``Interrupted``) before an iteration past a budget of the configuration."""
+        reason = budget_reason(self.config, self.info)
+        if reason is not None:
+            self.want("paused", reason)
+            raise Interrupted
 
     async def retry(self, story: UserStory, attempt: int, outcome: Outcome) -> None:
         """Note a failed attempt, then wait for the next one (``LoopFailed``: there is none)."""
@@ -274,13 +288,36 @@ class RunningLoop:
         prompt = build_prompt(  # 4
             prd, story, attempt=attempt, progress=progress, failed_checks=self.failed_checks
         )
+        head = await self.git().head()
         result, transcript = await self.iterate(story, attempt, prompt)  # 5
+        await self.save(
+            iterations=self.info.iterations + 1, cost_usd=round(self.info.cost_usd + cost_of(result), 6)
+        )
         files.append_agent_log(self.paths, f"{story.id} attempt {attempt}\n{transcript}")
-        failed = iteration_outcome(result) or checks_outcome(await self.check(story, attempt))  # 6
+        failed = iteration_outcome(result) or done_outcome(result, story.id)
+        if failed is None:
+            failed = await self.judge(story, attempt, head)  # 6
         if failed is not None:
             return failed
         await self.complete(story, attempt, result)  # 7-9
         return Outcome(True)
+
+    async def judge(self, story: UserStory, attempt: int, head: str) -> Outcome | None:
+        """Step 6: the checks, then whether the attempt did anything a check or a change shows
+        (``head``: the commit before the iteration; a provider that committed changed something)."""
+        report = await self.check(story, attempt)
+        failed = checks_outcome(report)
+        if failed is not None or report.checks:
+            return failed
+        git = self.git()
+        changed = bool(await git.dirty_files()) or await git.head() != head
+        return nothing_done_outcome(story.id, changed=changed, checks_ran=len(report.checks))
+
+    def git(self) -> GitRepo:
+        """The work dir's repository (git in the sandbox)."""
+        return GitRepo(
+            str(self.work_dir), root=str(self.root), allow_destructive=self.config.allow_destructive_git
+        )
 
     async def interruptible(
         self, coro: Coroutine[Any, Any, T], on_cancel: Callable[[], Awaitable[None]] | None = None
@@ -358,10 +395,27 @@ class RunningLoop:
         return report
 
     async def complete(self, story: UserStory, attempt: int, result: IterationResult) -> None:
-        """Steps 7-9: commit, mark passed, progress (not interrupted: a pause waits for it)."""
-        note = await self.commit(story, attempt) if self.config.commit else ""  # 7
-        prd = ops.mark_passed(ops.record_attempt(self.load(), story.id), story.id)  # 8
-        self.save_prd(prd)
+        """Steps 7-9: commit, mark passed, progress (not interrupted: a pause waits for it); with
+        ``commit_prd_files`` the story is marked passed and its progress written first, and both
+        files go into its commit (undone when the commit fails)."""
+        before = self.load()
+        prd = ops.mark_passed(ops.record_attempt(before, story.id), story.id)  # 8
+        summary = result.summary or ""
+        if self.config.commit and self.config.commit_prd_files:
+            self.save_prd(prd)
+            files.append_progress(
+                self.paths, progress_entry(story, attempt, "committed with this entry", summary)
+            )
+            try:
+                await self.commit(story, attempt, with_prd_files=True)  # 7
+            except LoopFailed as exc:
+                self.save_prd(before)
+                files.append_progress(self.paths, f"{story.id}: not passed after all: {exc.message}")
+                raise
+        else:
+            note = await self.commit(story, attempt) if self.config.commit else ""  # 7
+            self.save_prd(prd)
+            files.append_progress(self.paths, progress_entry(story, attempt, note, summary))  # 9
         self.failed_checks = ""
         await self.save(story_id="", attempt=0, failed_checks="")
         await self.events.emit(
@@ -371,15 +425,17 @@ class RunningLoop:
             from_state="in_progress",
             to_state="passed",
         )
-        files.append_progress(self.paths, progress_entry(story, attempt, note, result.summary or ""))  # 9
 
-    async def commit(self, story: UserStory, attempt: int) -> str:
-        """Step 7: commit what the story changed; the note for ``progress.md``."""
-        git = GitRepo(
-            str(self.work_dir), root=str(self.root), allow_destructive=self.config.allow_destructive_git
-        )
+    async def commit(self, story: UserStory, attempt: int, *, with_prd_files: bool = False) -> str:
+        """Step 7: commit what the story changed (and the PRD's own files, copied into a
+        worktree first: :mod:`.loop_files`); the note for ``progress.md``."""
         try:
-            commit = await git.commit_all(commit_message(self.name, story, attempt))
+            include = (
+                await asyncio.to_thread(stage_prd_files, self.root, self.work_dir, self.name)
+                if with_prd_files
+                else ()
+            )
+            commit = await self.git().commit_all(commit_message(self.name, story, attempt), include=include)
         except JidoError as exc:
             raise LoopFailed("git", f"commit of story {story.id} failed: {exc.message}") from None
         if commit is None:
@@ -394,6 +450,34 @@ class RunningLoop:
             files=commit.files[:500],
         )
         return f"commit {commit.sha[:12]}"
+
+    async def notify(self) -> None:
+        """The notices of the state the loop ended in (``notify``; after it settled, so a pause
+        or stop answers first); a hook that failed is a ``prd.error`` of kind ``notify``."""
+        info = self.info
+        if self.lost or not self.config.notify or info.state not in NOTIFY_STATES:
+            return
+        notice = Notice(
+            project_id=self.project_id,
+            prd=self.name,
+            state=info.state,
+            reason=info.error,
+            story_id=info.story_id,
+            branch=info.branch,
+            work_dir=str(self.work_dir),
+            iterations=info.iterations,
+            cost_usd=info.cost_usd,
+        )
+        failures = await send_notices(self.config.notify, notice)
+        if not failures:
+            return
+        with contextlib.suppress(Lost):
+            for line in failures:
+                await self.events.emit(
+                    PrdError, story_id=info.story_id, attempt=info.attempt, kind="notify", message=line
+                )
+            await self.events.flush()
+            await self.save()
 
 
 class _Iteration:

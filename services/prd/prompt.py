@@ -12,7 +12,16 @@ from typing import Final
 
 from .model import Prd, UserStory
 
-__all__ = ["MAX_CHECK_OUTPUT", "MAX_DESCRIPTION", "MAX_PROGRESS", "RULES", "build_prompt", "tail"]
+__all__ = [
+    "DONE_MARKER",
+    "MAX_CHECK_OUTPUT",
+    "MAX_DESCRIPTION",
+    "MAX_PROGRESS",
+    "RULES",
+    "build_prompt",
+    "reports_done",
+    "tail",
+]
 
 #: Characters of ``progress.md`` kept (its end: the latest entries).
 MAX_PROGRESS: Final = 4000
@@ -21,6 +30,10 @@ MAX_CHECK_OUTPUT: Final = 6000
 #: Characters of the PRD's description kept.
 MAX_DESCRIPTION: Final = 8000
 
+#: The line that ends the final message of an iteration that finished its story (the ``jidocode``
+#: provider reads it: docs/decisions/0336-a-pass-means-work-done-and-checked.md).
+DONE_MARKER: Final = "<story-done/>"
+
 RULES: Final = (
     "Rules:\n"
     "- Work only in this directory (the current working directory) and its subdirectories.\n"
@@ -28,7 +41,9 @@ RULES: Final = (
     "changes when the checks pass.\n"
     "- Implement this one story, nothing else; keep the change small and make the acceptance "
     "criteria hold.\n"
-    "- The quality checks run after you finish; a failing check sends the story back to you."
+    "- The quality checks run after you finish; a failing check sends the story back to you.\n"
+    f"- When the story is done, end your final message with the line {DONE_MARKER} alone; "
+    "without it the attempt counts as nothing done and the story comes back to you."
 )
 
 
@@ -37,6 +52,13 @@ def tail(text: str, limit: int) -> str:
     if len(text) <= limit:
         return text
     return f"[... {len(text) - limit} earlier characters cut ...]\n" + text[-limit:]
+
+
+def reports_done(final_text: str) -> bool:
+    """Whether a final message says its story is done: its last non-blank line is
+    :data:`DONE_MARKER` (blanks and backticks around it allowed)."""
+    lines = [line.strip().strip("`").strip() for line in final_text.splitlines() if line.strip()]
+    return bool(lines) and lines[-1] == DONE_MARKER
 
 
 def _head(text: str, limit: int) -> str:
@@ -88,7 +110,7 @@ def build_prompt(
         )
     if failed_checks.strip():
         parts.append(
-            "The previous attempt failed these quality checks; fix what they report:\n"
+            "The previous attempt did not pass; fix what is reported:\n"
             + _fence(tail(failed_checks, max_check_output))
         )
     parts.append(RULES)

@@ -216,12 +216,13 @@ async def _run_sandboxed(
     additional_directories: Sequence[str],
     jido_home: str | None,
     data_dir: str,
+    arguments: Sequence[str] = (),
 ) -> _Ran:
     """Run one check through the sandbox to its end; a refusal of the sandbox is a :class:`_Ran` too."""
     ran = _Ran()
     try:
         launch = await sandbox.prepare(
-            [*SHELL, command],
+            [*SHELL, command, *arguments],
             root=work_dir,
             data_dir=data_dir,
             jido_home=jido_home,
@@ -274,6 +275,7 @@ async def _run_one(
     additional_directories: Sequence[str],
     jido_home: str | None,
     data_dir: str,
+    arguments: Sequence[str] = (),
 ) -> CheckOutcome:
     """One check: run it, stream its output to ``on_output`` as it comes, and judge it."""
     started = time.monotonic()
@@ -294,6 +296,7 @@ async def _run_one(
             additional_directories=additional_directories,
             jido_home=jido_home,
             data_dir=data_dir,
+            arguments=arguments,
         )
         if stream is not None:
             if ran.note:
@@ -330,6 +333,7 @@ async def run_checks(
     stream_cap: int = DEFAULT_STREAM_CAP,
     jido_home: str | None = None,
     data_dir: str = ".jido",
+    arguments: Sequence[str] = (),
 ) -> QualityReport:
     """Each command with ``bash -c`` in ``work_dir`` under :func:`jidocode.shared.sandbox.prepare`,
     in order, all of them (a failing check does not skip the next).
@@ -337,7 +341,8 @@ async def run_checks(
     ``timeout_s`` and ``output_cap`` are per check; ``additional_directories`` are made visible
     (read-only) to the checks as the bash tool's are; ``jido_home`` (default: ``$JIDO_CODE_HOME``,
     else ``~/.jido_code``) and ``data_dir`` locate the settings that choose the sandbox, as for
-    the bash tool, and the global layer is hidden from the checks. An exception of ``on_output`` is
+    the bash tool, and the global layer is hidden from the checks. ``arguments`` follow each
+    command as its positional parameters (``$1`` …; a notice's, :mod:`.notify`). An exception of ``on_output`` is
     raised once the check it came from has ended (the later checks do not run): the caller's
     reporting broke, not a check. A cancel stops the running check and everything it started.
     """
@@ -358,6 +363,7 @@ async def run_checks(
                 additional_directories=tuple(additional_directories),
                 jido_home=home,
                 data_dir=data_dir,
+                arguments=tuple(arguments),
             )
         )
     return QualityReport(checks)

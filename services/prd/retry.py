@@ -7,6 +7,8 @@ Which failures are retried (docs/decisions/0271-what-the-loop-retries.md):
   rate limit) — the seed's "transient adapter failures";
 - ``checks``: the iteration ended but a quality check failed; the next attempt gets the failure
   output in its prompt, which is how the loop fixes a failing test;
+- ``nothing_done``: the iteration ended without the story done (the provider did not say so, or
+  nothing changed and no check ran: docs/decisions/0336-a-pass-means-work-done-and-checked.md);
 - not ``config`` (nothing changes until the user edits the config), ``fatal`` / ``provider`` /
   ``git`` / ``internal`` (retrying would repeat the same error) nor ``cancelled`` (the user paused
   or stopped the loop).
@@ -26,7 +28,7 @@ __all__ = ["MAX_DELAY_S", "MAX_RETRIES", "RETRYABLE_KINDS", "RetryPolicy"]
 MAX_RETRIES: Final = 20
 MAX_DELAY_S: Final = 3600.0
 #: Failure kinds retried while retries remain.
-RETRYABLE_KINDS: Final = frozenset({"transient", "checks"})
+RETRYABLE_KINDS: Final = frozenset({"transient", "checks", "nothing_done"})
 
 Delay = Annotated[float, Field(ge=0.0, le=MAX_DELAY_S, allow_inf_nan=False)]
 
@@ -53,5 +55,5 @@ class RetryPolicy(BaseModel):
         return self.retry_delays_s[min(retry, len(self.retry_delays_s)) - 1]
 
     def retryable(self, failure_kind: str) -> bool:
-        """Whether a failure of this kind is retried (``transient`` and ``checks``)."""
+        """Whether a failure of this kind is retried (``transient``, ``checks``, ``nothing_done``)."""
         return failure_kind in RETRYABLE_KINDS

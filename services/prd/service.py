@@ -52,7 +52,7 @@ from jidocode.shared.registry import WatchedDirectory
 from jidocode.shared.service import ServiceHost, ServiceLifecycle
 
 from . import files, ops
-from .config import PrdConfig, load_config
+from .config import PrdConfig, config_warnings, load_config, load_config_report
 from .eventlog import ensure_stream
 from .finish import finish_prd
 from .loop import LoopManager, LoopSettings, ProviderResolver
@@ -142,12 +142,17 @@ async def serve(
         def config_of(root: Path) -> PrdConfig:
             return load_config(str(root), env=os.environ, jido_home=str(config.jido_home))
 
+        def warnings_of(root: Path) -> list[str]:
+            report = load_config_report(str(root), env=os.environ, jido_home=str(config.jido_home))
+            return config_warnings(report)
+
         manager = LoopManager(
             bus,
             store,
             root_of=root_of,
             resolve_provider=resolve_provider or default_resolver(bus, config),
             config_of=config_of,
+            warnings_of=warnings_of,
             settings=settings or LoopSettings.from_env(),
         )
         life.on_close(manager.close)
@@ -169,7 +174,8 @@ def _serve_endpoints(
         prd = _new_prd(cmd)
         await asyncio.to_thread(files.create_prd, files.PrdPaths(root, cmd.name), prd)
         await asyncio.to_thread(files.ensure_gitignored, root)  # runtime state stays out of git
-        return _view(project_id, root, prd, await loop_of(project_id, cmd.name))
+        view = _view(project_id, root, prd, await loop_of(project_id, cmd.name))
+        return view.model_copy(update={"warnings": await asyncio.to_thread(manager.warnings_of, root)})
 
     async def list_prds(project_id: str, cmd: ListPrds, env: Envelope) -> PrdList:
         root = await root_of(project_id)

@@ -273,7 +273,8 @@ async def test_a_hostile_repository_config_runs_nothing_on_the_host(
     assert sorted(p.name for p in project.outside.iterdir()) == []  # nothing ran outside the sandbox
     assert secret_files(project.root.parent) == []
     committed = git(project.root, "show", "--name-only", "--format=", "HEAD").splitlines()
-    assert sorted(committed) == ["notes.md", "story.txt"]
+    # the story's files, and the PRD's own files (commit_prd_files)
+    assert sorted(f for f in committed if not f.startswith(".daedalus/")) == ["notes.md", "story.txt"]
     assert git(project.root, "show", "HEAD:story.txt") == "story"  # committed as written, not filtered
 
 
@@ -463,7 +464,12 @@ async def test_a_default_worktree_branch_built_by_the_model_is_refused(system: S
 
 
 async def test_a_branch_the_loop_created_is_checked_out_again(system: System) -> None:
-    system.mode("bubblewrap" if _works("bubblewrap") else "landlock")
+    mode = "bubblewrap" if _works("bubblewrap") else "landlock"
+    # the PRD's files stay out of the story commits here: committed on feat/r, they would leave
+    # the work tree with it when the user switches to main (docs/prd-config.md, commit_prd_files)
+    write_global(
+        system.jido_home, {"mode": mode}, prd={"retry": {"max_retries": 0}, "commit_prd_files": False}
+    )
     project = await system.project("branch-again")
     system.provider.scripts["r/US-001"] = [Act(write={"one.txt": "1\n"})]
     await project.create("r", "One", branch_name="feat/r")

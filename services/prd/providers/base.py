@@ -101,6 +101,10 @@ class IterationResult(BaseModel):
     error: str = ""
     usage: dict[str, int] = Field(default_factory=dict)
     metadata: dict[str, str] = Field(default_factory=dict)
+    #: Whether the provider reported the story done: the ``jidocode`` provider when the model's
+    #: final message ends with the completion marker (:data:`..prompt.DONE_MARKER`); ``None``: the
+    #: provider has no such signal and its own final status (``ok``) says it (the CLI providers).
+    done: bool | None = None
 
 
 class ProviderError(Exception):

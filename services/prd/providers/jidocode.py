@@ -10,7 +10,9 @@ sandbox and its tool runner apply to everything the model does: that is the poin
 Output → normalized events (:func:`normalize`, pure): the final assistant message of each model
 call → ``assistant_text``; a tool call requested → ``tool_started``; completed / failed →
 ``tool_finished`` (a ``bash`` call's output also as ``command_output``); the turn's outcome →
-``iteration_finished``, or ``error`` with a failure kind (:func:`failure_of`).
+``iteration_finished``, or ``error`` with a failure kind (:func:`failure_of`). The story is done
+(``IterationResult.done``) only when the final answer ends with :data:`~..prompt.DONE_MARKER`, as
+the story prompt asks; what the model calls cost is summed in ``metadata.cost_usd``.
 
 Approvals (docs/decisions/0275): with ``approval_policy="never"`` (the loop's default: nobody
 watches) an approval request is answered ``deny`` at once and the result notes it
@@ -30,6 +32,7 @@ from typing import Any, Final
 from nats.aio.subscription import Subscription
 
 from jidocode.services.prd.config import ProviderSettings
+from jidocode.services.prd.prompt import reports_done
 from jidocode.shared import subjects
 from jidocode.shared.bus import Bus
 from jidocode.shared.clients import ConversationsClient, EngineClient
@@ -254,6 +257,7 @@ class ConversationRun(ChannelRun):
         self._outcome: asyncio.Future[Outcome] = asyncio.get_running_loop().create_future()
         self._sub: Subscription | None = None
         self._usage: dict[str, int] = {}
+        self._cost_usd = 0.0
         self._denied: list[str] = []
         self._pending = 0
         self._tasks: set[asyncio.Task[None]] = set()
@@ -293,17 +297,24 @@ class ConversationRun(ChannelRun):
         if not was_started or self._outcome.done():
             return
         if env.type == LlmCompleted.TYPE:
-            usage = data.get("usage")
-            if isinstance(usage, dict):
-                for key in _USAGE_KEYS:
-                    value = usage.get(key)
-                    if isinstance(value, int) and not isinstance(value, bool):
-                        self._usage[key] = self._usage.get(key, 0) + value
+            self._count_usage(data.get("usage"))
         elif env.type == ApprovalRequested.TYPE:
             await self._on_approval(data)
         await self._channel.put(self._seq.feed(normalize(env.type, data)), bounded=False)
         if outcome is not None and not self._outcome.done():
             self._outcome.set_result(outcome)
+
+    def _count_usage(self, usage: Any) -> None:
+        """Add one model call's token counts and cost to the iteration's."""
+        if not isinstance(usage, dict):
+            return
+        for key in _USAGE_KEYS:
+            value = usage.get(key)
+            if isinstance(value, int) and not isinstance(value, bool):
+                self._usage[key] = self._usage.get(key, 0) + value
+        cost = usage.get("cost_usd")
+        if isinstance(cost, int | float) and not isinstance(cost, bool) and 0 <= cost < float("inf"):
+            self._cost_usd += float(cost)
 
     async def _on_approval(self, data: dict[str, Any]) -> None:
         tool = _text(data.get("tool"))
@@ -372,9 +383,15 @@ class ConversationRun(ChannelRun):
             self._seq.metadata["denied_tools"] = ",".join(sorted(set(self._denied)))
         if self._pending:
             self._seq.metadata["approvals_pending"] = str(self._pending)
+        if self._cost_usd:
+            self._seq.metadata["cost_usd"] = f"{self._cost_usd:.6f}"
         tail, result = self._seq.finish(exit_code=None, stopped=stopped)
         if not result.usage and self._usage:
             result = result.model_copy(update={"usage": dict(self._usage)})
+        answered = outcome is not None and stopped is None and outcome.status == "answered"
+        result = result.model_copy(
+            update={"done": answered and reports_done(outcome.text if outcome else "")}
+        )
         self._result = result
         await self._channel.put(tail, bounded=False)
         await self._channel.close()

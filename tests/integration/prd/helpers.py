@@ -15,14 +15,20 @@ from typing import Any
 from nats.js.api import ConsumerConfig, DeliverPolicy
 
 from jidocode.cli.dev.scripted_llm import Reply
+from jidocode.services.prd.prompt import DONE_MARKER
 from jidocode.shared import subjects
 from jidocode.shared.bus import Bus
 from jidocode.shared.envelope import Envelope
 
-__all__ = ["WAIT", "Events", "Router", "git", "git_repo", "jsonl", "stream_events"]
+__all__ = ["WAIT", "Events", "Router", "done", "git", "git_repo", "jsonl", "stream_events"]
 
 #: Bound of every wait on an event (a loaded machine).
 WAIT = 60.0
+
+
+def done(text: str) -> Reply:
+    """A final answer that reports its story done (ends with the completion marker)."""
+    return Reply.answer(f"{text}\n{DONE_MARKER}")
 
 
 def git(cwd: Path, *args: str) -> str:

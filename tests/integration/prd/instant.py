@@ -34,6 +34,10 @@ class Act:
     block: bool = False
     #: The assistant's text.
     say: str = "done"
+    #: Whether the provider reports the story done (``None``: it has no such signal).
+    done: bool | None = None
+    #: What the iteration cost, reported in ``metadata.cost_usd`` (0: nothing reported).
+    cost_usd: float = 0.0
 
 
 class _Run:
@@ -69,7 +73,8 @@ class _Run:
             return
         yield ProviderEvent(kind="assistant_text", text=self.act.say, metadata={"native": "instant"})
         yield ProviderEvent(kind="iteration_finished", ok=True, text="done")
-        self._result = IterationResult(ok=True, summary="done")
+        metadata = {"cost_usd": f"{self.act.cost_usd:.6f}"} if self.act.cost_usd else {}
+        self._result = IterationResult(ok=True, summary="done", done=self.act.done, metadata=metadata)
 
     async def result(self) -> IterationResult:
         assert self._result is not None, "events() not exhausted"

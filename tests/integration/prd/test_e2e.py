@@ -30,7 +30,7 @@ from jidocode.shared.natsserver import NatsServer
 from jidocode.shared.trust import trust_project
 from tests.helpers import wait_for_services
 
-from .helpers import WAIT, Events, Router, git, git_repo, jsonl, stream_events
+from .helpers import WAIT, Events, Router, done, git, git_repo, jsonl, stream_events
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -105,15 +105,15 @@ async def test_a_two_story_prd_runs_end_to_end(system: System) -> None:
     r = system.router
     r.scripts[("e2e", "US-001", 1)] = [
         Reply.tools(call("write_file", path="one.txt", content="one\n")),
-        Reply.answer("Wrote one.txt."),
+        done("Wrote one.txt."),
     ]
     r.scripts[("e2e", "US-002", 1)] = [
         Reply.tools(call("write_file", path="two.txt", content="two TODO\n")),
-        Reply.answer("Wrote two.txt, with a TODO."),
+        done("Wrote two.txt, with a TODO."),
     ]
     r.scripts[("e2e", "US-002", 2)] = [
         Reply.tools(call("write_file", path="two.txt", content="two\n")),
-        Reply.answer("Removed the TODO."),
+        done("Removed the TODO."),
     ]
     await system.prds.create(
         "e2e",
@@ -131,9 +131,12 @@ async def test_a_two_story_prd_runs_end_to_end(system: System) -> None:
         "US-002: Write two",
         "US-001: Write one",
     ]
-    assert git(system.root, "show", "--name-only", "--format=", "HEAD~1").splitlines() == ["one.txt"]
+    first = git(system.root, "show", "--name-only", "--format=", "HEAD~1").splitlines()
+    assert [f for f in first if not f.startswith(".daedalus/")] == ["one.txt"]
     assert (system.root / "two.txt").read_text() == "two\n"
-    assert git(system.root, "status", "--porcelain", "--", ".", ":(exclude).daedalus") == ""
+    # prd.json and progress.md are committed with each story: nothing is left over after the run
+    assert {".daedalus/prds/e2e/prd.json", ".daedalus/prds/e2e/progress.md"} <= set(first)
+    assert git(system.root, "status", "--porcelain", "--untracked-files=all") == ""
     assert [(s["passes"], s["inProgress"]) for s in system.stories("e2e")] == [(True, False), (True, False)]
 
     events = system.events.of("e2e")
@@ -156,7 +159,7 @@ async def test_pause_resume_and_stop_cut_a_model_call_in_flight(system: System) 
     r.first[("slow", "US-001", 1)] = Reply.answer("too late", delay_s=WAIT)
     r.scripts[("slow", "US-001", 1)] = [
         Reply.tools(call("write_file", path="slow.txt", content="slow\n")),
-        Reply.answer("Wrote slow.txt."),
+        done("Wrote slow.txt."),
     ]
     await system.prds.create("slow", stories=[StoryDraft(title="Slow")])
     await system.prds.run("slow")
@@ -187,3 +190,24 @@ async def test_pause_resume_and_stop_cut_a_model_call_in_flight(system: System) 
     stopped = await system.prds.stop("halt", reason="changed my mind")
     assert stopped.state == "stopped"
     assert system.stories("halt")[0]["inProgress"] is True  # sticky: a later run takes it up again
+
+
+async def test_a_story_passes_only_when_the_answer_ends_with_the_completion_marker(system: System) -> None:
+    """The ``jidocode`` provider reports a story done only when the model's final message ends with
+    the marker: without it the attempt is ``nothing_done`` and tried again, told why."""
+    r = system.router
+    r.scripts[("marker", "US-001", 1)] = [
+        Reply.tools(call("write_file", path="marker.txt", content="half\n")),
+        Reply.answer("I wrote half of it."),
+    ]
+    r.scripts[("marker", "US-001", 2)] = [
+        Reply.tools(call("write_file", path="marker.txt", content="whole\n")),
+        done("Finished marker.txt."),
+    ]
+    await system.prds.create("marker", stories=[StoryDraft(title="Mark it")])
+    await system.prds.run("marker")
+    await system.events.wait_state("marker", "completed")
+    [retry] = system.events.of("marker", "prd.retry.scheduled")
+    assert retry["attempt"] == 1 and "did not report the story done" in retry["reason"]
+    assert [(s["passes"], s["attempts"]) for s in system.stories("marker")] == [(True, 2)]
+    assert git(system.root, "show", "HEAD:marker.txt") == "whole"

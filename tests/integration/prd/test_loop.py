@@ -137,7 +137,15 @@ async def test_two_stories_pass_a_failed_check_is_retried_and_the_log_matches_th
     work = Path(info.work_dir)
     log = git(work, "log", "--format=%s", "main..prd/two").splitlines()
     assert log == ["US-002: Second", "US-001: First"]
-    assert git(work, "show", "--name-only", "--format=", "HEAD").splitlines() == ["two.txt"]
+    committed = git(work, "show", "--name-only", "--format=", "HEAD").splitlines()
+    assert [f for f in committed if not f.startswith(".daedalus/")] == ["two.txt"]
+    # prd.json and progress.md go into each story's commit: the worktree is clean after the run
+    assert {".daedalus/prds/two/prd.json", ".daedalus/prds/two/progress.md"} <= set(committed)
+    assert git(work, "status", "--porcelain", "--untracked-files=all") == ""
+    assert (
+        git(work, "show", "HEAD:.daedalus/prds/two/prd.json")
+        == (system.root / ".daedalus" / "prds" / "two" / "prd.json").read_text().strip()
+    )
     assert [s["passes"] for s in system.stories("two")] == [True, True]
     assert [s["inProgress"] for s in system.stories("two")] == [False, False]
     assert [s["attempts"] for s in system.stories("two")] == [1, 2]
@@ -290,7 +298,10 @@ async def test_parallel_prds_only_in_separate_worktrees(system: System) -> None:
     for name, info in (("left", left), ("right", right)):
         assert git(Path(info.work_dir), "rev-parse", "--abbrev-ref", "HEAD") == f"prd/{name}"
         assert git(system.root, "log", "--format=%s", f"main..prd/{name}") == f"US-001: {name.title()}"
-        assert git(system.root, "show", "--name-only", "--format=", f"prd/{name}") == f"{name}.txt"
+        committed = git(system.root, "show", "--name-only", "--format=", f"prd/{name}").splitlines()
+        assert [f for f in committed if not f.startswith(".daedalus/")] == [f"{name}.txt"]
+        assert f".daedalus/prds/{name}/prd.json" in committed  # and no other PRD's files
+        assert not any(f.startswith(".daedalus/prds/") and f"/{name}/" not in f for f in committed)
 
     # in the project's own work dir: one PRD at a time, and only on a clean tree
     p.blocked.clear()
@@ -305,6 +316,10 @@ async def test_parallel_prds_only_in_separate_worktrees(system: System) -> None:
     p.release.set()
     await system.events.wait_state("here", "completed")
     assert git(system.root, "log", "-1", "--format=%s") == "US-001: Here"
+    # in the project root too, the PRD's files went into the story's commit
+    assert (
+        git(system.root, "status", "--porcelain", "--", ".daedalus/prds/here", ".daedalus/.gitignore") == ""
+    )
     (system.root / "stray.txt").write_text("uncommitted")
     with pytest.raises(Conflict, match=r"stray\.txt"):
         await system.prds.run("there")

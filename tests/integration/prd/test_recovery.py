@@ -38,7 +38,7 @@ from jidocode.shared.natsserver import NatsServer
 from jidocode.shared.trust import trust_project
 from tests.helpers import wait_for_services
 
-from .helpers import Events, Router, git, git_repo, jsonl, stream_events
+from .helpers import Events, Router, done, git, git_repo, jsonl, stream_events
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -141,12 +141,12 @@ async def test_a_killed_prd_service_is_resumed_on_the_same_story(system: tuple[S
     key = ("crash", "US-002", 1)
     router.scripts[("crash", "US-001", 1)] = [
         Reply.tools(call("write_file", path="first.txt", content="first\n")),
-        Reply.answer("Wrote first.txt."),
+        done("Wrote first.txt."),
     ]
     router.first[key] = Reply.answer("never heard", delay_s=30)  # in flight when the service dies
     router.scripts[key] = [
         Reply.tools(call("write_file", path="second.txt", content="second\n")),
-        Reply.answer("Wrote second.txt."),
+        done("Wrote second.txt."),
     ]
     with s.prd_process("prd-a") as first:
         await wait_for_services(s.config, names=("prd",), timeout=60)
@@ -198,7 +198,7 @@ async def test_a_cleanly_stopped_prd_service_hands_its_loop_over_at_once(
     router.first[key] = Reply.answer("never heard", delay_s=30)
     router.scripts[key] = [
         Reply.tools(call("write_file", path="calm.txt", content="calm\n")),
-        Reply.answer("Wrote calm.txt."),
+        done("Wrote calm.txt."),
     ]
     with s.prd_process("prd-c") as proc:
         await wait_for_services(s.config, names=("prd",), timeout=60)
