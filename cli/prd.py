@@ -182,7 +182,7 @@ def import_(
         if name:
             check_name(name)
         source = read_source(ralph_file, name=name)
-        if not source.name:
+        if not source.ralph:
             raise InvalidInput(
                 f"{ralph_file} is not a Ralph prd.json (an object with userStories): "
                 "use `jidocode prd new --from` for a list of stories",

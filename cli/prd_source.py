@@ -53,6 +53,8 @@ class PrdSource:
     title: str = ""
     description: str = ""
     branch_name: str = ""
+    #: Read from a Ralph document.
+    ralph: bool = False
 
 
 def read_json(path: str, what: str = "stories file") -> Any:
@@ -128,6 +130,7 @@ def read_source(path: str, *, name: str = "") -> PrdSource:
         title=prd.title,
         description=prd.description,
         branch_name=prd.branch_name,
+        ralph=True,
     )
 
 

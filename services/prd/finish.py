@@ -25,7 +25,7 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Final
+from typing import Final, Literal
 from urllib.parse import unquote, urlsplit
 
 from jidocode.shared import sandbox
@@ -52,6 +52,8 @@ __all__ = [
     "validate_remote",
 ]
 
+#: How ``into`` took the branch (``PrdFinished.merge``).
+MergeKind = Literal["fast_forward", "merge_commit", "up_to_date"]
 _REMOTE_NAME: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
 #: ``[user@]host:path``: git's scp-like address (a colon before any slash).
 _SCP_LIKE: Final = re.compile(r"^[^/:]+:")
@@ -225,7 +227,7 @@ async def _check(repo: FinishingRepo, job: Finish) -> None:
         )
 
 
-async def _merge(repo: FinishingRepo, prd: Prd, job: Finish) -> tuple[str, str]:
+async def _merge(repo: FinishingRepo, prd: Prd, job: Finish) -> tuple[MergeKind, str]:
     """The root on ``into``, the branch merged: ``(how, the commit into points at)``."""
     if await repo.current_branch() != job.into:
         await repo.checkout_branch(job.into, create=False)

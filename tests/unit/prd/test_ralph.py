@@ -10,7 +10,9 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from typer.testing import CliRunner
 
+from jidocode.cli.main import app
 from jidocode.cli.prd_source import read_source
 from jidocode.services.prd.ralph import from_ralph, is_ralph, name_of, to_ralph
 from jidocode.shared.errors import InvalidInput
@@ -126,3 +128,15 @@ def test_prd_new_from_reads_either_format(tmp_path: Path) -> None:
     ralph.write_text(json.dumps({**RALPH, "userStories": [{"title": "no id"}]}))
     with pytest.raises(InvalidInput, match=r"prd.json: Ralph prd.json: userStories\[0\].id"):
         read_source(str(ralph))
+
+
+def test_prd_import_refuses_a_plain_stories_list_before_connecting(tmp_path: Path) -> None:
+    plain = tmp_path / "stories.json"
+    plain.write_text(json.dumps([{"title": "A"}]))
+    result = CliRunner().invoke(
+        app,
+        ["prd", "import", str(tmp_path), str(plain), "--name", "x"],
+        env={"NATS_URL": "nats://127.0.0.1:1"},  # a connection attempt would fail differently
+    )
+    assert result.exit_code == 2, result.output
+    assert "is not a Ralph prd.json (an object with userStories)" in " ".join(result.output.split())
