@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final, Literal
@@ -30,7 +31,7 @@ from urllib.parse import unquote, urlsplit
 
 from jidocode.shared import sandbox
 from jidocode.shared.errors import Conflict, InvalidInput, NotFound, PermissionDenied
-from jidocode.shared.events.prd import FinishPrd, PrdFinished
+from jidocode.shared.events.prd import FinishPrd, LoopInfo, PrdFinished
 from jidocode.shared.nofollow import open_dir, open_read, replace_bytes
 
 from . import files
@@ -48,6 +49,7 @@ __all__ = [
     "merge_message",
     "put_back",
     "remote_path",
+    "root_in_use",
     "set_aside",
     "validate_remote",
 ]
@@ -135,10 +137,30 @@ def remote_path(url: str, root: str) -> str:
     return where
 
 
+def root_in_use(others: Iterable[LoopInfo], root: Path) -> None:
+    """``Conflict`` when another PRD's loop holds the project root: the merge happens there."""
+    for info in others:
+        if info.state in _HELD and Path(info.work_dir) == root:
+            raise Conflict(
+                f"PRD {info.prd!r} is {info.state} in the project root {root}: finish merges there, "
+                "so wait for that loop to end or stop it",
+                details={"other": info.prd, "state": info.state},
+            )
+
+
 async def finish_prd(
-    project_id: str, root: Path, prd: Prd, cmd: FinishPrd, record: LoopRecord | None, config: PrdConfig
+    project_id: str,
+    root: Path,
+    prd: Prd,
+    cmd: FinishPrd,
+    record: LoopRecord | None,
+    config: PrdConfig,
+    *,
+    others: Iterable[LoopInfo] = (),
 ) -> PrdFinished:
-    """Finish PRD ``cmd.name`` of the project at ``root`` (the module's steps)."""
+    """Finish PRD ``cmd.name`` of the project at ``root`` (the module's steps); ``others``: the
+    loops of the project's other PRDs (one holding the root is ``Conflict``)."""
+    root_in_use(others, root)
     if record is None:
         raise NotFound(f"PRD {cmd.name!r} never ran: it has no branch to finish", details={"prd": cmd.name})
     state = record.info.state

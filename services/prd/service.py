@@ -237,7 +237,8 @@ def _finisher(
         record = stored.record if stored is not None else None
         if record is not None and record.info.state not in HELD:
             await _ended(manager, project_id, cmd.name)
-        return await finish_prd(project_id, root, prd, cmd, record, manager.config_of(root))
+        others = [s.record.info for s in await store.records(project_id) if s.record.info.prd != cmd.name]
+        return await finish_prd(project_id, root, prd, cmd, record, manager.config_of(root), others=others)
 
     return finish
 

@@ -13,12 +13,13 @@ from jidocode.services.prd.finish import (
     merge_message,
     put_back,
     remote_path,
+    root_in_use,
     set_aside,
     validate_remote,
 )
 from jidocode.services.prd.model import Prd
 from jidocode.services.prd.store import LoopRecord, RunOptions
-from jidocode.shared.errors import InvalidInput, PermissionDenied
+from jidocode.shared.errors import Conflict, InvalidInput, PermissionDenied
 from jidocode.shared.events.prd import FinishPrd, LoopInfo
 
 ROOT = "/work/app"
@@ -104,3 +105,13 @@ def test_files_set_aside_come_back_as_they_were(tmp_path: Path) -> None:
     (prd / "progress.md").symlink_to(tmp_path / "outside")
     with pytest.raises(InvalidInput):  # never through a link
         set_aside(tmp_path, [".daedalus/prds/auth/progress.md"])
+
+
+def test_another_loop_in_the_root_keeps_finish_out() -> None:
+    root = Path(ROOT)
+    running = LoopInfo(project_id="p", prd="other", state="running", work_dir=ROOT)
+    elsewhere = LoopInfo(project_id="p", prd="wt", state="running", work_dir=f"{ROOT}/.daedalus/worktrees/wt")
+    done = LoopInfo(project_id="p", prd="old", state="completed", work_dir=ROOT)
+    root_in_use([elsewhere, done], root)
+    with pytest.raises(Conflict, match="PRD 'other' is running in the project root"):
+        root_in_use([elsewhere, running], root)
