@@ -82,7 +82,7 @@ from .chat_lines import (
 )
 from .chat_markdown import MarkdownBlocks, print_markdown
 from .chat_prd import run_prd
-from .chat_rewind import run_rewind
+from .chat_rewind import rewind_asking
 from .common import NatsReach, run
 
 __all__ = ["BUILTINS", "ChatInput", "chat", "parse_input", "trust_line"]
@@ -439,7 +439,7 @@ _BUILTIN_RUNS: Final[dict[str, Callable[[JidoClient, str], Awaitable[None]]]] = 
     "history": _history,
     "compact": _compact,
     "prd": run_prd,
-    "rewind": run_rewind,
+    "rewind": lambda client, arguments: rewind_asking(client, arguments, _read_line),
 }
 
 

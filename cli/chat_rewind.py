@@ -21,7 +21,7 @@ from jidocode.client import JidoClient, RewindOutcome, RewindWhat, UserMessageRe
 if TYPE_CHECKING:
     from jidocode.shared.events.tools import CheckpointDiff
 
-__all__ = ["diff_lines", "message_lines", "outcome_lines", "parse_rewind", "run_rewind"]
+__all__ = ["diff_lines", "message_lines", "outcome_lines", "parse_rewind", "rewind_asking"]
 
 #: Reads one answer from the user (``None``: end of input).
 Ask = Callable[[str], Awaitable[str | None]]
@@ -93,14 +93,9 @@ def outcome_lines(outcome: RewindOutcome) -> list[str]:
     return lines
 
 
-async def run_rewind(client: JidoClient, arguments: str) -> None:
-    """``/rewind``: ask which message and what, show the files' diff and ask, then rewind."""
-    from .chat import _read_line  # the chat's own reader (a late import: chat imports this module)
-
-    await rewind_asking(client, arguments, _read_line)
-
-
 async def rewind_asking(client: JidoClient, arguments: str, ask: Ask) -> None:
+    """``/rewind``: ask (with ``ask``, the chat's line reader) which message and what, show the
+    files' diff and ask, then rewind."""
     messages = rewindable_messages(await client.get_timeline())
     if not messages:
         out.print("[dim]no message to rewind to yet[/]")
