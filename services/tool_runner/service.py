@@ -249,7 +249,7 @@ class ToolRunner:
     ) -> CheckpointList:
         """The project's checkpoints (of one conversation when named), oldest first."""
         info = await self._pipeline().projects.info(project_id)
-        return await self._checkpoints().list(info, request.conversation_id)
+        return await self._checkpoints().listed(info, request.conversation_id)
 
     async def handle_checkpoints_diff(
         self, project_id: str, request: DiffCheckpoint, env: Envelope

@@ -114,7 +114,8 @@ class Checkpoints:
                 )
                 if made is not None:
                     log.info("checkpoint %s of %s turn %s recorded", made.id, conversation, turn)
-                    await asyncio.to_thread(self._expire, store, settings)
+                    if settings.expire:
+                        await asyncio.to_thread(self._expire, store, settings)
         except (JidoError, OSError, ValueError) as exc:
             text = exc.message if isinstance(exc, JidoError) else str(exc)
             log.warning("no checkpoint of %s turn %s: %s", conversation, turn, text)
@@ -152,7 +153,7 @@ class Checkpoints:
 
     # --- the endpoints ---------------------------------------------------------------------------
 
-    async def list(self, info: ProjectInfo, conversation_id: str | None) -> CheckpointList:
+    async def listed(self, info: ProjectInfo, conversation_id: str | None) -> CheckpointList:
         async with self._store(info) as store:
             found = await asyncio.to_thread(store.checkpoints, conversation_id)
         return CheckpointList(checkpoints=[c.info for c in found])

@@ -23,12 +23,13 @@ import hashlib
 import itertools
 import json
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-from dulwich.objects import Commit
+from dulwich.objects import Commit, ObjectID
+from dulwich.refs import Ref
 from dulwich.repo import Repo
 
 from jidocode.shared.errors import InvalidInput, NotFound
@@ -45,6 +46,8 @@ AFTER_REFS: Final = b"refs/jido/after/"
 SKIPPED_MAX: Final = 200
 #: Characters of a checkpoint id (the start of its commit id).
 ID_CHARS: Final = 12
+#: Seconds an unreachable object is kept before a prune removes it.
+PRUNE_GRACE_S: Final = 86400
 _AUTHOR: Final = b"jidocode checkpoints <checkpoints@jidocode.invalid>"
 
 
@@ -54,8 +57,8 @@ class Checkpoint:
 
     info: CheckpointInfo
     key: bytes
-    tree: bytes
-    after: bytes | None
+    tree: ObjectID
+    after: ObjectID | None
 
 
 def turn_key(conversation_id: str, turn_id: str) -> bytes:
@@ -69,7 +72,7 @@ def changed(a: Mapping[str, tree.Entry], b: Mapping[str, tree.Entry]) -> set[str
 
 
 def user_changed(
-    timeline: list[tuple[Mapping[str, tree.Entry], Mapping[str, tree.Entry] | None]],
+    timeline: Sequence[tuple[Mapping[str, tree.Entry], Mapping[str, tree.Entry] | None]],
     now: Mapping[str, tree.Entry],
 ) -> set[str]:
     """The paths somebody else than the agent changed (pure): ``timeline`` is, from the checkpoint
@@ -118,18 +121,33 @@ class CheckpointStore:
             path.mkdir(mode=0o700, parents=True, exist_ok=True)
             Repo.init_bare(str(path))
         self.repo = Repo(str(path))
+        #: Blob ids of files by their stat, so unchanged files are not read again.
+        self.stat_cache: tree.StatCache = {}
+        self._cached_cap = max_file_bytes
 
     def close(self) -> None:
         self.repo.close()
 
     # --- recording ------------------------------------------------------------------------------
 
-    def has(self, conversation_id: str, turn_id: str) -> bool:
-        return CP_REFS + turn_key(conversation_id, turn_id) in self.repo.refs
+    def _has(self, ref: bytes) -> bool:
+        return self.repo.refs.read_ref(Ref(ref)) is not None
 
-    def snapshot(self, listing: Listing) -> tuple[bytes, int, list[str]]:
+    def has(self, conversation_id: str, turn_id: str) -> bool:
+        return self._has(CP_REFS + turn_key(conversation_id, turn_id))
+
+    def _scan(self, listing: Listing) -> tree.Scan:
+        if self.stat_cache and self.max_file_bytes != self._cached_cap:
+            self.stat_cache.clear()  # the cap changed: what was left out may count now
+        self._cached_cap = self.max_file_bytes
+        store = self.repo.object_store
+        return tree.scan(
+            self.root, listing.files, store, max_bytes=self.max_file_bytes, cache=self.stat_cache
+        )
+
+    def snapshot(self, listing: Listing) -> tuple[ObjectID, int, list[str]]:
         """The work tree as a tree: its id, how many files, and what was left out (named)."""
-        found = tree.scan(self.root, listing.files, self.repo.object_store, max_bytes=self.max_file_bytes)
+        found = self._scan(listing)
         skipped = [
             *found.skipped,
             *(f"{n} (nested repository)" for n in listing.nested),
@@ -144,7 +162,7 @@ class CheckpointStore:
     ) -> CheckpointInfo | None:
         """Record the turn's checkpoint from ``listing``; ``None`` when the turn has one already."""
         ref = CP_REFS + turn_key(conversation_id, turn_id)
-        if ref in self.repo.refs:
+        if self._has(ref):
             return None
         tree_id, files, skipped = self.snapshot(listing)
         record = {
@@ -156,19 +174,19 @@ class CheckpointStore:
             "skipped": skipped,
         }
         commit = self._commit(tree_id, json.dumps(record, ensure_ascii=False))
-        if not self.repo.refs.add_if_new(ref, commit.id):
+        if not self.repo.refs.add_if_new(Ref(ref), commit.id):
             return None  # another call of the turn (maybe on another replica) was first
         return _info(commit.id, record)
 
     def record_after(self, conversation_id: str, turn_id: str, listing: Listing) -> None:
         """What the agent left after a writing call of the turn (the turn must have a checkpoint)."""
         key = turn_key(conversation_id, turn_id)
-        if CP_REFS + key not in self.repo.refs:
+        if not self._has(CP_REFS + key):
             return
         tree_id, _, _ = self.snapshot(listing)
-        self.repo.refs[AFTER_REFS + key] = self._commit(tree_id, "after").id
+        self.repo.refs[Ref(AFTER_REFS + key)] = self._commit(tree_id, "after").id
 
-    def _commit(self, tree_id: bytes, message: str) -> Commit:
+    def _commit(self, tree_id: ObjectID, message: str) -> Commit:
         commit = Commit()
         commit.tree = tree_id
         commit.author = commit.committer = _AUTHOR
@@ -182,8 +200,8 @@ class CheckpointStore:
 
     def checkpoints(self, conversation_id: str | None = None) -> list[Checkpoint]:
         """The checkpoints (of ``conversation_id`` alone when given), oldest first."""
-        refs = self.repo.refs.as_dict(CP_REFS.rstrip(b"/"))
-        afters = self.repo.refs.as_dict(AFTER_REFS.rstrip(b"/"))
+        refs = self.repo.refs.as_dict(Ref(CP_REFS.rstrip(b"/")))
+        afters = self.repo.refs.as_dict(Ref(AFTER_REFS.rstrip(b"/")))
         out: list[Checkpoint] = []
         for key, sha in refs.items():
             commit = self.repo.object_store[sha]
@@ -218,7 +236,7 @@ class CheckpointStore:
             raise InvalidInput(f"{checkpoint_id!r} names {len(hits)} checkpoints: give more of its id")
         return every[hits[0]], every[hits[0] :]
 
-    def _flat(self, tree_id: bytes | None) -> dict[str, tree.Entry] | None:
+    def _flat(self, tree_id: ObjectID | None) -> dict[str, tree.Entry] | None:
         return None if tree_id is None else tree.flatten(tree_id, self.repo.object_store)
 
     def plan(
@@ -226,8 +244,7 @@ class CheckpointStore:
     ) -> tuple[Checkpoint, dict[str, tree.Entry], dict[str, tree.Entry], set[str]]:
         """The checkpoint, its files, the work tree's now, and the paths the user changed since."""
         target, since = self.find(checkpoint_id)
-        found = tree.scan(self.root, listing.files, self.repo.object_store, max_bytes=self.max_file_bytes)
-        now = found.entries
+        now = self._scan(listing).entries
         timeline = [(self._flat(c.tree) or {}, self._flat(c.after)) for c in since]
         return target, timeline[0][0], now, user_changed(timeline, now)
 
@@ -277,7 +294,7 @@ class CheckpointStore:
         every = self.checkpoints()
         if every:
             tree_id, _, _ = self.snapshot(listing)
-            self.repo.refs[AFTER_REFS + every[-1].key] = self._commit(tree_id, "after").id
+            self.repo.refs[Ref(AFTER_REFS + every[-1].key)] = self._commit(tree_id, "after").id
 
     # --- expiry ---------------------------------------------------------------------------------
 
@@ -294,15 +311,26 @@ class CheckpointStore:
         for info in gone:
             key = every[info.id].key
             for ref in (CP_REFS + key, AFTER_REFS + key):
-                if ref in self.repo.refs:
-                    self.repo.refs.remove_if_equals(ref, None)
+                if self._has(ref):
+                    self.repo.refs.remove_if_equals(Ref(ref), None)
         return len(gone)
 
     def prune(self) -> None:
-        """Remove the objects no checkpoint reaches any more."""
-        from dulwich.gc import prune_unreachable_objects
+        """Remove the objects no checkpoint has reached for a day (a day: longer than a replica's
+        stat cache trusts a blob to exist, :data:`.tree.CACHE_S`): the loose ones each time, and
+        at most once a day a full collection (packs rewritten without them)."""
+        from dulwich.gc import garbage_collect, prune_unreachable_objects
 
-        prune_unreachable_objects(self.repo.object_store, self.repo.refs, grace_period=0)
+        stamp = self.path / "jido-gc"
+        try:
+            due = time.time() - stamp.stat().st_mtime > PRUNE_GRACE_S
+        except FileNotFoundError:
+            due = True
+        if due:
+            stamp.touch()
+            garbage_collect(self.repo, prune=True, grace_period=PRUNE_GRACE_S)
+        else:
+            prune_unreachable_objects(self.repo.object_store, self.repo.refs, grace_period=PRUNE_GRACE_S)
 
 
 def _info(commit_id: bytes, record: dict[str, object]) -> CheckpointInfo:
@@ -319,4 +347,3 @@ def store_path(checkpoints_home: Path, project_id: str) -> Path:
     if not project_id or "/" in project_id or project_id.startswith("."):
         raise InvalidInput(f"not a project id: {project_id!r}")
     return checkpoints_home / f"{project_id}.git"
-

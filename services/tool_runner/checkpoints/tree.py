@@ -18,17 +18,18 @@ import contextlib
 import errno
 import os
 import stat
+import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Final
 
 from dulwich.object_store import BaseObjectStore
-from dulwich.objects import Blob, Tree
+from dulwich.objects import Blob, ObjectID, Tree
 
 from jidocode.shared import nofollow
 from jidocode.shared.errors import NotFound
 
-__all__ = ["Entry", "Scan", "apply", "flatten", "scan", "store_tree"]
+__all__ = ["CACHE_S", "Entry", "Scan", "StatCache", "apply", "flatten", "scan", "store_tree"]
 
 #: Git's modes: a regular file, an executable one, a symlink.
 REGULAR: Final = 0o100644
@@ -36,9 +37,23 @@ EXECUTABLE: Final = 0o100755
 LINK: Final = 0o120000
 _DIR: Final = 0o040000
 _OPEN_FLAGS: Final = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+#: How long a file's blob id is taken from its stat without reading it again (less than the
+#: prune grace period of :meth:`.store.CheckpointStore.prune`: a cached blob still exists).
+CACHE_S: Final = 3600.0
+#: A file changed this recently is read again (its mtime may not show a change made in the
+#: same clock tick: git's "racy" files).
+_RACY_S: Final = 2.0
 
 #: A path's entry: its git mode and blob id.
-Entry = tuple[int, bytes]
+Entry = tuple[int, ObjectID]
+#: What a regular file's stat says: size, mtime, ctime, inode, mode.
+StatKey = tuple[int, int, int, int, int]
+#: ``path -> (stat key, entry, when cached)``: files not read again while their stat is the same.
+StatCache = dict[str, tuple[StatKey, Entry, float]]
+
+
+#: New blobs are written as one pack once they hold this many bytes (one fsync, not one each).
+_PACK_BYTES: Final = 64 * 1024 * 1024
 
 
 @dataclass
@@ -49,32 +64,86 @@ class Scan:
     skipped: list[str] = field(default_factory=list)
 
 
-def scan(root: str, paths: Iterable[str], store: BaseObjectStore, *, max_bytes: int) -> Scan:
-    """Read ``paths`` (relative, ``/``-separated) below ``root`` into ``store``'s blobs."""
+@dataclass
+class _NewBlobs:
+    """Blobs the store does not hold yet, written together as a pack."""
+
+    store: BaseObjectStore
+    blobs: dict[ObjectID, Blob] = field(default_factory=dict)
+    size: int = 0
+
+    def add(self, data: bytes) -> ObjectID:
+        blob = Blob.from_string(data)
+        if blob.id not in self.blobs and blob.id not in self.store:
+            self.blobs[blob.id] = blob
+            self.size += len(data)
+            if self.size >= _PACK_BYTES:
+                self.flush()
+        return blob.id
+
+    def flush(self) -> None:
+        if self.blobs:
+            self.store.add_objects([(b, None) for b in self.blobs.values()])
+        self.blobs.clear()
+        self.size = 0
+
+
+def scan(
+    root: str, paths: Iterable[str], store: BaseObjectStore, *, max_bytes: int, cache: StatCache | None = None
+) -> Scan:
+    """Read ``paths`` (relative, ``/``-separated) below ``root`` into ``store``'s blobs; a file
+    whose stat is the same as when ``cache`` saw it is not read again."""
     out = Scan()
+    seen: StatCache = {} if cache is None else cache
+    now = time.time()
+    new = _NewBlobs(store)
     with _Dirs(root) as dirs:
         for path in sorted(set(paths)):
             parent, _, name = path.rpartition("/")
             dfd = dirs.get(parent)
             if dfd is None or not name:
                 continue  # a directory on the way is gone or became a link: nothing to read
-            entry = _read(dfd, name, max_bytes, store)
+            entry = _cached(dfd, name, path, seen, now) or _read(dfd, name, max_bytes, new)
+            if not isinstance(entry, str) and entry[0] != LINK:
+                _remember(dfd, name, path, entry, seen, now)
             if isinstance(entry, str):
                 if entry:
                     out.skipped.append(f"{path} ({entry})")
                 continue
             out.entries[path] = entry
+    new.flush()
     return out
 
 
-def _read(dfd: int, name: str, max_bytes: int, store: BaseObjectStore) -> Entry | str:
+def _stat_key(dfd: int, name: str) -> StatKey | None:
+    try:
+        st = os.stat(name, dir_fd=dfd, follow_symlinks=False)
+    except OSError:
+        return None
+    return (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_mode)
+
+
+def _cached(dfd: int, name: str, path: str, cache: StatCache, now: float) -> Entry | None:
+    hit = cache.get(path)
+    if hit is None or now - hit[2] > CACHE_S:
+        return None
+    return hit[1] if _stat_key(dfd, name) == hit[0] else None
+
+
+def _remember(dfd: int, name: str, path: str, entry: Entry, cache: StatCache, now: float) -> None:
+    key = _stat_key(dfd, name)
+    if key is not None and stat.S_ISREG(key[4]) and now - key[2] / 1e9 > _RACY_S:
+        cache.setdefault(path, (key, entry, now))
+
+
+def _read(dfd: int, name: str, max_bytes: int, new: _NewBlobs) -> Entry | str:
     """The entry of ``name`` in ``dfd``, or why it is left out (empty: gone, say nothing)."""
     try:
         info = os.stat(name, dir_fd=dfd, follow_symlinks=False)
     except FileNotFoundError:
         return ""
     if stat.S_ISLNK(info.st_mode):
-        return (LINK, _add(store, os.fsencode(os.readlink(name, dir_fd=dfd))))
+        return (LINK, new.add(os.fsencode(os.readlink(name, dir_fd=dfd))))
     if not stat.S_ISREG(info.st_mode):
         return "not a regular file"
     if info.st_size > max_bytes:
@@ -93,14 +162,7 @@ def _read(dfd: int, name: str, max_bytes: int, store: BaseObjectStore) -> Entry 
     finally:
         os.close(fd)
     mode = EXECUTABLE if opened.st_mode & 0o100 else REGULAR
-    return (mode, _add(store, b"".join(chunks)))
-
-
-def _add(store: BaseObjectStore, data: bytes) -> bytes:
-    blob = Blob.from_string(data)
-    if blob.id not in store:
-        store.add_object(blob)
-    return blob.id
+    return (mode, new.add(b"".join(chunks)))
 
 
 class _Dirs:
@@ -132,7 +194,7 @@ class _Dirs:
         return fd
 
 
-def store_tree(entries: Mapping[str, Entry], store: BaseObjectStore) -> bytes:
+def store_tree(entries: Mapping[str, Entry], store: BaseObjectStore) -> ObjectID:
     """The id of the tree holding ``entries`` (written to ``store`` with its subtrees)."""
     nested: dict[str, object] = {}
     for path, entry in entries.items():
@@ -146,23 +208,25 @@ def store_tree(entries: Mapping[str, Entry], store: BaseObjectStore) -> bytes:
     return _write(nested, store)
 
 
-def _write(node: Mapping[str, object], store: BaseObjectStore) -> bytes:
+def _write(node: Mapping[str, object], store: BaseObjectStore) -> ObjectID:
     tree = Tree()
     for name, value in node.items():
         if isinstance(value, dict):
             tree.add(os.fsencode(name), _DIR, _write(value, store))
         else:
-            mode, sha = value  # type: ignore[misc]
+            assert isinstance(value, tuple)
+            mode: int = value[0]
+            sha: ObjectID = value[1]
             tree.add(os.fsencode(name), mode, sha)
     if tree.id not in store:
         store.add_object(tree)
     return tree.id
 
 
-def flatten(tree_id: bytes, store: BaseObjectStore) -> dict[str, Entry]:
+def flatten(tree_id: ObjectID, store: BaseObjectStore) -> dict[str, Entry]:
     """``{path: (mode, blob id)}`` of every file and link under the tree ``tree_id``."""
     out: dict[str, Entry] = {}
-    stack: list[tuple[str, bytes]] = [("", tree_id)]
+    stack: list[tuple[str, ObjectID]] = [("", tree_id)]
     while stack:
         prefix, sha = stack.pop()
         tree = store[sha]

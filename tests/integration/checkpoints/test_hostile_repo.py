@@ -80,7 +80,7 @@ async def test_a_hostile_repository_runs_nothing_and_links_stay_links(
     meta = ToolCallMeta(request_id="r1", conversation_id="c1", turn_id="m1", turn_label="go")
     try:
         assert await checkpoints.before(meta, info) is None
-        (listed,) = (await checkpoints.list(info, "c1")).checkpoints
+        (listed,) = (await checkpoints.listed(info, "c1")).checkpoints
         assert listed.files == 5  # .gitattributes crlf.txt src/a.py passwd escape; .git never
 
         (root / "crlf.txt").write_text("changed\n")
@@ -103,3 +103,21 @@ async def test_a_hostile_repository_runs_nothing_and_links_stay_links(
     assert tree_of(outside) == outside_before  # nothing written through a link
     canaries = [p for top in (data, tmp_path, jido_home) for p in top.rglob("canary-*")]
     assert canaries == []
+
+
+@pytest.mark.sandbox
+async def test_old_checkpoints_expire_by_count_per_conversation(tmp_path: Path, jido_home: Path) -> None:
+    (jido_home / "settings.json").write_text('{"checkpoints": {"max_per_conversation": 2}}')
+    root = tmp_path / "proj"
+    root.mkdir()
+    checkpoints = Checkpoints(tmp_path.parent / f"{tmp_path.name}-data", jido_home=jido_home)
+    info = ProjectInfo(project_id="p1", root_path=str(root), started_at="now")
+    try:
+        for n in range(4):
+            (root / "f.txt").write_text(str(n))
+            meta = ToolCallMeta(request_id=f"r{n}", conversation_id="c1", turn_id=f"m{n}", turn_label=str(n))
+            assert await checkpoints.before(meta, info) is None
+        listed = (await checkpoints.listed(info, None)).checkpoints
+    finally:
+        await checkpoints.aclose()
+    assert [c.label for c in listed] == ["2", "3"]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -17,6 +18,7 @@ from hypothesis import strategies as st
 
 from jidocode.services.conversation.core import initial_state
 from jidocode.services.conversation.tools_bridge import turn_of
+from jidocode.services.tool_runner.checkpoints import tree
 from jidocode.services.tool_runner.checkpoints.listing import Listing, parse_listing
 from jidocode.services.tool_runner.checkpoints.store import CheckpointStore, expired, user_changed
 from jidocode.shared.errors import InvalidInput, NotFound
@@ -53,10 +55,22 @@ def tree_of(root: Path) -> dict[str, tuple[str, bytes]]:
     return out
 
 
+_OPEN: list[CheckpointStore] = []
+
+
+@pytest.fixture(autouse=True)
+def _close_stores() -> Iterator[None]:
+    yield
+    while _OPEN:
+        _OPEN.pop().close()
+
+
 def _store(tmp: Path) -> tuple[Path, CheckpointStore]:
     root = tmp / "work"
     root.mkdir()
-    return root, CheckpointStore(tmp / "data" / "p.git", str(root), max_file_bytes=1024)
+    store = CheckpointStore(tmp / "data" / "p.git", str(root), max_file_bytes=1024)
+    _OPEN.append(store)
+    return root, store
 
 
 def test_restore_gives_back_files_links_and_modes_and_keeps_user_changes(tmp_path: Path) -> None:
@@ -192,3 +206,23 @@ def test_the_turn_is_its_first_user_message_and_the_label_its_text_cut() -> None
     turn, label = turn_of(state)
     assert turn == "m1" and label is not None
     assert label.startswith("fix the bug x") and len(label) == TURN_LABEL_MAX and label.endswith("…")
+
+
+def test_a_file_is_read_again_when_its_stat_changes_even_with_the_same_size_and_mtime(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(tree, "_RACY_S", -1.0)  # a file just written counts as settled
+    root, store = _store(tmp_path)
+    (root / "a.txt").write_text("old")
+    os.utime(root / "a.txt", ns=(10**18, 10**18))
+    first = store.record("c", "t1", "", listing_of(root))
+    assert first is not None and "a.txt" in store.stat_cache
+    (root / "a.txt").write_text("new")  # same size and mtime: only the ctime tells
+    os.utime(root / "a.txt", ns=(10**18, 10**18))
+    second = store.record("c", "t2", "", listing_of(root))
+    assert second is not None
+    (root / "a.txt").write_text("zzz")
+    store.restore(second.id, listing_of(root), paths=None, overwrite=True)
+    assert (root / "a.txt").read_text() == "new"
+    store.restore(first.id, listing_of(root), paths=["a.txt"], overwrite=True)
+    assert (root / "a.txt").read_text() == "old"
