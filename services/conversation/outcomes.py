@@ -13,7 +13,7 @@ from jidocode.shared.envelope import now_iso
 from jidocode.shared.errors import JidoError
 from jidocode.shared.events import EventModel
 from jidocode.shared.events.conversation import ToolCallCompleted, ToolCallFailed
-from jidocode.shared.events.tools import ToolCallMeta
+from jidocode.shared.events.tools import TURN_ID_MAX, ToolCallMeta
 
 from .core import ConversationState, RunToolIntent, Signal
 from .ports import ToolPort
@@ -62,14 +62,15 @@ async def call_tool(
     """Run ``intent`` through the tool port; its outcome, never an exception (a port that
     raises must still end the call: nothing waits forever). ``state``: the conversation's, whose
     open turn the call names (:func:`.tools_bridge.turn_of`), for the turn's checkpoint."""
-    turn = turn_of(state)
+    turn_id, label = turn_of(state)
+    turn_id = turn_id or intent.correlation_id  # a turn no user message opened: its correlation
     meta = ToolCallMeta(
         conversation_id=conversation_id,
         request_id=intent.request_id,
         correlation_id=intent.correlation_id,
         causation_id=intent.request_id,
-        turn_id=turn[0],
-        turn_label=turn[1],
+        turn_id=turn_id if 0 < len(turn_id) <= TURN_ID_MAX else None,
+        turn_label=label,
     )
     try:
         result = await tools.run(project_id, intent.name, intent.args, meta)

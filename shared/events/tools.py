@@ -14,6 +14,7 @@ from ._base import Command, EventModel
 
 __all__ = [
     "EVENTS",
+    "TURN_ID_MAX",
     "TURN_LABEL_MAX",
     "CancelTool",
     "CheckpointDiff",
@@ -44,6 +45,8 @@ __all__ = [
 
 #: The longest ``ToolCallMeta.turn_label`` (the user's message, cut by the caller).
 TURN_LABEL_MAX = 200
+#: The longest ``ToolCallMeta.turn_id``.
+TURN_ID_MAX = 256
 
 
 class ToolCallMeta(BaseModel):
@@ -66,7 +69,7 @@ class ToolCallMeta(BaseModel):
     #: that message's text, cut to :data:`TURN_LABEL_MAX` characters: the tool runner records one
     #: checkpoint of the project's files per ``(conversation_id, turn_id)`` before the turn's
     #: first call that can write (docs/checkpoints.md). ``None``: no turn, no checkpoint.
-    turn_id: str | None = Field(default=None, min_length=1, max_length=256)
+    turn_id: str | None = Field(default=None, min_length=1, max_length=TURN_ID_MAX)
     turn_label: str | None = Field(default=None, max_length=TURN_LABEL_MAX)
 
     #: What the asset loader appends to a call's request id for each step of a workflow
