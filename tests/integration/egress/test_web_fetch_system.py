@@ -10,6 +10,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
+import sys
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -44,6 +46,7 @@ class System:
     pid: str
     root: Path
     web: Internet
+    nats_url: str
     nats_port: int
     llm: ScriptedLlm
     signals: Signals
@@ -96,7 +99,7 @@ async def system(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Syst
             names_up = ("engine", "project", "asset_loader", "conversation", "tool_runner")
             await wait_for_services(config, names_up, timeout=30)
             pid = (await EngineClient(bus).start_project(str(root), timeout=20)).project_id
-            yield System(bus, pid, root, web, server.port, llm, signals)
+            yield System(bus, pid, root, web, server.url, server.port, llm, signals)
         finally:
             await runner.stop()
             stop.set()
@@ -186,3 +189,36 @@ async def test_an_ask_rule_is_approved_and_denied_through_the_sdk(system: System
     tools = [m["content"] for r in requests for m in r["messages"] if m.get("role") == "tool"]
     assert "# Package index" in tools[0]
     assert "denied" in tools[-1] and "Package index" not in tools[-1]
+
+
+async def test_jidocode_watch_shows_the_network_decisions(system: System) -> None:
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "jidocode.cli.main",
+        "watch",
+        "--json",
+        "--type",
+        "tool.network",
+        "--limit",
+        "1",
+        env={**os.environ, "NATS_URL": system.nats_url},
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    assert proc.stdout is not None
+    reader = asyncio.create_task(proc.stdout.readline())
+    url = f"http://pkg.test:{system.nats_port}/"  # allowed by the rules, refused by the proxy
+    for n in range(100):  # the watcher may still be subscribing: fetch until it prints one
+        if reader.done():
+            break
+        await run_tool(system.bus, system.pid, "web_fetch", {"url": url}, request_id=f"w{n}")
+        await asyncio.wait([reader], timeout=0.5)
+    if not reader.done():
+        proc.kill()
+        assert proc.stderr is not None
+        raise AssertionError((await proc.stderr.read()).decode())
+    event = json.loads(await asyncio.wait_for(reader, 60))
+    assert event["type"] == "tool.network" and event["data"]["host"] == "pkg.test"
+    assert event["data"]["outcome"] == "denied" and "runtime's own endpoint" in event["data"]["reason"]
+    assert await asyncio.wait_for(proc.wait(), 30) == 0
