@@ -12,6 +12,7 @@ from typing import Any
 from starlette.requests import HTTPConnection
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from .a2a.card import is_card_path
 from .auth import TokenChecker
 from .origin import OwnOrigin, Refusal, is_mcp_path, mcp_refusal, state_change_refusal
 
@@ -37,15 +38,23 @@ async def _send_json(
     await send({"type": "http.response.body", "body": body})
 
 
+def _is_public(scope: Scope) -> bool:
+    """Whether a request needs no token: :data:`PUBLIC_PATHS`, and a ``GET`` of an A2A agent's
+    public card (decision 0342)."""
+    if scope["path"] in PUBLIC_PATHS:
+        return True
+    return scope["type"] == "http" and scope["method"] in ("GET", "HEAD") and is_card_path(scope["path"])
+
+
 class RequireToken:
-    """Refuse (401) every HTTP request but :data:`PUBLIC_PATHS` that lacks the token."""
+    """Refuse (401) every HTTP request but the public ones (:func:`_is_public`) that lacks the token."""
 
     def __init__(self, app: ASGIApp, checker: TokenChecker) -> None:
         self.app = app
         self.checker = checker
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] not in ("http", "websocket") or scope["path"] in PUBLIC_PATHS:
+        if scope["type"] not in ("http", "websocket") or _is_public(scope):
             await self.app(scope, receive, send)
             return
         if self.checker.allows(HTTPConnection(scope)):

@@ -1,14 +1,19 @@
 """A2A on the gateway: every project is an agent, every task a conversation (``docs/a2a.md``).
 
-Routes (all behind the gateway's token, like every route but ``/healthz``):
+Routes (all behind the gateway's token, like every route but ``/healthz``, except the public
+card, decision 0342):
 
 =====================================================  =====================================
-``GET  /projects/<p>/.well-known/agent-card.json``     the project's agent card (:mod:`.card`; also
-                                                       under ``/projects/<p>/a2a``)
+``GET  /projects/<p>/.well-known/agent-card.json``     the project's public agent card, no token
+                                                       (:mod:`.card`; also under
+                                                       ``/projects/<p>/a2a``)
 ``POST /projects/<p>/a2a/jsonrpc``                     the JSON-RPC binding (the SDK's dispatcher;
                                                        also at ``/projects/<p>``)
 ``/projects/<p>/a2a/rest/…``                           the HTTP+JSON binding (the SDK's REST routes)
 =====================================================  =====================================
+
+The full card (the project, its skills and tools) is the authenticated extended card:
+``GetExtendedAgentCard`` (JSON-RPC), ``GET …/rest/extendedAgentCard`` and their v0.3 forms.
 
 Protocol work is the ``a2a-sdk``'s (``DefaultRequestHandler`` and its route
 factories); ours is :class:`.executor.ConversationExecutor` and
@@ -19,7 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Final
 from urllib.parse import parse_qs
 
@@ -31,6 +36,7 @@ from a2a.server.events import Event
 from a2a.server.request_handlers import DefaultRequestHandler, validate_request_params
 from a2a.server.request_handlers.response_helpers import agent_card_to_dict, build_error_response
 from a2a.server.routes import create_jsonrpc_routes, create_rest_routes
+from a2a.server.routes.common import DefaultServerCallContextBuilder
 from a2a.types.a2a_pb2 import AgentCard, SendMessageRequest, SubscribeToTaskRequest, Task, TaskState
 from a2a.utils.constants import VERSION_HEADER
 from a2a.utils.error_handlers import build_rest_error_payload
@@ -47,7 +53,7 @@ from jidocode.shared.errors import JidoError, NotFound
 from jidocode.shared.events.engine import ProjectInfo
 from jidocode.shared.events.tools import ToolSpec
 
-from .card import JSONRPC_PATH, REST_PATH, build_card
+from .card import JSONRPC_PATH, REST_PATH, build_card, build_public_card
 from .executor import ConversationExecutor
 from .listing import status_refusal, unknown_status
 from .tasks import ConversationTaskStore
@@ -67,6 +73,12 @@ CARD_PATH: Final = "/.well-known/agent-card.json"
 PARKED_TASK_S: Final = 300.0
 
 _STATUS: Final = {"not_found": 404, "invalid_input": 400, "conflict": 409}
+
+#: Where :class:`_BaseUrlContext` leaves the request's base URL in the SDK's call context.
+_BASE_URL: Final = "jidocode_base_url"
+
+#: Builds a project's extended card for the gateway's base URL (the one the request came to).
+ExtendedCard = Callable[[str], Awaitable[AgentCard]]
 
 
 def _error(status: int, error_type: str, message: str) -> Response:
@@ -110,6 +122,16 @@ def _refused_rest_status(scope: Scope) -> Response | None:
                 build_rest_error_payload(InvalidParamsError(message=refusal)), status_code=400
             )
     return None
+
+
+class _BaseUrlContext(DefaultServerCallContextBuilder):
+    """The SDK's call context, plus the gateway's base URL as the request saw it (the extended
+    card's endpoint URLs are built from it, as the public card's are)."""
+
+    def build(self, request: Request) -> ServerCallContext:
+        context = super().build(request)
+        context.state[_BASE_URL] = str(request.base_url)
+        return context
 
 
 class _ConversationIds(SimpleRequestContextBuilder):
@@ -174,18 +196,32 @@ class _Handler(DefaultRequestHandler):
 class _Agent:
     """The SDK's request handler and bindings for one project."""
 
-    def __init__(self, ctx: GatewayContext, project_id: str, card: ProjectInfo) -> None:
+    def __init__(self, ctx: GatewayContext, project_id: str, extended: ExtendedCard) -> None:
         conversations = ctx.conversations(project_id)
+
+        async def extended_card(_placeholder: AgentCard, context: ServerCallContext) -> AgentCard:
+            return await extended(str(context.state[_BASE_URL]))
+
+        # the SDK checks calls against the public card's capabilities (the same as the extended
+        # card's) and wants some extended card before it calls the modifier that builds the real one
+        public = build_public_card("http://127.0.0.1", project_id)
         self.handler = _Handler(
             ConversationExecutor(ctx.bus, conversations),
             task_store=ConversationTaskStore(conversations),
-            agent_card=build_card(card, "http://127.0.0.1", ()),
+            agent_card=public,
+            extended_agent_card=public,
+            extended_card_modifier=extended_card,
             request_context_builder=_ConversationIds(),
             interrupted_task_timeout=PARKED_TASK_S,
         )
-        (jsonrpc,) = create_jsonrpc_routes(self.handler, rpc_url="/", enable_v0_3_compat=True)
+        calls = _BaseUrlContext()
+        (jsonrpc,) = create_jsonrpc_routes(
+            self.handler, rpc_url="/", enable_v0_3_compat=True, context_builder=calls
+        )
         self.jsonrpc = jsonrpc
-        self.rest = Router(routes=create_rest_routes(self.handler, enable_v0_3_compat=True))
+        self.rest = Router(
+            routes=create_rest_routes(self.handler, enable_v0_3_compat=True, context_builder=calls)
+        )
 
 
 class ProjectAgents:
@@ -215,23 +251,41 @@ class ProjectAgents:
             return _error(409, "conflict", f"project {project_id} is stopped: start it again first")
         return info
 
+    async def _public_project(self, request: Request) -> ProjectInfo | Response:
+        """:meth:`project` for a card request: without the token, every project that does not
+        answer is the same 404 (an anonymous caller learns no project's state)."""
+        info = await self.project(request.path_params["project_id"])
+        if isinstance(info, Response) and not self.ctx.auth.allows(request):
+            return _error(404, "not_found", "no running agent at this URL")
+        return info
+
     async def agent(self, project_id: str) -> _Agent | Response:
         info = await self.project(project_id)
         if isinstance(info, Response):
             return info
         agent = self._agents.get(project_id)
         if agent is None:
-            agent = self._agents[project_id] = _Agent(self.ctx, project_id, info)
+            agent = self._agents[project_id] = _Agent(
+                self.ctx, project_id, lambda base_url: self.extended_card(project_id, base_url)
+            )
         return agent
 
     async def card(self, request: Request) -> Response:
-        project_id = request.path_params["project_id"]
-        info = await self.project(project_id)
+        """The public card, token or not (decision 0342); the full one is the extended card."""
+        info = await self._public_project(request)
         if isinstance(info, Response):
             return info
-        assets, tools = await asyncio.gather(self._assets(project_id), self._tools(project_id))
-        card = build_card(info, str(request.base_url), assets, tools)
+        card = build_public_card(str(request.base_url), info.project_id)
         return JSONResponse(_card_json(card, request.headers.get(VERSION_HEADER, "")))
+
+    async def extended_card(self, project_id: str, base_url: str) -> AgentCard:
+        """The full card of a project (``GetExtendedAgentCard``, only with the token): the project,
+        its skills, commands, workflows and tools."""
+        info = await self.project(project_id)
+        if isinstance(info, Response):  # stopped since the request was routed to its agent
+            raise UnsupportedOperationError(message=f"project {project_id} is not running")
+        assets, tools = await asyncio.gather(self._assets(project_id), self._tools(project_id))
+        return build_card(info, base_url, assets, tools)
 
     async def _assets(self, project_id: str) -> list[dict[str, Any]]:
         """The project's skills, commands and workflows; none while the loader cannot say (the
@@ -273,7 +327,8 @@ class ProjectAgents:
 
 
 async def _no_project_in_url(request: Request) -> Response:
-    """The 404 of ``/projects/.well-known/agent-card.json``, saying which base URL to give."""
+    """The 404 of ``/projects/.well-known/agent-card.json`` and of the gateway's own
+    ``/.well-known/agent-card.json`` (each project is its own agent), saying which base URL to give."""
     base = str(request.base_url).rstrip("/")
     return _error(
         404,
@@ -295,8 +350,9 @@ def routes(ctx: GatewayContext) -> list[BaseRoute]:
         for under in ("", "/a2a")
         for slash in ("", "/")
     ]
-    # a JS client given ".../projects/<p>" without its slash asks here: say what to give instead
-    cards.append(Route("/projects" + CARD_PATH, _no_project_in_url, methods=["GET"]))
+    # a JS client given ".../projects/<p>" without its slash asks here, a client given the
+    # gateway's own URL at its root: say what to give instead
+    cards.extend(Route(root + CARD_PATH, _no_project_in_url, methods=["GET"]) for root in ("/projects", ""))
     # JSON-RPC at its own path, and at the agent's base URL for clients that post there
     jsonrpc = [
         Route(f"/projects/{{project_id}}{path}", agents.jsonrpc, methods=["POST"])

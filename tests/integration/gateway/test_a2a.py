@@ -98,10 +98,16 @@ async def test_card_names_the_project_its_skills_bindings_and_the_bearer_scheme(
     system = a2a_system
     async with system.http() as http:
         response = await http.get(f"{system.agent_url}/.well-known/agent-card.json")
+        extended = await http.post(
+            f"{system.agent_url}/a2a/jsonrpc",
+            json={"jsonrpc": "2.0", "id": 1, "method": "GetExtendedAgentCard"},
+            headers={"A2A-Version": "1.0"},
+        )
     assert response.status_code == 200
-    card = response.json()
-    assert card["name"] == "JidoCode: proj"
-    skills = {s["name"]: s for s in card["skills"]}
+    card = response.json()  # the public card (the same with the token): the project is in the extended one
+    assert card["name"] == "JidoCode"
+    assert extended.json()["result"]["name"] == "JidoCode: proj"
+    skills = {s["name"]: s for s in extended.json()["result"]["skills"]}
     assert skills["review"]["description"] == "Review a change for bugs and style"
     interfaces = {(i["protocolBinding"], i["protocolVersion"]): i["url"] for i in card["supportedInterfaces"]}
     jsonrpc, rest = f"{system.agent_url}/a2a/jsonrpc", f"{system.agent_url}/a2a/rest"
@@ -117,7 +123,7 @@ async def test_card_names_the_project_its_skills_bindings_and_the_bearer_scheme(
     assert card["capabilities"]["streaming"] is True
 
 
-async def test_card_and_calls_need_the_token_and_a_known_project(a2a_system: A2ASystem) -> None:
+async def test_calls_need_the_token_and_a_known_project(a2a_system: A2ASystem) -> None:
     system = a2a_system
     async with httpx.AsyncClient(timeout=TURN_S) as anonymous:
         card = await anonymous.get(f"{system.agent_url}/.well-known/agent-card.json")
@@ -125,7 +131,9 @@ async def test_card_and_calls_need_the_token_and_a_known_project(a2a_system: A2A
         wrong = await anonymous.get(
             f"{system.agent_url}/a2a/rest/tasks/x", headers={"Authorization": "Bearer not-the-token"}
         )
-    for response in (card, rpc, wrong):
+        posted_card = await anonymous.post(f"{system.agent_url}/.well-known/agent-card.json", json={})
+    assert card.status_code == 200  # the public card only (decision 0342)
+    for response in (rpc, wrong, posted_card):
         assert response.status_code == 401
         assert response.json()["error"]["type"] == "unauthorized"
         assert system.token not in response.text

@@ -10,15 +10,18 @@ subscribe and approvals.
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import Any
 from urllib.parse import urljoin
 
 import httpx
 import pytest
-from a2a.client import Client, ClientConfig, ClientFactory
+from a2a.client import A2ACardResolver, Client, ClientConfig, ClientFactory
 from a2a.helpers.proto_helpers import get_artifact_text
 from a2a.types.a2a_pb2 import (
+    GetExtendedAgentCardRequest,
     GetTaskRequest,
     ListTasksRequest,
     Message,
@@ -207,9 +210,12 @@ async def test_a_message_id_that_is_no_plain_token_gets_a_server_id(a2a_system: 
 # -- the card and discovery ---------------------------------------------------------
 
 
-async def test_card_lists_skills_commands_workflows_and_the_tool_set(a2a_system: A2ASystem) -> None:
+async def test_the_extended_card_lists_skills_commands_workflows_and_the_tool_set(
+    a2a_system: A2ASystem,
+) -> None:
     async with _http_v1(a2a_system) as http:
-        card = (await http.get(f"{a2a_system.agent_url}/.well-known/agent-card.json")).json()
+        card = await _extended_card(http, a2a_system.agent_url)
+        public = (await http.get(f"{a2a_system.agent_url}/.well-known/agent-card.json")).json()
     skills = {s["id"]: s for s in card["skills"]}
     assert skills["skill:review"]["description"] == "Review a change for bugs and style"
     assert skills["command:explain"]["name"] == "/explain"
@@ -221,7 +227,8 @@ async def test_card_lists_skills_commands_workflows_and_the_tool_set(a2a_system:
     assert {"read_file", "write_file", "bash"} <= names
     assert not tools.get("required", False)
     # a v1.0 client gets the v1.0 card alone: no v0.3 fields merged in
-    assert "url" not in card and "preferredTransport" not in card
+    assert "url" not in public and "preferredTransport" not in public
+    assert set(public["securitySchemes"]["bearer"]) == {"httpAuthSecurityScheme"}
     assert set(card["securitySchemes"]["bearer"]) == {"httpAuthSecurityScheme"}
 
 
@@ -234,12 +241,12 @@ async def test_discovery_with_or_without_a_trailing_slash(a2a_system: A2ASystem,
     async with _http_v1(a2a_system) as http:
         joined = await http.get(f"{base}/.well-known/agent-card.json")  # "<base>/" + "/.well-known/…"
         resolved = await http.get(urljoin(base, ".well-known/agent-card.json"))  # the JS SDK's way
-    assert joined.status_code == 200 and joined.json()["name"] == "JidoCode: proj"
+    assert joined.status_code == 200 and joined.json()["name"] == "JidoCode"
     if suffix == "":  # ".../projects/<p>" resolves to ".../projects/.well-known/…": no project in it
         assert resolved.status_code == 404
         assert "trailing slash" in resolved.json()["error"]["message"]
     else:
-        assert resolved.status_code == 200 and resolved.json()["name"] == "JidoCode: proj"
+        assert resolved.status_code == 200 and resolved.json()["name"] == "JidoCode"
 
 
 @pytest.mark.parametrize("slash", ["", "/"])
@@ -281,4 +288,147 @@ async def test_the_anonymous_stay_out_of_the_new_routes(a2a_system: A2ASystem) -
     async with httpx.AsyncClient(timeout=TURN_S) as anonymous:
         card = await anonymous.get(f"{a2a_system.agent_url}//.well-known/agent-card.json")
         rpc = await anonymous.post(f"{a2a_system.agent_url}/", json={"jsonrpc": "2.0", "id": 1})
-    assert (card.status_code, rpc.status_code) == (401, 401)
+    assert (card.status_code, rpc.status_code) == (200, 401)  # the public card only (decision 0342)
+
+
+# -- the public card and the extended card (decision 0342) ------------------------------
+
+#: Names of a project that only its extended card may show.
+_DISTINCT_FOLDER = "quokka-ledger-5821"
+_DISTINCT_COMMAND = "zanzibar-deploy"
+
+
+def _without_urls(card: dict[str, Any], agent_url: str) -> str:
+    """The card as text, the agent's URL (which names the project id the client asked for) cut out."""
+    return json.dumps(card).replace(agent_url + "/a2a/", "<agent>/")
+
+
+async def _anonymous_cards(agent_url: str) -> list[httpx.Response]:
+    """The card at every path a client may ask for it, without the token, as v1.0 and v0.3 clients."""
+    async with httpx.AsyncClient(timeout=TURN_S) as anonymous:
+        return [
+            await anonymous.get(f"{agent_url}{under}/.well-known/agent-card.json", headers=headers)
+            for under in ("", "/", "/a2a", "/a2a/")
+            for headers in ({VERSION_HEADER: "1.0"}, {})
+        ]
+
+
+async def _extended_card(http: httpx.AsyncClient, agent_url: str) -> dict[str, Any]:
+    response = await http.post(
+        f"{agent_url}/a2a/jsonrpc", json={"jsonrpc": "2.0", "id": 1, "method": "GetExtendedAgentCard"}
+    )
+    result: dict[str, Any] = response.json()["result"]
+    return result
+
+
+async def test_the_public_card_reveals_nothing_of_the_project(a2a_system: A2ASystem) -> None:
+    root = a2a_system.project.parent / _DISTINCT_FOLDER
+    (root / ".jido" / "commands").mkdir(parents=True, exist_ok=True)
+    (root / ".jido" / "commands" / f"{_DISTINCT_COMMAND}.md").write_text(
+        "---\ndescription: Ship the ledger\n---\nShip it\n"
+    )
+    engine = EngineClient(a2a_system.bus, timeout=30)
+    project = await engine.start_project(str(root))
+    agent_url = f"{a2a_system.base_url}/projects/{project.project_id}"
+    try:
+        cards = await _anonymous_cards(agent_url)
+        async with _http_v1(a2a_system) as http:
+            extended = await _extended_card(http, agent_url)
+    finally:
+        await engine.stop_project(project.project_id)
+    hidden = [
+        _DISTINCT_FOLDER,
+        str(root),
+        project.project_id,
+        _DISTINCT_COMMAND,
+        "write_file",
+        TOOLS_EXTENSION,
+    ]
+    for response in cards:
+        assert response.status_code == 200, response.text
+        card = response.json()
+        assert not [s for s in hidden if s in _without_urls(card, agent_url)], card
+        assert card["name"] == "JidoCode"
+        assert [s["id"] for s in card["skills"]] == ["conversation"]
+        assert card["capabilities"]["extendedAgentCard"] is True
+        assert card["securitySchemes"]["bearer"]["httpAuthSecurityScheme"]["scheme"] == "Bearer"
+        urls = {i["url"] for i in card["supportedInterfaces"]}
+        assert urls == {f"{agent_url}/a2a/jsonrpc", f"{agent_url}/a2a/rest"}
+    v03 = cards[1].json()  # no A2A-Version: the v0.3 fields too
+    assert v03["supportsAuthenticatedExtendedCard"] is True and v03["url"] == f"{agent_url}/a2a/jsonrpc"
+    # what the public card hides, the extended card shows (to the token's holder)
+    assert extended["name"] == f"JidoCode: {_DISTINCT_FOLDER}" and str(root) in extended["description"]
+    assert f"command:{_DISTINCT_COMMAND}" in {s["id"] for s in extended["skills"]}
+
+
+async def test_an_anonymous_caller_learns_no_projects_state(a2a_system: A2ASystem) -> None:
+    stopped_root = a2a_system.project.parent / "stopped-one"
+    stopped_root.mkdir(exist_ok=True)
+    engine = EngineClient(a2a_system.bus, timeout=30)
+    stopped = await engine.start_project(str(stopped_root))
+    await engine.stop_project(stopped.project_id)
+    card = "/.well-known/agent-card.json"
+    async with httpx.AsyncClient(base_url=a2a_system.base_url, timeout=TURN_S) as anonymous:
+        answers = [
+            await anonymous.get(f"/projects/{project}{card}")
+            for project in (stopped.project_id, "01J0000000000000000000NOPE", "a.b")
+        ]
+        root = await anonymous.get(card)  # the gateway is no agent: each project is one
+    assert {(r.status_code, r.json()["error"]["message"]) for r in answers[:2]} == {
+        (404, "no running agent at this URL")
+    }
+    assert answers[2].status_code == 404 and stopped.project_id not in answers[2].text
+    assert root.status_code == 404 and "/projects/<project id>/" in root.json()["error"]["message"]
+    async with _http_v1(a2a_system) as http:  # the token's holder is told what is wrong
+        told = await http.get(f"{a2a_system.base_url}/projects/{stopped.project_id}{card}")
+    assert told.status_code == 409 and "stopped" in told.json()["error"]["message"]
+
+
+async def test_the_extended_card_needs_the_token_and_lists_the_skills(a2a_system: A2ASystem) -> None:
+    url = a2a_system.agent_url
+    async with httpx.AsyncClient(timeout=TURN_S, headers={VERSION_HEADER: "1.0"}) as anonymous:
+        refused = [
+            await anonymous.post(
+                f"{url}/a2a/jsonrpc", json={"jsonrpc": "2.0", "id": 1, "method": "GetExtendedAgentCard"}
+            ),
+            await anonymous.get(f"{url}/a2a/rest/extendedAgentCard"),
+            await anonymous.get(f"{url}/a2a/rest/v1/card"),
+        ]
+    assert [r.status_code for r in refused] == [401, 401, 401]
+    async with _http_v1(a2a_system) as http:  # both bindings, with the token
+        over_rpc = await _extended_card(http, url)
+        over_rest = (await http.get(f"{url}/a2a/rest/extendedAgentCard")).json()
+    for card in (over_rpc, over_rest):
+        assert card["name"] == "JidoCode: proj"
+        assert {"skill:review", "command:explain", "workflow:tidy"} <= {s["id"] for s in card["skills"]}
+        (tools,) = [e for e in card["capabilities"]["extensions"] if e["uri"] == TOOLS_EXTENSION]
+        assert "write_file" in {t["name"] for t in tools["params"]["tools"]}
+        assert {i["url"] for i in card["supportedInterfaces"]} == {f"{url}/a2a/jsonrpc", f"{url}/a2a/rest"}
+
+
+async def test_a_v0_3_client_gets_the_extended_card_too(a2a_system: A2ASystem) -> None:
+    async with a2a_system.http() as http:  # no A2A-Version: a v0.3 client
+        response = await http.post(
+            f"{a2a_system.agent_url}/a2a/jsonrpc",
+            json={"jsonrpc": "2.0", "id": 1, "method": "agent/getAuthenticatedExtendedCard"},
+        )
+    card = response.json()["result"]
+    assert card["name"] == "JidoCode: proj"
+    assert "command:explain" in {s["id"] for s in card["skills"]}
+
+
+async def test_the_sdk_discovers_anonymously_then_calls_with_the_token(a2a_system: A2ASystem) -> None:
+    async with httpx.AsyncClient(timeout=TURN_S) as anonymous:
+        public = await A2ACardResolver(anonymous, a2a_system.agent_url).get_agent_card()
+    assert public.capabilities.extended_agent_card and [s.id for s in public.skills] == ["conversation"]
+    async with a2a_system.http() as http:
+        config = ClientConfig(streaming=False, httpx_client=http)
+        client = ClientFactory(config).create(public)
+        try:
+            full = await client.get_extended_agent_card(GetExtendedAgentCardRequest())
+            task = await _ask(client, "found you anonymously")
+        finally:
+            await client.close()
+    assert "skill:review" in {s.id for s in full.skills}
+    assert task.status.state == TaskState.TASK_STATE_COMPLETED
+    assert get_artifact_text(task.artifacts[0]) == "You said: found you anonymously"
