@@ -4,7 +4,8 @@ Real nats-server; the conversation service runs in this process, twice. The firs
 as ``kill -9`` leaves it (its heartbeat unrenewed, its keys still naming it); the rewind sent
 afterwards is checked against the journal, goes through the conversation's input stream and is
 applied by the second replica, whose next model call holds only the context before the message.
-A rewind naming another conversation's message is refused there and journals nothing.
+A rewind naming another conversation's message is refused there and journals nothing, and so is
+one sent while a turn runs.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from jidocode.services.conversation.runtime import Runtime
 from jidocode.services.conversation.settings import RuntimeSettings
 from jidocode.shared.bus import Bus
 from jidocode.shared.config import Config
-from jidocode.shared.errors import NotFound
+from jidocode.shared.errors import Conflict, NotFound
 from jidocode.shared.events.conversation import TurnEnded, UserMessage
 from tests.integration.conversation._support import (
     ScriptLlm,
@@ -61,7 +62,8 @@ async def test_a_rewind_after_the_owner_was_killed_is_applied_by_another_replica
         await elsewhere.wait_type(TurnEnded.TYPE, timeout=DEADLINE)
         first.ownership.close = lambda: _crash(first)  # type: ignore[method-assign]
 
-    llm = ScriptLlm(answer("three back"))
+    answered = asyncio.Event()  # the next model call waits for it: a turn is running meanwhile
+    llm = ScriptLlm(answered, answer("three back"))
     async with running_service(config, llm, ToolsDouble(), SETTINGS, instance="second") as second:
         # another conversation's message: refused, and nothing reaches the journal
         timeline = (await client.get_projection("kept", "timeline", timeout=DEADLINE)).value
@@ -77,3 +79,9 @@ async def test_a_rewind_after_the_owner_was_killed_is_applied_by_another_replica
         request = await asyncio.wait_for(llm.called.get(), DEADLINE)
         said = [(m["role"], m["content"]) for m in request.messages if m["role"] != "system"]
         assert said == [("user", "one"), ("assistant", "one back"), ("user", "three")]
+
+        # while that turn runs, a rewind is refused: cancel first
+        with pytest.raises(Conflict, match="a turn is running: cancel it first"):
+            await client.rewind("kept", sent[0], timeout=DEADLINE)
+        answered.set()
+        await out.wait_type(TurnEnded.TYPE, count=3, timeout=DEADLINE)
