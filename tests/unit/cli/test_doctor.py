@@ -115,5 +115,5 @@ def test_cli_prints_each_problem_with_what_to_do_and_exits_1_on_a_needed_one(
     result = CliRunner().invoke(app, ["doctor", "--json", "--no-check", "--project", str(tmp_path)])
     report = json.loads(result.output)
     names = [c["name"] for c in report["checks"]]
-    assert names == ["python", "nats", "data home", "disk", "system", "console", "model"]
+    assert names == ["python", "nats", "data home", "disk", "system", "console", "model", "prd", "network"]
     assert report["ok"] is (result.exit_code == 0) and "sandbox" in report
