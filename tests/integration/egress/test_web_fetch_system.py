@@ -56,7 +56,7 @@ def _settings(lan: str) -> dict[str, object]:
     return {
         "sandbox": {"allowed_domains": [f"{lan}/32"], "denied_domains": ["bad.test"]},
         "permissions": {
-            "allow": ["Read", "WebFetch(domain:pkg.test)"],
+            "allow": ["Read", "WebFetch(domain:pkg.test)", "Bash(curl:*)"],
             "ask": ["WebFetch(domain:ask.test)"],
         },
         "tools": {"approval_timeout_s": 60},
@@ -222,3 +222,41 @@ async def test_jidocode_watch_shows_the_network_decisions(system: System) -> Non
     assert event["type"] == "tool.network" and event["data"]["host"] == "pkg.test"
     assert event["data"]["outcome"] == "denied" and "runtime's own endpoint" in event["data"]["reason"]
     assert await asyncio.wait_for(proc.wait(), 30) == 0
+
+
+async def test_a_programs_connection_under_an_ask_rule_asks_through_the_sdk(system: System) -> None:
+    """A sandboxed ``curl`` reaches ``ask.test`` through the proxy only once the SDK's ``approve``
+    callback says yes to the proxy's question; a no is a 403 naming why."""
+    command = f"curl -sS -m 60 {system.web.url('ask.test', '/plain')}"
+    answers = iter(["approve_once", "deny"])
+    asked: list[ApprovalRequest] = []
+
+    def approve(request: ApprovalRequest) -> str:
+        asked.append(request)
+        return next(answers)
+
+    system.llm.script(
+        Reply.tools(call("bash", command=command)),
+        Reply.answer("Got it."),
+        Reply.tools(call("bash", command=command)),
+        Reply.answer("Refused."),
+    )
+    seen = len(system.llm.requests)
+    client = await JidoClient.connect(
+        project_dir=system.root,
+        bus=system.bus,
+        settings={"retry_backoff_s": 0.01, "retry_backoff_max_s": 0.05},
+    )
+    try:
+        await client.configure_tools(approve=approve)
+        assert await client.send_message("Download it.", timeout=90) == "Got it."
+        assert await client.send_message("Again.", timeout=90) == "Refused."
+    finally:
+        await client.close()
+    assert [(r.tool, r.args["host"]) for r in asked] == [("bash", "ask.test"), ("bash", "ask.test")]
+    assert "WebFetch(domain:ask.test)" in asked[0].reason
+    requests = (await system.llm.wait_requests(seen + 4, timeout=30))[seen:]
+    tools = [m["content"] for r in requests for m in r["messages"] if m.get("role") == "tool"]
+    assert "hello ask.test" in tools[0]
+    assert "403" in tools[-1] or "did not approve" in tools[-1]
+    assert "hello ask.test" not in tools[-1]
