@@ -16,7 +16,9 @@ from typing import Any
 
 import pytest
 from aiohttp import web
+from typer.testing import CliRunner
 
+from jidocode.cli.main import app
 from jidocode.shared.clients import EngineClient
 from jidocode.shared.clients._prd import PrdClient
 from jidocode.shared.events.prd import StoryDraft
@@ -122,6 +124,29 @@ async def test_a_story_where_nothing_was_done_and_nothing_checked_ends_in_error_
     # a story that changed something passes without checks (its provider has no "done" of its own)
     assert system.stories("busy")[0]["passes"] is True
     assert git(Path(busy.work_dir), "log", "-1", "--format=%s") == "US-001: Do something"
+
+
+async def test_prd_new_and_run_warn_on_stderr_when_no_quality_commands_are_configured(
+    system: System,
+) -> None:
+    """Through the real CLI (typer's runner in a thread: it runs its own event loop)."""
+    env = {
+        "NATS_URL": system.bus.nc.connected_url.geturl(),  # type: ignore[union-attr]
+        "JIDO_CODE_HOME": os.environ["JIDO_CODE_HOME"],
+        "COLUMNS": "200",
+    }
+
+    async def cli(*args: str) -> str:
+        result = await asyncio.wait_for(asyncio.to_thread(CliRunner().invoke, app, list(args), env=env), WAIT)
+        assert result.exit_code == 0, result.output
+        return result.stderr
+
+    warning = "warning: no quality commands are configured"
+    assert warning not in await cli("prd", "new", str(system.root), "checked", "--json")
+    with prd_settings(quality_commands=[]):
+        assert warning in await cli("prd", "new", str(system.root), "unchecked", "--json")
+        assert warning in await cli("prd", "run", str(system.root), "unchecked", "--worktree", "--detach")
+        await system.events.wait_state("unchecked", "completed")  # no story: nothing to do
 
 
 async def test_a_story_the_provider_does_not_report_done_is_tried_again(system: System) -> None:

@@ -16,6 +16,7 @@ from jidocode.services.prd.config import (
     NotifyHook,
     PrdConfig,
     config_warnings,
+    doctor_check,
     load_config,
     load_config_report,
 )
@@ -175,3 +176,21 @@ def test_no_quality_commands_is_a_warning() -> None:
     [warning] = config_warnings(LoadedConfig(config=PrdConfig()))
     assert "no quality commands are configured" in warning
     assert config_warnings(LoadedConfig(config=PrdConfig(quality_commands=["pytest -q"]))) == []
+
+
+def test_the_doctor_line_warns_without_quality_commands_and_on_a_bad_layer(tmp_path: Path) -> None:
+    root, home = _layers(tmp_path, trusted=True)
+    settings = home / "settings.json"
+    env = {"JIDO_CODE_HOME": str(home), "XDG_CONFIG_HOME": str(tmp_path / "xdg")}
+    with pytest.MonkeyPatch.context() as mp:
+        for key, value in env.items():
+            mp.setenv(key, value)
+        line = doctor_check(str(root))
+        assert line["name"] == "prd" and line["status"] == "warn"
+        assert "no quality commands" in line["detail"] and "quality_commands" in line["fix"]
+        settings.write_text(json.dumps({"prd": {"quality_commands": ["pytest -q"]}}))
+        line = doctor_check(str(root))
+        assert line["status"] == "ok" and line["detail"].startswith("1 quality command(s) from ")
+        settings.write_text(json.dumps({"prd": {"max_iterations": 0}}))
+        line = doctor_check(str(root))
+        assert line["status"] == "warn" and "prd.max_iterations" in line["detail"]
