@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import sys
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,6 +31,7 @@ from jidocode.shared.clients import EngineClient
 from jidocode.shared.config import Config
 from jidocode.shared.natsserver import NatsServer
 from jidocode.shared.trust import trust_project
+from tests.e2e.test_first_chat import Terminal
 from tests.helpers import wait_for_services
 
 from .helpers import WAIT, git_repo
@@ -64,12 +66,15 @@ class Model:
     answers: dict[str, str] = field(default_factory=dict)
     bodies: list[dict[str, Any]] = field(default_factory=list)
 
+    #: Seconds between streamed chunks, by PRD name (default none).
+    slow: dict[str, float] = field(default_factory=dict)
+
     def __call__(self, body: dict[str, Any]) -> Reply:
         self.bodies.append(body)
         prompt = json.dumps(body.get("messages") or [])
         for name, answer in self.answers.items():
             if f"named '{name}'" in prompt:
-                return Reply.answer(answer, chunk_chars=16)
+                return Reply.answer(answer, chunk_chars=16, chunk_delay_s=self.slow.get(name, 0.0))
         return Reply.error(500, "not a draft prompt")
 
 
@@ -78,6 +83,7 @@ class System:
     root: Path
     model: Model
     env: dict[str, str]
+    nats_url: str
 
     async def cli(self, *args: str, input: str | None = None) -> Result:
         runner = CliRunner()
@@ -115,7 +121,7 @@ async def system(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Syst
                 finally:
                     await bus.close()
                 env = {"NATS_URL": server.url, "JIDO_CODE_HOME": str(home), "COLUMNS": "200"}
-                yield System(root, model, env)
+                yield System(root, model, env, server.url)
             finally:
                 stop.set()
                 await asyncio.wait_for(task, 30)
@@ -165,8 +171,25 @@ async def test_a_malformed_or_declined_draft_writes_nothing(system: System, tmp_
     )
     assert not (system.root / ".daedalus/prds/broken").exists()
 
-    system.model.answers["declined"] = PRD_MD
-    result = await system.cli("prd", "draft", str(system.root), "declined", "A feature", input="n\n")
-    assert result.exit_code == 1, result.output
-    assert "create PRD declined from this draft?" in result.output and "nothing written" in result.output
+    # on a terminal: the text shows while the model still writes; declined, nothing is written
+    system.model.answers["declined"] = "Writing it now.\n\n" + PRD_MD
+    system.model.slow["declined"] = 0.1
+    env = {**os.environ, "NATS_URL": system.nats_url, "JIDO_CODE_HOME": system.env["JIDO_CODE_HOME"]}
+    argv = [
+        sys.executable,
+        "-m",
+        "jidocode.cli.main",
+        "prd",
+        "draft",
+        str(system.root),
+        "declined",
+        "A feature",
+    ]
+    term = Terminal(argv, {**env, "COLUMNS": "200", "TERM": "xterm-256color"})
+    at = await term.expect("Writing it now.")
+    assert "each card shows a badge" not in term.screen  # the end is not written yet
+    at = await term.expect("create PRD declined from this draft? [y/N]:", after=at)
+    term.type("n")
+    await term.expect("nothing written", after=at)
+    assert await term.close() == 1
     assert not (system.root / ".daedalus/prds/declined").exists()
