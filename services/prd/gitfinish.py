@@ -57,9 +57,16 @@ class FinishingRepo(GitRepo):
         return run.code == 0
 
     async def changed_paths(self, into: str, branch: str) -> list[str]:
-        """The paths ``branch`` changed since it left ``into`` (``git diff into...branch``)."""
+        """The paths ``branch`` changed since it left ``into`` (``git diff into...branch``; both
+        branch names, never read as a tag or a revision expression)."""
         run = await self._git(
-            "diff", "--name-only", "-z", "--no-renames", "--no-ext-diff", f"{into}...{branch}", "--"
+            "diff",
+            "--name-only",
+            "-z",
+            "--no-renames",
+            "--no-ext-diff",
+            f"refs/heads/{into}...refs/heads/{branch}",
+            "--",
         )
         return sorted({shown(p) for p in run.out.split(b"\0") if p})
 
@@ -67,7 +74,14 @@ class FinishingRepo(GitRepo):
         """The files a merge of ``branch`` into ``into`` would leave in conflict (none: ``[]``),
         found by a merge in memory: no file and no ref changes."""
         run = await self._git(
-            "merge-tree", "--write-tree", "--name-only", "--no-messages", "-z", into, branch, check=False
+            "merge-tree",
+            "--write-tree",
+            "--name-only",
+            "--no-messages",
+            "-z",
+            f"refs/heads/{into}",
+            f"refs/heads/{branch}",
+            check=False,
         )
         if run.code == 0:
             return []
