@@ -461,7 +461,7 @@ class RunningLoop:
             project_id=self.project_id,
             prd=self.name,
             state=info.state,
-            reason=info.error,
+            reason=info.error or ("every story passed" if info.state == "completed" else ""),
             story_id=info.story_id,
             branch=info.branch,
             work_dir=str(self.work_dir),

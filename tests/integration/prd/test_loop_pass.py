@@ -218,6 +218,7 @@ async def test_a_notify_webhook_gets_the_completed_loop_and_a_failing_one_is_an_
             notice = await got.wait("/done")
             await got.wait("/moved")
     assert notice["type"] == "prd.notice" and notice["state"] == "completed"
+    assert notice["reason"] == "every story passed"
     assert notice["prd"] == "told" and notice["project_id"] == system.project_id
     assert notice["branch"] == info.branch and notice["iterations"] == 1
     await system.events.wait(lambda: bool(system.events.of("told", "prd.error")))
