@@ -5,12 +5,14 @@ One turn edits two files and runs ``bash`` that makes, moves and deletes files; 
 recorded one checkpoint before the turn's first writing call, labelled with the user's message.
 The user then changes a file the turn wrote and adds one of their own: the diff names them as
 changed since by the user, a restore keeps them, and every other file is back byte for byte.
+Without a terminal the CLI restores only with ``--yes``; on a pseudo-terminal it asks.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -19,6 +21,7 @@ from jidocode.cli.dev.scripted_llm import Reply, call
 from jidocode.shared.clients import ToolsClient
 from tests.e2e import test_chat
 from tests.e2e.test_chat import System, _jidocode
+from tests.e2e.test_first_chat import Terminal
 
 #: The whole-system fixtures of ``test_chat`` (every service, the scripted LLM).
 system = test_chat.system
@@ -102,4 +105,14 @@ async def test_a_turn_is_restored_byte_for_byte_and_the_users_changes_are_kept(s
     code, out, err = await _jidocode(system, "checkpoints", "restore", str(project), checkpoint.id)
     assert code == 2 and "+ src/b.py" in out and "pass --yes" in err
     assert not (project / "src" / "b.py").exists()
+
+    # on a terminal it asks, and a yes restores (the user deleted b.py: only when told to overwrite)
+    env = {**os.environ, "NATS_URL": system.config.nats_url, "COLUMNS": "200"}
+    command = ["checkpoints", "restore", str(project), checkpoint.id, "--overwrite-user-changes"]
+    term = Terminal([sys.executable, "-m", "jidocode.cli.main", *command], env)
+    at = await term.expect("+ src/b.py  (changed since by the user)")
+    await term.expect("restore these files? [y/N]:", after=at)
+    term.type("y")
+    assert await term.close() == 0, term.screen
+    assert (project / "src" / "b.py").read_bytes() == before["src/b.py"]
     await client.close()
