@@ -276,7 +276,9 @@ class ProjectAgents:
         if isinstance(info, Response):
             return info
         card = build_public_card(str(request.base_url), info.project_id)
-        return JSONResponse(_card_json(card, request.headers.get(VERSION_HEADER, "")))
+        # A2A: the version is a header, or a query parameter of the same name
+        asked = request.headers.get(VERSION_HEADER) or request.query_params.get(VERSION_HEADER, "")
+        return JSONResponse(_card_json(card, asked))
 
     async def extended_card(self, project_id: str, base_url: str) -> AgentCard:
         """The full card of a project (``GetExtendedAgentCard``, only with the token): the project,

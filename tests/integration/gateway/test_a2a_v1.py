@@ -288,7 +288,10 @@ async def test_the_anonymous_stay_out_of_the_new_routes(a2a_system: A2ASystem) -
     async with httpx.AsyncClient(timeout=TURN_S) as anonymous:
         card = await anonymous.get(f"{a2a_system.agent_url}//.well-known/agent-card.json")
         rpc = await anonymous.post(f"{a2a_system.agent_url}/", json={"jsonrpc": "2.0", "id": 1})
+        # the version as a query parameter (A2A allows it for clients that cannot set headers)
+        by_query = await anonymous.get(f"{a2a_system.agent_url}/.well-known/agent-card.json?A2A-Version=1.0")
     assert (card.status_code, rpc.status_code) == (200, 401)  # the public card only (decision 0342)
+    assert "url" in card.json() and "url" not in by_query.json()  # the v0.3 fields only for v0.3 clients
 
 
 # -- the public card and the extended card (decision 0342) ------------------------------
