@@ -16,6 +16,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import jsonschema
 import pytest
 import pytest_asyncio
 
@@ -30,6 +31,7 @@ from jidocode.shared.bus import Bus
 from jidocode.shared.clients import EngineClient
 from jidocode.shared.config import Config
 from jidocode.shared.natsserver import NatsServer
+from jidocode.shared.tools.specs import WEB_FETCH
 from jidocode.shared.trust import trust_project
 from tests.helpers import wait_for_services
 from tests.integration.egress.support import Internet, internet, lan_address
@@ -117,6 +119,7 @@ async def test_web_fetch_returns_the_page_as_markdown_and_says_so_on_the_bus(sys
     assert result.data["url"] == url and result.data["status"] == 200
     assert "# Package index" in result.data["content"] and "**jidotest**" in result.data["content"]
     assert "<p>" not in result.data["content"]
+    jsonschema.Draft202012Validator(WEB_FETCH.output_model.model_json_schema()).validate(result.data)
     allowed = await system.signals.wait(
         lambda e: (
             e.type == "tool.network" and e.data["request_id"] == "f1" and e.data["outcome"] == "allowed"

@@ -258,7 +258,7 @@ async def test_catalog_is_policy_filtered(bus: Bus, runners: RunnerFactory, tmp_
     project = ProjectClient(bus, pid)
     specs = (await project.list_tools()).tools
     names = {s.name for s in specs}
-    assert names == {"read_file", "list_dir", "glob"}
+    assert names == {"read_file", "list_dir", "glob", "web_fetch"}  # web_fetch: asked when no rule names it
     assert all(s.input_schema and s.description for s in specs)
     every = (await project.list_tools(include_hidden=True)).tools
     assert {"bash", "write_file", "edit_file", "grep"} <= {s.name for s in every}

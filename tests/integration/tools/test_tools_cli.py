@@ -35,7 +35,14 @@ async def test_cli_list_and_run(stack: Config, runners: RunnerFactory, tmp_path:
 
     code, out, _ = await jidocode(stack, "tools", "list", str(tmp_path), "--json")
     assert code == 0
-    assert {s["name"] for s in json.loads(out)} == {"read_file", "list_dir", "glob", "grep", "bash"}
+    assert {s["name"] for s in json.loads(out)} == {
+        "read_file",
+        "list_dir",
+        "glob",
+        "grep",
+        "bash",
+        "web_fetch",
+    }
 
     code, out, _ = await jidocode(
         stack, "tools", "run", str(tmp_path), "read_file", "--args", '{"path": "README.md"}'

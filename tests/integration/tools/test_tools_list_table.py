@@ -35,10 +35,10 @@ async def test_list_prints_a_table_of_the_tools_and_the_hidden_ones_on_stderr(
     header = out.splitlines()[0].split()
     assert header == ["tool", "from", "access", "description"]
     rows = _rows(out)
-    assert set(rows) == {"read_file", "list_dir", "glob", "grep", "bash"}
+    assert set(rows) == {"read_file", "list_dir", "glob", "grep", "bash", "web_fetch"}
     assert rows["read_file"][1:3] == ["built-in", "reads"]
     assert rows["bash"][1] == "built-in" and rows["bash"][2].startswith("changes")
-    assert "2 of 7 tools hidden" in err and "write_file, edit_file" in err
+    assert "2 of 8 tools hidden" in err and "write_file, edit_file" in err
 
     code, out, err = await jidocode(stack, "tools", "list", str(tmp_path), "--all")
     assert code == 0, err
@@ -57,7 +57,7 @@ async def test_list_json_prints_the_specs_the_model_sees(
     code, out, err = await jidocode(stack, "tools", "list", str(tmp_path), "--json")
     assert code == 0, err
     specs = json.loads(out)
-    assert {s["name"] for s in specs} == {"read_file", "list_dir", "glob", "grep"}
+    assert {s["name"] for s in specs} == {"read_file", "list_dir", "glob", "grep", "web_fetch"}
     read = next(s for s in specs if s["name"] == "read_file")
     assert read["input_schema"]["properties"]["path"] and read["safety"]["read_only"] is True
 
