@@ -20,9 +20,19 @@ __all__ = ["MAX_HEAD", "REFUSED_HEADER", "Request", "answer", "origin_head", "pa
 REFUSED_HEADER: Final = "X-Jido-Egress"
 #: A request head longer than this is refused (the reader's limit).
 MAX_HEAD: Final = 64 * 1024
-#: Headers meant for the proxy itself or for one hop: never sent on to the origin.
+#: Headers meant for the proxy itself or for one hop: never sent on to the origin (``Host`` is
+#: written from the URL the decision was made on).
 _HOP: Final = frozenset(
-    {"proxy-authorization", "proxy-connection", "connection", "keep-alive", "te", "trailer", "upgrade"}
+    {
+        "proxy-authorization",
+        "proxy-connection",
+        "connection",
+        "keep-alive",
+        "te",
+        "trailer",
+        "upgrade",
+        "host",
+    }
 )
 _REASONS: Final = {
     400: "Bad Request",
@@ -109,7 +119,7 @@ def origin_head(request: Request) -> tuple[str, int, bytes] | str:
     path = url.path or "/"
     if url.query:
         path += "?" + url.query
-    lines = [f"{request.method} {path} {request.version}"]
+    lines = [f"{request.method} {path} {request.version}", f"Host: {url.netloc}"]
     lines += [f"{k}: {v}" for k, v in request.headers if k.lower() not in _HOP]
     lines.append("Connection: close")
     return where[0], where[1], ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")

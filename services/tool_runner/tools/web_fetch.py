@@ -77,7 +77,7 @@ def _as_text(body: bytes, content_type: str, encoding: str | None) -> str:
 async def _read(response: httpx.Response, limit: int) -> tuple[bytes, bool]:
     chunks: list[bytes] = []
     size = 0
-    async for chunk in response.aiter_raw():
+    async for chunk in response.aiter_bytes():
         chunks.append(chunk)
         size += len(chunk)
         if size >= limit:
@@ -123,7 +123,8 @@ async def _web_fetch(args: WebFetchInput, ctx: ToolContext) -> dict[str, Any]:
         raise FetchFailed("web_fetch runs only in a tool runner (it fetches through its egress proxy)")
     proxy = httpx.Proxy(ctx.egress.proxy_url())
     timeout = httpx.Timeout(ctx.timeout_s)
-    async with httpx.AsyncClient(proxy=proxy, timeout=timeout, trust_env=False) as client:
+    headers = {"Accept-Encoding": "identity"}  # the size cap counts what is read, not a bomb's expansion
+    async with httpx.AsyncClient(proxy=proxy, timeout=timeout, trust_env=False, headers=headers) as client:
         return await _fetch(client, args, ctx)
 
 
