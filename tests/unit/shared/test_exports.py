@@ -100,12 +100,14 @@ SURFACES = {
     },
     "runner": {
         "HOST_CWD",
+        "SPARE_ENV",
         "Serve",
         "configure_logging",
         "die_with_parent",
         "python_module_argv",
         "run_service",
         "tune_gc",
+        "wait_to_serve",
     },
     "service": {
         "Handler",
