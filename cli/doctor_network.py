@@ -51,7 +51,7 @@ async def _status_of(reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
 async def proxy_self_test(policy: Policy) -> str | None:
     """Start a proxy as the tool runner does and ask it twice; ``None`` when both answers are right,
     else what went wrong."""
-    from jidocode.services.tool_runner.egress import PROXY_USER, CallScope, EgressProxy
+    from jidocode.shared.egress import PROXY_USER, CallScope, EgressProxy
 
     try:
         proxy = await EgressProxy.start()

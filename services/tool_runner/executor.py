@@ -13,6 +13,7 @@ from typing import Any, Final
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from jidocode.shared.egress import Pass
 from jidocode.shared.errors import (
     InvalidInput,
     JidoError,
@@ -24,7 +25,6 @@ from jidocode.shared.errors import (
 from jidocode.shared.events.tools import ToolResult, ToolResultError
 from jidocode.shared.policy import Decision, Effect, Policy, authorize
 
-from .egress.scope import Pass
 from .tools import BUILTINS, DEFAULT_OUTPUT_CAP, DEFAULT_TIMEOUT_S, ToolContext
 
 __all__ = [

@@ -49,6 +49,7 @@ from functools import partial
 from typing import Any
 
 from jidocode.shared.bus import Bus
+from jidocode.shared.egress import EgressProxy
 from jidocode.shared.errors import JidoError, NotFound, PermissionDenied, RequestTimeout
 from jidocode.shared.events.tools import ToolResult
 from jidocode.shared.policy import Decision, authorize
@@ -58,7 +59,6 @@ from .approvals import ApprovalGate, refuse_denied
 from .call import Call, CallKey
 from .checkpoints.recorder import Checkpoints
 from .egress.calls import approved_hosts, call_scope, needs_egress
-from .egress.proxy import EgressProxy
 from .errors import CANCELLED, CallCancelled
 from .executor import Limits, check_args, error_result, result_limit, run_authorized
 from .forward import AssetTools

@@ -20,9 +20,9 @@ from urllib.parse import urlparse
 
 import pytest
 
-from jidocode.services.tool_runner.egress.scope import Pass
 from jidocode.services.tool_runner.executor import Limits, run_authorized
 from jidocode.shared import sandbox
+from jidocode.shared.egress import Pass
 from jidocode.shared.errors import PermissionDenied
 from jidocode.shared.natsserver import NatsServer
 from jidocode.shared.policy import Decision, Effect, Policy

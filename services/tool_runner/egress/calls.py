@@ -19,15 +19,20 @@ from jidocode.services.tool_runner.approvals import ApprovalGate
 from jidocode.services.tool_runner.call import Call
 from jidocode.shared.bus import Bus
 from jidocode.shared.config import Config
+from jidocode.shared.egress import (
+    HOSTS_ENV,
+    CallScope,
+    EgressProxy,
+    Resolver,
+    parse_hosts,
+    system_resolver,
+    table_resolver,
+)
 from jidocode.shared.events.tools import ToolNetwork
 from jidocode.shared.policy import Decision, Effect, Policy
 from jidocode.shared.policy.domains import normalize_host
 from jidocode.shared.policy.network import url_host
 from jidocode.shared.tools.specs import BUILTIN_BY_NAME
-
-from .proxy import EgressProxy
-from .resolver import HOSTS_ENV, Resolver, parse_hosts, system_resolver, table_resolver
-from .scope import CallScope
 
 __all__ = [
     "approved_hosts",

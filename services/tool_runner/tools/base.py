@@ -12,7 +12,7 @@ from jidocode.shared.sandbox import TRUNCATION_MARK, cap_text
 from jidocode.shared.tools import BuiltinSpec, ToolInput
 
 if TYPE_CHECKING:
-    from jidocode.services.tool_runner.egress.scope import Pass
+    from jidocode.shared.egress import Pass
 
 __all__ = [
     "DEFAULT_OUTPUT_CAP",

@@ -21,7 +21,7 @@ from urllib.parse import urljoin
 import html2text
 import httpx
 
-from jidocode.services.tool_runner.egress.wire import REFUSED_HEADER
+from jidocode.shared.egress import REFUSED_HEADER
 from jidocode.shared.errors import InvalidInput, JidoError, PermissionDenied
 from jidocode.shared.policy import Effect
 from jidocode.shared.policy.network import host_decision, url_host

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 import pytest
 import pytest_asyncio
 
-from jidocode.services.tool_runner.egress import PROXY_USER, CallScope, EgressProxy, Pass, table_resolver
+from jidocode.shared.egress import PROXY_USER, CallScope, EgressProxy, Pass, table_resolver
 from jidocode.shared.events.tools import ToolNetwork
 from jidocode.shared.policy import Policy
 from tests.integration.egress.support import Internet, internet, lan_address

@@ -6,8 +6,8 @@ import base64
 
 import pytest
 
-from jidocode.services.tool_runner.egress.wire import answer, origin_head, parse_head, split_authority
 from jidocode.services.tool_runner.tools.web_fetch import _as_text
+from jidocode.shared.egress._wire import answer, origin_head, parse_head, split_authority
 from jidocode.shared.errors import InvalidInput
 
 

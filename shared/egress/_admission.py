@@ -20,8 +20,8 @@ from jidocode.shared.policy import Effect
 from jidocode.shared.policy.domains import address_refusal, normalize_host
 from jidocode.shared.policy.network import allowed_entries, denied_entries, host_decision
 
-from .resolver import Resolver
-from .scope import CallScope
+from ._resolver import Resolver
+from ._scope import CallScope
 
 __all__ = ["Admission", "admit"]
 

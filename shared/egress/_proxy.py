@@ -3,11 +3,11 @@
 One :class:`EgressProxy` per replica listens on a unix socket (:attr:`~EgressProxy.unix_path`,
 which the bubblewrap sandbox bind-mounts and bridges to a loopback port inside) and on a
 loopback TCP port (:attr:`~EgressProxy.tcp_port`, the only one a Landlock sandbox may
-connect to). A call gets a :class:`~.scope.Pass` for as long as it runs (:meth:`EgressProxy.grant`);
+connect to). A call gets a :class:`~._scope.Pass` for as long as it runs (:meth:`EgressProxy.grant`);
 each connection names its pass by the token of its proxy URL.
 
 For each connection: the head is read (64 KiB at most, 30 s), the token looked up (407
-without a live one), the destination decided (:func:`~.admission.admit`), a ``tool.network``
+without a live one), the destination decided (:func:`~._admission.admit`), a ``tool.network``
 event published with the outcome, then the proxy connects to a checked address and relays
 bytes both ways; when an allowed connection closes, a second event gives the bytes moved. A
 pass closed at the call's end closes its connections.
@@ -28,10 +28,10 @@ from typing import Final, Literal
 from jidocode.shared.events.tools import ToolNetwork
 from jidocode.shared.policy import Decision
 
-from .admission import Admission, admit
-from .resolver import Resolver, system_resolver
-from .scope import CallScope, Pass
-from .wire import MAX_HEAD, Request, answer, origin_head, parse_head, split_authority
+from ._admission import Admission, admit
+from ._resolver import Resolver, system_resolver
+from ._scope import CallScope, Pass
+from ._wire import MAX_HEAD, Request, answer, origin_head, parse_head, split_authority
 
 __all__ = ["EgressProxy", "EventSink"]
 

@@ -1,0 +1,36 @@
+"""The egress proxy: the one way out of the sandbox to the network, under the project's rules.
+
+- :mod:`._proxy`: :class:`EgressProxy` (unix socket + loopback TCP port, one per replica)
+- :mod:`._scope`: :class:`CallScope` (whose connection it is) and :class:`Pass` (its token, URL, env)
+- :mod:`._admission`: :func:`admit`, the decision of one connection (rules, ask, addresses)
+- :mod:`._resolver`: the system resolver, and a table in front of it (``JIDO_EGRESS_HOSTS``)
+- :mod:`._wire`: request heads and the proxy's own answers
+
+``docs/network.md`` says what is allowed and why; the rules themselves are pure and live in
+:mod:`jidocode.shared.policy.domains` and :mod:`jidocode.shared.policy.network`.
+"""
+
+from __future__ import annotations
+
+from ._admission import Admission, admit
+from ._proxy import EgressProxy, EventSink
+from ._resolver import HOSTS_ENV, Resolver, parse_hosts, system_resolver, table_resolver
+from ._scope import PROXY_USER, Asker, CallScope, Pass
+from ._wire import REFUSED_HEADER
+
+__all__ = [
+    "HOSTS_ENV",
+    "PROXY_USER",
+    "REFUSED_HEADER",
+    "Admission",
+    "Asker",
+    "CallScope",
+    "EgressProxy",
+    "EventSink",
+    "Pass",
+    "Resolver",
+    "admit",
+    "parse_hosts",
+    "system_resolver",
+    "table_resolver",
+]
