@@ -29,6 +29,7 @@ from pathlib import Path
 
 from jidocode.shared.bus import Bus
 from jidocode.shared.config import Config
+from jidocode.shared.egress import LazyProxy
 from jidocode.shared.endpoints import endpoint
 from jidocode.shared.envelope import Envelope
 from jidocode.shared.errors import Conflict, InvalidInput, JidoError
@@ -53,6 +54,7 @@ from jidocode.shared.service import ServiceHost, ServiceLifecycle
 
 from . import files, ops
 from .config import PrdConfig, config_warnings, load_config, load_config_report
+from .egress import login_opener, login_proxy
 from .eventlog import ensure_stream
 from .finish import finish_prd
 from .loop import LoopManager, LoopSettings, ProviderResolver
@@ -69,15 +71,20 @@ log = logging.getLogger("jidocode.prd")
 SETTLE_S = 30.0
 
 
-def default_resolver(bus: Bus, config: Config) -> ProviderResolver:
-    """Providers from ``providers.registry`` (imported here, never by the loop)."""
+def default_resolver(bus: Bus, config: Config, egress: LazyProxy | None = None) -> ProviderResolver:
+    """Providers from ``providers.registry`` (imported here, never by the loop); ``egress``: the
+    proxy of the CLIs whose ``use_login`` is on (``None``: they get no network)."""
     from .providers.base import ProviderContext
     from .providers.registry import ProviderRegistry
 
     def resolve(key: str, project_id: str, prd_config: PrdConfig) -> Provider:
         registry = ProviderRegistry(prd_config.providers)
         context = ProviderContext(
-            bus=bus, project_id=project_id, jido_home=str(config.jido_home), default_model=prd_config.model
+            bus=bus,
+            project_id=project_id,
+            jido_home=str(config.jido_home),
+            default_model=prd_config.model,
+            egress=login_opener(egress, project_id, config),
         )
         provider: Provider = registry.resolve(key, context)
         return provider
@@ -135,6 +142,8 @@ async def serve(
         life.on_close(directory.close)
         await ensure_stream(bus)
         store = await LoopStore.open(bus)
+        logins = login_proxy(bus)  # started by the first CLI run with use_login
+        life.on_close(logins.close)
 
         async def root_of(project_id: str) -> Path:
             return Path((await directory.get(project_id)).root_path)
@@ -150,7 +159,7 @@ async def serve(
             bus,
             store,
             root_of=root_of,
-            resolve_provider=resolve_provider or default_resolver(bus, config),
+            resolve_provider=resolve_provider or default_resolver(bus, config, logins),
             config_of=config_of,
             warnings_of=warnings_of,
             settings=settings or LoopSettings.from_env(),

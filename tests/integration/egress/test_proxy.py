@@ -19,7 +19,15 @@ from dataclasses import dataclass, field
 import pytest
 import pytest_asyncio
 
-from jidocode.shared.egress import PROXY_USER, CallScope, EgressProxy, Pass, table_resolver
+from jidocode.shared.egress import (
+    PROXY_USER,
+    CallScope,
+    EgressProxy,
+    LazyProxy,
+    Pass,
+    domains_opener,
+    table_resolver,
+)
 from jidocode.shared.events.tools import ToolNetwork
 from jidocode.shared.policy import Policy
 from tests.integration.egress.support import Internet, internet, lan_address
@@ -168,3 +176,24 @@ async def test_the_unix_socket_serves_the_same_proxy(world: World) -> None:
     answer = await asyncio.wait_for(reader.read(), 30)
     writer.close()
     assert answer.startswith(b"HTTP/1.1 200") and b"hello pkg.test" in answer
+
+
+async def test_a_domains_pass_reaches_its_domains_only_and_deny_still_wins(world: World) -> None:
+    """What the PRD service gives a provider CLI with ``use_login``: its declared domains, no more."""
+    policy = Policy.build(world.policy.root, allowed_domains=[f"{LAN}/32"], denied_domains=["bad.test"])
+    names = {n: world.web.address for n in ("pkg.test", "bad.test", "other.test")}
+    lazy = LazyProxy(resolver=table_resolver(names))
+    opener = domains_opener(lazy, project_id="p1", policy=policy)
+    try:
+        async with opener("prd/codex", ("pkg.test", "bad.test")) as egress:
+            assert egress.proxy_url.startswith("http://jido:") and egress.port == (await lazy.get()).tcp_port
+            for host, status in (("pkg.test", "200"), ("other.test", "403"), ("bad.test", "403")):
+                url = world.web.url(host, "/plain")
+                proc = await asyncio.create_subprocess_exec(
+                    "curl", "-sS", "-m", "30", "-w", "%{http_code}", "-x", egress.url, url,
+                    stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
+                )  # fmt: skip
+                out, _ = await asyncio.wait_for(proc.communicate(), 60)
+                assert out.decode().endswith(status), (host, out)
+    finally:
+        await lazy.close()

@@ -1,0 +1,79 @@
+"""A proxy started on first use, and the passes of one process that may reach only named domains.
+
+A service other than the tool runner (the PRD service, which launches the provider CLIs) rarely
+needs a proxy: :class:`LazyProxy` starts one the first time a pass is asked for and closes it
+with the service. :func:`domains_opener` is what such a process gets: an async context giving
+the sandbox's :class:`~jidocode.shared.sandbox.Egress` of a pass that allows ``domains`` (a
+provider CLI's API and login hosts) and nothing else, with the user's denied entries still
+winning, for as long as the process runs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Callable, Iterable
+from contextlib import AbstractAsyncContextManager
+
+from jidocode.shared.policy import Policy
+from jidocode.shared.policy.domains import parse_domain_pattern
+from jidocode.shared.sandbox import Egress
+
+from ._proxy import EgressProxy, EventSink, _no_sink
+from ._resolver import Resolver, system_resolver
+from ._scope import CallScope
+
+__all__ = ["DomainsOpener", "LazyProxy", "domains_opener"]
+
+#: ``(name, domains) -> async context of an Egress``: a pass that lets one process reach ``domains``.
+DomainsOpener = Callable[[str, tuple[str, ...]], AbstractAsyncContextManager[Egress]]
+
+
+class LazyProxy:
+    """An :class:`EgressProxy` started by the first :meth:`get` (concurrent callers share it)."""
+
+    def __init__(
+        self,
+        *,
+        resolver: Resolver = system_resolver,
+        runtime: Iterable[tuple[str, int]] = (),
+        on_event: EventSink = _no_sink,
+    ) -> None:
+        self._resolver = resolver
+        self._runtime = tuple(runtime)
+        self._on_event = on_event
+        self._proxy: EgressProxy | None = None
+        self._lock = asyncio.Lock()
+
+    async def get(self) -> EgressProxy:
+        async with self._lock:
+            if self._proxy is None:
+                self._proxy = await EgressProxy.start(
+                    resolver=self._resolver, runtime=self._runtime, on_event=self._on_event
+                )
+            return self._proxy
+
+    async def close(self) -> None:
+        async with self._lock:
+            if self._proxy is not None:
+                await self._proxy.close()
+                self._proxy = None
+
+
+def domains_opener(proxy: LazyProxy, *, project_id: str, policy: Policy) -> DomainsOpener:
+    """Passes of ``proxy`` for ``project_id``'s processes: each allows its ``domains`` on top of
+    ``policy`` (whose denied entries and deny rules still win); ``name`` names it in the events."""
+
+    @contextlib.asynccontextmanager
+    async def open_pass(name: str, domains: tuple[str, ...]) -> AsyncIterator[Egress]:
+        running = await proxy.get()
+        scope = CallScope(
+            project_id=project_id,
+            request_id=name,
+            policy=policy,
+            extra_allowed=tuple(parse_domain_pattern(d) for d in domains),
+        )
+        async with running.grant(scope) as issued:
+            yield Egress(socket=issued.unix_path, port=issued.tcp_port, proxy_url=issued.proxy_url())
+
+    return open_pass
