@@ -1,8 +1,8 @@
 """The gateway's ASGI application: auth, health, login, the JSON API, SSE, console and A2A.
 
 :func:`create_app` assembles it over a :class:`~.context.GatewayContext` and the port the
-gateway listens on; every route but ``GET /healthz`` and ``GET /login`` needs the token
-(:mod:`.auth`), a state change with only the cookie must be a same-origin JSON request, and
+gateway listens on; every route but ``GET /healthz``, ``GET /login`` and the A2A agents' public
+cards needs the token (:mod:`.auth`, decision 0342), a state change with only the cookie must be a same-origin JSON request, and
 MCP over HTTP a ``Host`` and ``Origin`` of this gateway (:mod:`.origin`).
 """
 
