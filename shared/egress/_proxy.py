@@ -22,7 +22,7 @@ import os
 import secrets
 import tempfile
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Final, Literal
 
 from jidocode.shared.events.tools import ToolNetwork
@@ -282,16 +282,7 @@ def _asking(live: _Live, scope: CallScope) -> CallScope:
             log.warning("could not ask about %s", host, exc_info=True)
             return False
 
-    return CallScope(
-        project_id=scope.project_id,
-        request_id=scope.request_id,
-        policy=scope.policy,
-        conversation_id=scope.conversation_id,
-        ask=once,
-        extra_allowed=scope.extra_allowed,
-        approved_hosts=scope.approved_hosts,
-        ext=scope.ext,
-    )
+    return replace(scope, ask=once)
 
 
 async def _refuse(writer: asyncio.StreamWriter, status: int, text: str, *, auth: bool = False) -> None:
