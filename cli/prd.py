@@ -578,7 +578,7 @@ def _require_name(name: str) -> None:
 @app.command()
 def tui(
     project_dir: str = PROJECT_DIR,
-    name: str = typer.Argument("", help="the PRD (default: the running one, or the only one)"),
+    name: str = typer.Argument("", help="the PRD (default: the only one, else a picker)"),
 ) -> None:
     """A terminal UI: the stories, the running iteration's stream and checks; p pause, r resume,
     s stop, q quit."""
