@@ -42,6 +42,7 @@ SANDBOX_DEPENDENT: Final = frozenset(
         "tests/integration/conversation/test_tools_bridge.py",
         "tests/integration/egress/test_web_fetch_system.py::test_a_programs_connection_under_an_ask_rule_asks_through_the_sdk",
         "tests/integration/mcp/test_prd_tools.py",
+        "tests/integration/mcp/test_rewind_tools.py",
         "tests/integration/prd/test_finish.py",
         "tests/integration/rewind/test_rewind.py",
         "tests/integration/tools/test_mcp_servers_bus.py",

@@ -11,7 +11,8 @@ What it serves (the SDK speaks the protocol; nothing here is protocol code):
 * ``tools/list``: the project's policy-filtered catalogue (``ProjectClient.list_tools``),
   input and output schemas and safety annotations, plus ``chat`` and ``cancel``, and the PRD
   tools the policy lets through (``prd_list``, ``prd_status``, ``prd_run``, ``prd_pause``:
-  ``prd_tools.py``).
+  ``prd_tools.py``), and the rewind tools it lets through (``checkpoints_list``,
+  ``checkpoints_diff``, ``rewind``: ``rewind_tools.py``).
 * ``tools/call``: ``ToolsClient.run``, the tool runner's one path with the policy, the
   sandbox and the quotas of any call; ``tool.*`` events on the bus as for any call. An
   ``ask`` becomes an elicitation when the client supports it (a server-to-client request
@@ -77,6 +78,7 @@ from .mapping import (
     tool_to_mcp,
 )
 from .prd_tools import PRD_TOOL_NAMES, Asker, PrdTools, elicit_asker
+from .rewind_tools import REWIND_TOOL_NAMES, RewindTools
 from .subscriptions import SkillSubscriptions
 
 __all__ = ["DEFAULT_CALL_TIMEOUT_S", "SERVER_NAME", "build_server"]
@@ -136,6 +138,7 @@ class _ProjectMcp:
         self.log_levels = LogLevels()
         self.subscriptions = SkillSubscriptions(bus, project_id, self.assets)
         self.prd_tools = PrdTools(PrdClient(bus, project_id, timeout=REQUEST_TIMEOUT_S), self.project)
+        self.rewind_tools = RewindTools(bus, project_id, self.prd_tools)
         self._info: ProjectInfo | None = None
         self._stopping: set[asyncio.Future[None]] = set()
 
@@ -150,7 +153,7 @@ class _ProjectMcp:
         self, ctx: Ctx, params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
         catalog = await self.project.list_tools()
-        own = {CHAT_TOOL.name, CANCEL_TOOL.name, *PRD_TOOL_NAMES}
+        own = {CHAT_TOOL.name, CANCEL_TOOL.name, *PRD_TOOL_NAMES, *REWIND_TOOL_NAMES}
         shadowed = [t.name for t in catalog.tools if t.name in own]
         if shadowed:
             log.warning(
@@ -158,7 +161,8 @@ class _ProjectMcp:
             )
         tools = [tool_to_mcp(spec) for spec in catalog.tools if spec.name not in own]
         prd_tools = await self.prd_tools.exposed()
-        return types.ListToolsResult(tools=[*tools, CHAT_TOOL, CANCEL_TOOL, *prd_tools])
+        rewind_tools = await self.rewind_tools.exposed()
+        return types.ListToolsResult(tools=[*tools, CHAT_TOOL, CANCEL_TOOL, *prd_tools, *rewind_tools])
 
     async def call_tool(
         self, ctx: Ctx, params: types.CallToolRequestParams
@@ -167,6 +171,8 @@ class _ProjectMcp:
             return await self._chat(ctx, params)
         if params.name in PRD_TOOL_NAMES:
             return await self.prd_tools.call(params.name, params.arguments, _back_channel_asker(ctx))
+        if params.name in REWIND_TOOL_NAMES:
+            return await self.rewind_tools.call(params.name, params.arguments, _back_channel_asker(ctx))
         if params.name == CANCEL_TOOL.name:
             cancel = parse_args(CancelArgs, params.name, params.arguments)
             return (
@@ -494,7 +500,8 @@ def build_server(bus: Bus, project_id: str, *, call_timeout_s: float = DEFAULT_C
         instructions=(
             "The tools of one JidoCode project, run under its policy and sandbox; `chat` talks to "
             "the project's assistant, `cancel` stops a turn, `prd_*` list, follow, start and pause its PRD "
-            "loops. Skills are resources, slash commands prompts."
+            "loops, `rewind` goes back before a message (files, conversation or both; `confirm` does it). "
+            "Skills are resources, slash commands prompts."
         ),
         lifespan=lifespan,
         on_list_tools=state.list_tools,
