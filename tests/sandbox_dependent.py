@@ -41,6 +41,7 @@ SANDBOX_DEPENDENT: Final = frozenset(
         "tests/integration/conversation/test_subagents.py::test_cancel_of_the_parent_cancels_the_child_and_its_bash",
         "tests/integration/conversation/test_tools_bridge.py",
         "tests/integration/egress/test_web_fetch_system.py::test_a_programs_connection_under_an_ask_rule_asks_through_the_sdk",
+        "tests/integration/gateway/test_console_rewind.py",
         "tests/integration/mcp/test_prd_tools.py",
         "tests/integration/mcp/test_rewind_tools.py",
         "tests/integration/prd/test_finish.py",

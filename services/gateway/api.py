@@ -19,6 +19,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from jidocode.client import RewindOutcome
+from jidocode.client._rewind import rewind as rewind_before
 from jidocode.shared.cost import cost_text, total_cost
 from jidocode.shared.errors import InvalidInput, JidoError
 from jidocode.shared.events.assets import AssetItems, AssetType
@@ -47,6 +49,7 @@ __all__ = [
     "ApprovalBody",
     "CancelBody",
     "MessageBody",
+    "RestoreBody",
     "RunPrdBody",
     "StartConversationBody",
     "StartProjectBody",
@@ -81,6 +84,15 @@ class CancelBody(_Body):
 class RewindBody(_Body):
     #: A user message of the conversation (its timeline entry id), or a turn's id.
     message_id: str = Field(min_length=1, max_length=512, description="the user message to go back before")
+
+
+class RestoreBody(RewindBody):
+    """What to restore from before a user message once its files' diff was shown and confirmed."""
+
+    what: Literal["files", "both"] = Field(default="both", description="the files, or the conversation too")
+    overwrite_user_changes: bool = Field(
+        default=False, description="also restore the files somebody else than the agent changed since"
+    )
 
 
 class ApprovalBody(_Body):
@@ -279,6 +291,31 @@ async def rewind(request: Request, ctx: GatewayContext) -> RewindResult:
     return await ctx.conversations(_pid(request)).rewind(_cid(request), body.message_id)
 
 
+async def rewind_preview(request: Request, ctx: GatewayContext) -> RewindOutcome:
+    """What restoring the files from before a user message changes (its checkpoint's diff, the
+    files changed since by somebody else named); nothing is done (docs/rewind.md)."""
+    message_id = request.query_params.get("message_id", "")
+    if not message_id:
+        raise InvalidInput("message_id is required: the user message to go back before")
+    outcome = await rewind_before(ctx.conversations(_pid(request)), _cid(request), message_id, "files")
+    return outcome.model_copy(update={"done": False, "files": None})
+
+
+async def rewind_restore(request: Request, ctx: GatewayContext) -> RewindOutcome:
+    """Restore the files from before a user message (and rewind the conversation with ``both``):
+    the confirmation of a diff shown; the files changed since by somebody else are kept unless
+    ``overwrite_user_changes``."""
+    body = await read_body(request, RestoreBody)
+    return await rewind_before(
+        ctx.conversations(_pid(request)),
+        _cid(request),
+        body.message_id,
+        body.what,
+        confirm=True,
+        overwrite_user_changes=body.overwrite_user_changes,
+    )
+
+
 async def answer_approval(request: Request, ctx: GatewayContext) -> Accepted:
     body = await read_body(request, ApprovalBody)
     event = ApprovalResponse(
@@ -375,6 +412,22 @@ API_ROUTES: tuple[ApiRoute, ...] = (
     ApiRoute("POST", _C + "/cancel", cancel, "Cancel the running turn", Accepted, CancelBody, 202),
     ApiRoute("POST", _C + "/resume", resume, "Resume a cancelled conversation", Accepted, None, 202),
     ApiRoute("POST", _C + "/rewind", rewind, "Rewind to before a user message", RewindResult, RewindBody),
+    ApiRoute(
+        "GET",
+        _C + "/rewind/preview",
+        rewind_preview,
+        "What restoring the files from before a user message changes",
+        RewindOutcome,
+        query=("message_id",),
+    ),
+    ApiRoute(
+        "POST",
+        _C + "/rewind/restore",
+        rewind_restore,
+        "Restore the files (and the conversation) from before a user message",
+        RewindOutcome,
+        RestoreBody,
+    ),
     ApiRoute(
         "POST",
         _C + "/approvals/{request_id}",

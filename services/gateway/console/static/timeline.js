@@ -33,25 +33,92 @@
     return { node, body };
   }
 
-  /** A user message, with its button to rewind the conversation to before it (docs/rewind.md). */
+  /** A user message, with its button to rewind to before it: the files, the conversation or
+   * both (docs/rewind.md). */
   function userMessage(event) {
     const shown = message("user", event.data.text, event);
-    const button = el("button", { class: "rewind secondary", title: "rewind the conversation to before this message" }, "Rewind to here");
-    button.addEventListener("click", () => rewind(event.id, button));
-    shown.node.append(button);
+    const panel = el("div", { class: "rewind-panel", hidden: true });
+    const button = el("button", { class: "rewind secondary", title: "go back to before this message" }, "Rewind to here…");
+    button.addEventListener("click", () => rewindChoice(event.id, panel));
+    shown.node.append(button, panel);
     return shown;
   }
 
-  async function rewind(messageId, button) {
-    if (!window.confirm("Rewind the conversation to before this message? The model forgets it and what came after; the journal keeps everything. Files are not changed (use /rewind in jidocode chat for them).")) return;
-    button.disabled = true;
+  /** The choice: the conversation alone (asked at once), or the files (their diff first). */
+  function rewindChoice(messageId, panel) {
+    const choose = (label, what, title) =>
+      el("button", { class: "secondary", title, onclick: () => (what === "conversation" ? rewindConversation(messageId, panel) : rewindPreview(messageId, what, panel)) }, label);
+    panel.replaceChildren(
+      el("span", {}, "Rewind: "),
+      choose("Conversation", "conversation", "the model forgets this message and what came after"),
+      " ",
+      choose("Files", "files", "the files as they were before this message (the diff is shown first)"),
+      " ",
+      choose("Both", "both", "the files and the conversation (the diff is shown first)"),
+      " ",
+      el("button", { class: "secondary", onclick: () => (panel.hidden = true) }, "Close"),
+    );
+    panel.hidden = false;
+  }
+
+  async function rewindConversation(messageId, panel) {
+    if (!window.confirm("Rewind the conversation to before this message? The model forgets it and what came after; the journal keeps everything. Files are not changed.")) return;
+    await rewindCall(panel, async () => {
+      const done = await api("POST", `${base}/rewind`, { message_id: messageId });
+      panel.replaceChildren(el("span", {}, `conversation rewound (${done.dropped} context messages dropped)`));
+    });
+  }
+
+  /** The files' diff, each path as text; the user's own changes are listed and kept unless ticked. */
+  async function rewindPreview(messageId, what, panel) {
+    await rewindCall(panel, async () => {
+      const preview = await api("GET", `${base}/rewind/preview?message_id=${encodeURIComponent(messageId)}`);
+      const diff = preview.diff || { added: [], modified: [], deleted: [], changed_by_user: [] };
+      const mine = new Set(diff.changed_by_user);
+      const rows = [];
+      for (const [label, paths] of [["restore", diff.modified], ["bring back", diff.added], ["delete", diff.deleted]]) {
+        for (const path of paths) {
+          rows.push(el("li", { class: mine.has(path) ? "changed-by-user" : null }, `${label} `, el("code", {}, path), mine.has(path) ? " (changed since by you: kept)" : ""));
+        }
+      }
+      if (!rows.length && what === "files") {
+        panel.replaceChildren(el("span", {}, "no file to restore: no turn since this message changed files"));
+        return;
+      }
+      const overwrite = el("input", { type: "checkbox", class: "overwrite" });
+      const confirm = el("button", { class: "confirm" }, what === "both" ? "Restore and rewind" : "Restore the files");
+      confirm.addEventListener("click", () => rewindRestore(messageId, what, overwrite.checked, panel));
+      panel.replaceChildren(
+        el("div", {}, rows.length ? "Restoring the files changes:" : "No file to restore; the conversation is rewound."),
+        el("ul", { class: "rewind-diff" }, ...rows),
+        mine.size ? el("label", {}, overwrite, " overwrite the files changed since by you too") : "",
+        confirm,
+        " ",
+        el("button", { class: "secondary", onclick: () => (panel.hidden = true) }, "Cancel"),
+      );
+    });
+  }
+
+  async function rewindRestore(messageId, what, overwrite, panel) {
+    await rewindCall(panel, async () => {
+      const done = await api("POST", `${base}/rewind/restore`, { message_id: messageId, what, overwrite_user_changes: overwrite });
+      const files = done.files;
+      const lines = [];
+      if (files) lines.push(`files: ${files.restored.length} restored`);
+      if (files && files.kept.length) lines.push(`kept, changed since by you: ${files.kept.join(", ")}`);
+      if (done.conversation) lines.push(`conversation rewound (${done.conversation.dropped} context messages dropped)`);
+      panel.replaceChildren(...lines.map((line) => el("div", {}, line)));
+    });
+  }
+
+  /** Runs one step of the rewind; an error is shown in the panel. */
+  async function rewindCall(panel, step) {
+    for (const button of panel.querySelectorAll("button")) button.disabled = true;
     try {
-      await api("POST", `${base}/rewind`, { message_id: messageId });
-      Jido.report(composer, null);
+      await step();
     } catch (error) {
-      Jido.report(composer, error);
-    } finally {
-      button.disabled = false;
+      panel.append(el("div", { class: "error" }, error.message));
+      for (const button of panel.querySelectorAll("button")) button.disabled = false;
     }
   }
 
