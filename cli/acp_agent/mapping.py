@@ -83,6 +83,8 @@ def tool_kind(name: str) -> ToolKind:
     """The ACP kind of the tool ``name``: from a built-in's declaration, ``other`` for the rest."""
     if name in _SEARCH_TOOLS:
         return "search"
+    if name == "web_fetch":
+        return "fetch"
     spec = BUILTIN_BY_NAME.get(name)
     return _ACCESS_KIND.get(spec.access, "other") if spec is not None else "other"
 

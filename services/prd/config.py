@@ -53,6 +53,7 @@ __all__ = [
     "NotifyState",
     "PrdConfig",
     "ProviderSettings",
+    "PushSettings",
     "config_toml_path",
     "config_warnings",
     "doctor_check",
@@ -71,6 +72,7 @@ PROTECTED_KEYS: Final = (
     "providers.<key>.env",
     "allow_destructive_git",
     "notify",
+    "push",
 )
 MAX_TIMEOUT_S: Final = 24 * 3600.0
 _KEY = r"^[A-Za-z0-9_\-]{1,64}$"
@@ -135,6 +137,21 @@ class NotifyHook(BaseModel):
         return self
 
 
+HostName = Annotated[str, StringConstraints(pattern=r"^[a-z0-9]([a-z0-9.-]{0,251}[a-z0-9])?$")]
+
+
+class PushSettings(BaseModel):
+    """How ``prd finish --push`` reaches a network remote (``push``); from the user's layers only."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    #: Host -> the name of the PRD service's environment variable holding the token sent to that
+    #: host (and no other) as ``Authorization: Basic`` (docs/prd.md, decision 0343).
+    tokens: dict[HostName, EnvName] = Field(default_factory=dict, max_length=64)
+    #: Hosts a push may reach over plain ``http://`` (unencrypted); others are refused.
+    plain_http: list[HostName] = Field(default_factory=list, max_length=64)
+
+
 class PrdConfig(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -161,6 +178,8 @@ class PrdConfig(BaseModel):
     #: Destructive git actions (removing a worktree with changes, deleting a branch) allowed.
     allow_destructive_git: bool = False
     providers: dict[ProviderKey, ProviderSettings] = Field(default_factory=dict, max_length=32)
+    #: A push to a network remote: its tokens and plain-http hosts (your own layers only).
+    push: PushSettings = PushSettings()
 
 
 class LoadedConfig(BaseModel):
@@ -199,6 +218,10 @@ class _NotifyLayer(NotifyHook):
     model_config = _STRICT
 
 
+class _PushLayer(PushSettings):
+    model_config = _STRICT
+
+
 class _Layer(PrdConfig):
     """The keys of ``config.toml`` and of the ``prd`` settings key: :class:`PrdConfig`'s, strict,
     with ``retry.retry_delays`` in seconds as the seed spells it."""
@@ -208,6 +231,7 @@ class _Layer(PrdConfig):
     retry: _RetryLayer = _RetryLayer()  # type: ignore[assignment]
     providers: dict[ProviderKey, _ProviderLayer] = Field(default_factory=dict, max_length=32)  # type: ignore[assignment]
     notify: list[_NotifyLayer] = Field(default_factory=list, max_length=16)  # type: ignore[assignment]
+    push: _PushLayer = _PushLayer()
 
 
 def _dotted(loc: tuple[int | str, ...]) -> str:
@@ -330,6 +354,18 @@ def _without_use_login(layer: dict[str, Any], path: Path, ignored: list[str]) ->
     return {**layer, "providers": kept}
 
 
+def _without_push(layer: dict[str, Any], path: Path, ignored: list[str]) -> dict[str, Any]:
+    """A project layer without ``push`` (named in ``ignored``): a project never says which host
+    gets a token of the service's environment, nor that a push may go unencrypted."""
+    if "push" not in layer:
+        return layer
+    ignored.append(
+        f"{path}: prd.push: ignored, only your own settings (~/.config/daedalus/config.toml or the "
+        "global settings.json) say where a push may send a token or go over plain http"
+    )
+    return {k: v for k, v in layer.items() if k != "push"}
+
+
 def load_config_report(
     root: str | None, *, env: Mapping[str, str] | None = None, jido_home: str | None = None
 ) -> LoadedConfig:
@@ -365,7 +401,7 @@ def load_config_report(
             )
             continue
         if index > 0:
-            layer = _without_use_login(layer, path, ignored)
+            layer = _without_push(_without_use_login(layer, path, ignored), path, ignored)
         merged = deep_merge(merged, layer)
     return LoadedConfig(config=_to_config(merged), files=files, ignored=ignored, trusted=trusted)
 
@@ -434,4 +470,7 @@ DOCUMENTED_KEYS: Final[tuple[str, ...]] = (
     "providers.<key>.env",
     "providers.<key>.timeout_s",
     "providers.<key>.use_login",
+    "push",
+    "push.tokens",
+    "push.plain_http",
 )

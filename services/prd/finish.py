@@ -5,7 +5,8 @@ The steps, each refusing before anything changes when it can::
 
     1. which branches: the loop's ``branch`` into ``FinishPrd.into``, else the loop's
        ``base_branch`` (recorded when it started), else, for a worktree loop, the root's branch;
-    2. where a push goes (``--push``): the remote's URL, a local bare repository only;
+    2. where a push goes (``--push``): the remote's URL, a local bare repository, or an HTTP
+       remote the egress rules let the push reach (:mod:`.gitpush`, decision 0343);
     3. the checks, on refs only: the worktree is clean; the root is clean outside ``.daedalus/``;
        the branch changes no protected path (``.jido``, ``.github/workflows`` …: a merge would
        write them into the user's checkout, as a checkout would); the merge has no conflict
@@ -30,13 +31,16 @@ from typing import Final, Literal
 from urllib.parse import unquote, urlsplit
 
 from jidocode.shared import sandbox
+from jidocode.shared.egress import CallScope
 from jidocode.shared.errors import Conflict, InvalidInput, NotFound, PermissionDenied
 from jidocode.shared.events.prd import FinishPrd, LoopInfo, PrdFinished
 from jidocode.shared.nofollow import open_dir, open_read, replace_bytes
 
 from . import files
 from .config import PrdConfig
+from .egress import PushNetwork
 from .gitfinish import FinishingRepo
+from .gitpush import NetworkRemote, auth_header, is_network, network_remote
 from .gitrun import protected_changes
 from .gittext import SUBJECT_MAX, one_line, shown_list
 from .model import Prd
@@ -44,6 +48,7 @@ from .store import LoopRecord
 
 __all__ = [
     "Finish",
+    "PushTarget",
     "finish_prd",
     "merge_into",
     "merge_message",
@@ -65,6 +70,19 @@ _HELD: Final = frozenset({"ready", "running", "paused"})
 DAEDALUS: Final = ".daedalus/"
 #: The largest untracked file of ``.daedalus/`` set aside for a merge (``progress.md`` rotates at 2 MiB).
 MAX_SET_ASIDE_BYTES: Final = 8 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class PushTarget:
+    """Where ``--push`` goes: the remote's name and URL, and either the local bare repository's
+    path or the HTTP remote with its pass's scope and its token's header (``""``: none)."""
+
+    remote: str
+    url: str
+    bare: str = ""
+    network: NetworkRemote | None = None
+    scope: CallScope | None = None
+    header: str = ""
 
 
 @dataclass(frozen=True)
@@ -157,9 +175,11 @@ async def finish_prd(
     config: PrdConfig,
     *,
     others: Iterable[LoopInfo] = (),
+    network: PushNetwork | None = None,
 ) -> PrdFinished:
     """Finish PRD ``cmd.name`` of the project at ``root`` (the module's steps); ``others``: the
-    loops of the project's other PRDs (one holding the root is ``Conflict``)."""
+    loops of the project's other PRDs (one holding the root is ``Conflict``); ``network``: how a
+    push reaches an HTTP remote (``None``: such a remote is refused)."""
     root_in_use(others, root)
     if record is None:
         raise NotFound(f"PRD {cmd.name!r} never ran: it has no branch to finish", details={"prd": cmd.name})
@@ -171,15 +191,15 @@ async def finish_prd(
         )
     repo = FinishingRepo(str(root), allow_destructive=config.allow_destructive_git)
     job = await _what(repo, root, cmd, record)
-    target = await _push_target(repo, cmd, job.into) if cmd.push else None
+    target = await _push_target(repo, cmd, job.into, config, network, project_id) if cmd.push else None
     await _check(repo, job)
     merge, commit = await _merge(repo, prd, job)
     if job.worktree:
         await repo.remove_worktree(job.worktree)
     pushed_to = remote_url = ""
     if target is not None:
-        pushed_to, remote_url, bare = target
-        await repo.push_to_path(bare, job.into)
+        pushed_to, remote_url = target.remote, target.url
+        await _push(repo, target, job.into, network)
         await repo.note_pushed(pushed_to, job.into, commit)
     return PrdFinished(
         project_id=project_id,
@@ -206,11 +226,35 @@ async def _what(repo: FinishingRepo, root: Path, cmd: FinishPrd, record: LoopRec
     return Finish(branch=branch, into=into, worktree=str(worktree) if on_worktree else "")
 
 
-async def _push_target(repo: FinishingRepo, cmd: FinishPrd, into: str) -> tuple[str, str, str]:
-    """``(remote, url, bare path)`` of the push, refused before anything changes."""
+async def _push_target(
+    repo: FinishingRepo,
+    cmd: FinishPrd,
+    into: str,
+    config: PrdConfig,
+    network: PushNetwork | None,
+    project_id: str,
+) -> PushTarget:
+    """Where the push goes, refused before anything changes (an HTTP remote: by the egress
+    rules, the repository's transport settings and a token's variable too)."""
     remote = validate_remote(cmd.remote or await repo.config_value(f"branch.{into}.remote") or "origin")
     url = await repo.remote_url(remote)
-    return remote, url, remote_path(url, repo.root)
+    if not is_network(url) or network is None:
+        return PushTarget(remote=remote, url=url, bare=remote_path(url, repo.root))
+    http = network_remote(url, config.push)
+    header = auth_header(http, network.env)
+    await repo.refuse_steering(http)
+    scope = await network.scope(project_id, cmd.name, http)
+    return PushTarget(remote=remote, url=url, network=http, scope=scope, header=header)
+
+
+async def _push(repo: FinishingRepo, target: PushTarget, branch: str, network: PushNetwork | None) -> None:
+    """Bring ``branch`` to the target: a fetch into the local bare repository, or ``git push``
+    through a pass of the egress proxy."""
+    if target.network is None or target.scope is None or network is None:
+        await repo.push_to_path(target.bare, branch)
+        return
+    async with network.egress(target.scope) as egress:
+        await repo.push_over_http(target.network, branch, egress, target.header)
 
 
 async def _check(repo: FinishingRepo, job: Finish) -> None:

@@ -13,6 +13,10 @@ the one writable place there, and the project is visible read-only: the remote *
 branch from the project (``git --git-dir=<remote> fetch <root> refs/heads/b:refs/heads/b``),
 refusing a non-fast-forward as a push would; only that command may use the local transport
 (``protocol.file.allow`` is pinned back to ``always`` for it alone).
+
+A push to an HTTP remote (decision 0343, :mod:`.gitpush`) is ``git push <url>`` in the
+project root's sandbox with the egress proxy as its only way out, the one transport it uses
+allowed, and a token's header read from standard input (never argv, never a file).
 """
 
 from __future__ import annotations
@@ -20,11 +24,13 @@ from __future__ import annotations
 import os
 from typing import Final
 
-from jidocode.shared.errors import Conflict, InvalidInput, NotFound, RequestTimeout
+from jidocode.shared import sandbox
+from jidocode.shared.errors import Conflict, InvalidInput, NotFound, PermissionDenied, RequestTimeout
 
 from .git import STDERR_CAP, GitError, GitRepo
+from .gitpush import NetworkRemote, push_pins, steering_keys
 from .gitrun import GitRun, git_argv, run_git
-from .gittext import shown
+from .gittext import shown, shown_list
 
 __all__ = ["FinishingRepo"]
 
@@ -181,6 +187,71 @@ class FinishingRepo(GitRepo):
         raise GitError(
             f"the push of {branch!r} to {bare} failed (exit {run.code}): {run.err or '(no message)'}",
             details={"command": ["fetch", bare], "exit_code": run.code, "stderr": run.err},
+        )
+
+    async def refuse_steering(self, remote: NetworkRemote) -> None:
+        """``PermissionDenied`` naming the keys when the repository's configuration (includes
+        followed) would steer a push to ``remote`` (:func:`~.gitpush.steering_keys`)."""
+        listing = await self._git("config", "--list", "--name-only", "-z", check=False)
+        keys = steering_keys(listing.out) if listing.code == 0 else []
+        if keys:
+            raise PermissionDenied(
+                f"the repository's configuration sets {shown_list(keys)}: finish does not push to "
+                f"{remote.host} with transport settings of the project (remove them, or push yourself)",
+                details={"host": remote.host, "keys": keys[:20]},
+            )
+
+    async def push_over_http(
+        self, remote: NetworkRemote, branch: str, egress: sandbox.Egress, header: str
+    ) -> None:
+        """``git push <url> refs/heads/b:refs/heads/b`` through ``egress`` (the pass's proxy);
+        ``header`` (an ``Authorization`` line, or ``""``) scoped to the remote's URL and read
+        from standard input. ``Conflict`` when the remote has commits the branch lacks."""
+        ref = f"refs/heads/{branch}"
+        secret_key = f"http.{remote.base}.extraHeader" if header else ""
+        fixed = {"GIT_CEILING_DIRECTORIES": os.path.dirname(self.root)}
+        args = (
+            "push",
+            "--quiet",
+            "--no-verify",
+            "--no-signed",
+            "--no-recurse-submodules",
+            remote.url,
+            f"{ref}:{ref}",
+        )
+        pins = (*await self._pinned(), *push_pins(remote, egress.url))
+        argv = git_argv(args, pins=pins, env=fixed, secret_key=secret_key)
+        try:
+            run = await run_git(
+                argv,
+                root=self.root,
+                cwd=self.root,
+                stdin=(header + "\n").encode() if header else None,
+                timeout_s=self.timeout_s,
+                source_env=self._source_env,
+                jido_home=self.jido_home,
+                data_dir=self.data_dir,
+                egress=egress,
+            )
+        except RequestTimeout:
+            raise RequestTimeout(
+                f"git push to {remote.host} did not finish within {self.timeout_s:g} s (stopped)",
+                details={"command": ["push", remote.host]},
+            ) from None
+        except OSError as exc:
+            raise GitError(f"git push could not start: {exc}", details={"command": ["push"]}) from None
+        if run.code == 0:
+            return
+        err = run.err if len(run.err) <= STDERR_CAP else run.err[:STDERR_CAP] + " […]"
+        if any(marker in err for marker in _REJECTED):
+            raise Conflict(
+                f"the remote {remote.url} has commits on {branch!r} that the project's {branch!r} lacks: "
+                "bring them in first (git pull), then finish again",
+                details={"remote": remote.url, "branch": branch},
+            )
+        raise GitError(
+            f"the push of {branch!r} to {remote.url} failed (exit {run.code}): {err or '(no message)'}",
+            details={"command": ["push", remote.host], "exit_code": run.code, "stderr": err},
         )
 
     async def _in_remote(self, bare: str, args: tuple[str, ...]) -> GitRun:

@@ -42,6 +42,7 @@ __all__ = [
     "DRIVER_KEYS",
     "ENV_PROGRAM",
     "LOOP_PINS",
+    "SHELL",
     "GitRun",
     "driver_pins",
     "git_argv",
@@ -52,6 +53,8 @@ __all__ = [
 #: The program that sets the variables inside the sandbox (an absolute path: the Landlock
 #: launcher execs it without a ``PATH`` search).
 ENV_PROGRAM: Final = "/usr/bin/env"
+#: The shell that reads a secret pin's value from standard input (:func:`git_argv`'s ``secret_key``).
+SHELL: Final = "/bin/sh"
 #: Pins of the loop's own git on top of :data:`~jidocode.shared.sandbox.GIT_PINS` (those reach
 #: every sandboxed command; these would change what a model's own ``git`` shows).
 LOOP_PINS: Final[tuple[tuple[str, str], ...]] = (
@@ -128,23 +131,37 @@ def driver_pins(listing: bytes) -> tuple[tuple[str, str], ...]:
 
 
 def git_argv(
-    args: Sequence[str], *, pins: Iterable[tuple[str, str]], env: Mapping[str, str] = {}
+    args: Sequence[str],
+    *,
+    pins: Iterable[tuple[str, str]],
+    env: Mapping[str, str] = {},
+    secret_key: str = "",
 ) -> list[str]:
     """``/usr/bin/env <fixed> <pins as GIT_CONFIG_*> <env> git --no-pager <args>`` (pure).
 
     The pins travel as ``GIT_CONFIG_KEY_<n>``/``GIT_CONFIG_VALUE_<n>`` (git's command layer): a
     key and its value apart, so a driver named with ``=`` is pinned too (``-c`` would split it).
+    ``secret_key``: one more pin whose value is not in the command line: ``/bin/sh`` reads it
+    from the first line of standard input into the environment, then runs the rest.
     """
     pairs = list(_FIXED_ENV)
     pinned = list(pins)
-    pairs.append(("GIT_CONFIG_COUNT", str(len(pinned))))
+    secret = len(pinned)
+    pairs.append(("GIT_CONFIG_COUNT", str(secret + 1 if secret_key else secret)))
     for i, (key, value) in enumerate(pinned):
         pairs += [(f"GIT_CONFIG_KEY_{i}", key), (f"GIT_CONFIG_VALUE_{i}", value)]
+    if secret_key:
+        pairs.append((f"GIT_CONFIG_KEY_{secret}", secret_key))
     for name, value in env.items():
         if not name or "=" in name or "\0" in name + value:
             raise ValueError(f"not an environment variable: {name!r}")
         pairs.append((name, value))
-    return [ENV_PROGRAM, *(f"{k}={v}" for k, v in pairs), "git", "--no-pager", *args]
+    argv = [ENV_PROGRAM, *(f"{k}={v}" for k, v in pairs), "git", "--no-pager", *args]
+    if not secret_key:
+        return argv
+    name = f"GIT_CONFIG_VALUE_{secret}"
+    script = f'IFS= read -r {name} || exit 125; export {name}; exec "$@"'
+    return [SHELL, "-c", script, "sh", *argv]
 
 
 def protected_changes(paths: Iterable[str], protected: Iterable[str]) -> list[str]:
@@ -176,9 +193,11 @@ async def run_git(
     jido_home: str | None,
     data_dir: str,
     additional_directories: Sequence[str] = (),
+    egress: sandbox.Egress | None = None,
 ) -> GitRun:
     """Run ``argv`` (from :func:`git_argv`) in the sandbox of the project ``root``, starting in ``cwd``
-    (``additional_directories`` are visible, read-only: the project a push reads from).
+    (``additional_directories`` are visible, read-only: the project a push reads from; ``egress``:
+    the proxy it may reach, else no network).
 
     Raises :class:`PermissionDenied` when no sandbox can run it (the user did not turn the
     sandbox off), :class:`RequestTimeout` after ``timeout_s`` (everything it started is
@@ -193,6 +212,7 @@ async def run_git(
             jido_home=jido_home,
             source_env=source_env,
             additional_directories=additional_directories,
+            egress=egress,
         )
     except PermissionDenied as exc:
         reason = exc.message.replace("bash is refused", "git is refused", 1)

@@ -54,7 +54,7 @@ from jidocode.shared.service import ServiceHost, ServiceLifecycle
 
 from . import files, ops
 from .config import PrdConfig, config_warnings, load_config, load_config_report
-from .egress import login_opener, login_proxy
+from .egress import PushNetwork, login_opener, login_proxy
 from .eventlog import ensure_stream
 from .finish import finish_prd
 from .loop import LoopManager, LoopSettings, ProviderResolver
@@ -165,12 +165,19 @@ async def serve(
             settings=settings or LoopSettings.from_env(),
         )
         life.on_close(manager.close)
-        _serve_endpoints(life.host(description="JidoCode PRD loops (seed 004)"), store, manager, root_of)
+        pushes = PushNetwork(logins, config.jido_home, os.environ)
+        _serve_endpoints(
+            life.host(description="JidoCode PRD loops (seed 004)"), store, manager, root_of, pushes
+        )
         await life.run(stop, ready="prd service ready", on_ready=manager.start_recovery)
 
 
 def _serve_endpoints(
-    host: ServiceHost, store: LoopStore, manager: LoopManager, root_of: Callable[[str], Awaitable[Path]]
+    host: ServiceHost,
+    store: LoopStore,
+    manager: LoopManager,
+    root_of: Callable[[str], Awaitable[Path]],
+    pushes: PushNetwork | None = None,
 ) -> None:
     """Serve every PRD endpoint of ``shared.endpoints`` on ``host``."""
 
@@ -231,11 +238,14 @@ def _serve_endpoints(
     host.serve_project(endpoint("prd", "resume"), resume)
     host.serve_project(endpoint("prd", "stop"), stop_)
     host.serve_project(endpoint("prd", "reset_story"), reset_story)
-    host.serve_project(endpoint("prd", "finish"), _finisher(store, manager, root_of))
+    host.serve_project(endpoint("prd", "finish"), _finisher(store, manager, root_of, pushes))
 
 
 def _finisher(
-    store: LoopStore, manager: LoopManager, root_of: Callable[[str], Awaitable[Path]]
+    store: LoopStore,
+    manager: LoopManager,
+    root_of: Callable[[str], Awaitable[Path]],
+    pushes: PushNetwork | None = None,
 ) -> Callable[[str, FinishPrd, Envelope], Awaitable[PrdFinished]]:
     """The ``finish`` endpoint: refused while this replica runs the PRD's loop (:mod:`.finish`)."""
 
@@ -247,7 +257,8 @@ def _finisher(
         if record is not None and record.info.state not in HELD:
             await _ended(manager, project_id, cmd.name)
         others = [s.record.info for s in await store.records(project_id) if s.record.info.prd != cmd.name]
-        return await finish_prd(project_id, root, prd, cmd, record, manager.config_of(root), others=others)
+        config = manager.config_of(root)
+        return await finish_prd(project_id, root, prd, cmd, record, config, others=others, network=pushes)
 
     return finish
 

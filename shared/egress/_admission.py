@@ -86,6 +86,9 @@ async def admit(
         return _no(host, f"{host!r} is not a valid host name or address")
     if not 0 < port < 65536:
         return _no(name, f"port {port} is not a TCP port")
+    if scope.destinations and (name, port) not in scope.destinations:
+        only = ", ".join(f"{h}:{p}" for h, p in sorted(scope.destinations))
+        return _no(name, f"this call may reach only {only}")
     refused = await _by_rules(scope, name, port)
     if refused is not None:
         return refused

@@ -45,6 +45,11 @@ class LazyProxy:
         self._proxy: EgressProxy | None = None
         self._lock = asyncio.Lock()
 
+    @property
+    def resolver(self) -> Resolver:
+        """How the proxy resolves names (a caller deciding ahead of a connection uses the same)."""
+        return self._resolver
+
     async def get(self) -> EgressProxy:
         async with self._lock:
             if self._proxy is None:

@@ -15,6 +15,7 @@ from typing import Any, Final
 
 from jidocode.shared.policy import Decision, Policy
 from jidocode.shared.policy.domains import DomainPattern
+from jidocode.shared.sandbox import NO_PROXY
 
 __all__ = ["PROXY_USER", "Asker", "CallScope", "Pass"]
 
@@ -42,6 +43,7 @@ class CallScope:
     extra_allowed: tuple[DomainPattern, ...] = ()
     approved_hosts: frozenset[str] = frozenset()
     ext: dict[str, Any] = field(default_factory=dict)
+    destinations: frozenset[tuple[str, int]] = frozenset()
 
     @property
     def effective_policy(self) -> Policy:
@@ -64,10 +66,11 @@ class Pass:
         return f"http://{PROXY_USER}:{self.token}@{host}:{port or self.tcp_port}"
 
     def env(self, *, host: str = "127.0.0.1", port: int | None = None) -> dict[str, str]:
-        """The proxy variables, both cases (programs read one or the other), and no ``NO_PROXY``."""
+        """The proxy variables, both cases (programs read one or the other), ``NO_PROXY`` the
+        loopback names: the sandbox's own rule (:data:`~jidocode.shared.sandbox.NO_PROXY`)."""
         url = self.proxy_url(host=host, port=port)
         out: dict[str, str] = {}
         for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY"):
             out[name] = out[name.lower()] = url
-        out["NO_PROXY"] = out["no_proxy"] = ""
+        out["NO_PROXY"] = out["no_proxy"] = NO_PROXY
         return out

@@ -43,7 +43,7 @@ from __future__ import annotations
 
 from ._bwrap import Mount, bwrap_argv
 from ._detect import Capabilities, detect
-from ._egress import Egress
+from ._egress import NO_PROXY, Egress
 from ._env import ENV_ALLOWLIST, GIT_PINS, sandbox_env
 from ._guard import GUARD, Guard, TooLarge, capture, repair
 from ._launch import LAUNCHER, Launch, prepare
@@ -60,6 +60,7 @@ __all__ = [
     "INSTALL_HINT",
     "LAUNCHER",
     "MODE_ENV",
+    "NO_PROXY",
     "PROTECTED",
     "TRUNCATION_MARK",
     "Capabilities",

@@ -25,14 +25,16 @@ from typing import Final
 
 from ._paths import SYSTEM_READABLE, within
 
-__all__ = ["SOCKET_INSIDE", "Egress", "bridge_argv", "bridge_python", "proxy_env"]
+__all__ = ["NO_PROXY", "SOCKET_INSIDE", "Egress", "bridge_argv", "bridge_python", "proxy_env"]
 
 #: Where the proxy's unix socket appears inside a bubblewrap sandbox.
 SOCKET_INSIDE: Final = "/run/jidocode-egress.sock"
 #: Interpreters the bridge prefers: visible in every sandbox (under ``/usr`` or ``/bin``).
 _SYSTEM_PYTHONS: Final = ("/usr/bin/python3", "/usr/local/bin/python3", "/bin/python3")
-#: Destinations a proxied command reaches without the proxy (its own loopback, under bubblewrap).
-_NO_PROXY: Final = "localhost,127.0.0.1,::1"
+#: Destinations a proxied program reaches without the proxy: loopback, which the proxy always
+#: refuses (a sandboxed command's own servers under bubblewrap). One rule for every proxied
+#: program, sandboxed or not (``Pass.env`` of :mod:`jidocode.shared.egress` uses it too).
+NO_PROXY: Final = "localhost,127.0.0.1,::1"
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,7 +71,7 @@ def proxy_env(egress: Egress) -> dict[str, str]:
     env: dict[str, str] = {}
     for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY"):
         env[name] = env[name.lower()] = egress.url
-    env["NO_PROXY"] = env["no_proxy"] = _NO_PROXY
+    env["NO_PROXY"] = env["no_proxy"] = NO_PROXY
     return env
 
 

@@ -33,6 +33,7 @@ ROOT = "/home/me/proj"
         ("edit_file", "edit"),
         ("write_file", "edit"),
         ("bash", "execute"),
+        ("web_fetch", "fetch"),
         ("mcp__git__status", "other"),
         ("task", "other"),
     ],
