@@ -116,13 +116,16 @@ async def login(
     """Log in to the server at ``url``; the tools it then lists. The new login replaces the one in
     ``store`` only once complete (a failed login leaves the old one as it was).
 
-    ``show(authorization URL)`` is awaited when the user must act. :class:`LoginFailed` when the
-    login is refused, fails, or does not complete within ``timeout_s``.
+    ``show(authorization URL)`` is awaited when the user must act. The authorization asks for
+    the scope the server's 401 names and for the one a call of the tool runner was refused for
+    (the stored login's ``wanted_scope``, a step-up). :class:`LoginFailed` when the login is
+    refused, fails, or does not complete within ``timeout_s``.
     """
     pending = TokenFile(store.path.with_name(f".{store.path.name}.{os.getpid()}.pending"), store.url)
     pending.forget()
     try:
-        tools = await _authorise(url, headers, pending, show=show, timeout_s=timeout_s)
+        wanted = store.read().wanted_scope
+        tools = await _authorise(url, headers, pending, show=show, timeout_s=timeout_s, wanted_scope=wanted)
         store.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         with locked(store.path):
             os.replace(pending.path, store.path)
@@ -138,6 +141,7 @@ async def _authorise(
     *,
     show: Callable[[str], Awaitable[None]],
     timeout_s: float,
+    wanted_scope: str | None = None,
 ) -> list[types.Tool]:
     """The SDK's flow on ``store`` with the loopback callback, bounded by ``timeout_s``."""
     callback = Callback()
@@ -153,7 +157,12 @@ async def _authorise(
                 raise
 
         provider = StoredLoginProvider(
-            url, store, client_metadata(callback.redirect_uri), redirect_handler=show, callback_handler=answer
+            url,
+            store,
+            client_metadata(callback.redirect_uri),
+            wanted_scope=wanted_scope,
+            redirect_handler=show,
+            callback_handler=answer,
         )
         with anyio.move_on_after(timeout_s) as scope:
             try:

@@ -18,7 +18,10 @@ registration, PKCE, resource indicators, refresh — by the SDK's
 :class:`StoredLoginProvider` closes two gaps of the SDK's provider for a login that outlives
 its process (python-sdk issue #3250): a stored token's expiry and the authorization server's
 token endpoint are restored when the provider starts, so an expired access token is refreshed
-instead of being sent.
+instead of being sent. It also carries a scope step-up (SEP-2350) across the user's login: a
+server that answers a call ``403 insufficient_scope`` stops the runner's flow like a 401, the
+scope it wants is kept with the stored login (``wanted_scope``), and the next login asks for it
+next to what the server's 401 names.
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ from typing import Final
 
 import httpx2
 from mcp.client.auth import OAuthClientProvider
+from mcp.client.auth.utils import union_scopes
 from mcp.shared.auth import OAuthClientInformationFull, OAuthClientMetadata, OAuthMetadata, OAuthToken
 from pydantic import AnyUrl, BaseModel, ValidationError
 
@@ -87,6 +91,8 @@ class StoredLogin(BaseModel):
     expires_at: float | None = None
     client_info: OAuthClientInformationFull | None = None
     metadata: OAuthMetadata | None = None
+    #: The scope a server asked for that this login lacks (a step-up): the next login asks for it.
+    wanted_scope: str | None = None
 
 
 def login_command(root: str, server: str) -> str:
@@ -178,11 +184,21 @@ def client_metadata(redirect_uri: str) -> OAuthClientMetadata:
 
 class StoredLoginProvider(OAuthClientProvider):
     """The SDK's provider on a :class:`TokenFile`, restoring what a stored login needs to refresh:
-    the access token's expiry and the authorization server's metadata (python-sdk #3250)."""
+    the access token's expiry and the authorization server's metadata (python-sdk #3250); an
+    authorization asks for ``wanted_scope`` too (a step-up the runner met, see :func:`runner_auth`)."""
 
-    def __init__(self, url: str, store: TokenFile, metadata: OAuthClientMetadata, **handlers: object) -> None:
+    def __init__(
+        self,
+        url: str,
+        store: TokenFile,
+        metadata: OAuthClientMetadata,
+        *,
+        wanted_scope: str | None = None,
+        **handlers: object,
+    ) -> None:
         super().__init__(url, metadata, store, **handlers)  # type: ignore[arg-type]
         self.store = store
+        self.wanted_scope = wanted_scope
 
     async def _initialize(self) -> None:
         await super()._initialize()
@@ -191,6 +207,12 @@ class StoredLoginProvider(OAuthClientProvider):
             self.context.update_token_expiry(tokens)
         if self.context.oauth_metadata is None:
             self.context.oauth_metadata = self.store.read().metadata
+
+    async def _perform_authorization(self) -> httpx2.Request:
+        """The SDK's authorization, its scope (what the server's 401 names) with the wanted one."""
+        metadata = self.context.client_metadata
+        metadata.scope = union_scopes(metadata.scope, self.wanted_scope)
+        return await super()._perform_authorization()
 
     async def _handle_token_response(self, response: httpx2.Response) -> None:
         await super()._handle_token_response(response)
@@ -217,18 +239,31 @@ def runner_auth(url: str, store: TokenFile, *, login_needed: Callable[[str], Awa
     """The tool runner's OAuth: the stored login's tokens, refreshed by the SDK's provider; where the
     server wants a new authorization (or no login is stored) ``login_needed(authorization URL)``
     is awaited and the flow stops with :class:`LoginRequired` — the runner never opens a browser
-    and never registers a client (the user's login does)."""
+    and never registers a client (the user's login does). The scope that authorization would have
+    asked for is kept as the login's ``wanted_scope`` when it is more than the login was granted
+    (a ``403 insufficient_scope`` step-up), so the user's next login asks for it."""
     stored = store.read()
     if stored.client_info is None or stored.tokens is None:
         return _LoginOn401(login_needed)
 
     async def redirect(authorization_url: str) -> None:
+        _keep_wanted_scope(store, provider.context.client_metadata.scope)
         await login_needed(authorization_url)
         raise LoginRequired("the server wants a new login")
 
     async def no_callback() -> object:  # pragma: no cover - redirect always raises first
         raise LoginRequired("the server wants a new login")
 
-    return StoredLoginProvider(
+    provider = StoredLoginProvider(
         url, store, client_metadata(RUNNER_REDIRECT), redirect_handler=redirect, callback_handler=no_callback
     )
+    return provider
+
+
+def _keep_wanted_scope(store: TokenFile, scope: str | None) -> None:
+    """Record ``scope`` as the login's wanted scope when it holds one the login was not granted."""
+    login = store.read()
+    granted = set((login.tokens.scope or "").split()) if login.tokens is not None else set()
+    wanted = union_scopes(login.wanted_scope, scope)
+    if wanted and not set(wanted.split()) <= granted:
+        store.update(wanted_scope=wanted)
