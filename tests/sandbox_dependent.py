@@ -32,6 +32,7 @@ DESCRIPTION: Final = (
 #: (its fixture skips without it) with Landlock cases of its own.
 SANDBOX_DEPENDENT: Final = frozenset(
     {
+        "tests/contract/test_acp.py::test_rewind_lists_the_messages_then_restores_files_the_editor_allowed",
         "tests/contract/test_prd_providers.py",
         "tests/e2e/test_chat.py::test_cancel_in_the_middle_of_a_long_bash",
         "tests/e2e/test_chat_prd.py",

@@ -3,7 +3,8 @@
 The session id is the conversation id, so ``session/load`` with it reopens the conversation
 (after a restart of the editor or of the agent). A prompt is sent as the user's message (a
 ``/name arguments`` naming one of the project's commands runs that command, as ``jidocode chat``
-does) and its answer streams back as ``agent_message_chunk`` updates; the conversation's tool
+does; ``/rewind`` is the session's own, :mod:`.rewind`) and its answer streams back as
+``agent_message_chunk`` updates; the conversation's tool
 events become ``tool_call`` / ``tool_call_update`` updates (:mod:`.mapping`) and its ``ask``
 approvals ``session/request_permission`` requests. A cancelled turn ends the prompt with
 ``cancelled`` and the conversation is resumed at once, so the next prompt is an ordinary one.
@@ -26,11 +27,13 @@ from acp.helpers import (
 from acp.interfaces import Client
 from acp.schema import (
     EmbeddedResourceContentBlock,
+    PermissionOption,
     PromptResponse,
     ResourceContentBlock,
     StopReason,
     TextContentBlock,
     TextResourceContents,
+    ToolCallUpdate,
 )
 
 from jidocode.cli.chat_lines import trust_line
@@ -50,6 +53,7 @@ from .mapping import (
     tool_call_running,
     tool_call_start,
 )
+from .rewind import REWIND_COMMAND, allowed, is_rewind, rewind_in_session
 
 __all__ = ["AcpSession", "error_of", "invalid"]
 
@@ -119,12 +123,14 @@ class AcpSession:
         task.add_done_callback(self._tasks.discard)
 
     async def _send_commands(self) -> None:
+        """``/rewind`` (the session's own), then the project's commands (one named rewind is not)."""
         try:
-            commands = available_commands(await self.client.list_commands())
+            project = available_commands(await self.client.list_commands())
         except JidoError as exc:
             log.warning("the project's commands are not offered: %s", exc.message)
-            return
-        await self._update(update_available_commands(commands))
+            project = []
+        own = [REWIND_COMMAND, *(c for c in project if c.name != REWIND_COMMAND.name)]
+        await self._update(update_available_commands(own))
 
     async def _forward(self, env: Envelope) -> None:
         """A tool event of the conversation as the editor's tool call update."""
@@ -156,6 +162,13 @@ class AcpSession:
         if decision != "deny":
             await self._update(tool_call_running(request.request_id))
         return decision
+
+    async def _ask_restore(self, tool_call: ToolCallUpdate, options: list[PermissionOption]) -> bool:
+        """``/rewind``'s question before files are restored: True when the user allowed it."""
+        answer = await self.conn.request_permission(
+            session_id=self.session_id, tool_call=tool_call, options=options
+        )
+        return allowed(answer.outcome)
 
     async def replay_history(self) -> None:
         """Send the conversation so far (``session/load``): the user's and the assistant's messages."""
@@ -189,8 +202,11 @@ class AcpSession:
             await self._update(update_agent_message_text(piece))
 
         command = parse_slash_command(text)
+        rewind = is_rewind(text)
         try:
-            if command is not None:
+            if rewind is not None:
+                await rewind_in_session(self.client, rewind, on_delta, self._ask_restore)
+            elif command is not None:
                 await self.client.run_command(command.name, command.arguments, on_delta)
             else:
                 await self.client.send_message(text, on_delta)

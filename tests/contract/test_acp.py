@@ -358,3 +358,47 @@ async def test_a_failed_turn_is_an_error_naming_its_cause(system: System) -> Non
         with pytest.raises(RequestError) as unknown:
             await _prompt(conn, "no-such-session", "hi")
         assert "no session 'no-such-session' here" in str(unknown.value)
+
+
+async def test_rewind_lists_the_messages_then_restores_files_the_editor_allowed(system: System) -> None:
+    """``/rewind`` (docs/rewind.md): offered among the commands, lists the user's messages; with a
+    number it puts the files' diff to the editor's user and restores only when allowed, keeping
+    the file the user changed since; the conversation goes back too."""
+    src = system.project / "src"
+    system.llm.script(
+        Reply.tools(
+            call("write_file", path="src/a.py", content="print('agent')\n"),
+            call("write_file", path="src/c.py", content="made by the agent\n"),
+        ),
+        Reply.answer("changed"),
+    )
+    editor = EditorClient(choose="leave")
+    async with acp_agent(system, editor) as conn:
+        session = await asyncio.wait_for(conn.new_session(cwd=str(system.project)), WAIT)
+        (commands,) = await editor.wait_for(lambda _: editor.of(AvailableCommandsUpdate))
+        offered = {c.name: c for c in commands.available_commands}["rewind"]
+        assert offered.input is not None and "files|conversation|both" in offered.input.root.hint
+        assert await _prompt(conn, session.session_id, "change the *files*") == "end_turn"
+
+        assert await _prompt(conn, session.session_id, "/rewind") == "end_turn"
+        assert "1. change the \\*files\\*" in editor.text()  # the message as plain text
+        # declined: the diff was asked about, nothing changed
+        assert await _prompt(conn, session.session_id, "/rewind 1 both") == "end_turn"
+        ((asked, options),) = editor.asked
+        assert {o.option_id for o in options} == {"restore", "leave"} and asked.kind == "edit"
+        shown = asked.content[0].content.text if asked.content else ""
+        assert "restore src/a.py" in shown and "delete src/c.py" in shown
+        assert editor.text().endswith("Nothing rewound.")
+        assert (src / "a.py").read_text() == "print('agent')\n" and (src / "c.py").exists()
+
+        (src / "b.py").write_text("print('user')\n")  # the user's own change, after the turn
+        editor.choose = "restore"
+        assert await _prompt(conn, session.session_id, "/rewind 1") == "end_turn"
+        assert len(editor.asked) == 2 and "src/b.py (changed since by you: kept)" in (
+            editor.asked[1][0].content[0].content.text if editor.asked[1][0].content else ""
+        )
+        assert "Kept, changed since by you: src/b\\.py" in editor.text()
+        assert "Conversation: back before that message" in editor.text()
+    assert (src / "a.py").read_text() == "print('a')\n" and not (src / "c.py").exists()
+    assert (src / "b.py").read_text() == "print('user')\n"
+    assert len(await system.llm.wait_requests(2)) == 2  # /rewind never reached the model
