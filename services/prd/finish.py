@@ -129,9 +129,9 @@ def remote_path(url: str, root: str) -> str:
     """The absolute path of a local remote (a path, relative ones from ``root``, or ``file://``).
 
     A network remote (``https://``, ``ssh://``, ``git://``, ``host:path`` …) is
-    ``PermissionDenied``: the PRD service's git runs without network, and no egress rule
-    (issue 29) reaches it yet; so is a transport program (``ext::``) and a path that holds the
-    project or is the file system's root."""
+    ``PermissionDenied`` here (:mod:`.gitpush` takes an HTTP one when the service has a proxy);
+    so is a transport program (``ext::``) and a path that holds the project or is the file
+    system's root."""
     parts = urlsplit(url)
     if parts.scheme == "file":
         path = unquote(parts.path)

@@ -7,8 +7,7 @@ same pins. The checks come before any change and touch no file: which paths the 
 in the project root: a fast-forward when ``into`` has nothing of its own, else a merge commit
 (no hooks, no signing, the loop's author).
 
-A push goes to a **local bare repository** only (a path remote, or ``file://``): the loop's git
-has no network (issue 29's egress rule does not reach it). Its sandbox is rooted at the remote,
+A push to a **local bare repository** (a path remote, or ``file://``) needs no network. Its sandbox is rooted at the remote,
 the one writable place there, and the project is visible read-only: the remote *fetches* the
 branch from the project (``git --git-dir=<remote> fetch <root> refs/heads/b:refs/heads/b``),
 refusing a non-fast-forward as a push would; only that command may use the local transport

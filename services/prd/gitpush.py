@@ -68,7 +68,9 @@ class NetworkRemote:
 def is_network(url: str) -> bool:
     """Whether ``url`` names a remote over the network or a transport program (not a local path)."""
     scheme = urlsplit(url).scheme
-    return "::" in url or (len(scheme) > 1 and scheme != "file") or bool(_SCP_LIKE.match(url))
+    if scheme == "file":
+        return False
+    return "::" in url or len(scheme) > 1 or bool(_SCP_LIKE.match(url))
 
 
 def _refused(url: str, host: str, why: str) -> PermissionDenied:
