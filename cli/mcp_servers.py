@@ -16,10 +16,11 @@ URL, receives the code on a loopback callback and keeps the tokens in the data h
 
 from __future__ import annotations
 
+import os
 import sys
 import webbrowser
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 from pydantic import BaseModel, ConfigDict
@@ -37,6 +38,9 @@ from jidocode.shared.settings import global_home
 from jidocode.shared.trust import trust_state
 
 from .common import console, err_console, print_json, run
+
+if TYPE_CHECKING:  # the MCP SDK is imported only when logging in
+    from jidocode.services.tool_runner.mcp.login import PreRegistered
 
 __all__ = ["ServerRow", "app", "check_mcp", "server_rows"]
 
@@ -226,6 +230,17 @@ def login_server(
     timeout_s: float = typer.Option(
         300.0, "--timeout", min=1, max=3600, help="seconds to wait for the login"
     ),
+    client_id: str | None = typer.Option(
+        None,
+        "--client-id",
+        help="a client you registered at the authorization server (no dynamic registration)",
+    ),
+    client_secret_env: str | None = typer.Option(
+        None, "--client-secret-env", help="the environment variable holding that client's secret"
+    ),
+    callback_port: int = typer.Option(
+        0, "--callback-port", min=0, max=65535, help="the callback's port, as registered (0: any)"
+    ),
 ) -> None:
     """Log in to an HTTP MCP server that wants OAuth: open the URL printed, approve, done."""
     home = global_home()
@@ -244,15 +259,43 @@ def login_server(
         from jidocode.services.tool_runner.mcp.login import login
         from jidocode.services.tool_runner.mcp.oauth import TokenFile, login_path
 
+        client = _pre_registered(client_id, client_secret_env, callback_port)
         root, cfg = _login_target(project_dir, server, home=home)
         path = login_path(default_data_home(), server, cfg.url, project_root=root)
         tools = await login(
-            cfg.url, dict(cfg.headers), TokenFile(path, cfg.url), show=show, timeout_s=timeout_s
+            cfg.url,
+            dict(cfg.headers),
+            TokenFile(path, cfg.url),
+            show=show,
+            timeout_s=timeout_s,
+            client=client,
         )
         return len(tools), path
 
     count, path = run(main)
     console.print(f"logged in to {server}: {count} tool(s); the login is kept in {path}", highlight=False)
+
+
+def _pre_registered(client_id: str | None, secret_env: str | None, port: int) -> PreRegistered | None:
+    """The pre-registered client the options name (``None``: the login registers one); its secret
+    is read from an environment variable, never from the command line."""
+    if client_id is None:
+        if secret_env is not None:
+            raise InvalidInput(
+                "--client-secret-env needs --client-id", details={"option": "client_secret_env"}
+            )
+        return None
+    secret = None
+    if secret_env is not None:
+        secret = os.environ.get(secret_env)
+        if not secret:
+            raise InvalidInput(
+                f"--client-secret-env: the environment variable {secret_env} is not set",
+                details={"option": "client_secret_env", "variable": secret_env},
+            )
+    from jidocode.services.tool_runner.mcp.login import PreRegistered
+
+    return PreRegistered(client_id=client_id, client_secret=secret, callback_port=port)
 
 
 @app.command("logout")

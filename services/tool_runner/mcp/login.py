@@ -8,6 +8,11 @@ the loopback (``http://127.0.0.1:<random port>/callback``, :class:`Callback`), w
 provider exchanges for tokens, stored 0600 in the data home. The login succeeds when the
 server then lists its tools; only then does it replace an earlier login of the server.
 
+A server whose authorization server offers no dynamic registration needs a client the user
+registered there beforehand (:class:`PreRegistered`: its id, its secret if it has one, and the
+callback's fixed port named in that registration): the login then uses it instead of
+registering one, the secret sent as HTTP Basic (RFC 6749's default).
+
 A refusal at the authorization server (``?error=access_denied``), a state that does not match,
 or no callback within the time fails the login with :class:`LoginFailed` naming why; an
 earlier login is then kept as it was.
@@ -29,7 +34,8 @@ from mcp import Client
 from mcp.client._transport import TransportStreams
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
-from mcp.shared.auth import AuthorizationCodeResult
+from mcp.shared.auth import AuthorizationCodeResult, OAuthClientInformationFull
+from pydantic import AnyUrl, BaseModel, Field
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse
@@ -40,7 +46,7 @@ from jidocode.shared.trust import locked
 
 from .oauth import StoredLoginProvider, TokenFile, client_metadata
 
-__all__ = ["CALLBACK_PATH", "Callback", "LoginFailed", "login"]
+__all__ = ["CALLBACK_PATH", "Callback", "LoginFailed", "PreRegistered", "login"]
 
 CALLBACK_PATH: Final = "/callback"
 _CLIENT_INFO = types.Implementation(name="jidocode", version="1")
@@ -50,6 +56,24 @@ class LoginFailed(JidoError):
     """The login did not complete (``mcp_login_failed``): refused, timed out, or the flow failed."""
 
     error_type = "mcp_login_failed"
+
+
+class PreRegistered(BaseModel):
+    """A client the user registered at the authorization server (no dynamic registration there)."""
+
+    client_id: str = Field(min_length=1, max_length=512)
+    client_secret: str | None = Field(default=None, max_length=4096)
+    #: The loopback port of the redirect URI registered with it (``0``: any free port).
+    callback_port: int = Field(default=0, ge=0, le=65535)
+
+    def client_info(self, redirect_uri: str) -> OAuthClientInformationFull:
+        """The SDK's client record: a secret goes as HTTP Basic, no secret means a public client."""
+        return OAuthClientInformationFull(
+            client_id=self.client_id,
+            client_secret=self.client_secret,
+            redirect_uris=[AnyUrl(redirect_uri)],
+            token_endpoint_auth_method="client_secret_basic" if self.client_secret else "none",
+        )
 
 
 class Callback:
@@ -77,10 +101,14 @@ class Callback:
         return PlainTextResponse("JidoCode is logged in. You can close this tab.")
 
     @contextlib.asynccontextmanager
-    async def serving(self) -> AsyncIterator[Callback]:
-        """Serve on a random loopback port for the block (:attr:`redirect_uri` set)."""
+    async def serving(self, port: int = 0) -> AsyncIterator[Callback]:
+        """Serve on the loopback ``port`` (``0``: a random one) for the block (:attr:`redirect_uri` set)."""
         sock = socket.socket()
-        sock.bind(("127.0.0.1", 0))
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError as exc:
+            sock.close()
+            raise LoginFailed(f"the login's callback cannot listen on 127.0.0.1:{port}: {exc}") from None
         sock.listen(16)  # a browser arriving before uvicorn is up waits in the backlog
         self.redirect_uri = f"http://127.0.0.1:{sock.getsockname()[1]}{CALLBACK_PATH}"
         web = uvicorn.Server(uvicorn.Config(self.app, log_level="warning", lifespan="off"))
@@ -112,20 +140,24 @@ async def login(
     *,
     show: Callable[[str], Awaitable[None]],
     timeout_s: float,
+    client: PreRegistered | None = None,
 ) -> list[types.Tool]:
     """Log in to the server at ``url``; the tools it then lists. The new login replaces the one in
     ``store`` only once complete (a failed login leaves the old one as it was).
 
     ``show(authorization URL)`` is awaited when the user must act. The authorization asks for
     the scope the server's 401 names and for the one a call of the tool runner was refused for
-    (the stored login's ``wanted_scope``, a step-up). :class:`LoginFailed` when the login is
+    (the stored login's ``wanted_scope``, a step-up). ``client``: a client the user registered
+    beforehand, used instead of a dynamic registration. :class:`LoginFailed` when the login is
     refused, fails, or does not complete within ``timeout_s``.
     """
     pending = TokenFile(store.path.with_name(f".{store.path.name}.{os.getpid()}.pending"), store.url)
     pending.forget()
     try:
         wanted = store.read().wanted_scope
-        tools = await _authorise(url, headers, pending, show=show, timeout_s=timeout_s, wanted_scope=wanted)
+        tools = await _authorise(
+            url, headers, pending, show=show, timeout_s=timeout_s, wanted_scope=wanted, registered=client
+        )
         store.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         with locked(store.path):
             os.replace(pending.path, store.path)
@@ -142,10 +174,13 @@ async def _authorise(
     show: Callable[[str], Awaitable[None]],
     timeout_s: float,
     wanted_scope: str | None = None,
+    registered: PreRegistered | None = None,
 ) -> list[types.Tool]:
     """The SDK's flow on ``store`` with the loopback callback, bounded by ``timeout_s``."""
     callback = Callback()
-    async with callback.serving():
+    async with callback.serving(registered.callback_port if registered is not None else 0):
+        if registered is not None:  # the SDK registers no client when the store holds one
+            store.update(client_info=registered.client_info(callback.redirect_uri))
         refused: list[BaseException] = []
 
         async def answer() -> AuthorizationCodeResult:
