@@ -47,6 +47,7 @@ SANDBOX_DEPENDENT: Final = frozenset(
         "tests/integration/mcp/test_rewind_tools.py",
         "tests/integration/prd/test_finish.py",
         "tests/integration/prd/test_finish_push.py::test_a_remote_on_a_denied_host_is_refused_naming_it",
+        "tests/integration/prd/test_finish_push.py::test_a_repository_that_rewrites_the_push_url_is_refused_naming_the_key",
         "tests/integration/rewind/test_rewind.py",
         "tests/integration/tools/test_mcp_servers_bus.py",
         "tests/integration/tools/test_tool_runner_bus.py",

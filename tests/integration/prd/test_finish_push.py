@@ -9,7 +9,8 @@ each sandbox in turn (the user's ``sandbox.mode``).
 Checked: the push arrives with the token the user's ``prd.push.tokens`` names, while no
 process's command line holds the token and only git's environment does; the project's
 ``.git/config`` never has it; a remote on a denied host is refused naming it before anything
-changes; a pass of the push reaches its remote's host and port and nothing else.
+changes; so is a repository whose configuration rewrites the push's URL; a pass of the push
+reaches its remote's host and port and nothing else.
 """
 
 from __future__ import annotations
@@ -319,6 +320,23 @@ async def test_a_remote_on_a_denied_host_is_refused_naming_it(system: System) ->
     assert "bad.test" in out and "deny by sandbox.denied_domains entry 'bad.test'" in out, out
     assert git(system.root, "rev-parse", "main") == before  # refused before the merge
     assert git(system.root, "branch", "--show-current") == "feat/denied"
+
+
+async def test_a_repository_that_rewrites_the_push_url_is_refused_naming_the_key(system: System) -> None:
+    system.settings("auto")
+    await system.finished_loop("steer")
+    before = git(system.root, "rev-parse", "main")
+    git(system.root, "remote", "add", "steer", system.server.url("git.test", "steer.git"))
+    # the project would send the push (and a header scoped by URL) to another host
+    other, ours = system.server.url("other.test", ""), system.server.url("git.test", "")
+    git(system.root, "config", f"url.{other}.pushInsteadOf", ours)
+
+    refused = await system.cli("prd", "finish", str(system.root), "steer", "--push", "--remote", "steer")
+    assert refused.exit_code != 0
+    out = _flat(refused)
+    assert "url.http://other.test" in out and "pushinsteadof" in out and "git.test" in out, out
+    assert git(system.root, "rev-parse", "main") == before
+    git(system.root, "config", "--remove-section", f"url.{other}")
 
 
 async def test_a_pass_of_the_push_reaches_its_remote_and_no_other_host(system: System) -> None:
