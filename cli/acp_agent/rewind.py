@@ -62,7 +62,7 @@ _MARKDOWN: Final = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~])")
 def is_rewind(text: str) -> str | None:
     """The arguments of a ``/rewind`` prompt ("" without any), ``None`` for any other prompt."""
     found = _COMMAND.match(text)
-    return None if found is None else (found.group("arguments") or "")
+    return None if found is None else (found.group("arguments") or "").strip()
 
 
 def _plain(text: str) -> str:

@@ -19,8 +19,6 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from jidocode.client import RewindOutcome
-from jidocode.client._rewind import rewind as rewind_before
 from jidocode.shared.cost import cost_text, total_cost
 from jidocode.shared.errors import InvalidInput, JidoError
 from jidocode.shared.events.assets import AssetItems, AssetType
@@ -39,6 +37,8 @@ from jidocode.shared.events.engine import ProjectInfo, ProjectList
 from jidocode.shared.events.llm import UsageTotals
 from jidocode.shared.events.prd import LoopInfo, PrdList, PrdView
 from jidocode.shared.events.tools import ToolCatalog
+from jidocode.shared.rewind import RewindOutcome
+from jidocode.shared.rewind import rewind as rewind_before
 
 from .context import GatewayContext
 from .errors import error_response, from_jido_error, from_validation_error

@@ -7,7 +7,8 @@ restoring one changes, ``rewind`` restores the files, the conversation or both. 
 without ``confirm: true`` changes nothing at all: it answers with the files' diff (the files
 somebody else changed since named in ``changed_by_user``), and a second call with ``confirm``
 does it; those files are kept unless ``overwrite_user_changes``. Every call goes through the
-typed clients (the SDK's rewind: ``ConversationsClient.rewind``, ``ToolsClient.checkpoints_*``).
+typed clients (``shared/rewind.py``, the SDK's rewind: ``ConversationsClient.rewind``,
+``ToolsClient.checkpoints_*``).
 
 They stand under the project's policy exactly as the PRD tools do (``prd_tools.py``: the same
 gate, each tool by its name: ``"rewind"`` in ``permissions.allow``), so an untrusted
@@ -21,13 +22,12 @@ from typing import Any, Final, Literal
 import mcp_types as types
 from pydantic import BaseModel, ConfigDict, Field
 
-from jidocode.client import RewindOutcome, rewindable_messages
-from jidocode.client._rewind import CHECKPOINT_TIMEOUT_S, rewind
 from jidocode.shared.bus import Bus
 from jidocode.shared.clients import ConversationsClient, ToolsClient
 from jidocode.shared.errors import JidoError
 from jidocode.shared.events.tools import CheckpointDiff, CheckpointInfo
 from jidocode.shared.policy import InvalidRule, tool_exposed
+from jidocode.shared.rewind import CHECKPOINT_TIMEOUT_S, RewindOutcome, rewind, rewindable_messages
 
 from .chat import ID_PATTERN, parse_args
 from .mapping import error_result
