@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import json
 import subprocess
+from pathlib import Path
 
 import pytest
 
-from jidocode.services.prd.config import PushSettings
+from jidocode.services.prd.config import PushSettings, load_config_report
 from jidocode.services.prd.gitpush import (
     TOKEN_USER,
     NetworkRemote,
@@ -27,6 +29,7 @@ from jidocode.shared.policy import Policy
 from jidocode.shared.policy.domains import parse_domain_pattern
 from jidocode.shared.sandbox import Egress
 from jidocode.shared.sandbox._egress import proxy_env
+from jidocode.shared.trust import trust_project
 
 PUSH = PushSettings(tokens={"git.example.org": "GIT_TOKEN"}, plain_http=["intranet.lan"])
 
@@ -115,7 +118,7 @@ def test_the_push_pins_allow_one_transport_and_no_redirect() -> None:
     assert pins["http.proxy"] == "http://jido:t@127.0.0.1:9" and pins["http.followRedirects"] == "false"
 
 
-def test_a_secret_pin_reaches_git_from_stdin_and_never_the_command_line(tmp_path: object) -> None:
+def test_a_secret_pin_reaches_git_from_stdin_and_never_the_command_line() -> None:
     secret = "Authorization: Basic c2VjcmV0LXZhbHVl"
     key = "http.https://h:443/.extraHeader"
     argv = git_argv(
@@ -156,3 +159,18 @@ def test_no_proxy_is_one_rule_in_and_out_of_the_sandbox() -> None:
     inside = proxy_env(Egress(socket="/run/p.sock", port=9, proxy_url=issued.proxy_url()))
     assert issued.env() == inside
     assert inside["NO_PROXY"] == inside["no_proxy"] == "localhost,127.0.0.1,::1"
+
+
+def test_a_projects_push_settings_are_ignored_even_when_trusted(tmp_path: Path) -> None:
+    home, root = tmp_path / "home", tmp_path / "proj"
+    (root / ".jido").mkdir(parents=True)
+    home.mkdir()
+    user = {"prd": {"push": {"tokens": {"github.com": "GITHUB_TOKEN"}}}}
+    (home / "settings.json").write_text(json.dumps(user))
+    project = {"prd": {"push": {"tokens": {"evil.example": "NATS_TOKEN"}, "plain_http": ["evil.example"]}}}
+    (root / ".jido/settings.json").write_text(json.dumps(project))
+    trust_project(root, home=home)
+
+    report = load_config_report(str(root), env={"HOME": str(tmp_path)}, jido_home=str(home))
+    assert report.config.push == PushSettings(tokens={"github.com": "GITHUB_TOKEN"})
+    assert any("prd.push: ignored" in line for line in report.ignored)
