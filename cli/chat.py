@@ -48,6 +48,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from jidocode.client import (
+    ApprovalAnswer,
     ApprovalRequest,
     Decision,
     JidoClient,
@@ -64,6 +65,7 @@ from jidocode.shared.events.conversation import (
     ToolCallRequested,
 )
 
+from .chat_form import fill_form
 from .chat_lines import (
     BUILTINS,
     ChatInput,
@@ -183,7 +185,7 @@ class _Screen:
             self._newline()
             err.print(f"[yellow]! {escape(event.message)}[/]")
 
-    async def ask(self, request: ApprovalRequest) -> Decision:
+    async def ask(self, request: ApprovalRequest) -> Decision | ApprovalAnswer:
         if self.approve == "yes":
             return "approve_once"
         if self.approve == "no" or not self.interactive:
@@ -202,6 +204,8 @@ class _Screen:
         )
         answer = await _read_line("  [y]es once / [a]lways this session / [N]o: ")
         choice = (answer or "").strip().lower()
+        if choice in ("y", "yes", "a", "always") and request.form is not None:
+            return await fill_form(request.form, _read_line, err)  # an MCP server's elicitation
         if choice in ("y", "yes"):
             return "approve_once"
         if choice in ("a", "always"):

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from ._callbacks import ApprovalAnswer
 from ._client import (
     ApprovalRequest,
     ApproveCallback,
@@ -34,6 +35,7 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
+    "ApprovalAnswer",
     "ApprovalRequest",
     "ApproveCallback",
     "CompactionResult",

@@ -59,7 +59,6 @@ from jidocode.shared.errors import ErrorInfo, InvalidInput, JidoError, NotFound,
 from jidocode.shared.events import EventModel
 from jidocode.shared.events.conversation import (
     ApprovalRequested,
-    ApprovalResponse,
     AssistantDelta,
     Cancel,
     Compact,
@@ -72,14 +71,16 @@ from jidocode.shared.ledger import LedgerReader
 from jidocode.shared.trust import TrustState, trust_project, trust_state
 
 from ._callbacks import (
+    ApprovalAnswer,
     ApprovalRequest,
     ApproveCallback,
     Decision,
     DeltaCallback,
     EventCallback,
     approval_request_of,
+    approval_response,
     call_back,
-    decision_of,
+    response_of,
 )
 from ._commands import RenderedCommand, is_command_name
 from ._compaction import CompactionResult, wait_for_compaction
@@ -346,15 +347,13 @@ class JidoClient:
         if request is None:
             log.warning("malformed approval request %s: not answered", env.id)
             return
-        try:
-            decision = decision_of(await call_back(self._approve, request))
-        except Exception:
-            log.exception("approve callback failed; denying %s", request.request_id)
-            decision = "deny"
-        await self.send_event(
-            ApprovalResponse(request_id=request.request_id, decision=decision),
-            correlation_id=env.correlation_id,
-        )
+        response = await response_of(self._approve, request)
+        await self.send_event(response, correlation_id=env.correlation_id)
+
+    async def answer_approval(self, request: ApprovalRequest, answer: ApprovalAnswer) -> None:
+        """Answer ``request`` outside the ``approve`` callback (e.g. from an ``on_event`` hook);
+        :class:`InvalidInput` naming the field when ``answer``'s content does not fit its form."""
+        await self.send_event(approval_response(request, answer))
 
     async def send_event(
         self, event: EventModel, *, id: str | None = None, correlation_id: str | None = None

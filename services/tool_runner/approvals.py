@@ -35,7 +35,7 @@ import os
 from collections import OrderedDict
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
-from typing import Any, Final
+from typing import Any, Final, NamedTuple
 
 import nats.errors
 from nats.aio.subscription import Subscription
@@ -56,6 +56,7 @@ __all__ = [
     "MAX_PENDING_PER_PROJECT",
     "MAX_SESSION_APPROVALS",
     "ApprovalGate",
+    "Reply",
     "SessionApprovals",
     "approval_key",
     "conversation_to_ask",
@@ -74,6 +75,15 @@ MAX_PENDING_PER_PROJECT: Final = 512
 #: Answers of the wait besides the human's :data:`ApprovalDecision`.
 TIMEOUT: Final = "timeout"
 CANCELLED: Final = "cancelled"
+NO_CONVERSATION: Final = "no_conversation"
+
+
+class Reply(NamedTuple):
+    """What came back to a question: the decision (or :data:`TIMEOUT`, :data:`CANCELLED`,
+    :data:`NO_CONVERSATION`) and the content the answer gave its form, if any (unchecked)."""
+
+    decision: str
+    content: dict[str, Any] | None = None
 
 
 def _details(decision: Decision) -> dict[str, Any]:
@@ -190,7 +200,7 @@ class ApprovalGate:
         if self.max_pending < 1:
             raise ValueError(f"max_pending must be at least 1, got {self.max_pending}")
         self.session = SessionApprovals()
-        self._pending: dict[tuple[str, str, str], asyncio.Future[str]] = {}
+        self._pending: dict[tuple[str, str, str], asyncio.Future[Reply]] = {}
         self._per_project: dict[str, int] = {}
         self._watches: dict[tuple[str, str], tuple[Subscription, int]] = {}
 
@@ -212,24 +222,33 @@ class ApprovalGate:
         question = ApprovalRequested(
             request_id=call.request_id, tool=call.name, args=call.args, reason=decision.reason
         )
-        answer = await self._ask(call, cid, question, timeout_s)
+        answer = (await self._reply(call, cid, question, timeout_s)).decision
         if judge(answer, decision, timeout_s):
             self.session.remember(call.project_id, cid, key)
         return True
 
     async def ask(
-        self, call: Call, question_id: str, args: dict[str, Any], reason: str, *, timeout_s: float
-    ) -> str:
+        self,
+        call: Call,
+        question_id: str,
+        args: dict[str, Any],
+        reason: str,
+        form: dict[str, Any] | None = None,
+        *,
+        timeout_s: float,
+    ) -> Reply:
         """Ask ``call``'s conversation a question of the running call (an MCP server's
-        elicitation), as ``<request id>/<question_id>`` under the call's tool name: the raw answer
-        (a decision, ``timeout`` or ``cancelled``), or ``no_conversation`` when it has none."""
+        elicitation, with the ``form`` its answer may fill), as ``<request id>/<question_id>``
+        under the call's tool name: the raw answer (a decision, ``timeout`` or ``cancelled``) and
+        the answer's content, or ``no_conversation`` when it has none. The content is the
+        client's, unchecked (the asker checks it against the form)."""
         cid = call.conversation_id
         if cid is None:
-            return "no_conversation"
+            return Reply(NO_CONVERSATION)
         question = ApprovalRequested(
-            request_id=f"{call.request_id}/{question_id}", tool=call.name, args=args, reason=reason
+            request_id=f"{call.request_id}/{question_id}", tool=call.name, args=args, reason=reason, form=form
         )
-        return await self._ask(call, cid, question, timeout_s)
+        return await self._reply(call, cid, question, timeout_s)
 
     def cancel(self, call: CallKey) -> None:
         """A call waiting for approval stops waiting (its answer is ``cancelled``), and so do the
@@ -237,7 +256,7 @@ class ApprovalGate:
         for (p, _c, r), fut in list(self._pending.items()):
             mine = r == call[1] or r.startswith(call[1] + "/")
             if p == call[0] and mine and not fut.done():
-                fut.set_result(CANCELLED)
+                fut.set_result(Reply(CANCELLED))
 
     async def close(self) -> None:
         for sub, _ in list(self._watches.values()):
@@ -245,12 +264,12 @@ class ApprovalGate:
                 await sub.unsubscribe()
         self._watches.clear()
 
-    async def _ask(self, call: Call, cid: str, question: ApprovalRequested, timeout_s: float) -> str:
+    async def _reply(self, call: Call, cid: str, question: ApprovalRequested, timeout_s: float) -> Reply:
         project_id = call.project_id
         if self.waiting(project_id) >= self.max_pending:
             raise QuotaExceeded("project (calls waiting for approval)", self.max_pending)
         pending_key = (project_id, cid, question.request_id)
-        fut: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+        fut: asyncio.Future[Reply] = asyncio.get_running_loop().create_future()
         self._pending[pending_key] = fut
         self._per_project[project_id] = self.waiting(project_id) + 1
         try:
@@ -262,8 +281,8 @@ class ApprovalGate:
                         try:
                             answer = await asyncio.wait_for(fut, timeout_s)
                         except TimeoutError:
-                            answer = TIMEOUT
-                        waited.answered(answer)
+                            answer = Reply(TIMEOUT)
+                        waited.answered(answer.decision)
                         return answer
             finally:
                 await self._unwatch(project_id, cid)
@@ -293,7 +312,7 @@ class ApprovalGate:
                 return
             fut = self._pending.get((project_id, cid, answer.request_id))
             if fut is not None and not fut.done():
-                fut.set_result(answer.decision)
+                fut.set_result(Reply(answer.decision, answer.content))
 
         sub = await self.bus.subscribe(subjects.conversation_in(project_id, cid), on_input)
         await self.bus.nc.flush()

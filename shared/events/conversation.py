@@ -17,9 +17,12 @@ Channels:
 
 from __future__ import annotations
 
+import json
 from typing import Any, ClassVar, Final, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from jidocode.shared.forms import MAX_CONTENT_BYTES
 
 from ._base import Command, EventModel
 from .model_answer import ModelToolCall, usage_cost, usage_count
@@ -127,6 +130,15 @@ class ApprovalResponse(_Output):
     type: Literal["conversation.approval.response"] = "conversation.approval.response"
     request_id: str
     decision: ApprovalDecision
+    #: The values a question's form asks for (an approve only; ``shared/forms.py``), bounded.
+    content: dict[str, Any] | None = None
+
+    @field_validator("content")
+    @classmethod
+    def _bounded(cls, content: dict[str, Any] | None) -> dict[str, Any] | None:
+        if content is not None and len(json.dumps(content, default=str).encode()) > MAX_CONTENT_BYTES:
+            raise ValueError(f"the answer's content is larger than {MAX_CONTENT_BYTES} bytes")
+        return content
 
 
 class Compact(_Output):
@@ -274,6 +286,9 @@ class ApprovalRequested(_Output):
     tool: str
     args: dict[str, Any] = Field(default_factory=dict)
     reason: str = ""
+    #: A form the answer fills (an MCP elicitation's ``requestedSchema``; ``shared/forms.py``):
+    #: the server's text, untrusted.
+    form: dict[str, Any] | None = None
 
 
 class SubagentStarted(_Output):

@@ -48,12 +48,13 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.exceptions import MCPError
 
+from jidocode.services.tool_runner.approvals import TIMEOUT, Reply
 from jidocode.shared.errors import InvalidInput, JidoError, RequestTimeout
 from jidocode.shared.runner import HOST_CWD, python_module_argv
 
 from .backoff import Backoff
 from .config import HttpServer, StdioServer
-from .elicit import CURRENT_ASKER, Asker, answerable, question, result_of
+from .elicit import CURRENT_ASKER, Asker, answerable, form_of, question, result_of
 from .oauth import LoginRequired, TokenFile, login_command, runner_auth
 from .sandboxed import LaunchSpec
 
@@ -264,11 +265,15 @@ class ServerConnection:
             return types.ElicitResult(action="cancel")
         args, reason = question(self.name, params)
         try:
-            answer = await ask(f"elicitation-{next(self._numbers)}", args, reason)
+            answer = await ask(f"elicitation-{next(self._numbers)}", args, reason, form_of(params))
         except JidoError as exc:
             log.warning("MCP server %s: elicitation not asked: %s", self.name, exc.message)
             return types.ElicitResult(action="cancel")
-        return result_of(answer, params)
+        try:
+            return result_of(answer, params)
+        except InvalidInput as exc:  # the client's content: nothing of it reaches the server
+            log.warning("MCP server %s: elicitation answered cancel: %s", self.name, exc.message)
+            return types.ElicitResult(action="cancel")
 
     async def close(self) -> None:
         """Stop the server (idempotent); later uses fail."""
@@ -453,12 +458,14 @@ async def _http_transport(cfg: HttpServer, auth: httpx2.Auth | None) -> AsyncIte
 def _within(ask: Asker, deadline: float) -> Asker:
     """``ask`` answering ``timeout`` once the call's time (``deadline``, monotonic) is over."""
 
-    async def bounded(question_id: str, args: dict[str, Any], reason: str) -> str:
+    async def bounded(
+        question_id: str, args: dict[str, Any], reason: str, form: dict[str, Any] | None
+    ) -> Reply:
         try:
             async with asyncio.timeout(max(deadline - time.monotonic(), 0.001)):
-                return await ask(question_id, args, reason)
+                return await ask(question_id, args, reason, form)
         except TimeoutError:
-            return "timeout"
+            return Reply(TIMEOUT)
 
     return bounded
 

@@ -4,28 +4,31 @@ A server may ask the user something while one of its tools runs. The tool runner
 through the approval flow of the call that runs the tool (``conversation.approval.requested``
 on the call's conversation, the answer on its input: ``services/tool_runner/approvals.py``),
 so every client that answers approvals — the CLI, the SDK's ``approve`` callback, the console,
-A2A's ``input-required`` — answers elicitations too, with nothing new to learn.
-
-An approval is a yes or a no, so the answer maps onto the elicitation as:
+A2A's ``input-required`` — answers elicitations too. A form elicitation's ``requestedSchema``
+goes with the question as its ``form``; an answer may fill it (``content``,
+``shared/forms.py``), which is checked here against the form before anything reaches the server.
 
 =========================================  ===========================================
 the user's answer                          the server gets
 =========================================  ===========================================
-``approve_once`` / ``approve_session``     ``accept``, with the content :func:`fill` makes
+approve with content that fits the form    ``accept`` with that content
+approve without content                    ``accept``, with the content :func:`fill` makes
+approve with content that does not fit     ``cancel`` (nothing of it forwarded)
 ``deny``                                   ``decline``
 no answer in time, call cancelled          ``cancel``
 no conversation to ask                     ``cancel`` (nobody can answer)
 =========================================  ===========================================
 
-A form whose required fields a yes cannot fill (a required string with no default) is
-answered ``cancel`` without asking: a yes would be a made-up answer. A URL elicitation asks
-whether to go on at that URL (the question names it; the user opens it) and is accepted with no
-content. The question is asked under the call's tool name, with the server's message in
-``reason`` and the request in ``args`` (model and server text: untrusted, shown as text).
+A form outside the MCP restriction (a flat object of primitives) is answered ``cancel`` without
+asking, and so is an approve without content that a yes cannot fill (a required string with no
+default): a yes would be a made-up answer. A URL elicitation asks whether to go on at that URL
+(the question names it; the user opens it) and is accepted with no content. The question is
+asked under the call's tool name, with the server's message in ``reason`` and the request in
+``args`` (model and server text: untrusted, shown as text).
 
-The pure part (:func:`question`, :func:`fill`, :func:`result_of`) has no I/O; the wiring is
-:data:`CURRENT_ASKER` (set by the connection around each call, so a callback finds the call it
-belongs to) and :class:`Asker`.
+The pure part (:func:`question`, :func:`form_of`, :func:`fill`, :func:`result_of`) has no I/O;
+the wiring is :data:`CURRENT_ASKER` (set by the connection around each call, so a callback finds
+the call it belongs to) and :class:`Asker`.
 """
 
 from __future__ import annotations
@@ -36,26 +39,32 @@ from typing import Any, Final
 
 import mcp_types as types
 
+from jidocode.services.tool_runner.approvals import NO_CONVERSATION, Reply
+from jidocode.shared.errors import InvalidInput
+from jidocode.shared.forms import check_content, form_fields
+
 __all__ = [
     "CURRENT_ASKER",
     "NO_ANSWER",
     "Asker",
     "answerable",
     "fill",
+    "form_of",
     "question",
     "result_of",
 ]
 
-#: ``ask(question_id, args, reason)`` → the user's answer (an approval decision, ``timeout``,
-#: ``cancelled`` or ``no_conversation``), through the call's approval flow.
-Asker = Callable[[str, dict[str, Any], str], Awaitable[str]]
+#: ``ask(question_id, args, reason, form)`` → the user's answer (an approval decision, ``timeout``,
+#: ``cancelled`` or ``no_conversation``, with the content given to ``form``), through the call's
+#: approval flow.
+Asker = Callable[[str, dict[str, Any], str, dict[str, Any] | None], Awaitable[Reply]]
 
 #: The asker of the call that is running in this context (set around ``tools/call``).
 CURRENT_ASKER: Final[contextvars.ContextVar[Asker | None]] = contextvars.ContextVar(
     "jidocode_mcp_asker", default=None
 )
 #: What a question nobody could answer is called (``cancel`` to the server).
-NO_ANSWER: Final = "no_conversation"
+NO_ANSWER: Final = NO_CONVERSATION
 
 _ACCEPT: Final = frozenset({"approve_once", "approve_session"})
 #: A message or URL quoted in a question is cut to this many characters.
@@ -72,6 +81,13 @@ def question(server: str, params: types.ElicitRequestParams) -> tuple[dict[str, 
     schema = dict(params.requested_schema)
     args = {"elicitation": "form", "server": server, "message": message, "schema": schema}
     return args, f"MCP server {server!r} asks: {message}"
+
+
+def form_of(params: types.ElicitRequestParams) -> dict[str, Any] | None:
+    """The form an answer to ``params`` may fill (its ``requestedSchema``); ``None`` for a URL."""
+    if isinstance(params, types.ElicitRequestURLParams):
+        return None
+    return dict(params.requested_schema)
 
 
 def fill(schema: dict[str, Any]) -> dict[str, Any] | None:
@@ -94,20 +110,28 @@ def _is_boolean(spec: Any) -> bool:
     return isinstance(spec, dict) and spec.get("type") == "boolean"
 
 
-def result_of(answer: str, params: types.ElicitRequestParams) -> types.ElicitResult:
-    """What the server is told for the user's ``answer``."""
-    if answer in _ACCEPT:
+def result_of(answer: Reply, params: types.ElicitRequestParams) -> types.ElicitResult:
+    """What the server is told for the user's ``answer``; :class:`InvalidInput` naming the field
+    when the answer's content does not fit the form (then nothing of it may be forwarded)."""
+    if answer.decision in _ACCEPT:
         if isinstance(params, types.ElicitRequestURLParams):
             return types.ElicitResult(action="accept")
-        content = fill(dict(params.requested_schema))
+        schema = dict(params.requested_schema)
+        content = fill(schema) if answer.content is None else check_content(schema, answer.content)
         if content is None:
             return types.ElicitResult(action="cancel")
         return types.ElicitResult(action="accept", content=content)
-    if answer == "deny":
+    if answer.decision == "deny":
         return types.ElicitResult(action="decline")
     return types.ElicitResult(action="cancel")
 
 
 def answerable(params: types.ElicitRequestParams) -> bool:
-    """Whether a yes could answer ``params`` (a URL, or a form :func:`fill` can fill)."""
-    return isinstance(params, types.ElicitRequestURLParams) or fill(dict(params.requested_schema)) is not None
+    """Whether the user could answer ``params``: a URL, or a form within the MCP restriction."""
+    if isinstance(params, types.ElicitRequestURLParams):
+        return True
+    try:
+        form_fields(dict(params.requested_schema))
+    except InvalidInput:
+        return False
+    return True

@@ -4,16 +4,18 @@ Its tools misbehave on purpose: ``fail`` reports an error, ``hang`` never answer
 ends the process; ``boot`` tells one run from the next; ``read``/``write`` probe the sandbox.
 ``--hang-on-start`` never finishes starting; ``--exit-on-start`` exits at once with a message;
 ``--http <port>`` serves streamable HTTP on 127.0.0.1 instead of stdio (``header`` then answers).
-``confirm`` asks the user a yes/no (an elicitation) and says what came back.
+``confirm`` asks the user a yes/no (an elicitation) and says what came back; ``order`` asks a
+form of typed fields and returns the values it got as JSON (with their types).
 """
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 import uuid
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Literal
 
 import anyio
 from mcp.server.mcpserver import (
@@ -26,7 +28,7 @@ from mcp.server.mcpserver import (
     Resolve,
 )
 from mcp.server.mcpserver.exceptions import ToolError
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 BOOT = uuid.uuid4().hex
 server = MCPServer("flaky")
@@ -119,6 +121,25 @@ def _ask_confirm() -> Elicit[Confirm]:
 def confirm(answer: Annotated[ElicitationResult[Confirm], Resolve(_ask_confirm)]) -> str:
     """Ask the user a yes/no (an elicitation); the answer as ``accept:<bool>``, ``decline`` or ``cancel``."""
     return f"accept:{answer.data.approve}" if isinstance(answer, AcceptedElicitation) else answer.action
+
+
+class Order(BaseModel):
+    name: str = Field(description="Who orders")
+    count: int = Field(ge=1, le=100)
+    ok: bool
+    colour: Literal["red", "green", "blue"]
+
+
+def _ask_order() -> Elicit[Order]:
+    return Elicit("Your order?", Order)
+
+
+@server.tool()
+def order(answer: Annotated[ElicitationResult[Order], Resolve(_ask_order)]) -> str:
+    """Ask the user a form (an elicitation of typed fields); the answer as JSON, or the action."""
+    if isinstance(answer, AcceptedElicitation):
+        return json.dumps(answer.data.model_dump())
+    return answer.action
 
 
 if __name__ == "__main__":

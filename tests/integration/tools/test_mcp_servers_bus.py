@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
 import socket
 import sys
 from collections.abc import AsyncIterator, Callable
@@ -21,7 +22,8 @@ import pytest
 import pytest_asyncio
 
 from jidocode.cli.dev.scripted_llm import Reply, ScriptedLlm, call
-from jidocode.client import JidoClient
+from jidocode.client import ApprovalAnswer, ApprovalRequest, JidoClient
+from jidocode.client._callbacks import approval_request_of
 from jidocode.services.conversation.llm import make_llm_port
 from jidocode.services.conversation.service import serve as serve_conversation
 from jidocode.services.registry import serve_many
@@ -32,10 +34,12 @@ from jidocode.shared.bus import Bus
 from jidocode.shared.clients import EngineClient, ProjectClient, ToolsClient
 from jidocode.shared.config import Config
 from jidocode.shared.envelope import Envelope
+from jidocode.shared.errors import InvalidInput
 from jidocode.shared.events.conversation import ApprovalResponse
 from jidocode.shared.events.tools import ToolCatalog, ToolResult
 from jidocode.shared.natsserver import NatsServer
 from jidocode.shared.trust import trust_project
+from tests.e2e.test_first_chat import Terminal
 from tests.helpers import wait_for_services
 from tests.integration.tools.mcp_support import FLAKY, sandbox_readable, stdio, write_mcp_json
 from tests.integration.tools.support import failure, run_tool
@@ -480,3 +484,125 @@ async def test_each_replica_has_its_own_connections(system: McpSystem) -> None:
     finally:
         await second.stop()
         await bus2.close()
+
+
+ORDER = {"name": "Ada", "count": 3, "ok": True, "colour": "green"}
+
+
+async def test_a_form_elicitation_answered_through_the_sdk_gives_the_server_typed_values(
+    system: McpSystem,
+) -> None:
+    """The server's form (``requestedSchema``) reaches the SDK's ``approve`` callback; the values
+    it answers reach the server typed (an int stays an int, a bool a bool)."""
+    asked: asyncio.Queue[ApprovalRequest] = asyncio.Queue()
+
+    async def approve(request: ApprovalRequest) -> ApprovalAnswer:
+        await asked.put(request)
+        return ApprovalAnswer(content=ORDER)
+
+    client = await JidoClient.connect(project_dir=system.root, bus=system.bus)
+    try:
+        await client.configure_tools(approve=approve)
+        cid = await client.start_conversation()
+        result = await system.run("mcp__flaky__order", {}, "order-sdk", conversation_id=cid)
+        assert result.ok and json.loads(result.data["text"]) == ORDER, result
+        request = asked.get_nowait()
+        assert request.request_id.startswith("order-sdk/elicitation-") and request.form is not None
+        assert request.form["properties"]["colour"]["enum"] == ["red", "green", "blue"]
+        assert request.form["required"] == ["name", "count", "ok", "colour"]
+    finally:
+        await client.close()
+
+
+async def _order_asked(system: McpSystem, cid: str, rid: str) -> tuple[asyncio.Task[ToolResult], Envelope]:
+    """``mcp__flaky__order`` running in ``cid``, and the question its server asked."""
+    asked: asyncio.Queue[Envelope] = asyncio.Queue()
+
+    async def on_out(env: Envelope) -> None:
+        if env.type == "conversation.approval.requested":
+            await asked.put(env)
+
+    sub = await system.bus.subscribe(subjects.conversation_out_filter(system.pid, cid), on_out)
+    await system.bus.nc.flush()
+    try:
+        call = asyncio.create_task(system.run("mcp__flaky__order", {}, rid, conversation_id=cid))
+        return call, await asyncio.wait_for(asked.get(), 60)
+    finally:
+        await sub.unsubscribe()
+
+
+async def test_a_wrong_type_is_refused_naming_the_field_and_never_reaches_the_server(
+    system: McpSystem,
+) -> None:
+    """The SDK refuses content that does not fit the form before sending, naming the field; the
+    runner checks again (a client need not be the SDK): the server then gets ``cancel``."""
+    client = await JidoClient.connect(project_dir=system.root, bus=system.bus)
+    try:
+        cid = await client.start_conversation()
+        call, env = await _order_asked(system, cid, "order-wrong")
+        request = approval_request_of(env, cid)
+        assert request is not None
+        with pytest.raises(InvalidInput, match=r"'count'.*integer"):
+            await client.answer_approval(request, ApprovalAnswer(content={**ORDER, "count": "3"}))
+        with pytest.raises(InvalidInput, match=r"'colour'.*red, green, blue"):
+            await client.answer_approval(request, ApprovalAnswer(content={**ORDER, "colour": "pink"}))
+        await system.bus.publish(  # not through the SDK: the runner checks
+            subjects.conversation_in(system.pid, cid),
+            ApprovalResponse(
+                request_id=request.request_id, decision="approve_once", content={**ORDER, "ok": "y"}
+            ),
+            project_id=system.pid,
+            conversation_id=cid,
+        )
+        result = await call
+        assert result.ok and result.data["text"] == "cancel", result
+    finally:
+        await client.close()
+
+
+async def test_a_form_declined_is_declined(system: McpSystem) -> None:
+    client = await JidoClient.connect(project_dir=system.root, bus=system.bus)
+    try:
+        cid = await client.start_conversation()
+        call, env = await _order_asked(system, cid, "order-deny")
+        request = approval_request_of(env, cid)
+        assert request is not None
+        await client.answer_approval(request, ApprovalAnswer(decision="deny"))
+        result = await call
+        assert result.ok and result.data["text"] == "decline", result
+    finally:
+        await client.close()
+
+
+@pytest.mark.timeout(300)
+async def test_chat_on_a_terminal_answers_a_form_field_by_field(system: McpSystem) -> None:
+    """``jidocode chat`` on a pseudo-terminal: the yes asks each field (the enum's choices
+    numbered), a wrong value is asked again naming the field, the server gets typed values."""
+    asked_before = len(system.llm.requests)
+    system.llm.script(Reply.tools(call("mcp__flaky__order")), Reply.answer("Ordered."))
+    env = {
+        **os.environ,
+        "NATS_URL": system.config.nats_url,
+        "JIDO_CODE_HOME": str(system.home),
+        "COLUMNS": "200",
+    }
+    term = Terminal([sys.executable, "-m", "jidocode.cli.main", "chat", str(system.root), "order"], env)
+    at = await term.expect("needs approval")
+    at = await term.expect("Your order?", after=at)
+    at = await term.expect("[N]o:", after=at)
+    term.type("y")
+    for shown, typed in [
+        ("Who orders", "Ada"),
+        ("count", "three"),
+        ("field 'count': 'three' is not an integer", "3"),
+        ("y/n", "yes"),
+        ("1) red  2) green  3) blue", "2"),
+    ]:
+        at = await term.expect(shown, after=at)
+        at = await term.expect("> ", after=at)
+        term.type(typed)
+    await term.expect("Ordered.", after=at)
+    assert await term.close() == 0
+    last = (await system.llm.wait_requests(asked_before + 2, timeout=30))[-1]
+    (tool,) = [m for m in last["messages"] if m.get("role") == "tool"]
+    assert json.dumps(json.dumps(ORDER))[1:-1] in tool["content"], tool
