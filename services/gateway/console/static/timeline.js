@@ -91,7 +91,7 @@
       panel.replaceChildren(
         el("div", {}, rows.length ? "Restoring the files changes:" : "No file to restore; the conversation is rewound."),
         el("ul", { class: "rewind-diff" }, ...rows),
-        mine.size ? el("label", {}, overwrite, " overwrite the files changed since by you too") : "",
+        mine.size ? el("div", {}, el("label", {}, overwrite, " overwrite the files changed since by you too")) : "",
         confirm,
         " ",
         el("button", { class: "secondary", onclick: () => (panel.hidden = true) }, "Cancel"),
