@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import typer
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, ValidationError
 
 from jidocode.services.tool_runner.mcp.approvals import (
     Approval,
@@ -295,7 +295,12 @@ def _pre_registered(client_id: str | None, secret_env: str | None, port: int) ->
             )
     from jidocode.services.tool_runner.mcp.login import PreRegistered
 
-    return PreRegistered(client_id=client_id, client_secret=secret, callback_port=port)
+    try:
+        return PreRegistered(client_id=client_id, client_secret=secret, callback_port=port)
+    except ValidationError as exc:
+        raise InvalidInput(
+            f"--client-id: {exc.errors()[0]['msg']}", details={"option": "client_id"}
+        ) from None
 
 
 @app.command("logout")

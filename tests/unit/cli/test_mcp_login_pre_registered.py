@@ -17,13 +17,17 @@ def _run(*argv: str) -> tuple[int, str]:
     return result.exit_code, " ".join((result.stdout + result.stderr).split())
 
 
-def test_a_secret_variable_that_is_not_set_is_named(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_missing_secret_variable_or_an_empty_client_id_is_named(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("JIDO_CODE_HOME", str(tmp_path))
     monkeypatch.delenv("DOCS_SECRET", raising=False)
     code, out = _run(str(tmp_path), "docs", "--client-id", "c1", "--client-secret-env", "DOCS_SECRET")
     assert code == 2 and "the environment variable DOCS_SECRET is not set" in out
     code, out = _run(str(tmp_path), "docs", "--client-secret-env", "DOCS_SECRET")
     assert code == 2 and "--client-secret-env needs --client-id" in out
+    code, out = _run(str(tmp_path), "docs", "--client-id", "")
+    assert code == 2 and "--client-id: String should have at least 1 character" in out
 
 
 def test_a_client_with_a_secret_authenticates_by_http_basic_one_without_is_public() -> None:
