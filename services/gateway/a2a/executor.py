@@ -64,6 +64,7 @@ from .view import (
     TaskView,
     TurnFollower,
     Update,
+    parse_content,
     parse_decision,
 )
 
@@ -145,13 +146,14 @@ class ConversationExecutor(AgentExecutor):
         if view.state == "input-required":
             try:
                 approval, decision = parse_decision(texts, datas, view.pending)
+                content = parse_content(datas, approval, decision)
             except AnswerError as exc:
                 question = view.pending[0].question() if view.pending else ""
                 await updater.requires_input(
                     agent_message(task_id, f"{exc}. {question}".strip(), mid=new_id())
                 )
                 return None
-            answer = ApprovalResponse(request_id=approval.request_id, decision=decision)
+            answer = ApprovalResponse(request_id=approval.request_id, decision=decision, content=content)
             await self.conversations.send_event(
                 task_id, answer.type, answer.to_data(), correlation_id=approval.correlation_id
             )

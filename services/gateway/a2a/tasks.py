@@ -87,6 +87,7 @@ def agent_message(
                         "args": approval.args,
                         "reason": approval.reason,
                         "answers": ["allow", "allow always", "deny"],
+                        **({"form": approval.form} if approval.form is not None else {}),
                     }
                 ),
                 media_type="application/json",

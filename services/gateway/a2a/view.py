@@ -23,7 +23,9 @@ unjournaled :class:`AssistantDelta`) and says what the A2A stream must show.
 
 Approval answers (:func:`parse_decision`): the client's next message on an
 ``input-required`` task is the answer, as text (``allow``, ``allow always``,
-``deny`` and their synonyms) or as a data part ``{"decision": …, "request_id"?: …}``.
+``deny`` and their synonyms) or as a data part ``{"decision": …, "request_id"?: …}``. A
+question with a form (an MCP server's elicitation) carries it in its data part; the answer's
+``{"content": {…}}`` fills it (:func:`parse_content`, checked against the form).
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from typing import Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from jidocode.shared.errors import InvalidInput
 from jidocode.shared.events.conversation import (
     ApprovalDecision,
     ApprovalRequested,
@@ -48,6 +51,7 @@ from jidocode.shared.events.conversation import (
     TurnEnded,
     UserMessage,
 )
+from jidocode.shared.forms import check_content
 
 __all__ = [
     "ANSWERS",
@@ -62,6 +66,7 @@ __all__ = [
     "Update",
     "Utterance",
     "fold",
+    "parse_content",
     "parse_decision",
 ]
 
@@ -106,10 +111,17 @@ class PendingApproval(BaseModel):
     args: dict[str, Any] = Field(default_factory=dict)
     reason: str = ""
     correlation_id: str | None = None
+    #: The form an answer fills (an MCP server's elicitation; ``jidocode.shared.forms``).
+    form: dict[str, Any] | None = None
 
     def question(self) -> str:
         """What the A2A client is asked, in words."""
         why = f" ({self.reason})" if self.reason else ""
+        if self.form is not None:
+            return (
+                f"{self.tool} asks you to fill a form{why}. Answer with a data part "
+                '{"decision": "allow", "content": {…}} giving the form\'s fields, or \'deny\'.'
+            )
         return (
             f"The agent wants to run {self.tool} with {self.args}{why}. "
             "Answer 'allow', 'allow always' or 'deny'."
@@ -194,15 +206,8 @@ def fold(entries: Iterable[Mapping[str, Any]]) -> TaskView:
         elif kind == Cancel.TYPE:  # before its turn's end: no approval waits any more
             pending.clear()
         elif kind == ApprovalRequested.TYPE:
-            rid = _text(data, "request_id")
-            args = data.get("args")
-            pending[rid] = PendingApproval(
-                request_id=rid,
-                tool=_text(data, "tool"),
-                args=dict(args) if isinstance(args, Mapping) else {},
-                reason=_text(data, "reason"),
-                correlation_id=str(entry.get("correlation_id") or "") or None,
-            )
+            asked = _pending_of(data, str(entry.get("correlation_id") or "") or None)
+            pending[asked.request_id] = asked
         elif kind in (ApprovalResponse.TYPE, ToolCallCompleted.TYPE, ToolCallFailed.TYPE):
             pending.pop(_text(data, "request_id"), None)
         elif state == "submitted" and _refused(kind, data) is not None:
@@ -213,6 +218,19 @@ def fold(entries: Iterable[Mapping[str, Any]]) -> TaskView:
         state = "working"
     return TaskView(
         state=state, answer=answer, reason=reason, pending=tuple(pending.values()), history=tuple(history)
+    )
+
+
+def _pending_of(data: Mapping[str, Any], correlation_id: str | None = None) -> PendingApproval:
+    """The approval an ``approval.requested`` event asks (its form too, when it carries one)."""
+    args, form = data.get("args"), data.get("form")
+    return PendingApproval(
+        request_id=_text(data, "request_id"),
+        tool=_text(data, "tool"),
+        args=dict(args) if isinstance(args, Mapping) else {},
+        reason=_text(data, "reason"),
+        correlation_id=correlation_id,
+        form=dict(form) if isinstance(form, Mapping) else None,
     )
 
 
@@ -231,6 +249,22 @@ def _refusal(data: Mapping[str, Any]) -> str:
     if "dropped_id" in data:
         return "the conversation's queue was full: the message was dropped"
     return f"the conversation refused the message: {_text(data, 'message') or _text(data, 'error_type')}"
+
+
+def parse_content(
+    datas: Sequence[Any], approval: PendingApproval, decision: ApprovalDecision
+) -> dict[str, Any] | None:
+    """The values a data part ``{"content": {…}}`` gives ``approval``'s form (an approve only),
+    checked against it; :class:`AnswerError` naming the field that does not fit."""
+    found = [d["content"] for d in datas if isinstance(d, Mapping) and d.get("content") is not None]
+    if not found or decision == "deny":
+        return None
+    if approval.form is None:
+        raise AnswerError(f"approval {approval.request_id!r} asks no form: its answer carries no content")
+    try:
+        return check_content(approval.form, found[0])
+    except InvalidInput as exc:
+        raise AnswerError(exc.message) from None
 
 
 def parse_decision(
@@ -327,17 +361,7 @@ class TurnFollower:
             if ended is not None and (self.message_id is None or ended.ends(self.message_id)):
                 out.append(self._end(*_ending(ended)))
         elif kind == ApprovalRequested.TYPE:
-            args = data.get("args")
-            out.append(
-                Asked(
-                    PendingApproval(
-                        request_id=_text(data, "request_id"),
-                        tool=_text(data, "tool"),
-                        args=dict(args) if isinstance(args, Mapping) else {},
-                        reason=_text(data, "reason"),
-                    )
-                )
-            )
+            out.append(Asked(_pending_of(data)))
         return out
 
     def _end(self, state: Literal["completed", "failed", "canceled"], text: str) -> Ended:
