@@ -33,6 +33,7 @@ __all__ = [
     "MAX_FIELDS",
     "MAX_STRING_CHARS",
     "FormField",
+    "bounded_content",
     "check_content",
     "form_fields",
     "value_of",
@@ -166,6 +167,14 @@ def _check_number(field: FormField, value: int | float) -> int | float:
     if field.maximum is not None and value > field.maximum:
         raise InvalidInput(f"field {field.name!r}: {value} is above the maximum {field.maximum:g}")
     return value
+
+
+def bounded_content(content: dict[str, Any] | None) -> dict[str, Any] | None:
+    """``content`` when it is at most :data:`MAX_CONTENT_BYTES` as JSON, else :class:`ValueError`
+    (a model's field validator: the answer is refused before it is read)."""
+    if content is not None and len(json.dumps(content, default=str).encode()) > MAX_CONTENT_BYTES:
+        raise ValueError(f"the answer's content is larger than {MAX_CONTENT_BYTES} bytes")
+    return content
 
 
 def check_value(field: FormField, value: Any) -> Any:

@@ -14,7 +14,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Literal, TypeVar, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
@@ -37,6 +37,7 @@ from jidocode.shared.events.engine import ProjectInfo, ProjectList
 from jidocode.shared.events.llm import UsageTotals
 from jidocode.shared.events.prd import LoopInfo, PrdList, PrdView
 from jidocode.shared.events.tools import ToolCatalog
+from jidocode.shared.forms import bounded_content
 from jidocode.shared.rewind import RewindOutcome
 from jidocode.shared.rewind import rewind as rewind_before
 
@@ -98,6 +99,11 @@ class RestoreBody(RewindBody):
 class ApprovalBody(_Body):
     #: ``allow`` is ``approve_once``; ``approve_session`` also allows the same call for the session.
     decision: Literal["allow", "deny", "approve_once", "approve_session"]
+    #: The values the question's form asks for (an MCP server's elicitation; an approve only),
+    #: checked against the form by the tool runner before anything reaches the server.
+    content: dict[str, Any] | None = None
+
+    _bounded = field_validator("content")(bounded_content)
 
 
 class RunPrdBody(_Body):
@@ -319,7 +325,9 @@ async def rewind_restore(request: Request, ctx: GatewayContext) -> RewindOutcome
 async def answer_approval(request: Request, ctx: GatewayContext) -> Accepted:
     body = await read_body(request, ApprovalBody)
     event = ApprovalResponse(
-        request_id=str(request.path_params["request_id"]), decision=_DECISIONS[body.decision]
+        request_id=str(request.path_params["request_id"]),
+        decision=_DECISIONS[body.decision],
+        content=body.content,
     )
     accepted = await ctx.conversations(_pid(request)).send_event(_cid(request), event.type, event.to_data())
     return _accepted(accepted)

@@ -17,12 +17,11 @@ Channels:
 
 from __future__ import annotations
 
-import json
 from typing import Any, ClassVar, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from jidocode.shared.forms import MAX_CONTENT_BYTES
+from jidocode.shared.forms import bounded_content
 
 from ._base import Command, EventModel
 from .model_answer import ModelToolCall, usage_cost, usage_count
@@ -133,12 +132,7 @@ class ApprovalResponse(_Output):
     #: The values a question's form asks for (an approve only; ``shared/forms.py``), bounded.
     content: dict[str, Any] | None = None
 
-    @field_validator("content")
-    @classmethod
-    def _bounded(cls, content: dict[str, Any] | None) -> dict[str, Any] | None:
-        if content is not None and len(json.dumps(content, default=str).encode()) > MAX_CONTENT_BYTES:
-            raise ValueError(f"the answer's content is larger than {MAX_CONTENT_BYTES} bytes")
-        return content
+    _bounded = field_validator("content")(bounded_content)
 
 
 class Compact(_Output):

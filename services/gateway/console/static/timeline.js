@@ -189,14 +189,60 @@
     if (Number.isFinite(ms)) parts.duration.textContent = `${Math.max(ms, 0)} ms`;
   }
 
-  async function answer(parts, requestId, decision) {
+  /** An elicitation's form (an MCP server asks while its tool runs): one input per field, typed
+   * as the form says; the server's titles and choices reach the page as text only. */
+  function formOf(form, parts, requestId) {
+    const inputs = [];
+    const rows = Object.entries(form.properties || {}).map(([name, spec]) => {
+      const required = (form.required || []).includes(name);
+      const input = fieldInput(spec || {}, required);
+      inputs.push([name, spec || {}, input]);
+      const label = spec && spec.title ? `${spec.title} (${name})` : name;
+      return el("label", { class: "field" }, label, required ? " *" : "", " ", input, spec && spec.description ? el("small", {}, ` ${spec.description}`) : null);
+    });
+    const node = el("form", { class: "elicitation" }, ...rows);
+    node.addEventListener("submit", (submitted) => {
+      submitted.preventDefault();
+      answer(parts, requestId, "approve_once", formContent(inputs));
+    });
+    node.append(el("button", { type: "submit", class: "allow" }, "Send"), " ",
+      el("button", { type: "button", class: "deny secondary", onclick: () => answer(parts, requestId, "deny") }, "Decline"));
+    return node;
+  }
+
+  function fieldInput(spec, required) {
+    const choices = spec.enum || (spec.oneOf || []).map((option) => option && option.const);
+    if (spec.type === "string" && choices.length) {
+      return el("select", { required }, ...(required ? [] : [el("option", { value: "" }, "")]), ...choices.map((c) => el("option", { value: c }, c)));
+    }
+    if (spec.type === "boolean") return el("input", { type: "checkbox", checked: spec.default === true });
+    if (spec.type === "integer" || spec.type === "number") {
+      return el("input", { type: "number", required, min: spec.minimum, max: spec.maximum, step: spec.type === "integer" ? 1 : "any" });
+    }
+    const types = { email: "email", uri: "url", date: "date", "date-time": "datetime-local" };
+    return el("input", { type: types[spec.format] || "text", required, maxlength: spec.maxLength || 4096, minlength: spec.minLength });
+  }
+
+  /** The typed values of the form's inputs (an empty optional field is left out). */
+  function formContent(inputs) {
+    const content = {};
+    for (const [name, spec, input] of inputs) {
+      if (spec.type === "boolean") content[name] = input.checked;
+      else if (input.value === "") continue;
+      else if (spec.type === "integer" || spec.type === "number") content[name] = Number(input.value);
+      else content[name] = input.value;
+    }
+    return content;
+  }
+
+  async function answer(parts, requestId, decision, content) {
     // shown before the request: the conversation's approval.response may arrive on the
     // stream before the request's own answer does, and it has the last word
     const asked = parts.decision.textContent;
     parts.decision.textContent = decision === "deny" ? "denying…" : "allowing…";
     for (const button of parts.approval.querySelectorAll("button")) button.disabled = true;
     try {
-      await api("POST", `${base}/approvals/${Jido.path(requestId)}`, { decision });
+      await api("POST", `${base}/approvals/${Jido.path(requestId)}`, content ? { decision, content } : { decision });
     } catch (error) {
       parts.decision.textContent = asked;
       parts.approval.append(el("span", { class: "error" }, error.message));
@@ -275,6 +321,12 @@
       parts.status.textContent = "waiting for you";
       parts.status.className = "badge waiting";
       parts.decision.textContent = "asks for approval";
+      if (event.data.form) {
+        const reason = event.data.reason || `${event.data.tool} asks you to fill a form`;
+        parts.approval.replaceChildren(el("span", {}, reason), formOf(event.data.form, parts, requestId));
+        parts.approval.hidden = false;
+        return;
+      }
       parts.approval.replaceChildren(
         el("span", {}, event.data.reason || `${event.data.tool} needs your approval`),
         " ",
