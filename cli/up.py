@@ -460,13 +460,13 @@ def up(
     spares: str = typer.Option(
         ",".join(DEFAULT_SPARES),
         envvar="JIDO_UP_SPARES",
-        help="comma-separated services kept warm for an instant restart ('' for none)",
+        help="comma-separated services kept warm for an instant restart, or 'none'",
     ),
 ) -> None:
     """Run the whole system: embedded NATS (unless NATS_URL is set) and every service."""
     nats_url = os.environ.get("NATS_URL") or None
     replicas = {"conversation": conversation_replicas, "tool_runner": tool_runner_replicas}
-    warm = _service_names(spares, "--spares")
+    warm = () if spares.strip().lower() == "none" else _service_names(spares, "--spares")
     names = RUNNABLE
     if only:
         names = _service_names(only, "--only")

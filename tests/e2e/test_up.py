@@ -43,7 +43,7 @@ class UpProcess:
         env.update(extra_env or {})
         # no warm spare unless a test asks for one (`up`'s default keeps the conversation service's):
         # its imports are seconds of CPU each `up` of the suite would pay for nothing
-        env.setdefault("JIDO_UP_SPARES", "")
+        env.setdefault("JIDO_UP_SPARES", "none")
         self.data_home = str(tmp / "data")
         env.update(
             {
