@@ -7,8 +7,10 @@ from typing import Any
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from pydantic import ValidationError
 
 from jidocode.shared.errors import InvalidInput
+from jidocode.shared.events.conversation import ApprovalResponse
 from jidocode.shared.forms import MAX_CONTENT_BYTES, MAX_STRING_CHARS, check_content, form_fields, value_of
 
 ORDER: dict[str, Any] = {
@@ -90,6 +92,8 @@ def test_content_is_bounded_in_size() -> None:
     big = {f"f{i}": "x" * 4000 for i in range(8)}
     with pytest.raises(InvalidInput, match=f"larger than {MAX_CONTENT_BYTES} bytes"):
         check_content(schema, big)
+    with pytest.raises(ValidationError, match=f"larger than {MAX_CONTENT_BYTES} bytes"):
+        ApprovalResponse(request_id="r/elicitation-1", decision="approve_once", content=big)
 
 
 @pytest.mark.parametrize(
