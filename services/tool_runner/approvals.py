@@ -228,20 +228,27 @@ class ApprovalGate:
         return True
 
     async def ask(
+        self, call: Call, question_id: str, args: dict[str, Any], reason: str, *, timeout_s: float
+    ) -> str:
+        """Ask ``call``'s conversation a question of the running call (a host its pass would
+        reach), as ``<request id>/<question_id>`` under the call's tool name: the raw answer
+        (a decision, ``timeout`` or ``cancelled``), or ``no_conversation`` when it has none."""
+        reply = await self.ask_form(call, question_id, args, reason, None, timeout_s=timeout_s)
+        return reply.decision
+
+    async def ask_form(
         self,
         call: Call,
         question_id: str,
         args: dict[str, Any],
         reason: str,
-        form: dict[str, Any] | None = None,
+        form: dict[str, Any] | None,
         *,
         timeout_s: float,
     ) -> Reply:
-        """Ask ``call``'s conversation a question of the running call (an MCP server's
-        elicitation, with the ``form`` its answer may fill), as ``<request id>/<question_id>``
-        under the call's tool name: the raw answer (a decision, ``timeout`` or ``cancelled``) and
-        the answer's content, or ``no_conversation`` when it has none. The content is the
-        client's, unchecked (the asker checks it against the form)."""
+        """:meth:`ask` with the ``form`` the answer may fill (an MCP server's elicitation): the
+        decision and the answer's content, the client's, unchecked (the asker checks it against
+        the form)."""
         cid = call.conversation_id
         if cid is None:
             return Reply(NO_CONVERSATION)

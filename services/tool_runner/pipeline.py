@@ -285,7 +285,7 @@ class Pipeline:
                 args,
                 limits.timeout_s,
                 max_bytes=result_limit(limits),
-                ask=partial(self.gate.ask, call, timeout_s=project.tools.approval_timeout_s),
+                ask=partial(self.gate.ask_form, call, timeout_s=project.tools.approval_timeout_s),
             )
         if call.name in BUILTINS:
             return self._builtin(call, project, args, decision, limits)
