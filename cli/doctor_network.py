@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import os
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -92,7 +93,9 @@ def check_network(project: str, *, home: Path | None = None) -> dict[str, Any]:
     except JidoError as exc:
         return {"name": "network", "status": "warn", "detail": exc.message[:300], "fix": "see settings below"}
     lines = allowlist_lines(policy)
-    problem = asyncio.run(proxy_self_test(policy))
+    # in a thread of its own: doctor may be called where an event loop already runs (a test's)
+    with ThreadPoolExecutor(1) as pool:
+        problem = pool.submit(asyncio.run, proxy_self_test(policy)).result()
     if problem is not None:
         fix = "tool processes get no network and web_fetch fails until the tool runner's proxy can listen"
         return {"name": "network", "status": "fail", "detail": problem, "fix": fix, "lines": lines}
