@@ -205,6 +205,9 @@ def test_the_guard_reads_typed_clients_and_the_endpoint_table() -> None:
         (subjects.tools("X1", "cancel"), "request"),
         (subjects.tools("X1", "mcp_tools"), "request"),
         (subjects.tools("X1", "mcp_servers"), "request"),
+        (subjects.tools("X1", "checkpoints_list"), "request"),
+        (subjects.tools("X1", "checkpoints_diff"), "request"),
+        (subjects.tools("X1", "checkpoints_restore"), "request"),
         (subjects.assets_pattern("get"), "serve"),
         (subjects.conversations("X1", "start"), "request"),
     }
@@ -218,4 +221,7 @@ def test_the_guard_reads_typed_clients_and_the_endpoint_table() -> None:
         subjects.tools("X1", "cancel"),
         subjects.tools("X1", "mcp_tools"),
         subjects.tools("X1", "mcp_servers"),
+        subjects.tools("X1", "checkpoints_list"),
+        subjects.tools("X1", "checkpoints_diff"),
+        subjects.tools("X1", "checkpoints_restore"),
     }
