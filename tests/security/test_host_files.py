@@ -66,20 +66,24 @@ Attack = Callable[[Path], None]
 
 
 class _Run:
-    def __init__(self, attack: Attack | None, work_dir: Path) -> None:
+    def __init__(self, attack: Attack | None, work_dir: Path, works: bool) -> None:
         self.attack = attack
         self.work_dir = work_dir
+        self.works = works
 
     async def events(self) -> AsyncIterator[ProviderEvent]:
         yield ProviderEvent(kind="iteration_started")
         if self.attack is not None:
             self.attack(self.work_dir)  # what the model did in the project through its tools
+        if self.works:  # the story's own work: a pass needs a change, and then the loop writes its files
+            with (self.work_dir / "work.txt").open("a") as work:
+                work.write("done\n")
         for n in range(3):  # events the loop writes after the attack
             yield ProviderEvent(kind="assistant_text", text=f"working {n}")
         yield ProviderEvent(kind="iteration_finished", ok=True, text="done")
 
     async def result(self) -> IterationResult:
-        return IterationResult(ok=True, summary="done")
+        return IterationResult(ok=True, summary="done", done=True)
 
     async def cancel(self) -> None:
         pass
@@ -90,6 +94,8 @@ class AttackingProvider:
     """``attacks[prd]`` runs in the iteration of PRD ``prd`` (on its work dir)."""
 
     attacks: dict[str, Attack] = field(default_factory=dict)
+    #: the PRDs whose iterations also do the story's work (a change in the work dir)
+    works: set[str] = field(default_factory=set)
 
     def name(self) -> str:
         return "attacker"
@@ -98,7 +104,8 @@ class AttackingProvider:
         return ProviderCapabilities(streaming=True, tool_calls=True, sandbox_control=False)
 
     async def run_iteration(self, request: IterationRequest) -> _Run:
-        return _Run(self.attacks.get(request.metadata.get("prd", "")), Path(request.work_dir))
+        prd = request.metadata.get("prd", "")
+        return _Run(self.attacks.get(prd), Path(request.work_dir), prd in self.works)
 
 
 # --- the system -------------------------------------------------------------------------------------
@@ -347,6 +354,7 @@ async def test_a_prd_file_made_a_link_by_the_model_is_refused(system: System, na
     canary = system.canary(f"target-{prd}")
     prd_dir = await project.create(prd)
     system.provider.attacks[prd] = lambda _work: _plant(kind, canary, prd_dir / name)
+    system.provider.works.add(prd)  # the story passes as far as writing progress.md
     await project.prds.run(prd)
     record = await system.settled(project, prd)
     _untouched(canary)
@@ -362,8 +370,10 @@ async def test_agent_log_rotation_never_writes_through_the_old_generation(system
     prd_dir = await project.create("x")
     (prd_dir / "agent.log").write_bytes(b"x" * (AGENT_LOG_MAX_BYTES - 10) + b"\n")  # the next entry rotates
     (prd_dir / "agent.log.1").symlink_to(canary)
+    system.provider.works.add("x")
     await project.prds.run("x")
     record = await system.settled(project, "x")
+    system.provider.works.discard("x")  # other tests' PRDs named x do no work
     assert record.info.state == "completed", record.info
     _untouched(canary)
     assert not (prd_dir / "agent.log.1").is_symlink()
