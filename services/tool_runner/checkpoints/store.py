@@ -61,6 +61,10 @@ class Checkpoint:
     after: ObjectID | None
 
 
+#: A tree of the work tree: its id, how many files, and what was left out (named).
+Snapshot = tuple[ObjectID, int, list[str]]
+
+
 def turn_key(conversation_id: str, turn_id: str) -> bytes:
     """The ref name part of ``(conversation, turn)``: a digest (any ids make a valid ref)."""
     return hashlib.sha256(f"{conversation_id}\0{turn_id}".encode()).hexdigest()[:40].encode()
@@ -145,7 +149,7 @@ class CheckpointStore:
             self.root, listing.files, store, max_bytes=self.max_file_bytes, cache=self.stat_cache
         )
 
-    def snapshot(self, listing: Listing) -> tuple[ObjectID, int, list[str]]:
+    def snapshot(self, listing: Listing) -> Snapshot:
         """The work tree as a tree: its id, how many files, and what was left out (named)."""
         found = self._scan(listing)
         skipped = [
@@ -161,10 +165,19 @@ class CheckpointStore:
         self, conversation_id: str, turn_id: str, label: str, listing: Listing
     ) -> CheckpointInfo | None:
         """Record the turn's checkpoint from ``listing``; ``None`` when the turn has one already."""
+        if self.has(conversation_id, turn_id):
+            return None
+        return self.record_snapshot(conversation_id, turn_id, label, self.snapshot(listing))
+
+    def record_snapshot(
+        self, conversation_id: str, turn_id: str, label: str, snap: Snapshot
+    ) -> CheckpointInfo | None:
+        """Record the turn's checkpoint of a tree :meth:`snapshot` made; ``None`` when the turn has
+        one already."""
         ref = CP_REFS + turn_key(conversation_id, turn_id)
         if self._has(ref):
             return None
-        tree_id, files, skipped = self.snapshot(listing)
+        tree_id, files, skipped = snap
         record = {
             "conversation_id": conversation_id,
             "turn_id": turn_id,
@@ -180,11 +193,14 @@ class CheckpointStore:
 
     def record_after(self, conversation_id: str, turn_id: str, listing: Listing) -> None:
         """What the agent left after a writing call of the turn (the turn must have a checkpoint)."""
+        if self.has(conversation_id, turn_id):
+            self.record_after_snapshot(conversation_id, turn_id, self.snapshot(listing))
+
+    def record_after_snapshot(self, conversation_id: str, turn_id: str, snap: Snapshot) -> None:
+        """:meth:`record_after` with a tree :meth:`snapshot` made."""
         key = turn_key(conversation_id, turn_id)
-        if not self._has(CP_REFS + key):
-            return
-        tree_id, _, _ = self.snapshot(listing)
-        self.repo.refs[Ref(AFTER_REFS + key)] = self._commit(tree_id, "after").id
+        if self._has(CP_REFS + key):
+            self.repo.refs[Ref(AFTER_REFS + key)] = self._commit(snap[0], "after").id
 
     def _commit(self, tree_id: ObjectID, message: str) -> Commit:
         commit = Commit()

@@ -110,7 +110,9 @@ async def test_old_checkpoints_expire_by_count_per_conversation(tmp_path: Path, 
     (jido_home / "settings.json").write_text('{"checkpoints": {"max_per_conversation": 2}}')
     root = tmp_path / "proj"
     root.mkdir()
-    checkpoints = Checkpoints(tmp_path.parent / f"{tmp_path.name}-data", jido_home=jido_home)
+    checkpoints = Checkpoints(
+        tmp_path.parent / f"{tmp_path.name}-data", jido_home=jido_home, expire_every_s=0
+    )
     info = ProjectInfo(project_id="p1", root_path=str(root), started_at="now")
     try:
         for n in range(4):
