@@ -324,8 +324,9 @@ async def rewind_restore(request: Request, ctx: GatewayContext) -> RewindOutcome
 
 async def answer_approval(request: Request, ctx: GatewayContext) -> Accepted:
     body = await read_body(request, ApprovalBody)
+    question = request.path_params.get("question_id")
     event = ApprovalResponse(
-        request_id=str(request.path_params["request_id"]),
+        request_id="/".join([str(request.path_params["request_id"]), *([str(question)] if question else [])]),
         decision=_DECISIONS[body.decision],
         content=body.content,
     )
@@ -441,6 +442,15 @@ API_ROUTES: tuple[ApiRoute, ...] = (
         _C + "/approvals/{request_id}",
         answer_approval,
         "Answer a tool approval request",
+        Accepted,
+        ApprovalBody,
+        202,
+    ),
+    ApiRoute(
+        "POST",
+        _C + "/approvals/{request_id}/{question_id}",
+        answer_approval,
+        "Answer a question a running call asks (an MCP server's elicitation: <request id>/<question id>)",
         Accepted,
         ApprovalBody,
         202,

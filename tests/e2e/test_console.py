@@ -9,6 +9,7 @@ path is printed).
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -18,6 +19,7 @@ from playwright.async_api import BrowserContext, Locator, Page, expect
 
 from jidocode.cli.dev.scripted_llm import Reply, call
 from tests.e2e.console_fixtures import CHROMIUM, MODEL, ConsoleSystem, console_system, screenshots
+from tests.integration.tools.mcp_support import FLAKY, sandbox_readable, stdio, write_mcp_json
 
 __all__ = ["console_system", "screenshots"]  # fixtures
 
@@ -292,6 +294,46 @@ async def _stop_a_project_from_the_projects_page(
     await page.close()
 
 
+async def _fill_a_servers_form(logged_in: BrowserContext, console_system: ConsoleSystem) -> None:
+    """An MCP server's elicitation with a form (issue 26): the card shows typed inputs, the
+    server's choices as text; Send gives the server typed values."""
+    system = console_system
+    root = system.project.parent / "forms"  # under the trusted folder
+    write_mcp_json(root, {"flaky": stdio(FLAKY)})
+    # the sandbox reads the test server's folder (the global layer names it, as in the MCP tests)
+    (system.project.parent / "jido_home" / "settings.json").write_text(
+        json.dumps({"permissions": {"additional_directories": sandbox_readable()}})
+    )
+    (root / ".jido").mkdir()
+    (root / ".jido" / "settings.json").write_text(json.dumps({"permissions": {"allow": ["mcp__flaky"]}}))
+    async with httpx.AsyncClient(
+        base_url=system.base_url, headers={"Authorization": f"Bearer {system.token}"}, timeout=60
+    ) as api:
+        pid = (await api.post("/api/projects", json={"root": str(root)})).json()["project_id"]
+        await api.post(f"/api/projects/{pid}/conversations", json={"conversation_id": "form-demo"})
+    page = await logged_in.new_page()
+    await page.goto(f"{system.base_url}/console/projects/{pid}/conversations/form-demo")
+    await expect(page.locator("#connection")).to_have_text("live")
+    system.llm.script(Reply.tools(call("mcp__flaky__order")), Reply.answer("Order placed."))
+    await _send(page, "Order something")
+    form = page.locator("#timeline .tool .approval form.elicitation")
+    await expect(form.locator("select option")).to_have_text(["red", "green", "blue"], timeout=90_000)
+    await expect(page.locator("#timeline .tool .approval:has(form.elicitation)")).to_contain_text(
+        "Your order?"
+    )
+    await expect(form).to_contain_text("Who orders")
+    await form.locator("input[type=text]").fill("Ada")
+    await form.locator("input[type=number]").fill("3")
+    await form.locator("input[type=checkbox]").check()
+    await form.locator("select").select_option("green")
+    await form.locator("button[type=submit]").click()
+    await expect(page.locator("#timeline .message.assistant[data-complete=true] .text").last).to_have_text(
+        "Order placed."
+    )
+    await expect(page.locator("#timeline .tool .result").first).to_contain_text('\\"count\\": 3')
+    await page.close()
+
+
 @pytest.mark.timeout(300)  # set-up and steps take ~25 s idle, ~60 s on two cores busy with other tests
 async def test_the_console(console_system: ConsoleSystem, screenshots: Path) -> None:
     """The steps share one system and one browser: as one test, whatever runs the suite's
@@ -301,6 +343,7 @@ async def test_the_console(console_system: ConsoleSystem, screenshots: Path) -> 
     try:
         await _conversation_live_from_start_to_approval(logged_in, console_system, screenshots)
         await _deny_with_a_click_and_cancel(logged_in, console_system)
+        await _fill_a_servers_form(logged_in, console_system)
         await _bus_view_shows_events_as_they_happen(logged_in, console_system, screenshots)
         await _pages_of_what_does_not_exist_say_so(console_system)
         await _stop_a_project_from_the_projects_page(logged_in, console_system)

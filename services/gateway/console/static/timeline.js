@@ -242,7 +242,8 @@
     parts.decision.textContent = decision === "deny" ? "denying…" : "allowing…";
     for (const button of parts.approval.querySelectorAll("button")) button.disabled = true;
     try {
-      await api("POST", `${base}/approvals/${Jido.path(requestId)}`, content ? { decision, content } : { decision });
+      // a server's question during a call is "<request id>/<question id>": two path segments
+      await api("POST", `${base}/approvals/${Jido.path(...requestId.split("/"))}`, content ? { decision, content } : { decision });
     } catch (error) {
       parts.decision.textContent = asked;
       parts.approval.append(el("span", { class: "error" }, error.message));
@@ -346,6 +347,11 @@
       if (parts.status.textContent === "waiting for you") {
         parts.status.textContent = event.data.decision === "deny" ? "denied" : "running";
         parts.status.className = `badge ${event.data.decision === "deny" ? "failed" : "running"}`;
+      }
+      // a server's question during a call (an elicitation) is done once answered: the call's own card runs on
+      if (/\/elicitation-\d+$/.test(event.data.request_id) && event.data.decision !== "deny") {
+        parts.status.textContent = "answered";
+        parts.status.className = "badge completed";
       }
     },
     "conversation.tool.completed": (event) => {
