@@ -10,6 +10,10 @@ The same proxy carries ``prd finish --push`` to an HTTP remote (:class:`PushNetw
 0343): a pass that may reach the remote's host and port and nothing else, decided first
 (before anything changes) by the same rules the proxy applies; its events are named
 ``prd/push/<prd>``.
+
+Like the tool runner's, this proxy always refuses the runtime's own endpoints (the NATS
+servers and the gateway, :func:`~jidocode.shared.egress.runtime_endpoints`), whatever a
+provider declares or the user allows.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ from jidocode.shared.egress import (
     admit,
     domains_opener,
     parse_hosts,
+    runtime_endpoints,
     system_resolver,
     table_resolver,
 )
@@ -48,19 +53,28 @@ __all__ = ["PushNetwork", "login_opener", "login_proxy"]
 log = logging.getLogger("jidocode.prd")
 
 
-def login_proxy(bus: Bus) -> LazyProxy:
-    """The replica's proxy (not started yet), publishing its decisions on ``bus``."""
+def login_proxy(bus: Bus, config: Config) -> LazyProxy:
+    """The replica's proxy (not started yet), publishing its decisions on ``bus``; the runtime's
+    own endpoints (the NATS servers of ``config`` and the gateway) refused, as by the tool
+    runner's proxy."""
 
     async def publish(event: ToolNetwork, scope: CallScope) -> None:
         await bus.emit(event, project_id=scope.project_id)
 
     table = parse_hosts(os.environ.get(HOSTS_ENV, ""))
-    return LazyProxy(resolver=table_resolver(table) if table else system_resolver, on_event=publish)
+    resolver = table_resolver(table) if table else system_resolver
+
+    async def runtime() -> list[tuple[str, int]]:
+        return await runtime_endpoints(config, resolver)
+
+    return LazyProxy(resolver=resolver, runtime_source=runtime, on_event=publish)
 
 
 def login_opener(proxy: LazyProxy | None, project_id: str, config: Config) -> DomainsOpener | None:
     """Passes for ``project_id``'s provider CLIs; ``None`` (no network) without a proxy, or while
-    the user's settings have an error (their denied entries could not be honoured)."""
+    the user's settings have an error (their denied entries could not be honoured). The IP and
+    CIDR entries of the user's ``sandbox.allowed_domains`` let a provider's domains resolve to a
+    private address of theirs (a company's gateway to the model API); they allow no host."""
     if proxy is None:
         return None
     home = config.jido_home
@@ -69,10 +83,12 @@ def login_opener(proxy: LazyProxy | None, project_id: str, config: Config) -> Do
             load_settings(None, jido_home=home), refused="a provider's login network"
         ).sandbox
         policy = Policy.build(str(home), jido_home=str(home), denied_domains=sandbox.denied_domains)
+        entries = (parse_domain_pattern(raw) for raw in sandbox.allowed_domains)
+        networks = tuple(p for p in entries if p.kind == "network")
     except (JidoError, ValueError, OSError) as exc:
         log.warning("no network for provider logins of %s: %s", project_id, exc)
         return None
-    return domains_opener(proxy, project_id=project_id, policy=policy)
+    return domains_opener(proxy, project_id=project_id, policy=policy, networks=networks)
 
 
 @dataclass(frozen=True)
@@ -109,7 +125,9 @@ class PushNetwork:
             extra_allowed=(parse_domain_pattern(remote.host),),
             destinations=frozenset({(remote.host, remote.port)}),
         )
-        verdict = await admit(scope, remote.host, remote.port, resolver=self.proxy.resolver)
+        verdict = await admit(
+            scope, remote.host, remote.port, resolver=self.proxy.resolver, runtime=await self.proxy.runtime()
+        )
         if not verdict.allowed:
             raise PermissionDenied(
                 f"the push to {remote.host}:{remote.port} is refused by the egress rules: {verdict.reason}",

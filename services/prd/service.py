@@ -142,7 +142,7 @@ async def serve(
         life.on_close(directory.close)
         await ensure_stream(bus)
         store = await LoopStore.open(bus)
-        logins = login_proxy(bus)  # started by the first CLI run with use_login
+        logins = login_proxy(bus, config)  # started by the first CLI run with use_login
         life.on_close(logins.close)
 
         async def root_of(project_id: str) -> Path:

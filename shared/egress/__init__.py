@@ -6,6 +6,8 @@
 - :mod:`._opener`: :class:`LazyProxy` (started on first use) and :func:`domains_opener` (passes
   of one process that may reach named domains: a PRD provider CLI's API hosts)
 - :mod:`._resolver`: the system resolver, and a table in front of it (``JIDO_EGRESS_HOSTS``)
+- :mod:`._runtime`: :func:`runtime_endpoints`, the runtime's own endpoints (NATS, the gateway),
+  refused by every proxy
 - :mod:`._wire`: request heads and the proxy's own answers
 
 ``docs/network.md`` says what is allowed and why; the rules themselves are pure and live in
@@ -18,6 +20,7 @@ from ._admission import Admission, admit
 from ._opener import DomainsOpener, LazyProxy, domains_opener
 from ._proxy import EgressProxy, EventSink
 from ._resolver import HOSTS_ENV, Resolver, parse_hosts, system_resolver, table_resolver
+from ._runtime import runtime_endpoints
 from ._scope import PROXY_USER, Asker, CallScope, Pass
 from ._wire import REFUSED_HEADER
 
@@ -37,6 +40,7 @@ __all__ = [
     "admit",
     "domains_opener",
     "parse_hosts",
+    "runtime_endpoints",
     "system_resolver",
     "table_resolver",
 ]

@@ -97,7 +97,7 @@ async def admit(
     if isinstance(addresses, str):
         return _no(name, addresses)
     policy = scope.effective_policy
-    allowed, denied = allowed_entries(policy), denied_entries(policy)
+    allowed, denied = [*allowed_entries(policy), *scope.networks], denied_entries(policy)
     runtime = tuple(runtime)
     for address in addresses:
         try:

@@ -31,6 +31,8 @@ class CallScope:
     """The call a token stands for, and what decides its connections.
 
     ``extra_allowed`` adds allowed entries for this call only (a PRD provider's API host);
+    ``networks`` are IP/CIDR entries that let an allowed name resolve to a private address of
+    theirs without allowing any host by themselves (the user's networks, for a provider's hosts);
     ``approved_hosts`` are hosts a human already approved for this call (a ``web_fetch`` whose
     ``ask`` was answered); ``ext`` the envelope extensions of its ``tool.network`` events.
     """
@@ -44,6 +46,7 @@ class CallScope:
     approved_hosts: frozenset[str] = frozenset()
     ext: dict[str, Any] = field(default_factory=dict)
     destinations: frozenset[tuple[str, int]] = frozenset()
+    networks: tuple[DomainPattern, ...] = ()
 
     @property
     def effective_policy(self) -> Policy:

@@ -13,7 +13,6 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Mapping
-from urllib.parse import urlsplit
 
 from jidocode.services.tool_runner.approvals import ApprovalGate
 from jidocode.services.tool_runner.call import Call
@@ -23,8 +22,8 @@ from jidocode.shared.egress import (
     HOSTS_ENV,
     CallScope,
     EgressProxy,
-    Resolver,
     parse_hosts,
+    runtime_endpoints,
     system_resolver,
     table_resolver,
 )
@@ -85,27 +84,6 @@ def call_scope(
         approved_hosts=approved_hosts,
         ext=dict(call.ext),
     )
-
-
-async def runtime_endpoints(
-    config: Config, resolver: Resolver, environ: Mapping[str, str] | None = None
-) -> list[tuple[str, int]]:
-    """The addresses and ports of the NATS servers (and of the gateway on them)."""
-    env = os.environ if environ is None else environ
-    gateway = env.get("JIDO_GATEWAY_PORT", "")
-    out: list[tuple[str, int]] = []
-    for url in filter(None, (u.strip() for u in config.nats_url.split(","))):
-        parts = urlsplit(url if "://" in url else f"nats://{url}")
-        host, port = parts.hostname or "127.0.0.1", parts.port or 4222
-        try:
-            addresses = await resolver(host, port)
-        except OSError:
-            addresses = []
-        for address in addresses:
-            out.append((address, port))
-            if gateway.isdigit():
-                out.append((address, int(gateway)))
-    return out
 
 
 async def start_proxy(bus: Bus, config: Config) -> EgressProxy:

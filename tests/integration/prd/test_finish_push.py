@@ -343,7 +343,8 @@ async def test_a_pass_of_the_push_reaches_its_remote_and_no_other_host(system: S
     if shutil.which("curl") is None:
         pytest.skip("curl is not installed")
     port = system.server.port
-    network = PushNetwork(login_proxy(system.bus), system.home, os.environ)
+    config = Config(nats_url=system.env["NATS_URL"], jido_home=system.home, instance="test")
+    network = PushNetwork(login_proxy(system.bus, config), system.home, os.environ)
     remote = NetworkRemote(
         url=system.server.url("git.test", "x.git"), scheme="http", host="git.test", port=port
     )

@@ -20,6 +20,7 @@ SURFACE = {
     "admit",
     "domains_opener",
     "parse_hosts",
+    "runtime_endpoints",
     "system_resolver",
     "table_resolver",
 }
