@@ -302,12 +302,13 @@ async def test_an_elicitation_is_asked_through_the_calls_approval_flow(system: O
         assert await _call(system, "deploy", "e2", "c-no") == "decline"
     assert len(asked) == 1
 
-    # nobody to ask (no conversation): cancel; a form a yes cannot fill: cancel, not asked
+    # nobody to ask (no conversation): cancel; a form a yes cannot fill is asked with its form
+    # (a client may fill it, decision 0344), and a yes without content is a cancel
     assert await _call(system, "deploy", "e3", None) == "cancel"
     asked.clear()
     async with answering(system, "c-form", "approve_once", asked):
         assert await _call(system, "colour", "e4", "c-form") == "cancel"
-    assert asked == []
+    assert [env.data["form"]["required"] for env in asked] == [["colour"]]
 
 
 async def test_the_sdks_approve_callback_answers_an_elicitation_of_the_model_s_call(
