@@ -448,9 +448,10 @@ API_ROUTES: tuple[ApiRoute, ...] = (
     ),
     ApiRoute(
         "POST",
-        _C + "/approvals/{request_id}/{question_id}",
+        _C + "/approvals/{request_id}/{question_id:path}",
         answer_approval,
-        "Answer a question a running call asks (an MCP server's elicitation: <request id>/<question id>)",
+        "Answer a question a running call asks (<request id>/<question id>: an MCP server's"
+        " elicitation, or the egress proxy's net/<host>:<port>)",
         Accepted,
         ApprovalBody,
         202,

@@ -296,3 +296,18 @@ async def test_the_console_s_rewind_goes_back_before_a_message(gateway: Gateway)
             {"role": "user", "content": "first"},
             {"role": "assistant", "content": "first back"},
         ]
+
+
+async def test_a_question_id_of_several_segments_is_answered_over_http(gateway: Gateway) -> None:
+    """The egress proxy asks as ``<request id>/net/<host>:<port>``: the console's route takes it whole."""
+    async with gateway.client() as http:
+        pid = await _project(gateway, http)
+        cid = await _conversation(http, pid)
+        answer = await http.post(
+            f"/api/projects/{pid}/conversations/{cid}/approvals/r1/net/pypi.org:443",
+            json={"decision": "deny"},
+        )
+        assert answer.status_code == 202, answer.text
+        path = f"/api/projects/{pid}/conversations/{cid}/events"
+        seen = await gateway.collect(http, path, lambda m: m.event == "conversation.approval.response")
+        assert seen[-1].json()["data"]["request_id"] == "r1/net/pypi.org:443"
