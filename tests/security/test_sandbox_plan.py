@@ -276,6 +276,7 @@ def test_public_surface() -> None:
         "INSTALL_HINT",
         "LAUNCHER",
         "MODE_ENV",
+        "NO_PROXY",
         "PROTECTED",
         "TRUNCATION_MARK",
         "Capabilities",
