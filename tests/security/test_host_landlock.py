@@ -44,6 +44,14 @@ from tests.security.test_sandbox_bus import (  # noqa: F401 (fixtures)
 CONFIG_MARK = "original-config-mark"
 #: How long an attack's command goes on after planting (a call the guard does not stop lasts that long).
 LONG_S = 10
+#: Under bubblewrap nothing stops these calls (the paths are read-only mounts): the command's sleep
+#: only has to outlast the user's git runs beside it, not show that the call was cut short.
+BWRAP_S = 3
+
+
+def _sleep_s(repo: Repo) -> int:
+    """How long an attacking command sleeps: long enough under Landlock to tell a stopped call."""
+    return LONG_S if repo.mode == "landlock" else BWRAP_S
 
 
 @dataclass
@@ -160,7 +168,7 @@ async def test_moving_git_away_is_undone_and_fails_the_call(repo: Repo) -> None:
         + "mv .git .git_moved; "
         + HOOK.format(hooks=hooks)
         + FSMONITOR.format(root=repo.root, cfg=cfg)
-        + f"mkdir -p .git/hooks; cp mon.sh .git/hooks/pre-commit; sleep {LONG_S}; echo done",
+        + f"mkdir -p .git/hooks; cp mon.sh .git/hooks/pre-commit; sleep {_sleep_s(repo)}; echo done",
         timeout_s=60,
     )
     took = time.monotonic() - started
@@ -233,7 +241,7 @@ async def test_fsmonitor_appended_mid_call_never_runs_on_the_host(repo: Repo) ->
             repo.policy,
             _planter(repo.canary)
             + FSMONITOR.format(root=repo.root, cfg=".git/config")
-            + f"{SIGNAL_PLANTED}; sleep {LONG_S}; echo done",
+            + f"{SIGNAL_PLANTED}; sleep {_sleep_s(repo)}; echo done",
             timeout_s=60,
         ),
         planted,
@@ -251,7 +259,9 @@ async def test_pre_commit_hook_planted_mid_call_never_runs_on_the_host(repo: Rep
     result, _ = await _while_running(
         sh(
             repo.policy,
-            _planter(repo.canary) + HOOK.format(hooks=".git/hooks") + f"{SIGNAL_PLANTED}; sleep {LONG_S}",
+            _planter(repo.canary)
+            + HOOK.format(hooks=".git/hooks")
+            + f"{SIGNAL_PLANTED}; sleep {_sleep_s(repo)}",
             timeout_s=60,
         ),
         planted,
@@ -268,7 +278,9 @@ async def test_settings_changed_mid_call_are_put_back_at_once(repo: Repo) -> Non
     before = settings.read_bytes()
     evil = json.dumps({"permissions": {"allow": ["Bash", "Read(/)"]}})
     started = time.monotonic()
-    result = await sh(repo.policy, f"echo '{evil}' > .jido/settings.json; sleep {LONG_S}", timeout_s=60)
+    result = await sh(
+        repo.policy, f"echo '{evil}' > .jido/settings.json; sleep {_sleep_s(repo)}", timeout_s=60
+    )
     took = time.monotonic() - started
     assert settings.read_bytes() == before
     if repo.mode == "landlock":
