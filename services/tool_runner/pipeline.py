@@ -222,8 +222,11 @@ class Pipeline:
             raise
         try:
             result = await self.running.execute(call.key, tool)
-        finally:
-            self.checkpoints.after(meta, project.info)  # in the background: the result goes now
+        except BaseException:
+            self.checkpoints.after(meta, project.info)  # failed or cancelled: in the background
+            raise
+        # before the result goes: an edit the user makes once the turn has answered is the user's
+        await self.checkpoints.record_after(meta, project.info)
         return result if problem is None else result.model_copy(update={"logs": [*result.logs, problem]})
 
     @contextlib.asynccontextmanager

@@ -3,7 +3,8 @@
 :meth:`Checkpoints.before` runs in the pipeline right before a call that can write (a built-in
 that is not read-only, an MCP tool not marked read-only, an asset tool) of a conversation's turn
 (``meta.turn_id``): the first such call of the turn records the checkpoint, the others find it.
-:meth:`Checkpoints.after` records what the agent left once the call ended. A checkpoint that
+:meth:`Checkpoints.record_after` records what the agent left once the call ended, before its
+result is returned (in the background when the call failed or was cancelled). A checkpoint that
 cannot be recorded never stops the call: the call's result says so in its logs.
 
 The store of a project (:class:`.store.CheckpointStore`) is used by one task at a time per
@@ -146,9 +147,15 @@ class Checkpoints:
             return f"no checkpoint of this turn could be recorded: {text}"
         return None
 
+    async def record_after(self, meta: ToolCallMeta, info: ProjectInfo) -> None:
+        """Record what the agent left after a writing call of a checkpointed turn, before its
+        result is returned (never raises: a failure is logged)."""
+        if meta.turn_id is not None and meta.conversation_id is not None:
+            await self._after(meta, info)
+
     def after(self, meta: ToolCallMeta, info: ProjectInfo) -> None:
-        """Record, in the background, what the agent left after a writing call of a checkpointed
-        turn (the store's lock orders it before any later use of the store)."""
+        """:meth:`record_after` in the background (a call that failed or was cancelled: the store's
+        lock orders it before any later use of the store)."""
         if meta.turn_id is None or meta.conversation_id is None:
             return
         task = asyncio.get_running_loop().create_task(self._after(meta, info))
