@@ -29,7 +29,16 @@ from typing import Final, TypeVar
 from jidocode.shared import sandbox
 from jidocode.shared.errors import PermissionDenied, RequestTimeout
 
-__all__ = ["ENV_PROGRAM", "PINS", "GitRun", "driver_pins", "git_env", "run_sandboxed"]
+__all__ = [
+    "DRIVER_KEYS",
+    "ENV_PROGRAM",
+    "PINS",
+    "GitRun",
+    "driver_pins",
+    "git_env",
+    "run_launch",
+    "run_sandboxed",
+]
 
 #: The program that sets the variables inside the sandbox (an absolute path: the Landlock
 #: launcher execs it without a ``PATH`` search).
@@ -147,12 +156,12 @@ async def run_sandboxed(
         reason = exc.message.replace("bash is refused", "git is refused", 1)
         raise PermissionDenied(f"{what} cannot run git: {reason}", details=exc.details) from None
     try:
-        return await _run_launch(launch, stdin, timeout_s)
+        return await run_launch(launch, stdin, timeout_s)
     finally:
         await launch.close()
 
 
-async def _run_launch(launch: sandbox.Launch, stdin: bytes | None, timeout_s: float) -> GitRun:
+async def run_launch(launch: sandbox.Launch, stdin: bytes | None, timeout_s: float) -> GitRun:
     loop = asyncio.get_running_loop()
     spawn = asyncio.ensure_future(
         asyncio.create_subprocess_exec(

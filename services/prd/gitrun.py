@@ -18,8 +18,9 @@ the author, and the pins (:func:`pins`) on git's command layer, which wins over 
   that runs nothing. ``include.path`` and ``includeIf`` cannot be unset on the command line;
   the listing follows them, so what they define is pinned too.
 
-:func:`run_git` starts the launch itself (``git commit -F -`` needs stdin, ``-z`` listings need
-stdout without stderr) and stops it as :func:`jidocode.shared.sandbox.run_command` does: a
+:func:`run_git` starts the launch itself through :func:`jidocode.shared.gitbox.run_launch` (the
+checkpoints' git runs the same way: ``git commit -F -`` needs stdin, ``-z`` listings need
+stdout without stderr), which stops it as :func:`jidocode.shared.sandbox.run_command` does: a
 bubblewrap call's pid namespace is ended by its first process, a Landlock launcher gets SIGTERM
 (it kills what it started), then the group; ``launch.close()`` (the guard's repair of the
 protected paths) is always awaited.
@@ -27,16 +28,12 @@ protected paths) is always awaited.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import os
-import signal
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Final, TypeVar
+from typing import Final
 
 from jidocode.shared import sandbox
-from jidocode.shared.errors import PermissionDenied, RequestTimeout
+from jidocode.shared.errors import PermissionDenied
+from jidocode.shared.gitbox import DRIVER_KEYS, ENV_PROGRAM, GitRun, run_launch
 
 __all__ = [
     "DRIVER_KEYS",
@@ -50,9 +47,6 @@ __all__ = [
     "run_git",
 ]
 
-#: The program that sets the variables inside the sandbox (an absolute path: the Landlock
-#: launcher execs it without a ``PATH`` search).
-ENV_PROGRAM: Final = "/usr/bin/env"
 #: The shell that reads a secret pin's value from standard input (:func:`git_argv`'s ``secret_key``).
 SHELL: Final = "/bin/sh"
 #: Pins of the loop's own git on top of :data:`~jidocode.shared.sandbox.GIT_PINS` (those reach
@@ -71,17 +65,6 @@ LOOP_PINS: Final[tuple[tuple[str, str], ...]] = (
     ("gc.auto", "0"),
     ("maintenance.auto", "false"),
 )
-#: For each section whose subsections name drivers: the keys that run a program, and the value
-#: that runs nothing. A filter's empty ``clean``/``smudge``/``process`` is skipped by git
-#: (``cmd && *cmd`` in convert.c) and ``required=false`` keeps it from failing the command; a
-#: text conversion becomes ``cat`` (the bytes as they are); a driver's external diff becomes
-#: the pinned ``diff.external``; a merge driver ``false`` (a conflict, never a program of the
-#: repository's).
-DRIVER_KEYS: Final[dict[str, tuple[tuple[str, str], ...]]] = {
-    "filter": (("clean", ""), ("smudge", ""), ("process", ""), ("required", "false")),
-    "diff": (("textconv", "cat"), ("command", dict(sandbox.GIT_PINS)["diff.external"])),
-    "merge": (("driver", "false"),),
-}
 #: Variables set inside the sandbox for every git command.
 _FIXED_ENV: Final[tuple[tuple[str, str], ...]] = (
     ("GIT_CONFIG_NOSYSTEM", "1"),
@@ -93,21 +76,6 @@ _FIXED_ENV: Final[tuple[tuple[str, str], ...]] = (
     ("SSH_ASKPASS", ""),
     ("LC_ALL", "C"),
 )
-T = TypeVar("T")
-
-#: How long a Landlock launcher or a bubblewrap set-up gets to end before its group is killed.
-_STOP_GRACE_S: Final = 5.0
-
-
-@dataclass(frozen=True)
-class GitRun:
-    """What one git command gave: its exit status, stdout (bytes) and stderr (text)."""
-
-    code: int
-    out: bytes
-    err: str
-
-
 # --- pure parts -----------------------------------------------------------------------------------
 
 
@@ -220,71 +188,6 @@ async def run_git(
             f"the PRD loop's git cannot run on {root}: {reason}", details=exc.details
         ) from None
     try:
-        return await _run_launch(launch, stdin, timeout_s)
+        return await run_launch(launch, stdin, timeout_s)
     finally:
         await launch.close()
-
-
-async def _run_launch(launch: sandbox.Launch, stdin: bytes | None, timeout_s: float) -> GitRun:
-    loop = asyncio.get_running_loop()
-    spawn = asyncio.ensure_future(
-        asyncio.create_subprocess_exec(
-            *launch.argv,
-            cwd=launch.cwd,
-            env=launch.env,
-            stdin=asyncio.subprocess.DEVNULL if stdin is None else asyncio.subprocess.PIPE,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-            start_new_session=True,
-            pass_fds=launch.pass_fds,
-        )
-    )
-    proc, cancelled = await _to_the_end(spawn)
-    namespace = None if launch.info_fd is None else sandbox.Namespace(loop, launch.info_fd, proc.pid)
-    try:
-        if cancelled:
-            raise asyncio.CancelledError
-        try:
-            out, err = await asyncio.wait_for(proc.communicate(stdin), timeout_s)
-        except TimeoutError:
-            raise RequestTimeout(f"git did not finish within {timeout_s:g} s (stopped)") from None
-        code = proc.returncode if proc.returncode is not None else -1
-        return GitRun(code, out, err.decode("utf-8", "replace").strip())
-    finally:
-        if proc.returncode is None:
-            _, again = await _to_the_end(asyncio.ensure_future(_stop(proc, launch, namespace)))
-            if again:
-                raise asyncio.CancelledError
-        if namespace is not None:
-            namespace.close()
-
-
-async def _stop(
-    proc: asyncio.subprocess.Process, launch: sandbox.Launch, namespace: sandbox.Namespace | None
-) -> None:
-    """End a git command still running and everything it started, then reap it."""
-    if namespace is not None:
-        await namespace.end(proc, _STOP_GRACE_S)
-    if launch.graceful_stop and proc.returncode is None:
-        with contextlib.suppress(ProcessLookupError):
-            proc.send_signal(signal.SIGTERM)
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(asyncio.shield(proc.wait()), timeout=_STOP_GRACE_S)
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(proc.pid, signal.SIGKILL)
-    with contextlib.suppress(ProcessLookupError):
-        proc.kill()
-    await proc.wait()
-
-
-async def _to_the_end(work: asyncio.Future[T]) -> tuple[T, bool]:
-    """``work``'s result, awaited to its end however often the caller is cancelled meanwhile,
-    and whether it was (starting or stopping a sandboxed process must not be left half-done)."""
-    cancelled = False
-    while True:
-        try:
-            return await asyncio.shield(work), cancelled
-        except asyncio.CancelledError:
-            if work.cancelled():
-                raise
-            cancelled = True
