@@ -50,7 +50,6 @@ SIGNALS: Final = MappingProxyType(
         "conversation.event_ingested": Route(_CONV),
         "llm.retrying": Route(_CONV),
         "llm.failed": Route(_CONV),
-        "llm.usage": Route(_CONV),
         "llm.budget.exceeded": Route(_CONV),
         "tool.started": Route(("tool_runner",)),
         "tool.completed": Route(("tool_runner",)),

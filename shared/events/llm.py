@@ -4,12 +4,13 @@ Published on ``subjects.signal(<type>)`` (``jido.sig.llm.…``) by the litellm
 adapter of the conversation service. One model call (one ``LlmPort.complete``,
 its retries included) is, in order: ``llm.started``, any ``llm.retrying``,
 ``llm.delta`` (the streamed text, coalesced: see :class:`LlmCallDelta`), then
-exactly one of ``llm.usage`` + ``llm.completed`` or ``llm.failed``. Every one of
-them carries the call's ``call_id`` (seed 000 §6 telemetry).
+exactly one of ``llm.completed`` or ``llm.failed``. Every one of them carries the
+call's ``call_id`` (seed 000 §6 telemetry).
 
-``llm.usage`` is the ledger's one input: every completed call, with its tokens
-and its cost where litellm knows the price. ``llm.usage.totals`` is the shape of
-the ledger's sums for a project or one conversation (stored in the
+``llm.completed`` is also the ledger's one input: every completed call, with its
+tokens and its cost where litellm knows the price (decision 0350: it replaced a
+separate ``llm.usage`` signal that repeated them). ``llm.usage.totals`` is the shape
+of the ledger's sums for a project or one conversation (stored in the
 ``jido_llm_ledger`` KV bucket, not published).
 """
 
@@ -29,7 +30,6 @@ __all__ = [
     "LlmCallFailed",
     "LlmCallStarted",
     "LlmRetrying",
-    "LlmUsage",
     "UsageTotals",
 ]
 
@@ -67,29 +67,6 @@ class LlmCallFailed(EventModel):
     call_id: str | None = None
     #: The conversation's id of the call (its ``conversation.llm.requested`` entry).
     request_id: str | None = None
-
-
-class LlmUsage(EventModel):
-    """Usage of one completed call: the ledger's input."""
-
-    type: Literal["llm.usage"] = "llm.usage"
-    project_id: str
-    conversation_id: str
-    correlation_id: str | None = None
-    model: str
-    prompt_tokens: int = Field(default=0, ge=0)
-    completion_tokens: int = Field(default=0, ge=0)
-    cached_tokens: int = Field(default=0, ge=0)
-    total_tokens: int = Field(default=0, ge=0)
-    #: ``None`` when litellm does not know the model's price.
-    cost_usd: float | None = Field(default=None, ge=0.0)
-    duration_ms: float = Field(default=0.0, ge=0.0)
-    #: Retries this call needed before it succeeded.
-    retries: int = Field(default=0, ge=0)
-    #: The model's context window (litellm's model map, else a default).
-    context_window: int = Field(default=0, ge=0)
-    #: The call (see :class:`LlmCallStarted`); ``None`` from senders older than it.
-    call_id: str | None = None
 
 
 class LlmBudgetExceeded(EventModel):
@@ -153,8 +130,8 @@ class LlmCallDelta(EventModel):
 class LlmCallCompleted(EventModel):
     """A call answered (seed 000 §6 ``llm.completed``): its usage, cost and duration.
 
-    Published right after the call's ``llm.usage`` (the ledger's input, which carries
-    the same tokens); ``deltas`` says how many ``llm.delta`` came before it.
+    The ledger's input (its tokens and cost are added to the conversation's totals);
+    ``deltas`` says how many ``llm.delta`` came before it.
     """
 
     type: Literal["llm.completed"] = "llm.completed"
@@ -178,6 +155,8 @@ class LlmCallCompleted(EventModel):
     content_chars: int = Field(default=0, ge=0)
     tool_calls: int = Field(default=0, ge=0)
     deltas: int = Field(default=0, ge=0)
+    #: The model's context window (litellm's model map, else a default).
+    context_window: int = Field(default=0, ge=0)
 
 
 class UsageTotals(EventModel):
@@ -205,7 +184,6 @@ class UsageTotals(EventModel):
 EVENTS: tuple[type[EventModel], ...] = (
     LlmRetrying,
     LlmCallFailed,
-    LlmUsage,
     LlmBudgetExceeded,
     UsageTotals,
     LlmCallStarted,

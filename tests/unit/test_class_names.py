@@ -17,7 +17,7 @@ FOLDERS = ("shared", "services", "client", "cli")
 #: Once paired (the class kept the name lives in ``shared/events``, the conversation service
 #: or the SDK); the other of each pair was renamed: ``RunToolIntent``, ``AssetRuntime``,
 #: ``LlmToolSpec``, ``LlmTokenUsage``, ``CommandAsset``, ``AssetToolPort``.
-ONCE = ("RunTool", "Runtime", "ToolSpec", "LlmUsage", "Command", "ToolPort", "SlashCommand")
+ONCE = ("RunTool", "Runtime", "ToolSpec", "LlmTokenUsage", "Command", "ToolPort", "SlashCommand")
 
 
 def _classes() -> dict[str, list[str]]:

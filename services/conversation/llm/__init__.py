@@ -43,7 +43,7 @@ def make_llm_port(
 
     With ``bus``: each call gets the project's system prompt (:mod:`.prompt`)
     unless its messages already have one; llm.* signals (``llm.started``, ``llm.delta``,
-    ``llm.completed``, ``llm.usage``, ``llm.retrying``, ``llm.failed``,
+    ``llm.completed``, ``llm.retrying``, ``llm.failed``,
     ``llm.budget.exceeded``) are published on ``jido.sig.<type>`` and usage is kept in the KV ledger (per conversation
     and project, and checked against ``llm.budget_*``). ``sink``/``store``
     replace either. Without any: no signals, an in-memory ledger.

@@ -32,7 +32,7 @@ be taken back); it is raised with ``retryable=True`` for the caller to decide.
 Telemetry (seed 000 §6, on ``jido.sig.llm.<…>`` through the sink): each call
 is ``llm.started``, any ``llm.retrying``, its text as coalesced ``llm.delta``
 (:mod:`.deltas`: at most one per ``delta_interval_s`` plus one per
-``delta_max_chars`` characters), then ``llm.usage`` + ``llm.completed``, or
+``delta_max_chars`` characters), then ``llm.completed`` (also the ledger's input), or
 ``llm.failed`` (also when the call is cancelled: ``error_type``
 ``llm_cancelled``), all with the call's ``call_id``.
 
@@ -364,27 +364,18 @@ class LitellmPort:
             await signals.flush()
             usage = result.usage.model_copy(update={"cost_usd": _cost(options.model, result.usage)})
             result = result.model_copy(update={"usage": usage})
-            recorded = llm_events.LlmUsage(
-                project_id=request.project_id,
-                conversation_id=request.conversation_id,
-                correlation_id=request.correlation_id,
-                call_id=signals.call_id,
+            completed = signals.completion(
+                result,
                 model=result.model or options.model,
-                prompt_tokens=usage.prompt_tokens,
-                completion_tokens=usage.completion_tokens,
-                cached_tokens=usage.cached_tokens,
-                total_tokens=usage.total_tokens,
-                cost_usd=usage.cost_usd,
                 duration_ms=(time.perf_counter() - started) * 1000.0,
                 retries=retries,
                 context_window=context_window(options.model, options.context_window),
             )
-            self._record_later(recorded)
-            await self._emit(recorded)
-            await signals.completed(recorded, result)
+            self._record_later(completed)
+            await self._emit(completed)
             return result
 
-    def _record_later(self, event: llm_events.LlmUsage) -> None:
+    def _record_later(self, event: llm_events.LlmCallCompleted) -> None:
         """Write the ledger off the answer's path, in order per conversation.
 
         The budget check of the conversation's next call waits for it

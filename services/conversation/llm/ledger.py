@@ -1,6 +1,6 @@
 """The token ledger (seed 003 ``TokenLedger``): usage totals per conversation and per project.
 
-Pure core: :func:`accumulate` folds one ``llm.usage`` event into
+Pure core: :func:`accumulate` folds one ``llm.completed`` event into
 :class:`~jidocode.shared.events.llm.UsageTotals`; ``combine``
 (:mod:`jidocode.shared.ledger`) sums the totals of several conversations;
 :func:`check_budget` says whether a conversation has used up its token or cost
@@ -14,7 +14,7 @@ The key scheme and the reads are :class:`~jidocode.shared.ledger.LedgerReader`,
 which the client SDK uses too; this module adds the writes.
 
 :func:`bus_sink` publishes every llm.* event on ``jido.sig.<type>``. The
-port records each call's usage in its store before it publishes ``llm.usage``
+port records each call's ``llm.completed`` in its store (off the answer's path)
 and checks the budget against it before each call: the conversation's own
 totals plus those of its finished sub-agents (``with_subagents``, decision 0315).
 """
@@ -28,7 +28,7 @@ import nats.js.errors
 
 from jidocode.shared.bus import Bus
 from jidocode.shared.events._base import EventModel
-from jidocode.shared.events.llm import LlmBudgetExceeded, LlmUsage, UsageTotals
+from jidocode.shared.events.llm import LlmBudgetExceeded, LlmCallCompleted, UsageTotals
 from jidocode.shared.ledger import LedgerReader, combine, ledger_key
 
 #: Publishes one llm.* event (the port adds no transport of its own).
@@ -48,7 +48,7 @@ _CAS_ATTEMPTS: Final = 10
 _MAX_CACHED: Final = 10_000
 
 
-def accumulate(totals: UsageTotals, event: LlmUsage) -> UsageTotals:
+def accumulate(totals: UsageTotals, event: LlmCallCompleted) -> UsageTotals:
     """``totals`` plus one call (pure). The context fields take the call's values."""
     return totals.model_copy(
         update={
@@ -87,7 +87,7 @@ def check_budget(
 
 
 class UsageStore(Protocol):
-    async def record(self, event: LlmUsage) -> UsageTotals: ...
+    async def record(self, event: LlmCallCompleted) -> UsageTotals: ...
 
     async def conversation(self, project_id: str, conversation_id: str) -> UsageTotals: ...
 
@@ -104,7 +104,7 @@ class MemoryLedger:
     def __init__(self) -> None:
         self._totals: dict[tuple[str, str], UsageTotals] = {}
 
-    async def record(self, event: LlmUsage) -> UsageTotals:
+    async def record(self, event: LlmCallCompleted) -> UsageTotals:
         key = (event.project_id, event.conversation_id)
         totals = accumulate(self._totals.get(key) or UsageTotals(), event)
         self._totals[key] = totals
@@ -131,7 +131,7 @@ class KvLedger(LedgerReader):
         #: compare-and-set usually succeeds without reading first.
         self._last: dict[str, tuple[UsageTotals, int]] = {}
 
-    async def record(self, event: LlmUsage) -> UsageTotals:
+    async def record(self, event: LlmCallCompleted) -> UsageTotals:
         kv = await self._bucket()
         key = ledger_key(event.project_id, event.conversation_id)
         cached = self._last.get(key)

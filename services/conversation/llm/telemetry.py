@@ -97,22 +97,25 @@ class CallSignals:
             )
         )
 
-    async def completed(self, usage: llm_events.LlmUsage, result: LlmResult) -> None:
-        await self._emit(
-            llm_events.LlmCallCompleted(
-                **self.ids(),
-                request_id=self.request_id,
-                model=usage.model,
-                finish_reason=result.finish_reason,
-                prompt_tokens=usage.prompt_tokens,
-                completion_tokens=usage.completion_tokens,
-                cached_tokens=usage.cached_tokens,
-                total_tokens=usage.total_tokens,
-                cost_usd=usage.cost_usd,
-                duration_ms=usage.duration_ms,
-                retries=usage.retries,
-                content_chars=len(result.content),
-                tool_calls=len(result.tool_calls),
-                deltas=self.sent,
-            )
+    def completion(
+        self, result: LlmResult, *, model: str, duration_ms: float, retries: int, context_window: int
+    ) -> llm_events.LlmCallCompleted:
+        """The call's ``llm.completed``: its usage and cost (the ledger's input), after its deltas."""
+        usage = result.usage
+        return llm_events.LlmCallCompleted(
+            **self.ids(),
+            request_id=self.request_id,
+            model=model,
+            finish_reason=result.finish_reason,
+            prompt_tokens=usage.prompt_tokens,
+            completion_tokens=usage.completion_tokens,
+            cached_tokens=usage.cached_tokens,
+            total_tokens=usage.total_tokens,
+            cost_usd=usage.cost_usd,
+            duration_ms=duration_ms,
+            retries=retries,
+            content_chars=len(result.content),
+            tool_calls=len(result.tool_calls),
+            deltas=self.sent,
+            context_window=context_window,
         )

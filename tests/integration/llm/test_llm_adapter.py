@@ -82,7 +82,7 @@ async def test_streams_text_and_reports_usage(
     assert result.usage.completion_tokens == 5
     assert result.usage.total_tokens == 16
     assert result.finish_reason == "stop"
-    (usage,) = got.of(ev.LlmUsage)
+    (usage,) = got.of(ev.LlmCallCompleted)
     assert (usage.project_id, usage.conversation_id, usage.correlation_id) == ("p1", "c1", "corr-1")
     assert usage.total_tokens == 16
     assert usage.cost_usd is None  # litellm has no price for "scripted"
@@ -173,7 +173,7 @@ async def test_rate_limit_is_retried_visibly(
     assert [n.error_type for n in seen] == ["llm_rate_limited", "llm_unavailable"]
     assert [n.attempt for n in seen] == [1, 2]
     assert got.of(ev.LlmRetrying) == seen
-    (usage,) = got.of(ev.LlmUsage)
+    (usage,) = got.of(ev.LlmCallCompleted)
     assert usage.retries == 2
 
 
@@ -308,8 +308,8 @@ async def test_cost_is_known_for_priced_models(scripted_llm: ScriptedLlm) -> Non
     result = await LitellmPort(sink=got.sink).complete(_request(settings), got.delta)
     assert result.usage.cached_tokens == 200
     assert result.usage.cost_usd is not None and result.usage.cost_usd > 0
-    assert got.of(ev.LlmUsage)[0].cost_usd == result.usage.cost_usd
-    assert got.of(ev.LlmUsage)[0].context_window >= 100_000
+    assert got.of(ev.LlmCallCompleted)[0].cost_usd == result.usage.cost_usd
+    assert got.of(ev.LlmCallCompleted)[0].context_window >= 100_000
 
 
 async def test_temperature_and_max_tokens_are_sent(
@@ -335,7 +335,7 @@ async def test_timeout_is_retried_then_fails(
 
 
 class BrokenStore:
-    async def record(self, event: ev.LlmUsage) -> ev.UsageTotals:
+    async def record(self, event: ev.LlmCallCompleted) -> ev.UsageTotals:
         raise RuntimeError("ledger down")
 
     async def conversation(self, project_id: str, conversation_id: str) -> ev.UsageTotals:
@@ -360,7 +360,7 @@ async def test_a_broken_ledger_or_sink_never_loses_the_answer(
     assert result.content == "kept"
     await port.flush()
     assert "could not record usage" in caplog.text
-    assert "could not publish llm.usage" in caplog.text
+    assert "could not publish llm.completed" in caplog.text
 
 
 class FlakyStore:
@@ -369,7 +369,7 @@ class FlakyStore:
     def __init__(self) -> None:
         self.totals = ev.UsageTotals()
 
-    async def record(self, event: ev.LlmUsage) -> ev.UsageTotals:
+    async def record(self, event: ev.LlmCallCompleted) -> ev.UsageTotals:
         self.totals = self.totals.model_copy(
             update={
                 "calls": self.totals.calls + 1,

@@ -16,7 +16,7 @@ from jidocode.shared.bus import Bus
 from jidocode.shared.config import Config
 from jidocode.shared.envelope import Envelope
 from jidocode.shared.errors import JidoError
-from jidocode.shared.events.llm import LlmUsage
+from jidocode.shared.events.llm import LlmCallCompleted
 from jidocode.shared.ledger import LedgerReader
 
 
@@ -42,7 +42,7 @@ async def test_usage_is_published_and_summed_per_conversation_and_project(
     async def on_signal(env: Envelope) -> None:
         await seen.put(env)
 
-    await bus.subscribe(subjects.signal("llm.usage"), on_signal)
+    await bus.subscribe(subjects.signal("llm.completed"), on_signal)
     port = make_llm_port(config, bus=bus)
     scripted_llm.script(
         Reply.answer("a", prompt_tokens=10, completion_tokens=1),
@@ -58,7 +58,7 @@ async def test_usage_is_published_and_summed_per_conversation_and_project(
     assert [e.conversation_id for e in envs] == ["c1", "c1", "c2"]
     assert all(e.project_id == "p1" and e.correlation_id == "corr" for e in envs)
     first = envs[0].event()
-    assert isinstance(first, LlmUsage) and first.total_tokens == 11
+    assert isinstance(first, LlmCallCompleted) and first.total_tokens == 11
 
     ledger = KvLedger(bus)
     c1 = await ledger.conversation("p1", "c1")
@@ -100,7 +100,7 @@ async def test_budget_stops_the_conversation_with_an_event(
 
 async def test_two_writers_on_one_conversation_lose_nothing(bus: Bus) -> None:
     a, b = KvLedger(bus), KvLedger(bus)
-    usage = LlmUsage(project_id="p1", conversation_id="c9", model="m", total_tokens=5)
+    usage = LlmCallCompleted(project_id="p1", conversation_id="c9", call_id="k", model="m", total_tokens=5)
     await a.record(usage)
     await b.record(usage)  # a's cached revision is now stale
     await a.record(usage)

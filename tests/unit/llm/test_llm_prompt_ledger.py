@@ -18,14 +18,15 @@ from jidocode.services.conversation.llm.prompt import (
     parse_asset_index,
     read_instructions,
 )
-from jidocode.shared.events.llm import LlmUsage, UsageTotals
+from jidocode.shared.events.llm import LlmCallCompleted, UsageTotals
 from jidocode.shared.ledger import combine
 
 
-def _usage(p: str = "p", c: str = "c", tokens: int = 10, cost: float | None = 0.5) -> LlmUsage:
-    return LlmUsage(
+def _usage(p: str = "p", c: str = "c", tokens: int = 10, cost: float | None = 0.5) -> LlmCallCompleted:
+    return LlmCallCompleted(
         project_id=p,
         conversation_id=c,
+        call_id="k",
         model="m",
         prompt_tokens=tokens - 2,
         completion_tokens=2,
