@@ -74,7 +74,7 @@ from .input_dispatch import ConversationInput, InputDispatch
 from .llm.options import ToolExposure
 from .outbox import APPROVAL_SOURCE, publish_step
 from .outcomes import LLM_SOURCE, TOOLS_SOURCE, call_tool, result_signal, tool_failure
-from .ports import ContextWindows, LlmRequest, LlmToolSpec
+from .ports import LlmRequest, LlmToolSpec, window_of
 from .record import ConversationRecord
 from .storage_notice import tell_storage_full
 from .subagents.core import TASK_TOOL
@@ -491,10 +491,8 @@ class ConversationActor:
         configured = self.record.settings.get("context_window")
         if isinstance(configured, int) and configured > 0:
             return configured
-        if not model or not isinstance(self.rt.llm, ContextWindows):
-            return 0
         try:
-            return int(await asyncio.to_thread(self.rt.llm.context_window, model))
+            return await window_of(self.rt.llm, model)
         except Exception:  # a window we cannot learn: no threshold compaction
             return 0
 

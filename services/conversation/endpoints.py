@@ -54,7 +54,7 @@ from .core import llm_context, normalize, project, replay
 from .deletion import drop_key, forget_usage, purge_conversation
 from .journal import Journal, publish_with_retry
 from .ownership import Owned, Ownership
-from .ports import ContextWindows, LlmPort
+from .ports import ContextWindows, LlmPort, window_of
 from .prune import prunable, tombstone_expired
 from .record import ConversationRecord, record_key
 from .record_store import RecordStore, limits_of, started_record
@@ -107,8 +107,7 @@ async def with_context_window(usage: Any, llm: LlmPort) -> Any:
     """
     if not isinstance(usage, dict) or not usage.get("model") or not isinstance(llm, ContextWindows):
         return usage
-    window = await asyncio.to_thread(llm.context_window, str(usage["model"]))
-    return {**usage, "context_window": window}
+    return {**usage, "context_window": await window_of(llm, str(usage["model"]))}
 
 
 def _trace_context(bus: Bus) -> dict[str, str] | None:

@@ -8,6 +8,8 @@ shipped service never fakes answers.
 
 from __future__ import annotations
 
+import asyncio
+import weakref
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol, runtime_checkable
 
@@ -24,6 +26,7 @@ __all__ = [
     "LlmToolCall",
     "LlmToolSpec",
     "ToolPort",
+    "window_of",
 ]
 
 
@@ -107,6 +110,27 @@ class ContextWindows(Protocol):
     def context_window(self, model: str) -> int:
         """The input window of ``model``; may block (a model map lookup): call it off the loop."""
         ...
+
+
+#: Windows learnt per port and model: a model's window does not change while a port lives, and
+#: asking again costs a thread hop (about a millisecond on a busy machine) after every model call.
+_WINDOWS: weakref.WeakKeyDictionary[ContextWindows, dict[str, int]] = weakref.WeakKeyDictionary()
+
+
+async def window_of(llm: object, model: str) -> int:
+    """``model``'s window as ``llm`` knows it (0: a port without :class:`ContextWindows`, or no model).
+
+    The first ask per port and model runs off the loop; the answer is kept for the port's life.
+    """
+    if not model or not isinstance(llm, ContextWindows):
+        return 0
+    known = _WINDOWS.setdefault(llm, {})
+    window = known.get(model)
+    if window is None:
+        window = int(await asyncio.to_thread(llm.context_window, model))
+        if len(known) < 256:  # model names come from settings: a bounded few per port
+            known[model] = window
+    return window
 
 
 class ToolPort(Protocol):

@@ -170,14 +170,25 @@ class SubagentRunner:
         #: Children running now, by the parent's request id.
         self.running: dict[str, str] = {}
         self._templates: dict[str, tuple[float, Templates]] = {}
+        self._reading: dict[str, asyncio.Future[Templates]] = {}
         self._directory: ProjectDirectory | None = None
 
     # -- templates ---------------------------------------------------------------
 
     async def templates(self, project_id: str) -> Templates:
+        """The project's templates, read again at most every :data:`TEMPLATES_TTL_S`, and by one
+        reader at a time: every model call of every conversation of the project asks for them."""
         cached = self._templates.get(project_id)
         if cached is not None and time.monotonic() - cached[0] < TEMPLATES_TTL_S:
             return cached[1]
+        reading = self._reading.get(project_id)
+        if reading is None:
+            reading = asyncio.ensure_future(self._read_templates(project_id))
+            self._reading[project_id] = reading
+            reading.add_done_callback(lambda _: self._reading.pop(project_id, None))
+        return await asyncio.shield(reading)
+
+    async def _read_templates(self, project_id: str) -> Templates:
         if self._directory is None:
             self._directory = await ProjectDirectory.open(self.bus)
         info = await self._directory.lookup(project_id)

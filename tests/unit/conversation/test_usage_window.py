@@ -6,7 +6,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from jidocode.services.conversation.core import initial_state, project, run_to_idle
-from jidocode.services.conversation.ports import ContextWindows, LlmRequest, LlmResult
+from jidocode.services.conversation.ports import ContextWindows, LlmRequest, LlmResult, window_of
 from jidocode.services.conversation.runtime import with_context_window
 
 from ._helpers import llm_done, user
@@ -59,3 +59,12 @@ async def test_the_shell_adds_the_window_when_the_port_knows_it() -> None:
     assert await with_context_window(used, _Llm()) == used
     empty = project(initial_state("p", "c"), "usage")
     assert await with_context_window(empty, llm) == empty and llm.asked == ["m-new"]
+
+
+async def test_a_ports_window_is_asked_once_per_model() -> None:
+    """After every model call the actor needs the model's window: asked of the port once, then known."""
+    llm, other = _LlmWithWindows(), _LlmWithWindows()
+    assert [await window_of(llm, "m") for _ in range(3)] == [8000, 8000, 8000]
+    assert await window_of(llm, "n") == 8000 and llm.asked == ["m", "n"]
+    assert await window_of(other, "m") == 8000 and other.asked == ["m"]  # per port
+    assert await window_of(_Llm(), "m") == 0 and await window_of(llm, "") == 0
