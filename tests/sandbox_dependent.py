@@ -36,6 +36,7 @@ SANDBOX_DEPENDENT: Final = frozenset(
         "tests/contract/test_prd_providers.py",
         "tests/e2e/test_chat.py::test_cancel_in_the_middle_of_a_long_bash",
         "tests/e2e/test_chat_prd.py",
+        "tests/e2e/test_console.py",
         "tests/e2e/test_lifecycle.py",
         "tests/e2e/test_mcp_stdio.py",
         "tests/integration/assets/test_skill_signals_bus.py",
