@@ -13,7 +13,7 @@
 4. take the project's and the conversation's **quota** slots, counted across the
    replicas (:mod:`.quotas`, :mod:`.quota_leases`), holding no request slot while
    it waits (:class:`.quotas.WaitingRoom`, bounded per project), then a request
-   slot again to run;
+   slot again to run; they are freed once the call has answered;
 5. **execute**: a built-in in-process under the limits (:mod:`.executor`), an
    asset tool on the asset loader — in a task a cancel kills (:mod:`.running`); the first
    call of a conversation's turn that can write records the turn's **checkpoint** of the
@@ -232,12 +232,15 @@ class Pipeline:
     @contextlib.asynccontextmanager
     async def _quota(self, call: Call, project: Project) -> AsyncIterator[None]:
         """Hold the call's quota slots, waited for in the waiting room: the wait holds no request
-        slot; the slot is taken back (quota first, then a shared slot) before the call runs."""
-        async with contextlib.AsyncExitStack() as held:
-            async with self.waiting.wait(call.project_id, "a quota slot"):
-                slots = slots_for(call, project.tools)
-                await held.enter_async_context(self.quotas.hold(slots, self.quota_wait_s, owner=call.key))
+        slot; the slot is taken back (quota first, then a shared slot) before the call runs. The
+        slots are freed after the call's answer has gone (decision 0349)."""
+        async with self.waiting.wait(call.project_id, "a quota slot"):
+            slots = slots_for(call, project.tools)
+            held = await self.quotas.take(slots, self.quota_wait_s, owner=call.key)
+        try:
             yield
+        finally:
+            self.quotas.free_later(held)
 
     async def _check_root(self, call: Call) -> None:
         """A workflow's or skill's step runs only while the call it belongs to has not ended."""

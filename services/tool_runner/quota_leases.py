@@ -35,13 +35,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import hashlib
 import logging
 import os
 import random
 import secrets
 from collections import OrderedDict
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Final
 
@@ -121,6 +122,7 @@ def check_lease(value: int, what: str = "lease_s") -> int:
     return value
 
 
+@functools.lru_cache(maxsize=4096)
 def _group(slot: Slot) -> str:
     # a digest: any project or conversation id makes a valid key, and the keys name no conversation
     return f"{slot.scope}.{hashlib.sha256(slot.key.encode()).hexdigest()[:32]}"
@@ -272,14 +274,21 @@ class QuotaLeases:
             return None
         return cls(bus.js, kv, instance=bus.source, lease_s=lease_s)
 
-    async def take(self, slot: Slot, wait_s: float) -> Lease:
+    async def take_at_once(self, slot: Slot) -> Lease | None:
+        """A lease of ``slot``'s quota if one is free now, without waiting (``None``: none
+        was found free); ``ServiceUnavailable`` when NATS is away."""
+        with self._reachable(slot):
+            return await self._take_quickly(slot, self._holder())
+
+    async def take(self, slot: Slot, wait_s: float, *, tried: bool = False) -> Lease:
         """A lease of ``slot``'s quota: at once if one is free, else the first to free up within
-        ``wait_s`` (:class:`QuotaExceeded` past it; ``ServiceUnavailable`` when NATS is away)."""
+        ``wait_s`` (:class:`QuotaExceeded` past it; ``ServiceUnavailable`` when NATS is away).
+        ``tried``: :meth:`take_at_once` just found none free, so the wait starts at once."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + wait_s
-        holder = f"{self.instance}/{secrets.token_hex(6)}"  # one per call: a replica runs many
-        try:
-            lease = await self._take_quickly(slot, holder)
+        holder = self._holder()
+        with self._reachable(slot):
+            lease = None if tried else await self._take_quickly(slot, holder)
             if lease is not None:
                 return lease
             while True:  # each round: a fresh snapshot of the keys, then their changes
@@ -288,6 +297,17 @@ class QuotaLeases:
                     return lease
                 if loop.time() >= deadline:
                     raise QuotaExceeded(slot.scope, slot.limit)
+
+    def _holder(self) -> str:
+        """A new holder's name: one per call (a replica runs many)."""
+        return f"{self.instance}/{secrets.token_hex(6)}"
+
+    @contextlib.contextmanager
+    def _reachable(self, slot: Slot) -> Iterator[None]:
+        """NATS out of reach (or refusing) while the block checks ``slot``'s quota is
+        ``ServiceUnavailable``, retryable: the limit fails closed."""
+        try:
+            yield
         except BUS_ERRORS as exc:
             raise ServiceUnavailable(
                 f"the {slot.scope} quota could not be checked: the bucket {BUCKET_TOOL_QUOTAS} is out of "

@@ -168,6 +168,8 @@ class ToolRunner:
             self.pipeline.running.cancel_all()
         if self.host is not None:
             await self.host.stop()
+        if self.pipeline is not None:
+            await self.pipeline.quotas.drain()  # the slots of calls that answered: freed, not left to expire
         for sub in self._subs:
             with contextlib.suppress(nats.errors.Error):
                 await sub.unsubscribe()

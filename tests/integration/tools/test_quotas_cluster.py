@@ -1,6 +1,7 @@
 """Cluster-wide quotas over a real nats-server: the limit holds across tool-runner replicas, a
 waiter on one replica gets a slot freed on another, a dead holder's slot comes back after its
-lease, a live holder keeps it, and a cancel stops a wait for a slot of the cluster."""
+lease, a live holder keeps it, a cancel stops a wait for a slot of the cluster, and a call answers
+before its leases are freed."""
 
 from __future__ import annotations
 
@@ -11,9 +12,10 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
+from nats.aio.msg import Msg
 
 from jidocode.services.tool_runner.errors import CallCancelled, QuotaExceeded
-from jidocode.services.tool_runner.quota_leases import Lease, QuotaLeases, lease_key
+from jidocode.services.tool_runner.quota_leases import BUCKET_TOOL_QUOTAS, Lease, QuotaLeases, lease_key
 from jidocode.services.tool_runner.quotas import Quotas, Slot
 from jidocode.services.tool_runner.service import ToolRunner
 from jidocode.shared.bus import Bus
@@ -236,3 +238,37 @@ async def test_a_slot_freed_here_and_taken_elsewhere_is_not_taken_twice(buses: l
     taken = await here.take(ONE, 0)  # freed there: read, then taken here
     assert taken.key == lease_key(ONE, 0)
     await taken.release()
+
+
+async def test_a_call_answers_before_its_quota_leases_are_freed(
+    bus: Bus, runners: RunnerFactory, tmp_path: Path
+) -> None:
+    await runners()
+    mark = "the-text-only-the-answer-carries"
+    (tmp_path / "README.md").write_text(mark)
+    pid = await start_project(bus, tmp_path, {"permissions": {"allow": ["Read"]}})
+    order: list[str] = []
+    freed = asyncio.Event()
+
+    async def on(msg: Msg) -> None:  # every message the server routes, in the order it routes them
+        if (
+            msg.subject.startswith(f"$KV.{BUCKET_TOOL_QUOTAS}.")
+            and (msg.headers or {}).get("KV-Operation") == "DEL"
+        ):
+            order.append("freed")
+            if order.count("freed") == 2:
+                freed.set()
+        elif mark.encode() in msg.data:
+            order.append("answer")
+
+    sub = await bus.nc.subscribe(">", cb=on)
+    await bus.nc.flush()
+    try:
+        # a call of a conversation: its project's slot and its conversation's
+        args = {"path": "README.md"}
+        result = await run_tool(bus, pid, "read_file", args, request_id="r1", conversation_id="c1")
+        assert result.ok and mark in result.data["content"]
+        await asyncio.wait_for(freed.wait(), 20)  # freed all the same, right after
+    finally:
+        await sub.unsubscribe()
+    assert order == ["answer", "freed", "freed"]

@@ -134,7 +134,13 @@ class _MemoryLeases:
         self.taking = 0
         self.changed = asyncio.Event()
 
-    async def take(self, slot: Slot, wait_s: float) -> HeldLease:
+    async def take_at_once(self, slot: Slot) -> HeldLease | None:
+        if self.held >= self.limit:
+            return None
+        self.held += 1
+        return _Lease(self)
+
+    async def take(self, slot: Slot, wait_s: float, *, tried: bool = False) -> HeldLease:
         self.taking += 1
         try:
             async with asyncio.timeout(wait_s):
