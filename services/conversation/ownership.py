@@ -46,6 +46,7 @@ from .record_store import RecordStore
 from .recovery import Retry, backoff_delay, failure_payload, has_pending_work
 from .replicas import Replicas, instance_of
 from .residency import LOADED_PREFIX, LoadedSet, loaded_key_of
+from .rewatch import Rewatched
 from .settings import RuntimeSettings
 
 __all__ = ["Owned", "Ownership", "lease_owner", "orphans_of"]
@@ -117,6 +118,8 @@ class Ownership:
         self.owned: dict[str, Owned] = {}
         #: Each loaded conversation's key as last seen (watched): who holds it, on which revision.
         self.holders: dict[str, Seen] = {}
+        #: The bucket watches (:meth:`background`), each made again after a reconnect.
+        self.watches: tuple[Rewatched, ...] = ()
         #: Conversations of this replica to take again at the next scan once due (an actor
         #: that failed, after its backoff).
         self.retries: dict[str, Retry] = {}
@@ -148,10 +151,13 @@ class Ownership:
         await self._replicas.start()
 
     def background(self) -> list[asyncio.Task[None]]:
-        """The watches and the scan loop, started now."""
+        """The watches (made again after a reconnect: :mod:`.rewatch`) and the scan loop, started now."""
+        self.watches = (
+            Rewatched(self.bus, "conv-watch-heartbeats", self._watch_heartbeats),
+            Rewatched(self.bus, "conv-watch-loaded", self._watch_loaded),
+        )
         return [
-            asyncio.create_task(self._watch_heartbeats(), name="conv-watch-heartbeats"),
-            asyncio.create_task(self._watch_loaded(), name="conv-watch-loaded"),
+            *(asyncio.create_task(w.run(), name=w.name) for w in self.watches),
             asyncio.create_task(self._scan_loop(), name="conv-scan"),
         ]
 

@@ -13,6 +13,8 @@ The decisions are pure functions (:func:`is_newer`, :func:`started_record`,
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
@@ -142,6 +144,12 @@ class RecordStore:
         #: or saw written since it started (never all of them), the oldest dropped first.
         self.known: OrderedDict[str, Known] = OrderedDict()
         self._kv: KeyValue | None = None
+        #: The follow of the bucket's changes (:meth:`follow`), and what it tells.
+        self._follow: Subscription | None = None
+        self._on_change: OnChange | None = None
+        #: Times the follow was made again after a reconnect; reads begun before the last one
+        #: are not kept (:meth:`_keep`).
+        self.refollows = 0
 
     async def open(self) -> None:
         self._kv = await self.bus.kv(subjects.BUCKET_CONVERSATIONS, history=1)
@@ -160,9 +168,51 @@ class RecordStore:
         while len(self.known) > KNOWN_MAX:
             self.known.popitem(last=False)
 
-    async def follow(self, on_change: OnChange) -> Subscription:
-        """Follow the record changes from now on (what is older is read on demand)."""
+    async def follow(self, on_change: OnChange) -> None:
+        """Follow the record changes from now on (what is older is read on demand).
 
+        After a reconnect the follow is made again at once (a restarted server lost its
+        consumer, and the client's own reset waits for two missed heartbeats: 10-20 s of
+        changes unseen) and what was known is read again when next needed: a change made while
+        the connection was away was not seen."""
+        self._on_change = on_change
+        self._follow = await self._subscribe(on_change)
+        self.bus.on_reconnect(self._refollow)
+
+    async def unfollow(self) -> None:
+        sub, self._follow = self._follow, None
+        if sub is not None:
+            with contextlib.suppress(Exception):  # the connection may be closing
+                await sub.unsubscribe()
+
+    async def _refollow(self) -> None:
+        """The connection came back: follow anew, then forget what was known (see :meth:`follow`)."""
+        delay = 0.2
+        for _ in range(30):
+            if self._follow is None or self._on_change is None:
+                return  # not following (any more)
+            try:
+                fresh = await self._subscribe(self._on_change)
+            except (nats.errors.Error, nats.js.errors.Error, TimeoutError) as exc:
+                log.info("record follow after a reconnect: %s; trying again", exc)
+                await asyncio.sleep(delay)  # JetStream may still be starting
+                delay = min(delay * 2, 2.0)
+                continue
+            old, self._follow = self._follow, fresh
+            self.refollows += 1
+            self.known.clear()
+            with contextlib.suppress(Exception):  # gone with the old server, most likely
+                await old.unsubscribe()
+            return
+        log.warning("record follow: not made again after a reconnect; its heartbeats will reset it")
+
+    def _keep(self, key: str, revision: int, record: ConversationRecord | None, read_at: int) -> None:
+        """Remember a record read while the follow was the ``read_at``-th one (a read begun
+        before a reconnect may predate changes the follow never saw: not kept)."""
+        if read_at == self.refollows:
+            self.remember(key, revision, record)
+
+    async def _subscribe(self, on_change: OnChange) -> Subscription:
         async def changed(msg: Msg) -> None:
             key = msg.subject[len(_RECORDS_PREFIX) :]
             operation = (msg.headers or {}).get("KV-Operation")
@@ -190,6 +240,7 @@ class RecordStore:
         key = record_key(project_id, conversation_id)
         known = self.known.get(key)
         if known is None:
+            read_at = self.refollows
             try:
                 entry = await self.kv.get(key)
             except (nats.js.errors.KeyNotFoundError, nats.js.errors.KeyDeletedError):
@@ -197,7 +248,7 @@ class RecordStore:
             else:
                 assert entry.value is not None
                 known = (entry.revision or 0, ConversationRecord.model_validate_json(entry.value))
-                self.remember(key, *known)
+                self._keep(key, *known, read_at=read_at)
         if known[1] is None or known[1].status == "deleted":
             raise _unknown(project_id, conversation_id, known)
         return known[1]
@@ -218,6 +269,7 @@ class RecordStore:
 
     async def _read_current(self, key: str) -> ConversationRecord | None:
         """The record read from the bucket, and remembered; ``None`` when it cannot be read."""
+        read_at = self.refollows
         try:
             entry = await self.kv.get(key)
         except (nats.js.errors.KeyNotFoundError, nats.js.errors.KeyDeletedError):
@@ -231,7 +283,7 @@ class RecordStore:
             record = ConversationRecord.model_validate_json(entry.value)
         except ValidationError:
             return None
-        self.remember(key, entry.revision or 0, record)
+        self._keep(key, entry.revision or 0, record, read_at=read_at)
         return record
 
     def check_reusable(self, key: str, conversation_id: str, now: datetime) -> None:

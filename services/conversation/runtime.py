@@ -103,7 +103,7 @@ class Runtime:
         await self.ownership.open()
         # before anything is loaded: an actor reads what came before it registered from the stream
         await self.inputs.start()
-        self._subs.append(await self.store.follow(self._on_record))
+        await self.store.follow(self._on_record)
         self._tasks += self.ownership.background()
         await self.wakeups.start()
         self._subs += [
@@ -116,6 +116,7 @@ class Runtime:
         over and carries on."""
         self.ownership.closing = True
         await self.wakeups.stop()
+        await self.store.unfollow()
         for sub in self._subs:
             try:
                 await sub.unsubscribe()

@@ -17,6 +17,7 @@ import pytest
 from jidocode.services.conversation.core import Signal
 from jidocode.services.conversation.journal import Journal
 from jidocode.services.conversation.ports import LlmRequest, LlmResult
+from jidocode.services.conversation.record import ConversationRecord, record_key
 from jidocode.services.conversation.settings import RuntimeSettings
 from jidocode.shared import subjects
 from jidocode.shared.bus import Bus
@@ -238,6 +239,22 @@ async def test_after_a_server_restart_the_input_consumer_is_made_again_at_once(t
             await asyncio.to_thread(server.stop)
             await asyncio.to_thread(server.start)  # the same port and store
             await rt.wait_until(lambda: rt.inputs.resets >= 1, DEADLINE)
+            # the record follow and the ownership watches are made again too; a record changed
+            # now (by another replica) is seen through the follow, not 10-20 s later
+            await rt.wait_until(
+                lambda: rt.store.refollows >= 1 and all(w.restarts >= 1 for w in rt.ownership.watches),
+                DEADLINE,
+            )
+            key = record_key(P, cid)
+            record = ConversationRecord.model_validate_json((await rt.store.kv.get(key)).value or b"")
+            changed = record.model_copy(update={"settings": {**record.settings, "seen": "after"}})
+            await rt.store.kv.put(key, changed.model_dump_json().encode())
+
+            def seen() -> bool:
+                known = rt.store.known.get(key)
+                return known is not None and known[1] is not None and known[1].settings.get("seen") == "after"
+
+            await rt.wait_until(seen, DEADLINE)
             await answers.start(
                 bus
             )  # (core subscriptions come back with the connection; listen again anyway)
