@@ -15,6 +15,7 @@ the typed clients in ``shared.clients`` do, from the endpoint table.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
@@ -263,42 +264,53 @@ class Bus:
 
     # -- request/reply --------------------------------------------------------
 
-    async def _send(self, subject: str, event: EventModel, timeout: float, ext: dict[str, Any]) -> Msg:
-        extensions = {EXTENSIONS[k]: v for k, v in ext.items() if v is not None}
+    def _request_payload(self, event: EventModel, ext: dict[str, Any]) -> bytes:
+        """The encoded request: ``ext`` as extensions, and the current span's context while tracing."""
+        extensions = {EXTENSIONS[k]: v for k, v in ext.items() if v is not None} if ext else {}
         if self.tracer is not None and "traceparent" not in extensions:
             from jidocode.shared.telemetry.spans import inject
 
             inject(extensions)
-        payload = encode_event(event, source=self.source, extensions=extensions)[1]
+        return encode_event(event, source=self.source, extensions=extensions)[1]
+
+    async def _failed_request(self, exc: Exception, subject: str, payload: bytes, timeout: float) -> Msg:
+        """After a first request that failed with ``exc``: ask again on "no responders",
+        else (and when asking again fails) raise the typed error."""
         try:
-            return await self._request_raw(subject, payload, timeout)
+            if isinstance(exc, nats.errors.NoRespondersError):
+                return await self._ask_again(subject, payload, timeout)
         except nats.errors.NoRespondersError:
-            unknown = unknown_endpoint(subject)
-            if unknown is not None:  # nobody ever serves it: not a system that is down
-                raise NotFound(
-                    f"no service answers on {subject}: {unknown}", details={"subject": subject}
-                ) from None
-            raise ServiceUnavailable(
-                f"no service answers on {subject}: {START_HINT}", details={"subject": subject}
-            ) from None
+            pass
         except nats.errors.TimeoutError:
+            exc = nats.errors.TimeoutError()
+        if isinstance(exc, nats.errors.TimeoutError):
             raise RequestTimeout(
                 f"no answer on {subject} within {timeout:g} s",
                 details={"subject": subject, "timeout": timeout},
             ) from None
+        unknown = unknown_endpoint(subject)
+        if unknown is not None:  # nobody ever serves it: not a system that is down
+            raise NotFound(
+                f"no service answers on {subject}: {unknown}", details={"subject": subject}
+            ) from None
+        raise ServiceUnavailable(
+            f"no service answers on {subject}: {START_HINT}", details={"subject": subject}
+        ) from None
 
-    async def _request_raw(self, subject: str, payload: bytes, timeout: float) -> Msg:
-        """``nc.request``, asking twice more (within 100 ms) when the server reports no responder.
+    async def _ask_again(self, subject: str, payload: bytes, timeout: float) -> Msg:
+        """After a "no responders": ``nc.request`` twice more (within 100 ms).
 
         Seen on nats-server: a subscription that was registered and flushed can,
         rarely (about 1 in 100 requests right after it), still get "no responders"
         from a server under load. A service that is really absent costs 100 ms more.
         """
-        for pause in _NO_RESPONDER_RETRIES:
+        for pause in _NO_RESPONDER_RETRIES[:-1]:
+            await asyncio.sleep(pause)
             try:
                 return await self.nc.request(subject, payload, timeout=timeout)
             except nats.errors.NoRespondersError:
-                await asyncio.sleep(pause)
+                pass
+        await asyncio.sleep(_NO_RESPONDER_RETRIES[-1])
         return await self.nc.request(subject, payload, timeout=timeout)
 
     async def call(self, subject: str, command: Command[R], *, timeout: float = 5.0, **ext: Any) -> R:
@@ -309,8 +321,18 @@ class Bus:
         :class:`InvalidEnvelope` when the reply is not the declared type.
         While tracing is on, the call is a client span whose context the request carries.
         """
-        if self.tracer is None:
-            return await self._call(subject, command, timeout, ext)
+        if self.tracer is not None:
+            return await self._traced_call(subject, command, timeout, ext)
+        # Written out (no helper coroutines): this is every request's path.
+        payload = self._request_payload(command, ext)
+        try:
+            msg = await self.nc.request(subject, payload, timeout=timeout)
+        except (nats.errors.NoRespondersError, nats.errors.TimeoutError) as exc:
+            msg = await self._failed_request(exc, subject, payload, timeout)
+        return _typed_reply(subject, command, msg.data)
+
+    async def _traced_call(self, subject: str, command: Command[R], timeout: float, ext: dict[str, Any]) -> R:
+        """:meth:`call` as a client span, whose context the request carries."""
         from jidocode.shared.telemetry.spans import SpanKind, span
 
         attrs = {
@@ -319,29 +341,12 @@ class Bus:
             "rpc.method": command.type,
         }
         with span(self.tracer, f"request {command.type}", kind=SpanKind.CLIENT, attributes=attrs):
-            return await self._call(subject, command, timeout, ext)
-
-    async def _call(self, subject: str, command: Command[R], timeout: float, ext: dict[str, Any]) -> R:
-        msg = await self._send(subject, command, timeout, ext)
-        reply = decode_reply(msg.data)
-        reply_type = reply["type"]
-        data = reply["data"]
-        if reply_type == ERROR_TYPE:
-            raise from_info(ErrorInfo.model_validate(data if isinstance(data, dict) else {}))
-        cls = type(command).reply
-        expected = cls.model_fields["type"].default
-        if reply_type != expected or not isinstance(data, dict):
-            raise InvalidEnvelope(
-                f"{subject} answered {command.type!r} with {reply_type!r}; the contract says {expected!r}",
-                details={"subject": subject, "type": reply_type, "expected": expected},
-            )
-        try:
-            return cast(R, cls.model_validate({**data, "type": reply_type}))
-        except ValidationError as exc:
-            raise InvalidEnvelope(
-                f"{subject} answered with an invalid {reply_type!r}: {exc.errors()[0]['msg']}",
-                details={"subject": subject, "type": reply_type},
-            ) from None
+            payload = self._request_payload(command, ext)
+            try:
+                msg = await self.nc.request(subject, payload, timeout=timeout)
+            except (nats.errors.NoRespondersError, nats.errors.TimeoutError) as exc:
+                msg = await self._failed_request(exc, subject, payload, timeout)
+            return _typed_reply(subject, command, msg.data)
 
     # -- subscriptions --------------------------------------------------------
 
@@ -507,6 +512,42 @@ def subject_of(event: EventModel, project_id: str | None = None, conversation_id
             raise ValueError(f"{event.type} is conversation output: it needs a project and conversation id")
         return subjects.conversation_out(project_id, conversation_id, event.type)
     raise ValueError(f"{event.type} is a {event.channel}: it travels as a request or reply, not on its own")
+
+
+@functools.cache
+def _reply_type(cls: type[EventModel]) -> str:
+    """The type a reply model declares (looked up once per model: it is on every call's path)."""
+    return str(cls.model_fields["type"].default)
+
+
+def _typed_reply(subject: str, command: Command[R], payload: bytes) -> R:
+    """The reply ``payload`` to ``command`` (sent on ``subject``) as the model the command declares.
+
+    An ``error`` reply is raised as its typed exception; a reply of another type, or data that
+    is not the declared model, is an :class:`InvalidEnvelope`. This is where the reply's data
+    becomes typed, validated once by the reply model (the trust boundary, docs/decisions/0348).
+    """
+    reply = decode_reply(payload)
+    reply_type = reply["type"]
+    data = reply["data"]
+    if reply_type == ERROR_TYPE:
+        raise from_info(ErrorInfo.model_validate(data if isinstance(data, dict) else {}))
+    cls = type(command).reply
+    expected = _reply_type(cls)
+    if reply_type != expected or type(data) is not dict:
+        raise InvalidEnvelope(
+            f"{subject} answered {command.type!r} with {reply_type!r}; the contract says {expected!r}",
+            details={"subject": subject, "type": reply_type, "expected": expected},
+        )
+    try:
+        if "type" not in data:  # the usual reply: the model's own type is the default
+            return cast(R, cls.__pydantic_validator__.validate_python(data))
+        return cast(R, cls.model_validate({**data, "type": reply_type}))
+    except ValidationError as exc:
+        raise InvalidEnvelope(
+            f"{subject} answered with an invalid {reply_type!r}: {exc.errors()[0]['msg']}",
+            details={"subject": subject, "type": reply_type},
+        ) from None
 
 
 def unknown_endpoint(subject: str) -> str | None:

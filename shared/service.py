@@ -13,8 +13,11 @@ Endpoints use queue groups, so replicas share the load.
 Requests are handled concurrently: nats-py runs one subscription's callbacks
 one after another, so a slow request would otherwise block every other
 request of the replica (and a handler that calls back into its own service
-would deadlock). Each request gets a task, at most ``max_concurrent`` at once
-per host; past that the subscription waits, which is NATS's own backpressure.
+would deadlock). Each request runs as a task of its own, at most ``max_concurrent``
+at once per host; past that the subscription waits, which is NATS's own
+backpressure. A request starts eagerly (``shared/eager.py``): it runs at once, up
+to its first wait, so one answered without waiting on I/O is answered in the same
+turn of the event loop, and costs no new task.
 ``stop()`` stops taking requests, then lets the ones in flight finish for up to
 ``drain_timeout`` seconds before cancelling them.
 
@@ -49,8 +52,10 @@ import nats.errors
 from nats.micro import add_service
 from nats.micro.request import Request
 from nats.micro.service import EndpointConfig, Service, ServiceConfig
+from pydantic import ValidationError
 
 from jidocode.shared.bus import Bus
+from jidocode.shared.eager import EagerStarter
 from jidocode.shared.endpoints import ENDPOINTS, Endpoint
 from jidocode.shared.envelope import (
     MAX_PAYLOAD_BYTES,
@@ -179,9 +184,10 @@ class ServiceHost:
         self._endpoints: list[EndpointConfig] = []
         self._service: Service | None = None
         self._slots = asyncio.Semaphore(max_concurrent)
-        self._inflight: set[asyncio.Task[None]] = set()
+        self._inflight: set[asyncio.Task[Any]] = set()
         #: The request tasks holding a slot now (a task in :meth:`released` does not).
-        self._holding: set[asyncio.Task[None]] = set()
+        self._holding: set[asyncio.Task[Any]] = set()
+        self._starter = EagerStarter(name)
         self.drain_timeout = drain_timeout
 
     def serve(self, endpoint: Endpoint, handler: Handler[C]) -> None:
@@ -228,32 +234,25 @@ class ServiceHost:
         config = EndpointConfig(
             name=name,
             subject=subject,
-            handler=self._wrap(name, command, handler),
+            handler=self._wrap(name, subject, command, handler),
             queue_group=queue_group or self.micro_name,
             metadata={"request_type": request_type, "reply_type": reply_type},
         )
         self._endpoints.append(config)
 
     def _wrap(
-        self, endpoint: str, command: type[C], handler: Handler[C]
+        self, endpoint: str, subject: str, command: type[C], handler: Handler[C]
     ) -> Callable[[Request], Awaitable[None]]:
         source = self.bus.source
         max_bytes = self.max_request_bytes
         reply_cls = command.reply
         label = f"{self.name}.{endpoint}"
-
-        service = self.name
-        requests = metrics.REQUESTS.labels(service, endpoint)
-        duration = metrics.REQUEST_DURATION.labels(service, endpoint)
-
-        async def _call(env: Envelope) -> EventModel:
-            cmd = expect(env, command, endpoint=label)
-            conversation_id = env.conversation_id or getattr(cmd, "conversation_id", None)
-            set_log_scope(env.project_id or _subject_project(env.nats_subject), conversation_id)
-            tracer = self.bus.tracer
-            if tracer is None:
-                return await handler(cmd, env)
-            return await _traced(tracer, label, env, cmd, conversation_id, handler)
+        validate = _request_validator(command, label)
+        # ``jido.<kind>.<p>.<verb>``: only a subject of 4 tokens or more can name a project
+        named = subject.count(".") >= 3 or subject.endswith(">")
+        subject_project = _subject_project if named else _no_project
+        requests = metrics.REQUESTS.labels(self.name, endpoint)
+        duration = metrics.REQUEST_DURATION.labels(self.name, endpoint)
 
         async def _handle(request: Request) -> None:
             env: Envelope | None = None
@@ -261,39 +260,44 @@ class ServiceHost:
             requests.inc()
             try:
                 env = decode(request.data, request.headers, max_bytes=max_bytes, nats_subject=request.subject)
-                result = await _call(env)
+                cmd = validate(env)
+                conversation_id = env.conversation_id or getattr(cmd, "conversation_id", None)
+                set_log_scope(env.project_id or subject_project(env.nats_subject), conversation_id)
+                tracer = self.bus.tracer
+                if tracer is None:
+                    result = await handler(cmd, env)
+                else:
+                    result = await _traced(tracer, label, env, cmd, conversation_id, handler)
                 if not isinstance(result, reply_cls):
                     raise TypeError(
                         f"handler answered {type(result).__name__}, the contract says {reply_cls.__name__}"
                     )
                 reply = _reply(source, env, result)  # a reply over the bus limit is an error reply
-            except JidoError as exc:
-                metrics.REQUEST_ERRORS.labels(service, endpoint, exc.type).inc()
-                duration.observe(time.perf_counter() - started)
-                await _reply_error(request, source, exc, env)
-                return
             except Exception as exc:
-                log.exception("endpoint %s failed", endpoint)
-                err = JidoError(
-                    f"internal error in {endpoint}: {type(exc).__name__}: {exc}", error_type="internal"
-                )
-                metrics.REQUEST_ERRORS.labels(service, endpoint, "internal").inc()
+                error = exc if isinstance(exc, JidoError) else _internal(endpoint, exc)
+                metrics.REQUEST_ERRORS.labels(self.name, endpoint, error.type).inc()
                 duration.observe(time.perf_counter() - started)
-                await _reply_error(request, source, err, env)
+                await _reply_error(request, source, error, env)
                 return
             duration.observe(time.perf_counter() - started)
             await request.respond(reply)
 
+        task_name = f"{self.name}-{endpoint}"
+
         async def _spawn(request: Request) -> None:
             await self._slots.acquire()
-            task = asyncio.create_task(_handle(request), name=f"{self.name}-{endpoint}")
-            self._inflight.add(task)
-            self._holding.add(task)
-            task.add_done_callback(self._done)
+            # Eagerly: a request answered without waiting on I/O is answered now, with no task
+            # made for it; one that waits carries on in a task (shared/eager.py).
+            self._starter.start(_handle(request), name=task_name, on_start=self._track, on_end=self._done)
 
         return _spawn
 
-    def _done(self, task: asyncio.Task[None]) -> None:
+    def _track(self, task: asyncio.Task[Any]) -> None:
+        """Count ``task`` as a request in flight holding a slot (before it starts)."""
+        self._inflight.add(task)
+        self._holding.add(task)
+
+    def _done(self, task: asyncio.Task[Any]) -> None:
         self._inflight.discard(task)
         if task in self._holding:
             self._holding.discard(task)
@@ -350,6 +354,7 @@ class ServiceHost:
         if self._service is not None:
             await self._service.stop()
             self._service = None
+        self._starter.close()
         if self._inflight:
             _, pending = await asyncio.wait(set(self._inflight), timeout=self.drain_timeout)
             for task in pending:
@@ -448,6 +453,41 @@ class ServiceLifecycle:
     async def _close_bus(bus: Bus) -> None:
         with contextlib.suppress(nats.errors.Error):
             await bus.close()
+
+
+def _internal(endpoint: str, exc: Exception) -> JidoError:
+    """The ``internal`` error answering a request whose handler raised ``exc`` (logged here)."""
+    log.error("endpoint %s failed", endpoint, exc_info=exc)
+    return JidoError(f"internal error in {endpoint}: {type(exc).__name__}: {exc}", error_type="internal")
+
+
+def _request_validator(command: type[C], label: str) -> Callable[[Envelope], C]:
+    """The request's command, as :func:`expect` gives it, for endpoint ``label`` of ``command``.
+
+    The usual request (the endpoint's type, its data an object without a ``type`` key) goes
+    straight to the model's validator: the same model ``expect`` would build, without copying
+    the data or looking the type up in the catalogue. Anything else, and any data that does not
+    validate, goes through ``expect``, whose errors name what is wrong.
+    """
+    expected = command.model_fields["type"].default
+    validator = command.__pydantic_validator__
+    direct = event_class(expected) is command  # else expect() refuses it: another class of the type
+
+    def validate(env: Envelope) -> C:
+        data = env.data
+        if direct and env.type == expected and type(data) is dict and "type" not in data:
+            try:
+                return cast(C, validator.validate_python(data))
+            except ValidationError:
+                pass  # expect() turns it into an invalid_input naming the fields
+        return expect(env, command, endpoint=label)
+
+    return validate
+
+
+def _no_project(subject: str | None) -> None:
+    """The project of a request subject too short to name one (``jido.engine.<verb>``): none."""
+    return None
 
 
 def _subject_project(subject: str | None) -> str | None:

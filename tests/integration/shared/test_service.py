@@ -41,7 +41,7 @@ def _info(project_id: str, root_path: str = "/r") -> ProjectInfo:
 
 async def _raw_request(bus: Bus, subject: str, payload: bytes, headers: dict[str, str] | None = None) -> Msg:
     """A plain nats request to a just-started endpoint, asking again on the server's rare transient
-    "no responders" (see ``Bus._request_raw``); a real absence still fails after a few tries."""
+    "no responders" (see ``Bus._ask_again``); a real absence still fails after a few tries."""
     for _ in range(3):
         try:
             return await bus.nc.request(subject, payload, headers=headers, timeout=5)
