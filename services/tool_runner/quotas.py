@@ -220,13 +220,24 @@ class Quotas:
     async def free(self, held: HeldSlots) -> None:
         """Free ``held``'s slots in the reverse order: each one's lease, then this replica's count."""
         held.freed = True
+        try:
+            while held.taken:
+                taken = held.taken.pop()
+                try:
+                    if taken.lease is not None:
+                        await taken.lease.release()
+                finally:
+                    self._uncount(taken)
+        finally:
+            self._abandon(held)
+
+    def _abandon(self, held: HeldSlots) -> None:
+        """Free what a cancelled :meth:`free` left: the counts now, the leases in the background."""
         while held.taken:
             taken = held.taken.pop()
-            try:
-                if taken.lease is not None:
-                    await taken.lease.release()
-            finally:
-                self._uncount(taken)
+            if taken.lease is not None:
+                self._in_background(taken.lease.release())
+            self._uncount(taken)
 
     def free_later(self, held: HeldSlots) -> None:
         """Free ``held``'s slots in a task of their own: the call's answer does not wait for the

@@ -27,6 +27,8 @@ class _Lease:
         self._key = key
 
     async def release(self) -> None:
+        self._cluster.releasing.set()
+        await self._cluster.release_door.wait()
         self._cluster.out.remove(self._key)
         self._cluster.log.append(f"give {self._key}")
         self._cluster.freed_elsewhere(self._key)
@@ -43,6 +45,10 @@ class _Cluster:
         self.out: list[str] = []
         self.door = asyncio.Event()
         self.door.set()
+        #: Where a give-back waits (open unless closed): a write NATS has not answered yet.
+        self.release_door = asyncio.Event()
+        self.release_door.set()
+        self.releasing = asyncio.Event()
         self.in_flight = 0
         self.both_in_flight = asyncio.Event()
         self.waiting = asyncio.Event()
@@ -152,6 +158,23 @@ async def test_slots_freed_later_stay_busy_until_their_leases_are_given_back() -
     await asyncio.wait_for(quotas.drain(), 10)
     assert quotas.running(PROJECT.key) == 0 and quotas.running(CONVERSATION.key) == 0
     assert cluster.out == [] and cluster.log[-2:] == [f"give {CONVERSATION.key}", f"give {PROJECT.key}"]
+
+
+async def test_a_free_cancelled_on_its_way_leaves_no_slot_behind() -> None:
+    cluster = _Cluster()
+    quotas = Quotas(cluster)
+    held = await quotas.take((PROJECT, CONVERSATION), 5, owner=OWNER)
+    cluster.release_door.clear()  # the conversation's give-back is not answered yet
+    freeing = asyncio.create_task(quotas.free(held))
+    await asyncio.wait_for(cluster.releasing.wait(), 10)  # the conversation's, first
+    freeing.cancel()  # a stopping replica
+    with pytest.raises(asyncio.CancelledError):
+        await freeing
+    # this replica's counts are free at once, the project's lease is given back in the background
+    assert quotas.running(PROJECT.key) == 0 and quotas.running(CONVERSATION.key) == 0
+    cluster.release_door.set()
+    await asyncio.wait_for(quotas.drain(), 10)
+    assert cluster.out == [CONVERSATION.key]  # the one whose write was cut short: it expires
 
 
 def _call(conversation_id: str | None) -> Call:
