@@ -16,6 +16,10 @@ lease keys ``<scope>.<digest>.<i>`` (``i < L``). A call holds one of them:
   puts a marker in its place (the bucket's ``subject_delete_marker_ttl``), which waiting
   replicas see. A dead holder's slot is thus busy for at most ``lease_s``.
 
+**At once** (:meth:`QuotaLeases.take_at_once`): a key this replica freed, else two at random,
+without waiting; :class:`~.quotas.Quotas` sends a call's takes together this way, and waits
+(:meth:`QuotaLeases.take`) only from the first that found no free key (decision 0349).
+
 **Waiting** does not poll: a waiter watches its quota's keys (the last message of each, then
 every change) and tries a key as soon as one is free. Each ``resync_s`` without a free key it
 opens the watch again (a fresh snapshot), so a watch that lost its way costs at most that.
