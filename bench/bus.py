@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import statistics
 import tempfile
 import time
@@ -121,6 +122,7 @@ if __name__ == "__main__":
     parser.add_argument("--per-round", type=int, default=300)
     parser.add_argument("--loop", choices=("asyncio", "uvloop", "both"), default="both")
     args = parser.parse_args()
+    print(f"load average: {' '.join(f'{x:.2f}' for x in os.getloadavg())} ({os.cpu_count()} cores)")
     for loop in ("asyncio", "uvloop") if args.loop == "both" else (args.loop,):
         print(f"--- event loop: {loop}")
         if loop == "uvloop":

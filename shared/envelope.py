@@ -109,17 +109,10 @@ def new_id() -> str:
     # Not os.urandom: a syscall per id showed in profiles. Ids are unique, not secret
     # (anything that must be unguessable uses ``secrets``); ``random`` reseeds after fork.
     r = random.getrandbits(80)
-    prefix: str = _last_ms[1]
+    # One f-string builds the text at once (a chain of + made a string per step).
     return (
-        prefix
-        + p[r >> 70]
-        + p[(r >> 60) & 0x3FF]
-        + p[(r >> 50) & 0x3FF]
-        + p[(r >> 40) & 0x3FF]
-        + p[(r >> 30) & 0x3FF]
-        + p[(r >> 20) & 0x3FF]
-        + p[(r >> 10) & 0x3FF]
-        + p[r & 0x3FF]
+        f"{_last_ms[1]}{p[r >> 70]}{p[(r >> 60) & 0x3FF]}{p[(r >> 50) & 0x3FF]}{p[(r >> 40) & 0x3FF]}"
+        f"{p[(r >> 30) & 0x3FF]}{p[(r >> 20) & 0x3FF]}{p[(r >> 10) & 0x3FF]}{p[r & 0x3FF]}"
     )
 
 
