@@ -11,7 +11,11 @@ does, and the runner refuses an ``ask`` at once.
 
 Only the call that was asked can answer (by request id, a fresh one per call), and only
 ``approve_once`` or ``deny``: the conversation is shared by every client of this server,
-so an ``approve_session`` would approve for the others too (decision 0202).
+so an ``approve_session`` would approve for the others too (decision 0202). A call may ask
+more than once: the policy's ``ask`` (the call's own request id), then each elicitation of
+the MCP server it calls (``<request id>/elicitation-<n>``, with the server's form): its
+questions come in order on the queue :meth:`Approvals.expect` returns, each answered by its
+own request id, a form's with the values the client gave.
 """
 
 from __future__ import annotations
@@ -19,15 +23,15 @@ from __future__ import annotations
 import asyncio
 import logging
 from dataclasses import dataclass, field
-from typing import Any, Final, Literal
+from typing import Any, Final, Literal, TypeAlias
 
-from jidocode.client import ApprovalRequest, JidoClient
+from jidocode.client import ApprovalAnswer, ApprovalRequest, JidoClient
 from jidocode.shared.bus import Bus
 from jidocode.shared.clients import ProjectClient
 from jidocode.shared.envelope import new_id
 from jidocode.shared.events.tools import ToolResult
 
-__all__ = ["ANSWER_WAIT_S", "MAX_PENDING", "Approvals", "Pending", "TooManyPending"]
+__all__ = ["ANSWER_WAIT_S", "MAX_PENDING", "Answer", "Approvals", "Pending", "TooManyPending", "call_of"]
 
 log = logging.getLogger("jidocode.mcp_gateway")
 
@@ -39,6 +43,17 @@ ANSWER_WAIT_S: Final = 600.0
 MAX_PENDING: Final = 32
 
 Decision = Literal["approve_once", "deny"]
+#: An answer: a decision, or an approval with the values of the question's form.
+Answer: TypeAlias = Decision | ApprovalAnswer
+
+#: What marks the request id of an MCP server's elicitation during a call.
+_ELICITATION = "/elicitation-"
+
+
+def call_of(request_id: str) -> str:
+    """The call a question's ``request_id`` is about: the call's own id for the policy's ask,
+    ``<id>/elicitation-<n>`` for an elicitation of the server it calls."""
+    return request_id.split(_ELICITATION, 1)[0]
 
 
 class TooManyPending(Exception):
@@ -47,23 +62,27 @@ class TooManyPending(Exception):
 
 @dataclass
 class Pending:
-    """A call the runner asked about, waiting for the client's next round."""
+    """A call in the approvals conversation, and when parked the question the client's next
+    round answers."""
 
     request_id: str
     tool: str
     args: dict[str, Any]
     run: asyncio.Task[ToolResult]
-    question: ApprovalRequest
+    #: The question the next round answers (``None`` while the call has asked none).
+    question: ApprovalRequest | None
     #: The conversation the call runs in (the approvals conversation).
     conversation_id: str
+    #: The call's questions still to come (:meth:`Approvals.expect`).
+    questions: asyncio.Queue[ApprovalRequest]
 
 
 @dataclass
 class _Waiter:
-    asked: asyncio.Future[ApprovalRequest]
-    answer: asyncio.Future[Decision] = field(
-        default_factory=lambda: asyncio.get_running_loop().create_future()
-    )
+    #: The call's questions, in the order asked.
+    asked: asyncio.Queue[ApprovalRequest] = field(default_factory=asyncio.Queue)
+    #: The answer each question waits for, by its request id.
+    answers: dict[str, asyncio.Future[Answer]] = field(default_factory=dict)
 
 
 class Approvals:
@@ -92,23 +111,25 @@ class Approvals:
             assert self._client.conversation_id is not None
             return self._client.conversation_id
 
-    def expect(self, request_id: str) -> asyncio.Future[ApprovalRequest]:
-        """Listen for the runner's question about call ``request_id``: the future it resolves."""
-        waiter = _Waiter(asked=asyncio.get_running_loop().create_future())
+    def expect(self, request_id: str) -> asyncio.Queue[ApprovalRequest]:
+        """Listen for the runner's questions about call ``request_id``: the queue they come on."""
+        waiter = _Waiter()
         self._waiters[request_id] = waiter
         return waiter.asked
 
-    def answer(self, request_id: str, decision: Decision) -> None:
-        """Answer the question about ``request_id`` (nothing happens if it was never asked)."""
-        waiter = self._waiters.get(request_id)
-        if waiter is not None and not waiter.answer.done():
-            waiter.answer.set_result(decision)
+    def answer(self, request_id: str, answer: Answer) -> None:
+        """Answer the question ``request_id`` (nothing happens if it was never asked)."""
+        waiter = self._waiters.get(call_of(request_id))
+        future = waiter.answers.get(request_id) if waiter is not None else None
+        if future is not None and not future.done():
+            future.set_result(answer)
 
     def forget(self, request_id: str) -> None:
-        """The call is over: stop listening for it (an unanswered question is denied)."""
+        """Call ``request_id`` is over: stop listening for it (an unanswered question is denied)."""
         waiter = self._waiters.pop(request_id, None)
-        if waiter is not None and not waiter.answer.done():
-            waiter.answer.set_result("deny")
+        for future in waiter.answers.values() if waiter is not None else ():
+            if not future.done():
+                future.set_result("deny")
 
     def park(self, pending: Pending) -> str:
         """Keep ``pending`` until the client's next round; the token that round carries back."""
@@ -135,14 +156,14 @@ class Approvals:
     def parked(self) -> int:
         return len(self._pending)
 
-    async def _on_ask(self, request: ApprovalRequest) -> Decision:
-        waiter = self._waiters.get(request.request_id)
-        if waiter is None:
-            return "deny"  # not a call of ours (another server's, or one already over)
-        if not waiter.asked.done():
-            waiter.asked.set_result(request)
+    async def _on_ask(self, request: ApprovalRequest) -> Answer:
+        waiter = self._waiters.get(call_of(request.request_id))
+        if waiter is None or request.request_id in waiter.answers:
+            return "deny"  # not a call of ours (another server's, or one already over), or asked twice
+        answer = waiter.answers[request.request_id] = asyncio.get_running_loop().create_future()
+        waiter.asked.put_nowait(request)
         try:
-            return await asyncio.wait_for(asyncio.shield(waiter.answer), ANSWER_WAIT_S)
+            return await asyncio.wait_for(asyncio.shield(answer), ANSWER_WAIT_S)
         except TimeoutError:
             return "deny"
 

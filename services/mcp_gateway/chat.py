@@ -18,7 +18,7 @@ from typing import Any, Final, TypeVar
 import mcp_types as types
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from jidocode.client import ApprovalRequest, ApproveCallback, Decision, JidoClient, TurnFailed
+from jidocode.client import ApprovalAnswer, ApprovalRequest, ApproveCallback, Decision, JidoClient, TurnFailed
 from jidocode.shared.bus import Bus
 from jidocode.shared.clients import ConversationsClient
 from jidocode.shared.envelope import Envelope, new_id
@@ -208,13 +208,16 @@ class TurnQuestions:
     its request the turn's log messages (``log``)."""
 
     def __init__(self, log: TurnLog | None = None) -> None:
-        self.questions: asyncio.Queue[tuple[ApprovalRequest, asyncio.Future[Decision]]] = asyncio.Queue()
+        self.questions: asyncio.Queue[tuple[ApprovalRequest, asyncio.Future[Decision | ApprovalAnswer]]] = (
+            asyncio.Queue()
+        )
         self.sink: Progress | None = None
         self.log = log if log is not None else TurnLog(LogLevels())  # following no request: silent
 
-    async def approve(self, request: ApprovalRequest) -> Decision:
-        """The approve callback of the turn's client: wait for a round to carry the answer."""
-        answer: asyncio.Future[Decision] = asyncio.get_running_loop().create_future()
+    async def approve(self, request: ApprovalRequest) -> Decision | ApprovalAnswer:
+        """The approve callback of the turn's client: wait for a round to carry the answer (a
+        form's values with it)."""
+        answer: asyncio.Future[Decision | ApprovalAnswer] = asyncio.get_running_loop().create_future()
         await self.questions.put((request, answer))
         try:
             return await asyncio.wait_for(asyncio.shield(answer), ANSWER_WAIT_S)
@@ -233,7 +236,7 @@ class ParkedTurn:
     task: asyncio.Task[types.CallToolResult]
     turn: TurnQuestions
     question: ApprovalRequest
-    answer: asyncio.Future[Decision]
+    answer: asyncio.Future[Decision | ApprovalAnswer]
 
 
 class ParkedTurns:

@@ -7,7 +7,8 @@
   that the tool's output schema would reject); a call the policy wanted to *ask* about in a client that cannot
   be asked becomes the message :func:`ask_refusal` writes.
 * :data:`APPROVAL_SCHEMA` and :func:`approval_decision`: the elicitation form an ``ask``
-  becomes, and the decision its answer is.
+  becomes, and the decision its answer is; :func:`question_form` and :func:`answer_to`: the
+  same for any question, an MCP server's own form included (its fields asked as they are).
 * :func:`skill_resource`, :func:`command_prompt`: assets as resources and prompts.
 """
 
@@ -18,18 +19,22 @@ from typing import Any, Final, Literal
 
 import mcp_types as types
 
+from jidocode.client import ApprovalAnswer, ApprovalRequest
 from jidocode.shared.events.tools import ToolResult, ToolSpec
+from jidocode.shared.plugins import MCP_PREFIX
 
 __all__ = [
     "APPROVAL_SCHEMA",
     "ERROR_META_KEY",
     "SKILL_URI_PREFIX",
+    "answer_to",
     "approval_decision",
     "approval_message",
     "ask_refusal",
     "asked_rule",
     "command_prompt",
     "error_result",
+    "question_form",
     "result_to_mcp",
     "skill_name",
     "skill_resource",
@@ -124,11 +129,16 @@ def ask_refusal(tool: str, result: ToolResult) -> str:
 
 def result_to_mcp(tool: str, result: ToolResult) -> types.CallToolResult:
     """The MCP result of a tool call: the data as text (as is when a string, else JSON) and,
-    when it is an object, as structured content; a failed call is ``isError`` with the error's
-    type and message."""
+    when it is an object, as structured content (an MCP server's tool: the server's own text and
+    structured content, which its output schema describes); a failed call is ``isError`` with
+    the error's type and message."""
     if result.ok:
         data = result.data
         structured = data if isinstance(data, dict) else None
+        if tool.startswith(MCP_PREFIX) and isinstance(data, dict):
+            # an MCP server's tool, listed with the server's own output schema: its text and
+            # structured content as the server gave them (the runner keeps both in ``data``)
+            data, structured = data.get("text", ""), data.get("structured")
         return types.CallToolResult(
             content=[types.TextContent(text=_text(data if data is not None else ""))],
             structured_content=structured,
@@ -161,6 +171,25 @@ def approval_decision(result: types.ElicitResult | Any) -> Literal["approve_once
     if not isinstance(result, types.ElicitResult) or result.action != "accept":
         return "deny"
     return "approve_once" if (result.content or {}).get("approve") is True else "deny"
+
+
+def question_form(question: ApprovalRequest) -> tuple[str, types.ElicitRequestedSchema]:
+    """The message and the form the client is asked: an MCP server's own form as the server wrote
+    it (its text is untrusted: the client shows it as data), else the yes/no of an ``ask``."""
+    if question.form is not None:
+        return question.reason, question.form  # type: ignore[return-value]  # checked by the runner
+    return approval_message(question.tool, question.args, question.reason), APPROVAL_SCHEMA
+
+
+def answer_to(question: ApprovalRequest, result: types.ElicitResult | Any) -> ApprovalAnswer:
+    """The answer the client's ``result`` gives ``question``: a form's values with an accept
+    (checked against the form by the SDK before they are sent), else the yes/no's decision;
+    a decline, a cancel, anything else denies."""
+    if question.form is None:
+        return ApprovalAnswer(decision=approval_decision(result))
+    if not isinstance(result, types.ElicitResult) or result.action != "accept":
+        return ApprovalAnswer(decision="deny")
+    return ApprovalAnswer(decision="approve_once", content=dict(result.content or {}))
 
 
 def skill_resource(item: dict[str, Any]) -> types.Resource:

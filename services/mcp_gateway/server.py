@@ -33,6 +33,7 @@ import asyncio
 import logging
 from collections.abc import AsyncIterator, Awaitable
 from contextlib import asynccontextmanager
+from dataclasses import replace
 from typing import Any, Final
 
 import mcp_types as types
@@ -42,7 +43,7 @@ from mcp.server.request_state import RequestStateBoundary, RequestStateSecurity
 from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
-from jidocode.client import ApprovalRequest, Decision
+from jidocode.client import ApprovalAnswer, ApprovalRequest
 from jidocode.shared.bus import Bus
 from jidocode.shared.clients import AssetsClient, PrdClient, ProjectClient, ToolsClient
 from jidocode.shared.envelope import new_id
@@ -67,11 +68,10 @@ from .chat import (
 from .completions import SKILL_TEMPLATE, Completions
 from .logs import LogLevels, TurnLog
 from .mapping import (
-    APPROVAL_SCHEMA,
-    approval_decision,
-    approval_message,
+    answer_to,
     command_prompt,
     error_result,
+    question_form,
     result_to_mcp,
     skill_name,
     skill_resource,
@@ -182,7 +182,7 @@ class _ProjectMcp:
             )
         try:
             if params.request_state is not None:
-                return await self._resume(params)
+                return await self._resume(ctx, params)
             args = dict(params.arguments or {})
             if not _can_elicit(ctx):
                 return result_to_mcp(params.name, await self._run(params.name, args))
@@ -234,42 +234,52 @@ class _ProjectMcp:
     async def _run_asking(
         self, ctx: Ctx, name: str, args: dict[str, Any]
     ) -> types.CallToolResult | types.InputRequiredResult:
-        """Run in the approvals conversation; an ``ask`` becomes the client's question."""
+        """Run in the approvals conversation; each question the call asks goes to the client."""
         conversation_id = await self.approvals.conversation_id()
         request_id = f"mcp-{new_id()}"
-        asked = self.approvals.expect(request_id)
+        questions = self.approvals.expect(request_id)
         meta = ToolCallMeta(request_id=request_id, conversation_id=conversation_id)
         run = asyncio.ensure_future(self.tools.run(name, args, meta=meta, timeout=self.call_timeout_s))
-        parked = False
+        call = Pending(request_id, name, args, run, None, conversation_id, questions)
+        outcome: types.CallToolResult | types.InputRequiredResult | None = None
         try:
-            first: set[asyncio.Future[Any]] = {run, asked}
-            await asyncio.wait(first, return_when=asyncio.FIRST_COMPLETED)
-            if run.done():
-                return result_to_mcp(name, run.result())
-            question = asked.result()
-            if _modern(ctx):
-                token = self.approvals.park(Pending(request_id, name, args, run, question, conversation_id))
-                parked = True
-                return types.InputRequiredResult(
-                    input_requests={APPROVE_KEY: _ask(question)}, request_state=token
-                )
-            answer = await ctx.session.elicit_form(
-                approval_message(question.tool, question.args, question.reason),
-                APPROVAL_SCHEMA,
-                related_request_id=ctx.request_id,
-            )
-            self.approvals.answer(request_id, approval_decision(answer))
-            return result_to_mcp(name, await run)
+            outcome = await self._until_done(ctx, call)
+            return outcome
         except TooManyPending as exc:
             return error_result(str(exc), error="quota_exceeded")
         finally:
-            if not parked:
+            if not isinstance(outcome, types.InputRequiredResult):  # not parked for a later round
                 self.approvals.forget(request_id)
                 if not run.done():  # the client cancelled its request, or the elicitation failed
                     run.cancel()
                     self._stop(request_id, conversation_id)
 
-    async def _resume(self, params: types.CallToolRequestParams) -> types.CallToolResult:
+    async def _until_done(self, ctx: Ctx, call: Pending) -> types.CallToolResult | types.InputRequiredResult:
+        """The call's result; each question it asks before (the policy's ask, its MCP server's
+        forms) goes to the client: as an elicitation request on a 2025 connection, or as an
+        ``InputRequiredResult`` on a 2026-07-28 one (the call parked until the round that answers)."""
+        while True:
+            asked = asyncio.ensure_future(call.questions.get())
+            try:
+                await asyncio.wait({call.run, asked}, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                if not asked.done():
+                    asked.cancel()
+            if call.run.done():
+                return result_to_mcp(call.tool, call.run.result())
+            question = asked.result()
+            if _modern(ctx):
+                token = self.approvals.park(replace(call, question=question))
+                return types.InputRequiredResult(
+                    input_requests={APPROVE_KEY: _ask(question)}, request_state=token
+                )
+            message, schema = question_form(question)
+            answer = await ctx.session.elicit_form(message, schema, related_request_id=ctx.request_id)
+            self.approvals.answer(question.request_id, answer_to(question, answer))
+
+    async def _resume(
+        self, ctx: Ctx, params: types.CallToolRequestParams
+    ) -> types.CallToolResult | types.InputRequiredResult:
         """The round that carries the answer to a parked call's question."""
         assert params.request_state is not None
         pending = self.approvals.take(params.request_state)
@@ -287,11 +297,17 @@ class _ProjectMcp:
                 f"({pending.tool}); the call was cancelled",
                 error="invalid_input",
             )
-        responses = params.input_responses or {}
-        decision = approval_decision(responses.get(APPROVE_KEY))
-        self.approvals.answer(pending.request_id, decision)
+        question = pending.question
+        assert question is not None  # parked on a question
+        self.approvals.answer(
+            question.request_id, answer_to(question, (params.input_responses or {}).get(APPROVE_KEY))
+        )
         try:
-            return result_to_mcp(params.name, await pending.run)
+            return await self._until_done(ctx, pending)
+        except TooManyPending as exc:
+            pending.run.cancel()
+            self._stop(pending.request_id, pending.conversation_id)
+            return error_result(str(exc), error="quota_exceeded")
         except asyncio.CancelledError:  # the client cancelled this round: stop the call too
             pending.run.cancel()
             self._stop(pending.request_id, pending.conversation_id)
@@ -311,7 +327,8 @@ class _ProjectMcp:
                     error="not_found",
                 )
             if not parked.answer.done():
-                parked.answer.set_result(approval_decision((params.input_responses or {}).get(APPROVE_KEY)))
+                response = (params.input_responses or {}).get(APPROVE_KEY)
+                parked.answer.set_result(answer_to(parked.question, response))
             parked.turn.sink = progress
             parked.turn.log.follow(ctx)
             return await self._follow_turn(parked.task, parked.turn)
@@ -345,13 +362,10 @@ class _ProjectMcp:
         approve = None
         if _can_elicit(ctx):  # asks travel as requests to the client (2025 connections)
 
-            async def approve(request: ApprovalRequest) -> Decision:
-                answer = await ctx.session.elicit_form(
-                    approval_message(request.tool, request.args, request.reason),
-                    APPROVAL_SCHEMA,
-                    related_request_id=ctx.request_id,
-                )
-                return approval_decision(answer)
+            async def approve(request: ApprovalRequest) -> ApprovalAnswer:
+                message, schema = question_form(request)
+                answer = await ctx.session.elicit_form(message, schema, related_request_id=ctx.request_id)
+                return answer_to(request, answer)
 
         return await run_chat(
             self.bus,
@@ -466,12 +480,8 @@ class _ProjectMcp:
 
 
 def _ask(question: ApprovalRequest) -> types.ElicitRequest:
-    return types.ElicitRequest(
-        params=types.ElicitRequestFormParams(
-            message=approval_message(question.tool, question.args, question.reason),
-            requested_schema=APPROVAL_SCHEMA,
-        )
-    )
+    message, schema = question_form(question)
+    return types.ElicitRequest(params=types.ElicitRequestFormParams(message=message, requested_schema=schema))
 
 
 def build_server(bus: Bus, project_id: str, *, call_timeout_s: float = DEFAULT_CALL_TIMEOUT_S) -> Server[Any]:

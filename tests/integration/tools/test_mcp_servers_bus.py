@@ -18,14 +18,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import mcp_types as types
 import pytest
 import pytest_asyncio
+from mcp import Client
+from mcp.client.session import ClientRequestContext
 
 from jidocode.cli.dev.scripted_llm import Reply, ScriptedLlm, call
 from jidocode.client import ApprovalAnswer, ApprovalRequest, JidoClient
 from jidocode.client._callbacks import approval_request_of
 from jidocode.services.conversation.llm import make_llm_port
 from jidocode.services.conversation.service import serve as serve_conversation
+from jidocode.services.mcp_gateway import build_server
 from jidocode.services.registry import serve_many
 from jidocode.services.tool_runner.mcp.approvals import approve_server
 from jidocode.services.tool_runner.service import ToolRunner
@@ -572,6 +576,55 @@ async def test_a_form_declined_is_declined(system: McpSystem) -> None:
         assert result.ok and result.data["text"] == "decline", result
     finally:
         await client.close()
+
+
+class _FormFiller:
+    """An MCP client's elicitation callback: answers every form with ``content`` (``None``:
+    declines), and keeps what it was asked."""
+
+    def __init__(self, content: dict[str, Any] | None) -> None:
+        self.content = content
+        self.asked: list[types.ElicitRequestFormParams] = []
+
+    async def __call__(
+        self, context: ClientRequestContext, params: types.ElicitRequestParams
+    ) -> types.ElicitResult:
+        assert isinstance(params, types.ElicitRequestFormParams)
+        self.asked.append(params)
+        if self.content is None:
+            return types.ElicitResult(action="decline")
+        return types.ElicitResult(action="accept", content=self.content)
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+async def test_a_form_reaches_an_mcp_client_of_jidocode_mcp_and_its_values_the_server(
+    system: McpSystem, mode: str
+) -> None:
+    """A call through JidoCode's own MCP server (``jidocode mcp``) to a tool whose MCP server asks a
+    form: the client is asked that form, fields and all (a round of the call on a 2026-07-28
+    connection, an elicitation request on a 2025 one), and the values it gives reach the server
+    typed; a decline is the server's decline."""
+    filler = _FormFiller(ORDER)
+    async with Client(
+        build_server(system.bus, system.pid),
+        mode=mode,
+        elicitation_callback=filler,  # type: ignore[arg-type]
+    ) as client:
+        result = await client.call_tool("mcp__flaky__order", {})
+        assert result.is_error is False, result
+        [asked] = filler.asked
+        assert "asks" in asked.message and asked.requested_schema["required"] == [
+            "name",
+            "count",
+            "ok",
+            "colour",
+        ]
+        # the server's own result, valid against its output schema ({"result": <text>})
+        assert result.structured_content is not None
+        assert json.loads(result.structured_content["result"]) == ORDER  # an int stays an int …
+        filler.content = None
+        declined = await client.call_tool("mcp__flaky__order", {})
+        assert declined.structured_content == {"result": "decline"} and len(filler.asked) == 2
 
 
 @pytest.mark.timeout(300)

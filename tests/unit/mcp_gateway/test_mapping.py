@@ -10,13 +10,17 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from jidocode.client import ApprovalAnswer, ApprovalRequest
 from jidocode.services.mcp_gateway.approvals import Approvals, Pending, TooManyPending
 from jidocode.services.mcp_gateway.chat import ChatArgs, ParkedTurn, ParkedTurns, TurnQuestions, parse_args
 from jidocode.services.mcp_gateway.mapping import (
+    APPROVAL_SCHEMA,
     ERROR_META_KEY,
+    answer_to,
     approval_decision,
     ask_refusal,
     command_prompt,
+    question_form,
     result_to_mcp,
     skill_name,
     skill_resource,
@@ -149,7 +153,7 @@ async def test_parked_calls_are_bounded_and_taken_once() -> None:
 
     def parked(i: int) -> Pending:
         question: Any = None
-        return Pending(f"r{i}", "t", {}, asyncio.ensure_future(never()), question, "c")
+        return Pending(f"r{i}", "t", {}, asyncio.ensure_future(never()), question, "c", asyncio.Queue())
 
     first, second = parked(1), parked(2)
     token = approvals.park(first)
@@ -212,3 +216,53 @@ async def test_a_turns_ask_waits_for_the_round_that_answers_it() -> None:
     questions.sink = sink
     await questions.progress(2, "kept")
     assert pieces == ["kept"]
+
+
+FORM = {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}
+
+
+async def test_a_calls_questions_come_in_order_each_answered_by_its_own_id() -> None:
+    """The policy's ask (the call's id), then its MCP server's forms (``<id>/elicitation-<n>``)."""
+    approvals = Approvals(bus=None, project_id="p")  # type: ignore[arg-type]  # no I/O here
+    questions = approvals.expect("r1")
+    ask = ApprovalRequest(request_id="r1", tool="mcp__x__order", args={})
+    form = ApprovalRequest(
+        request_id="r1/elicitation-1",
+        tool="mcp__x__order",
+        args={},
+        reason="MCP server 'x' asks: who?",
+        form=FORM,
+    )
+    first = asyncio.ensure_future(approvals._on_ask(ask))
+    second = asyncio.ensure_future(approvals._on_ask(form))
+    assert await questions.get() == ask
+    approvals.answer("r1", "approve_once")
+    assert await first == "approve_once"
+    assert await questions.get() == form
+    approvals.answer(form.request_id, ApprovalAnswer(content={"name": "Ada"}))
+    assert await second == ApprovalAnswer(content={"name": "Ada"})
+    stranger = ApprovalRequest(request_id="r2/elicitation-1", tool="t", args={})
+    assert await approvals._on_ask(stranger) == "deny"  # no call of this server's
+    late = asyncio.ensure_future(
+        approvals._on_ask(form.model_copy(update={"request_id": "r1/elicitation-2"}))
+    )
+    await questions.get()
+    approvals.forget("r1")  # the call ended: what it still asked is denied
+    assert await late == "deny"
+
+
+def test_a_servers_form_is_asked_as_it_is_and_its_answer_carries_the_values() -> None:
+    form = ApprovalRequest(
+        request_id="r/elicitation-1", tool="t", args={}, reason="MCP server 'x' asks: who?", form=FORM
+    )
+    assert question_form(form) == ("MCP server 'x' asks: who?", FORM)
+    accepted = types.ElicitResult(action="accept", content={"name": "Ada"})
+    assert answer_to(form, accepted) == ApprovalAnswer(decision="approve_once", content={"name": "Ada"})
+    assert answer_to(form, types.ElicitResult(action="decline")).decision == "deny"
+    assert answer_to(form, types.ElicitResult(action="cancel")).decision == "deny"
+    ask = ApprovalRequest(request_id="r", tool="bash", args={"command": "ls"}, reason="Bash(ls:*)")
+    message, schema = question_form(ask)
+    assert schema == APPROVAL_SCHEMA and "bash" in message and "Bash(ls:*)" in message
+    yes = types.ElicitResult(action="accept", content={"approve": True})
+    assert answer_to(ask, yes) == ApprovalAnswer(decision="approve_once")
+    assert answer_to(ask, types.ElicitResult(action="accept", content={"approve": False})).decision == "deny"
