@@ -305,9 +305,10 @@ class Quotas:
             return
         tries = [self._in_background(self._one_at_once(leases, taken, held)) for taken in held.taken]
         await asyncio.wait(tries)
-        for task in tries:
-            if not task.cancelled() and task.exception() is not None:
-                raise task.exception()  # type: ignore[misc]
+        errors = [task.exception() for task in tries if not task.cancelled()]  # each one retrieved
+        for error in errors:
+            if error is not None:
+                raise error
 
     async def _one_at_once(self, leases: Leases, taken: _Taken, held: HeldSlots) -> None:
         await self._keep(held, taken, await leases.take_at_once(taken.slot))

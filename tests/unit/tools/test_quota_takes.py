@@ -13,6 +13,7 @@ from jidocode.services.tool_runner.call import Call
 from jidocode.services.tool_runner.errors import CallCancelled, QuotaExceeded
 from jidocode.services.tool_runner.quotas import HeldLease, Quotas, Slot, slots_for
 from jidocode.shared.envelope import Envelope
+from jidocode.shared.errors import ServiceUnavailable
 from jidocode.shared.events.tools import RunTool, ToolCallMeta
 from jidocode.shared.settings import ToolSettings
 
@@ -49,6 +50,8 @@ class _Cluster:
         self.release_door = asyncio.Event()
         self.release_door.set()
         self.releasing = asyncio.Event()
+        #: Quota keys whose bucket is out of reach (their takes raise ``ServiceUnavailable``).
+        self.unreachable: set[str] = set()
         self.in_flight = 0
         self.both_in_flight = asyncio.Event()
         self.waiting = asyncio.Event()
@@ -70,6 +73,8 @@ class _Cluster:
             await self.door.wait()
         finally:
             self.in_flight -= 1
+        if slot.key in self.unreachable:
+            raise ServiceUnavailable(f"the {slot.scope} quota could not be checked")
         return self._take(slot.key)
 
     async def take(self, slot: Slot, wait_s: float, *, tried: bool = False) -> HeldLease:
@@ -132,6 +137,18 @@ async def test_a_refused_conversation_slot_keeps_the_project_one_while_it_waits(
     # the order of decision 0176: the project's slot is held while the conversation's is waited for
     assert f"wait {CONVERSATION.key} holding ['{PROJECT.key}']" in cluster.log
     assert cluster.out == [] and quotas.running(PROJECT.key) == 0 and quotas.queued == 0
+
+
+async def test_a_quota_out_of_reach_fails_the_take_and_leaves_nothing_behind() -> None:
+    cluster = _Cluster()
+    cluster.unreachable.add(CONVERSATION.key)
+    quotas = Quotas(cluster)
+    with pytest.raises(ServiceUnavailable, match="conversation quota could not be checked"):
+        await quotas.take((PROJECT, CONVERSATION), 5, owner=OWNER)
+    await asyncio.wait_for(quotas.drain(), 10)
+    # the project's lease, taken beside it, was given back: the limit fails closed, not stuck
+    assert cluster.out == [] and cluster.log == [f"take {PROJECT.key}", f"give {PROJECT.key}"]
+    assert quotas.running(PROJECT.key) == 0 and quotas.queued == 0
 
 
 async def test_a_lease_taken_after_the_call_let_go_is_given_back() -> None:
