@@ -251,6 +251,8 @@ class ServiceHost:
         # ``jido.<kind>.<p>.<verb>``: only a subject of 4 tokens or more can name a project
         named = subject.count(".") >= 3 or subject.endswith(">")
         subject_project = _subject_project if named else _no_project
+        # read only where the command has it (a missing attribute costs a pydantic model dearly)
+        names_conversation = "conversation_id" in command.model_fields or hasattr(command, "conversation_id")
         requests = metrics.REQUESTS.labels(self.name, endpoint)
         duration = metrics.REQUEST_DURATION.labels(self.name, endpoint)
 
@@ -261,7 +263,7 @@ class ServiceHost:
             try:
                 env = decode(request.data, request.headers, max_bytes=max_bytes, nats_subject=request.subject)
                 cmd = validate(env)
-                conversation_id = env.conversation_id or getattr(cmd, "conversation_id", None)
+                conversation_id = env.conversation_id or (cmd.conversation_id if names_conversation else None)
                 set_log_scope(env.project_id or subject_project(env.nats_subject), conversation_id)
                 tracer = self.bus.tracer
                 if tracer is None:
@@ -470,14 +472,13 @@ def _request_validator(command: type[C], label: str) -> Callable[[Envelope], C]:
     validate, goes through ``expect``, whose errors name what is wrong.
     """
     expected = command.model_fields["type"].default
-    validator = command.__pydantic_validator__
     direct = event_class(expected) is command  # else expect() refuses it: another class of the type
 
     def validate(env: Envelope) -> C:
         data = env.data
         if direct and env.type == expected and type(data) is dict and "type" not in data:
-            try:
-                return cast(C, validator.validate_python(data))
+            try:  # (the validator looked up now: a model built lazily has a stand-in until then)
+                return cast(C, command.__pydantic_validator__.validate_python(data))
             except ValidationError:
                 pass  # expect() turns it into an invalid_input naming the fields
         return expect(env, command, endpoint=label)
