@@ -42,6 +42,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import operator
 import os
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -250,9 +251,10 @@ class ServiceHost:
         validate = _request_validator(command, label)
         # ``jido.<kind>.<p>.<verb>``: only a subject of 4 tokens or more can name a project
         named = subject.count(".") >= 3 or subject.endswith(">")
-        subject_project = _subject_project if named else _no_project
+        subject_project = _subject_project if named else _nothing
         # read only where the command has it (a missing attribute costs a pydantic model dearly)
         names_conversation = "conversation_id" in command.model_fields or hasattr(command, "conversation_id")
+        conversation_of = operator.attrgetter("conversation_id") if names_conversation else _nothing
         requests = metrics.REQUESTS.labels(self.name, endpoint)
         duration = metrics.REQUEST_DURATION.labels(self.name, endpoint)
 
@@ -263,7 +265,7 @@ class ServiceHost:
             try:
                 env = decode(request.data, request.headers, max_bytes=max_bytes, nats_subject=request.subject)
                 cmd = validate(env)
-                conversation_id = env.conversation_id or (cmd.conversation_id if names_conversation else None)
+                conversation_id = env.conversation_id or conversation_of(cmd)
                 set_log_scope(env.project_id or subject_project(env.nats_subject), conversation_id)
                 tracer = self.bus.tracer
                 if tracer is None:
@@ -486,8 +488,9 @@ def _request_validator(command: type[C], label: str) -> Callable[[Envelope], C]:
     return validate
 
 
-def _no_project(subject: str | None) -> None:
-    """The project of a request subject too short to name one (``jido.engine.<verb>``): none."""
+def _nothing(_: object) -> None:
+    """``None``: the project of a request subject too short to name one (``jido.engine.<verb>``),
+    the conversation of a command without one."""
     return None
 
 
