@@ -93,12 +93,16 @@ def message_kind(subject: str) -> str:
 
 class MessageKinds:
     """Counts messages by kind; a reply counts under the kind of the request it answers
-    (``_INBOX ← <kind>``: the request's reply subject is remembered when it goes by)."""
+    (``_INBOX ← <kind>``: the request's reply subject is remembered when it goes by). With
+    ``timeline``, also when each message of each turn went by (a turn begins at its ``send_event``)."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, timeline: bool = False) -> None:
         self.kinds: Counter[str] = Counter()
         #: Reply subjects of the requests seen, and the kind of each request (bounded).
         self._asked: dict[str, str] = {}
+        self.timeline = timeline
+        #: Per turn, each message's arrival (``perf_counter``) and kind.
+        self.turns: list[list[tuple[float, str]]] = []
 
     def add(self, subject: str, reply: str) -> None:
         kind = message_kind(subject)
@@ -113,15 +117,38 @@ class MessageKinds:
                 self._asked.pop(next(iter(self._asked)))
             self._asked[reply] = kind
         self.kinds[kind] += 1
+        if self.timeline:
+            if subject.endswith(".send_event"):
+                self.turns.append([])
+            if self.turns:
+                self.turns[-1].append((time.perf_counter(), kind))
 
 
-async def count_turn_messages(url: str, client: JidoClient, turns: int) -> tuple[float, Counter[str]]:
-    """Every NATS message routed during ``turns`` one-tool turns of ``client``: per turn, and by kind."""
+def timeline(turns: list[list[tuple[float, str]]]) -> list[tuple[float, float, str]]:
+    """The turns' messages in order: the median time since the turn began, the median gap to
+    the message before, and the kind; over the turns whose messages came in the most common
+    order (a turn whose messages interleaved otherwise is left out)."""
+    if not turns:
+        return []
+    shape = Counter(tuple(k for _, k in t) for t in turns).most_common(1)[0][0]
+    alike = [t for t in turns if tuple(k for _, k in t) == shape]
+    rows = []
+    for i in range(len(shape)):
+        since = statistics.median((t[i][0] - t[0][0]) * 1000 for t in alike)
+        gap = statistics.median((t[i][0] - t[i - 1][0]) * 1000 if i else 0.0 for t in alike)
+        rows.append((since, gap, alike[0][i][1]))
+    return rows
+
+
+async def count_turn_messages(
+    url: str, client: JidoClient, turns: int, *, trace: bool = False
+) -> MessageKinds:
+    """Every NATS message routed during ``turns`` one-tool turns of ``client``, by kind (and,
+    with ``trace``, when each went by)."""
     import nats
 
     counter = await nats.connect(url)
-    seen = MessageKinds()
-    kinds = seen.kinds
+    seen = MessageKinds(timeline=trace)
 
     async def _count(msg: Any) -> None:
         seen.add(msg.subject, msg.reply)
@@ -137,7 +164,7 @@ async def count_turn_messages(url: str, client: JidoClient, turns: int) -> tuple
         await sub.unsubscribe()
     finally:
         await counter.close()
-    return sum(kinds.values()) / turns, kinds
+    return seen
 
 
 def pct(values: list[float], q: float) -> float:
@@ -269,17 +296,23 @@ async def timed_rounds(client: JidoClient, minimal: Minimal, rounds: int, per_ro
     print(f"  ratio (median): {m_ours / m_base:.2f}   (goal <= 1.15)")
 
 
-async def print_turn_messages(url: str, client: JidoClient, count_turns: int) -> None:
+async def print_turn_messages(url: str, client: JidoClient, count_turns: int, *, trace: bool = False) -> None:
     """The NATS messages of one one-tool turn, by kind (before the concurrent conversations
-    are loaded: their consumers' heartbeats would be counted as the turns' messages)."""
+    are loaded: their consumers' heartbeats would be counted as the turns' messages); with
+    ``trace``, the turn's messages in order with their median times."""
     await client.reset_session()
     await client.send_message("read the readme", timeout=60)
-    per_turn_msgs, by_kind = await count_turn_messages(url, client, count_turns)
+    seen = await count_turn_messages(url, client, count_turns, trace=trace)
+    per_turn_msgs = sum(seen.kinds.values()) / count_turns
     print(
         f"NATS messages per one-tool turn: {per_turn_msgs:.1f}   (goal <= {MESSAGES_GOAL}; {count_turns} turns)"
     )
-    for kind, n in by_kind.most_common():
+    for kind, n in seen.kinds.most_common():
         print(f"  {n / count_turns:5.1f}  {kind}")
+    if trace:
+        print("one turn, message by message (median ms since the turn began, + the gap before it):")
+        for since, gap, kind in timeline(seen.turns[1:]):  # the first may have begun before the counter
+            print(f"  {since:8.2f} +{gap:6.2f}  {kind}")
 
 
 async def concurrent_ratio(
@@ -321,6 +354,7 @@ async def main(
     services: str = "processes",
     tracing: str = "off",
     count_turns: int = 10,
+    trace: bool = False,
 ) -> None:
     logging.basicConfig(level=logging.CRITICAL)
     set_up_tracing(tracing)
@@ -379,7 +413,7 @@ async def main(
                 tune_gc()  # this process hosts the services: tuned as jidocode's runner tunes each
             await timed_rounds(client, minimal, rounds, per_round)
 
-            await print_turn_messages(server.url, client, count_turns)
+            await print_turn_messages(server.url, client, count_turns, trace=trace)
             await concurrent_ratio(bus, root, minimal, concurrent, turn_timeout)
             await client.close()
 
@@ -422,6 +456,11 @@ if __name__ == "__main__":
     parser.add_argument(
         "--count-turns", type=int, default=10, help="turns over which the NATS messages are counted"
     )
+    parser.add_argument(
+        "--trace",
+        action="store_true",
+        help="also print one turn message by message, with median times (use --count-turns 40 or more)",
+    )
     args = parser.parse_args()
     if args.tracing == "memory" and args.services != "inline":
         parser.error("--tracing memory needs --services inline (the exporter is in this process)")
@@ -434,5 +473,6 @@ if __name__ == "__main__":
             args.services,
             args.tracing,
             args.count_turns,
+            args.trace,
         )
     )
