@@ -89,6 +89,15 @@ class Wakeups:
         job.add_done_callback(self.tasks.discard)
 
     async def _on_wake(self, msg: Msg) -> None:
+        named = conversation_of(msg.subject)
+        if named is not None and named[2] in self.ownership.owned:
+            # loaded here (the usual case: a conversation in a turn): nothing to wake, and no
+            # task to make for it
+            try:
+                await msg.ack()
+            except Exception as exc:
+                log.debug("ack of a wake-up: %s", exc)
+            return
         # Handled concurrently: one by one, a burst of wake-ups (each a lease round trip or
         # two) would wait in the client past the consumer's ack wait and come again.
         self.spawn(asyncio.create_task(self._wake_one(msg)))
