@@ -254,8 +254,10 @@ def parse_settings_bytes(raw: bytes, file: str) -> tuple[dict[str, Any] | None, 
     except _DuplicateKeyError as exc:
         return None, [*diags, _duplicate(text, file, str(exc))]
     except json.JSONDecodeError as exc:
-        problem = f"invalid JSON: {_json_problem(text, exc)}"
-        return None, [*diags, Diagnostic(file=file, problem=problem, line=exc.lineno, column=exc.colno)]
+        at = _error_at(text, exc.pos)
+        problem = f"invalid JSON: {_json_problem(text, exc, at)}"
+        line, column = text_position(text, at)
+        return None, [*diags, Diagnostic(file=file, problem=problem, line=line, column=column)]
     except RecursionError:
         return None, [*diags, Diagnostic(file=file, problem="JSON nested too deeply")]
     if not isinstance(value, dict):
@@ -265,11 +267,22 @@ def parse_settings_bytes(raw: bytes, file: str) -> tuple[dict[str, Any] | None, 
     return value, diags
 
 
-def _json_problem(text: str, exc: json.JSONDecodeError) -> str:
-    """``json``'s message, naming the usual slip: a trailing comma before ``}`` or ``]``."""
-    closing = text[exc.pos : exc.pos + 1]
-    if closing in ("}", "]") and text[: exc.pos].rstrip().endswith(","):
-        return f"trailing comma before {closing!r} ({exc.msg})"
+def _error_at(text: str, pos: int) -> int:
+    """Where a JSON error is reported: a trailing comma's at the bracket after it (Python 3.13's
+    ``json`` points at the comma itself, earlier ones at the bracket: the same on every version)."""
+    if text[pos : pos + 1] == ",":
+        after = len(text) - len(text[pos + 1 :].lstrip())
+        if text[after : after + 1] in ("}", "]"):
+            return after
+    return pos
+
+
+def _json_problem(text: str, exc: json.JSONDecodeError, at: int) -> str:
+    """``json``'s message, or the usual slip named: a trailing comma before ``}`` or ``]`` (whose
+    message from ``json`` differs between Python versions)."""
+    closing = text[at : at + 1]
+    if closing in ("}", "]") and text[:at].rstrip().endswith(","):
+        return f"trailing comma before {closing!r}"
     return exc.msg
 
 
