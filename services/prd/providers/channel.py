@@ -97,6 +97,13 @@ class ChannelRun:
         if not self._cancelled:
             # once: a second cancel would interrupt the producer's own clean-up
             self._cancelled = True
+            # A producer made just now takes its first step first: a task cancelled before that
+            # never runs at all, so its clean-up (killing the CLI, stopping the conversation,
+            # ending the events) would never run. (Since Python 3.12 a caller's
+            # ``wait_for(run.cancel())`` makes no task of its own that would have yielded.)
+            await asyncio.sleep(0)
+            if self._task.done():
+                return
             self._task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await asyncio.shield(self._task)

@@ -287,10 +287,6 @@ class ConversationRun(ChannelRun):
             await self._unfollow()
             raise
         self._task = asyncio.create_task(self._watch(), name=f"prd-jidocode-{self.conversation_id}")
-        # Let the watch begin before the caller can cancel it: a task cancelled before its first
-        # step never runs its clean-up (the events would never end). Since Python 3.12 a caller's
-        # ``wait_for(run.cancel())`` makes no task of its own, so nothing else yields first.
-        await asyncio.sleep(0)
 
     # -- following the conversation ---------------------------------------------------------
 
